@@ -1,0 +1,53 @@
+"""qops: quantized linear operators with exact semantics.
+
+DirectML's ``QUANTIZED_LINEAR_CONVOLUTION`` and
+``QUANTIZED_LINEAR_MATRIX_MULTIPLY`` and ONNX's ``QuantizeLinear`` and
+``DequantizeLinear`` on NumPy arrays, validated against DirectML feature
+levels and ONNX opsets by a declarative registry (:mod:`qops.registry`).
+"""
+
+__version__ = "0.1.0"
+
+from . import registry
+from ._config import get_num_threads, set_num_threads, show_config
+from ._errors import (
+    DTypeUnsupportedError,
+    DTypeValidationError,
+    QopsError,
+    UnsupportedError,
+    ValidationError,
+)
+from ._validation import TensorDesc
+from .api import (
+    Validated,
+    dequantize_linear,
+    quantize_linear,
+    quantized_linear_convolution,
+    quantized_linear_matrix_multiply,
+    validate,
+)
+from .registry.schema import FeatureLevel, Opset
+from . import reference
+
+__all__ = [
+    "__version__",
+    "registry",
+    "reference",
+    "quantized_linear_convolution",
+    "quantized_linear_matrix_multiply",
+    "dequantize_linear",
+    "quantize_linear",
+    "validate",
+    "Validated",
+    "TensorDesc",
+    "FeatureLevel",
+    "Opset",
+    "QopsError",
+    "ValidationError",
+    "UnsupportedError",
+    "DTypeValidationError",
+    "DTypeUnsupportedError",
+    "show_config",
+    "get_num_threads",
+    "set_num_threads",
+]

@@ -1,0 +1,98 @@
+"""Thread count and build information."""
+
+from __future__ import annotations
+
+import operator
+import os
+import platform
+import sys
+
+from ._errors import ValidationError
+
+try:
+    from ._kernels import _openmp
+except ImportError:  # a source checkout that has not been built
+    _openmp = None
+
+__all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "config", "show_config"]
+
+_num_threads = None
+
+
+def _default_threads():
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    if _openmp is not None and _openmp.openmp_enabled():
+        return max(1, _openmp.max_threads())
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_threads(n, name):
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name,
+                              given=n) from None
+    if isinstance(n, bool) or n < 1:
+        raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name, given=n)
+    return n
+
+
+def get_num_threads() -> int:
+    """The number of threads kernels use when a call gives no ``n_threads``.
+
+    Defaults to ``OMP_NUM_THREADS`` when set, else the cores this process may run on.
+    """
+    return _num_threads if _num_threads is not None else _default_threads()
+
+
+def set_num_threads(n: int) -> None:
+    """Set the default thread count of every kernel (``n >= 1``)."""
+    global _num_threads
+    _num_threads = _check_threads(n, "n_threads")
+
+
+def resolve_threads(n_threads=None) -> int:
+    """A call's thread count: ``n_threads`` if given, else the global setting."""
+    if n_threads is None:
+        return get_num_threads()
+    return _check_threads(n_threads, "n_threads")
+
+
+def config() -> dict:
+    """What :func:`show_config` prints, as a dictionary."""
+    import ml_dtypes
+    import numpy
+
+    from . import __version__, _dispatch
+
+    return {
+        "qops": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "numpy": numpy.__version__,
+        "ml_dtypes": ml_dtypes.__version__,
+        "kernels built": _openmp is not None,
+        "openmp": bool(_openmp is not None and _openmp.openmp_enabled()),
+        "debug build": bool(_openmp is not None and _openmp.debug_build()),
+        "threads": get_num_threads(),
+        "simd": "none (NumPy reference kernels)",
+        "implementations": _dispatch.summary(),
+    }
+
+
+def show_config(file=None) -> None:
+    """Print versions, whether OpenMP is on, the thread count and the SIMD level."""
+    out = file or sys.stdout
+    info = config()
+    width = max(len(key) for key in info)
+    for key, value in info.items():
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        if isinstance(value, dict):
+            value = "; ".join(f"{op}: {', '.join(names)}" for op, names in value.items())
+        print(f"{key:<{width}}  {value}", file=out)

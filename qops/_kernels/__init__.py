@@ -1,0 +1,1 @@
+"""Compiled kernels (Cython).  Nothing here validates: :mod:`qops.ops` does."""

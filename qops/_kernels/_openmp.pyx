@@ -1,0 +1,51 @@
+# cython: language_level=3
+"""What the build gave: OpenMP or not, a debug build or not, and a probe of
+how many threads a parallel loop really runs on."""
+
+from cython.parallel cimport prange
+
+from ._openmp_helpers cimport (
+    QOPS_DEBUG_BUILD,
+    QOPS_OPENMP_ENABLED,
+    omp_get_max_threads,
+    omp_get_num_procs,
+    omp_get_thread_num,
+)
+
+
+def openmp_enabled():
+    """True when the kernels were compiled with OpenMP."""
+    return bool(QOPS_OPENMP_ENABLED)
+
+
+def debug_build():
+    """True for a ``QOPS_DEBUG=1`` build (bounds checks on)."""
+    return bool(QOPS_DEBUG_BUILD)
+
+
+def max_threads():
+    """OpenMP's default team size (``OMP_NUM_THREADS`` if set); 1 without OpenMP."""
+    return omp_get_max_threads()
+
+
+def num_procs():
+    return omp_get_num_procs()
+
+
+def threads_used(int n_threads):
+    """Run a parallel loop on ``n_threads`` threads and count the distinct ones
+    that took part: the check that OpenMP really runs in parallel."""
+    cdef int seen[256]
+    cdef int i, count = 0
+    cdef int iterations = 4096
+    if n_threads < 1 or n_threads > 256:
+        raise ValueError("n_threads must be in [1, 256]")
+    for i in range(256):
+        seen[i] = 0
+    # schedule(static) hands each thread a contiguous share, so every thread
+    # of the team gets work.
+    for i in prange(iterations, nogil=True, num_threads=n_threads, schedule="static"):
+        seen[omp_get_thread_num()] = 1
+    for i in range(256):
+        count = count + seen[i]
+    return count

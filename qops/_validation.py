@@ -1,0 +1,362 @@
+"""Table-driven validation: every check that reads the registry.
+
+The operator modules (:mod:`qops.ops`) turn user arguments into
+:class:`Desc` objects (an element type and a shape), then call the checks
+here in order: the version, the attributes, each slot's dimension count and
+data type, the cross-slot constraints and the expected shapes.  Messages
+follow one pattern::
+
+    OPERATOR: <slot> has <what was given>; <version> supports <what it allows>
+    (<what was given> from <first version that allows it>)
+"""
+
+from __future__ import annotations
+
+import math
+import operator as _operator
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dtypes
+from ._errors import (
+    DTypeUnsupportedError,
+    DTypeValidationError,
+    UnsupportedError,
+    ValidationError,
+)
+from .registry import NEWEST_FEATURE_LEVEL, NEWEST_OPSET
+from .registry.schema import ConstraintKind, FeatureLevel, Operator, Opset, dtype_label
+
+__all__ = ["TensorDesc", "Desc", "fail", "resolve_version", "check_attributes",
+           "check_tensors", "check_patterns", "plural"]
+
+
+@dataclass(frozen=True)
+class TensorDesc:
+    """A tensor described by its element type and sizes, without data.
+
+    Pass it to :func:`qops.validate` in place of an array to check a call
+    that has no data yet (DirectML's own ``DML_TENSOR_DESC``).
+
+    Parameters
+    ----------
+    dtype : dtype-like or str
+        ``np.int8``, ``"uint8"``, ``"float8e4m3fn"``, ``ml_dtypes.int4`` ...
+    sizes : sequence of int
+        The shape; ``()`` for a scalar.
+    """
+
+    dtype: object
+    sizes: tuple
+
+    def __post_init__(self):
+        sizes = self.sizes
+        if isinstance(sizes, (int, np.integer)):
+            sizes = (sizes,)
+        try:
+            sizes = tuple(_operator.index(s) for s in sizes)
+        except TypeError:
+            raise ValidationError(f"TensorDesc sizes must be integers, not {self.sizes!r}") from None
+        if any(s < 0 for s in sizes):
+            raise ValidationError(f"TensorDesc sizes must not be negative: {sizes}")
+        object.__setattr__(self, "sizes", sizes)
+
+    @property
+    def shape(self):
+        return self.sizes
+
+    @property
+    def ndim(self):
+        return len(self.sizes)
+
+
+@dataclass(frozen=True)
+class Desc:
+    """What validation knows of one slot: registry type name, shape, how it was made.
+
+    ``dtype`` is ``None`` for a NumPy type the registry has no name for;
+    ``dtype_text`` then still names it.  ``note`` says how shorthand was
+    expanded (``"expanded from a scalar"``), for messages.
+    """
+
+    dtype: object
+    dtype_text: str
+    shape: tuple
+    note: str = ""
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def shape_text(self):
+        text = shape_text(self.shape)
+        return f"{text} ({self.note})" if self.note else text
+
+
+def shape_text(shape):
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def plural(count, word):
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def fail(op: Operator, message: str, cls=ValidationError, **fields):
+    """Raise ``cls`` with ``message`` prefixed by the operator's name."""
+    raise cls(f"{op.name}: {message}", operator=op.name, **fields)
+
+
+def version_text(version):
+    return str(version)
+
+
+def resolve_version(op: Operator, feature_level=None, opset=None):
+    """The feature level or opset a call is checked against.
+
+    ``None`` means the newest the registry knows.  A DirectML operator takes
+    ``feature_level`` only, an ONNX operator ``opset`` only.
+    """
+    if op.source == "DirectML":
+        if opset is not None:
+            fail(op, f"opset={opset!r} given; a DirectML operator takes feature_level", slot="opset")
+        if feature_level is None:
+            version = NEWEST_FEATURE_LEVEL
+        else:
+            try:
+                version = FeatureLevel.parse(feature_level)
+            except ValueError as error:
+                fail(op, str(error), slot="feature_level", given=feature_level)
+    else:
+        if feature_level is not None:
+            fail(op, f"feature_level={feature_level!r} given; an ONNX operator takes opset",
+                 slot="feature_level")
+        if opset is None:
+            version = NEWEST_OPSET
+        else:
+            if isinstance(opset, Opset):
+                version = opset
+            elif isinstance(opset, (int, np.integer)) and not isinstance(opset, bool) and opset >= 1:
+                version = Opset(int(opset))
+            else:
+                fail(op, f"opset must be a positive integer, not {opset!r}", slot="opset", given=opset)
+    if op.support(version) is None:
+        fail(op, f"introduced in {op.introduced}; {version} was requested",
+             UnsupportedError, given=version, first_version=op.introduced)
+    return version
+
+
+def _is_default(attribute, value):
+    default = attribute.default
+    if value is None:
+        return True
+    if attribute.kind == "ints" and default is not None:
+        try:
+            return tuple(value) == tuple(default)
+        except TypeError:
+            return False
+    return value == default
+
+
+def check_attributes(op: Operator, version, attributes: dict) -> dict:
+    """Check attribute availability at ``version`` and their values.
+
+    Returns the attributes with defaults filled in (``ints`` as tuples).
+    Attributes a version does not have are accepted only at their default.
+    """
+    support = op.support(version)
+    known = {a.name for a in op.attributes}
+    unknown = sorted(set(attributes) - known)
+    if unknown:
+        fail(op, f"unknown argument {unknown[0]!r}; {op.name} takes "
+                 + ", ".join(a.name for a in op.attributes), slot=unknown[0])
+    result = {}
+    for attribute in op.attributes:
+        value = attributes.get(attribute.name)
+        if attribute.name not in support.attributes:
+            if not _is_default(attribute, value):
+                first = op.first_version(lambda row, n=attribute.name: n in row.attributes, after=version)
+                since = f" ({attribute.name} from {first})" if first else ""
+                fail(op, f"{attribute.name}={value!r} given; {version} has no {attribute.name}{since}",
+                     UnsupportedError, slot=attribute.name, given=value, first_version=first)
+            result[attribute.name] = attribute.default
+            continue
+        result[attribute.name] = _check_attribute_value(op, attribute, value)
+    return result
+
+
+def _as_int(op, attribute, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        fail(op, f"{attribute.name} must be an integer, not {value!r}", slot=attribute.name, given=value)
+    return int(value)
+
+
+def _check_attribute_value(op, attribute, value):
+    if value is None:
+        return attribute.default
+    if attribute.kind == "bool":
+        if not isinstance(value, (bool, np.bool_, int, np.integer)) or int(value) not in (0, 1):
+            fail(op, f"{attribute.name} must be True or False, not {value!r}", slot=attribute.name,
+                 given=value)
+        return bool(value)
+    if attribute.kind == "dtype":
+        try:
+            return _dtypes.parse_dtype(value)
+        except ValueError as error:
+            fail(op, f"{attribute.name}: {error}", DTypeValidationError, slot=attribute.name, given=value)
+    if attribute.kind == "ints":
+        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            fail(op, f"{attribute.name} takes one integer per spatial dimension, not {value!r}",
+                 slot=attribute.name, given=value)
+        try:
+            values = tuple(value)
+        except TypeError:
+            fail(op, f"{attribute.name} must be a sequence of integers, not {value!r}",
+                 slot=attribute.name, given=value)
+        values = tuple(_as_int(op, attribute, v) for v in values)
+        expected = len(attribute.default)
+        if len(values) != expected:
+            fail(op, f"{attribute.name} has {plural(len(values), 'value')}; DimensionCount is {expected}, "
+                     f"so it takes {expected}", slot=attribute.name, given=values)
+        for v in values:
+            _check_bounds(op, attribute, v)
+        return values
+    number = _as_int(op, attribute, value)
+    _check_bounds(op, attribute, number)
+    return number
+
+
+def _check_bounds(op, attribute, value):
+    if attribute.minimum is not None and value < attribute.minimum:
+        fail(op, f"{attribute.name} has {value}; it must be at least {attribute.minimum}",
+             slot=attribute.name, given=value)
+    if attribute.choices and value not in attribute.choices:
+        allowed = ", ".join(str(c) for c in attribute.choices)
+        fail(op, f"{attribute.name} is {value}; only {allowed} is supported",
+             UnsupportedError, slot=attribute.name, given=value, allowed=attribute.choices)
+
+
+def _dims_phrase(ndim):
+    return plural(ndim, "dimension")
+
+
+def check_tensors(op: Operator, version, descs: dict):
+    """Per-slot dimension counts and data types, then the cross-slot constraints.
+
+    ``descs`` maps slot names to :class:`Desc` or ``None`` (absent).  The
+    output slot is checked too when it is present.
+    """
+    support = op.support(version)
+    for slot in op.slots:
+        desc = descs.get(slot.name)
+        if desc is None:
+            if slot.kind.name == "INPUT":
+                fail(op, f"{slot.name} is required ({slot.source_name})", slot=slot.name)
+            continue
+        row = support.tensor(slot.name)
+        if not row.allows_dims(desc.ndim):
+            first = op.first_version(
+                lambda r, s=slot.name, n=desc.ndim: r.tensor(s).allows_dims(n), after=version)
+            tail = f" ({row_dims(op, first, slot.name)} from {first})" if first else ""
+            fail(op, f"{slot.name} has {_dims_phrase(desc.ndim)}"
+                     + (f" {desc.shape_text()}" if desc.note else "")
+                     + f"; {version} supports {row.dims_text()}{tail}",
+                 UnsupportedError, slot=slot.name, given=desc.ndim, allowed=row.dims_text(),
+                 first_version=first)
+        if desc.dtype not in row.dtypes:
+            first = None
+            if desc.dtype is not None:
+                first = op.first_version(
+                    lambda r, s=slot.name, t=desc.dtype: t in r.tensor(s).dtypes, after=version)
+            tail = f" ({desc.dtype_text} from {first})" if first else ""
+            fail(op, f"{slot.name} has dtype {desc.dtype_text}; {version} supports "
+                     f"{row.dtypes_text()}{tail}",
+                 DTypeUnsupportedError, slot=slot.name, given=desc.dtype_text,
+                 allowed=tuple(dtype_label(t) for t in row.dtypes), first_version=first)
+    for constraint in op.constraints_at(version):
+        present = [(name, descs[name]) for name in constraint.slots if descs.get(name) is not None]
+        if len(present) < 2:
+            continue
+        if constraint.kind is ConstraintKind.SAME_DTYPE:
+            values = {d.dtype_text for _, d in present}
+            if len(values) > 1:
+                given = ", ".join(f"{n} is {d.dtype_text}" for n, d in present)
+                fail(op, f"{constraint.text()}; {given}", DTypeValidationError,
+                     slot=present[-1][0], given=given)
+        else:
+            values = {d.ndim for _, d in present}
+            if len(values) > 1:
+                given = ", ".join(f"{n} has {d.ndim}"
+                                  + (f" ({d.note})" if d.note else "") for n, d in present)
+                fail(op, f"{constraint.text()}; {given}", slot=present[-1][0], given=given)
+
+
+def row_dims(op, version, slot):
+    return op.support(version).tensor(slot).dims_text()
+
+
+def resolve_pattern(pattern, symbols, ndim):
+    """The concrete shape ``pattern`` expects of a tensor of ``ndim`` dimensions.
+
+    ``None`` when the tensor has more dimensions than the pattern.
+    """
+    sizes = pattern.sizes
+    if ndim > len(sizes):
+        return None
+    tail = sizes[len(sizes) - ndim:]
+    return tuple(symbols[s] if isinstance(s, str) else s for s in tail)
+
+
+def check_patterns(op: Operator, version, descs: dict, symbols: dict, slots) -> dict:
+    """Check each of ``slots`` against the shape patterns its version allows.
+
+    Returns ``{slot: granularity}`` for the slots present.
+    """
+    allowed = op.support(version).granularities
+    matched = {}
+    for name in slots:
+        desc = descs.get(name)
+        if desc is None:
+            continue
+        patterns = [p for p in op.slot(name).shapes if p.granularity in allowed]
+        for pattern in patterns:
+            if resolve_pattern(pattern, symbols, desc.ndim) == tuple(desc.shape):
+                matched[name] = pattern.granularity
+                break
+        else:
+            options = []
+            used = set()
+            for pattern in patterns:
+                expected = resolve_pattern(pattern, symbols, desc.ndim)
+                if expected is None:
+                    continue
+                options.append(f"{shape_text(expected)} {pattern.granularity}")
+                used.update(s for s in pattern.sizes if isinstance(s, str))
+            bound = ", ".join(f"{s} = {symbols[s]}" for s in sorted(used) if s in symbols)
+            expected_text = " or ".join(options) if options else "no shape of that rank"
+            fail(op, f"{name} has shape {desc.shape_text()}; expected {expected_text}"
+                     + (f" ({bound})" if bound else ""),
+                 slot=name, given=tuple(desc.shape), allowed=tuple(options))
+    return matched
+
+
+def check_scale_values(op: Operator, name: str, array: np.ndarray):
+    """Scales must be positive and finite (DirectML calls 0 undefined behaviour)."""
+    values = np.asarray(array, dtype=np.float64)
+    bad = ~(np.isfinite(values) & (values > 0))
+    if bad.any():
+        first = values[bad].flat[0]
+        count = int(bad.sum())
+        where = "" if values.size == 1 else f" ({count} of {values.size} elements, first {first!r})"
+        fail(op, f"{name} has a {_scale_fault(first)} value{where}; scales must be positive and finite",
+             slot=name, given=float(first))
+
+
+def _scale_fault(value):
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "infinite"
+    if value == 0:
+        return "zero"
+    return "negative"

@@ -1,0 +1,289 @@
+"""The public operator functions and :func:`validate`.
+
+Each function normalizes its arguments, validates the whole call against the
+registry (nothing runs before every check has passed) and hands it to the
+dispatch point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dispatch, _dtypes, registry
+from ._config import resolve_threads
+from ._errors import DTypeValidationError, ValidationError
+from ._validation import TensorDesc, fail, resolve_version, shape_text
+from .ops import convolution as _convolution
+from .ops import matmul as _matmul
+from .ops import quantize as _quantize
+
+__all__ = [
+    "quantized_linear_convolution",
+    "quantized_linear_matrix_multiply",
+    "dequantize_linear",
+    "quantize_linear",
+    "validate",
+    "Validated",
+]
+
+
+def quantized_linear_convolution(input=None, input_scale=None, input_zero_point=None, filter=None,
+                                 filter_scale=None, filter_zero_point=None, bias=None,
+                                 output_scale=None, output_zero_point=None, *, strides=None,
+                                 dilations=None, start_padding=None, end_padding=None,
+                                 group_count=None, output_dtype=None, feature_level=None, out=None,
+                                 n_threads=None):
+    """DirectML ``QUANTIZED_LINEAR_CONVOLUTION``: 2-D convolution of quantized data.
+
+    Parameters
+    ----------
+    input : ndarray of uint8 or int8, shape (N, C, H, W)
+    input_scale : float or ndarray of float32
+        Per tensor: a number, a 0-d array or shape ``(1, 1, 1, 1)``.
+    input_zero_point : int or ndarray, optional
+        Per tensor, the type of ``input``.
+    filter : ndarray of uint8 or int8, shape (OC, C / group_count, KH, KW)
+    filter_scale : float or ndarray of float32
+        Per tensor, or per output channel: ``(1, OC, 1, 1)`` or a 1-d array of ``OC``.
+    filter_zero_point : int or ndarray, optional
+        Shaped like ``filter_scale``, the type of ``filter``.
+    bias : ndarray of int32, optional
+        ``(1, OC, 1, 1)`` or a 1-d array of ``OC``.
+    output_scale : float or ndarray of float32
+        Per tensor.
+    output_zero_point : int or ndarray, optional
+        Per tensor; its type is the output's.
+    strides, dilations : pair of int, optional
+        Default ``(1, 1)``.
+    start_padding, end_padding : pair of int, optional
+        Zeros (in the real domain) before and after each spatial dimension; default ``(0, 0)``.
+    group_count : int, optional
+        Default 1; the input channel count gives a depthwise convolution.
+    output_dtype : dtype-like, optional
+        The output type when there is no output zero point (default: the input's).
+    feature_level : str, tuple or FeatureLevel, optional
+        Validate against this DirectML feature level (default: the newest).
+    out : ndarray, optional
+        A C-contiguous array of the output's shape and type to write into.
+    n_threads : int, optional
+        Threads for this call (default: :func:`qops.get_num_threads`).
+
+    Returns
+    -------
+    ndarray of shape (N, OC, OH, OW)
+        ``saturate(round_half_even(float32(acc) * m) + output_zero_point)`` where
+        ``acc`` is the exact sum of ``(input - input_zero_point) * (filter -
+        filter_zero_point)`` over each window plus ``bias`` and
+        ``m = float32(float32(input_scale * filter_scale) / output_scale)``.
+
+    Raises
+    ------
+    qops.ValidationError
+        For any argument the feature level does not accept; nothing is written.
+    """
+    slots = dict(input=input, input_scale=input_scale, input_zero_point=input_zero_point,
+                 filter=filter, filter_scale=filter_scale, filter_zero_point=filter_zero_point,
+                 bias=bias, output_scale=output_scale, output_zero_point=output_zero_point)
+    attributes = dict(strides=strides, dilations=dilations, start_padding=start_padding,
+                      end_padding=end_padding, group_count=group_count, output_dtype=output_dtype)
+    resolve_threads(n_threads)
+    call = _convolution.prepare(slots, attributes, feature_level, out=out)
+    return _dispatch.execute(call, out=out, n_threads=n_threads)
+
+
+def quantized_linear_matrix_multiply(a=None, a_scale=None, a_zero_point=None, b=None, b_scale=None,
+                                     b_zero_point=None, output_scale=None, output_zero_point=None, *,
+                                     output_dtype=None, feature_level=None, out=None, n_threads=None):
+    """DirectML ``QUANTIZED_LINEAR_MATRIX_MULTIPLY``: batched matrix multiply of quantized data.
+
+    Parameters
+    ----------
+    a : ndarray of uint8 or int8, shape (..., M, K)
+        4 dimensions at feature level 2_1, 2 to 4 from 4_0.
+    a_scale, a_zero_point : number or ndarray
+        Per tensor or per row of A: ``(1, 1, M, 1)`` (trailing dimensions of it
+        at lower ranks).
+    b : ndarray of uint8 or int8, shape (..., K, N)
+        The same number of dimensions as ``a``; batch dimensions of size 1 broadcast.
+    b_scale, b_zero_point : number or ndarray
+        Per tensor or per column of B: ``(1, 1, 1, N)``.
+    output_scale, output_zero_point : number or ndarray
+        Per tensor or per row of the output: ``(1, 1, M, 1)``.  The zero
+        point's type is the output's.
+    output_dtype : dtype-like, optional
+        The output type when there is no output zero point (default: A's).
+    feature_level, out, n_threads
+        As for :func:`quantized_linear_convolution`.
+
+    Returns
+    -------
+    ndarray of shape (..., M, N)
+        Requantized exactly as for the convolution, with
+        ``m = float32(float32(a_scale * b_scale) / output_scale)``.
+    """
+    slots = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, b=b, b_scale=b_scale,
+                 b_zero_point=b_zero_point, output_scale=output_scale,
+                 output_zero_point=output_zero_point)
+    resolve_threads(n_threads)
+    call = _matmul.prepare(slots, dict(output_dtype=output_dtype), feature_level, out=out)
+    return _dispatch.execute(call, out=out, n_threads=n_threads)
+
+
+def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, opset=None, out=None,
+                      n_threads=None):
+    """ONNX ``DequantizeLinear``: ``y = (x - x_zero_point) * x_scale``.
+
+    Parameters
+    ----------
+    x : ndarray
+        int8, uint8, int32 (from opset 10), float8 (19), int16, uint16, int4,
+        uint4 (21) or float4e2m1 (23); the narrow types as ml_dtypes arrays.
+    x_scale : number or ndarray of float32, float16 or bfloat16
+        A scalar (per tensor), a 1-d array of ``x.shape[axis]`` (per axis,
+        from opset 13) or an array of x's rank with
+        ``ceil(x.shape[axis] / block_size)`` along ``axis`` (blocked, from 21).
+        Its type is the output's.
+    x_zero_point : number or ndarray, optional
+        Same shape as ``x_scale``, same type as ``x``; must be 0 for int32,
+        float8 and float4.
+    axis : int, default 1
+        Negative values count from the back.
+    block_size : int, default 0
+    opset : int, optional
+        Validate against this ONNX opset (default 23).
+    out, n_threads
+        As for :func:`quantized_linear_convolution`.
+
+    Returns
+    -------
+    ndarray of x's shape and x_scale's type
+        Computed in float32 and rounded once to the scale's type.
+    """
+    slots = dict(x=x, x_scale=x_scale, x_zero_point=x_zero_point)
+    resolve_threads(n_threads)
+    call = _quantize.prepare_dequantize(slots, dict(axis=axis, block_size=block_size), opset, out=out)
+    return _dispatch.execute(call, out=out, n_threads=n_threads)
+
+
+def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,
+                    output_dtype=None, precision=None, opset=None, out=None, n_threads=None):
+    """ONNX ``QuantizeLinear``: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
+
+    Parameters
+    ----------
+    x : ndarray of float32, float16, bfloat16 or int32
+    y_scale : number or ndarray
+        Per tensor, per axis or blocked, as for :func:`dequantize_linear`.
+    y_zero_point : number or ndarray, optional
+        Same shape as ``y_scale``; its type is the output's.
+    axis, block_size
+        As for :func:`dequantize_linear`.
+    saturate : bool, default True
+        float8 outputs: clamp to the largest finite value instead of
+        producing infinity or NaN (from opset 19).
+    output_dtype : dtype-like, optional
+        The output type when there is no zero point (from opset 21; default uint8).
+    precision : dtype-like, optional
+        The float type of the division (from opset 23; default: the common
+        type of ``x`` and ``y_scale``).
+    opset, out, n_threads
+        As for :func:`dequantize_linear`.
+
+    Notes
+    -----
+    Integer outputs saturate: values beyond the type's range (infinities
+    included) give its minimum or maximum, and NaN gives the zero point.
+    """
+    slots = dict(x=x, y_scale=y_scale, y_zero_point=y_zero_point)
+    attributes = dict(axis=axis, block_size=block_size, saturate=saturate,
+                      output_dtype=output_dtype, precision=precision)
+    resolve_threads(n_threads)
+    call = _quantize.prepare_quantize(slots, attributes, opset, out=out)
+    return _dispatch.execute(call, out=out, n_threads=n_threads)
+
+
+# -- validate -------------------------------------------------------------------
+
+_PREPARE = {
+    "QUANTIZED_LINEAR_CONVOLUTION": _convolution.prepare,
+    "QUANTIZED_LINEAR_MATRIX_MULTIPLY": _matmul.prepare,
+    "DequantizeLinear": _quantize.prepare_dequantize,
+    "QuantizeLinear": _quantize.prepare_quantize,
+}
+
+
+@dataclass(frozen=True)
+class Validated:
+    """What :func:`validate` found: the version checked and the output it implies."""
+
+    operator: str
+    version: object
+    output_shape: tuple
+    output_dtype: str
+    granularity: dict
+
+    def __str__(self):
+        granularity = ", ".join(f"{k} {v}" for k, v in self.granularity.items())
+        text = (f"{self.operator} at {self.version}: valid; output {self.output_dtype} "
+                f"{shape_text(self.output_shape)}")
+        return text + (f" ({granularity})" if granularity else "")
+
+
+def validate(name, *, feature_level=None, opset=None, **slots):
+    """Check a call without running it.
+
+    Parameters
+    ----------
+    name : str
+        Registry name (``"QUANTIZED_LINEAR_CONVOLUTION"``) or function name.
+    feature_level, opset
+        The DirectML feature level or ONNX opset to check against (default: newest).
+    **slots
+        Tensor slots as arrays or :class:`qops.TensorDesc`, numbers for the
+        scalar shorthand, attributes by name, and optionally the output slot
+        (``output`` / ``y``) to check its description too.
+
+    Returns
+    -------
+    Validated
+        The output shape and type the call would produce.
+
+    Raises
+    ------
+    qops.ValidationError
+        The same error (and message) the operator function would raise.
+    """
+    try:
+        op = registry.get(name)
+    except KeyError as error:
+        raise ValidationError(str(error.args[0]), given=name) from None
+    slot_names = {s.name for s in op.inputs}
+    output_name = op.output.name
+    given_output = slots.pop(output_name, None)
+    tensors = {k: v for k, v in slots.items() if k in slot_names}
+    attributes = {k: v for k, v in slots.items() if k not in slot_names}
+    version = resolve_version(op, feature_level, opset)
+    prepare = _PREPARE[op.name]
+    call = prepare(tensors, attributes, version)
+    if given_output is not None:
+        _check_output(op, given_output, call)
+    return Validated(op.name, call.version, tuple(call.output_shape),
+                     _dtypes.label(call.output_dtype), dict(call.granularity))
+
+
+def _check_output(op, given, call):
+    name = op.output.name
+    desc = given if isinstance(given, TensorDesc) else np.asarray(given)
+    shape = tuple(desc.sizes) if isinstance(desc, TensorDesc) else tuple(desc.shape)
+    try:
+        dtype = _dtypes.to_numpy(_dtypes.parse_dtype(desc.dtype))
+    except ValueError:
+        dtype = None
+    if dtype != call.output_dtype:
+        fail(op, f"{name} has dtype {desc.dtype}; the call produces {_dtypes.label(call.output_dtype)}",
+             DTypeValidationError, slot=name, given=str(desc.dtype))
+    if shape != tuple(call.output_shape):
+        fail(op, f"{name} has shape {shape_text(shape)}; the call produces "
+                 f"{shape_text(call.output_shape)}", slot=name, given=shape)

@@ -1,0 +1,30 @@
+"""Checks shared by the convolution and matrix-multiply front ends."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtypes
+from .._validation import Desc, fail
+from ..reference import requantization_multiplier
+
+
+def output_desc(output_dtype, zero_point_desc, main_desc, shape):
+    """The output slot's description: its type is ``output_dtype`` if given,
+    else the output zero point's, else the main input's."""
+    if output_dtype is not None:
+        return Desc(dtype=output_dtype, dtype_text=_dtypes.label(_dtypes.to_numpy(output_dtype)),
+                    shape=tuple(shape), note="output_dtype")
+    source = zero_point_desc if zero_point_desc is not None else main_desc
+    return Desc(dtype=source.dtype, dtype_text=source.dtype_text, shape=tuple(shape))
+
+
+def check_multiplier(op, input_scale, weight_scale, output_scale, names):
+    """The requantization multiplier must be finite: a product of scales that
+    overflows float32 would turn a zero sum into NaN."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        multiplier = requantization_multiplier(input_scale, weight_scale, output_scale)
+    if not np.all(np.isfinite(multiplier)):
+        fail(op, f"float32({names[0]} * {names[1]}) / {names[2]} overflows float32; "
+                 "choose scales whose requantization multiplier is finite",
+             slot=names[2])

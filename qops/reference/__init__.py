@@ -1,0 +1,23 @@
+"""Readable NumPy statements of each operator.
+
+These functions are the definition the fast kernels are tested against.
+They take arrays already normalized and validated by :mod:`qops.ops`
+(DirectML-shaped scales and zero points, zero points possibly ``None``) and
+compute the contract's numerics step by step; they never validate.  Call the
+public functions (:func:`qops.quantized_linear_convolution` ...) for checked
+arguments.
+"""
+
+from .convolution import quantized_linear_convolution
+from .matmul import quantized_linear_matrix_multiply
+from .quantize import dequantize_linear, quantize_linear
+from ._requantize import requantize, requantization_multiplier
+
+__all__ = [
+    "quantized_linear_convolution",
+    "quantized_linear_matrix_multiply",
+    "dequantize_linear",
+    "quantize_linear",
+    "requantize",
+    "requantization_multiplier",
+]

@@ -1,0 +1,50 @@
+"""The requantization rule shared by convolution and matrix multiply."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtypes
+
+
+def requantization_multiplier(input_scale, weight_scale, output_scale):
+    """``float32(float32(input_scale * weight_scale) / output_scale)``, broadcast.
+
+    Each step is one float32 operation, so each rounds once, in this order;
+    onnxruntime's CPU kernels compute the same value.
+    """
+    product = np.multiply(np.asarray(input_scale, np.float32), np.asarray(weight_scale, np.float32),
+                          dtype=np.float32)
+    return np.divide(product, np.asarray(output_scale, np.float32), dtype=np.float32)
+
+
+def requantize(accumulator, multiplier, zero_point, dtype):
+    """``saturate(round_half_even(float32(float32(acc) * multiplier)) + zero_point)``.
+
+    Parameters
+    ----------
+    accumulator : ndarray of int64
+        Exact integer sums (bias included).
+    multiplier : ndarray of float32
+        From :func:`requantization_multiplier`, broadcastable to ``accumulator``.
+    zero_point : ndarray or None
+        The output zero point, broadcastable; ``None`` means 0.
+    dtype : numpy dtype
+        ``uint8`` or ``int8``.
+    """
+    # int64 -> float32 rounds to nearest even, as int32 -> float32 does in C.
+    value = np.multiply(accumulator.astype(np.float32), multiplier, dtype=np.float32)
+    rounded = np.rint(value)  # half to even, in float32
+    shifted = rounded.astype(np.float64)
+    if zero_point is not None:
+        shifted = shifted + np.asarray(zero_point, dtype=np.float64)
+    low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(dtype)]
+    return np.clip(shifted, low, high).astype(dtype)
+
+
+def widen(array, zero_point):
+    """``array - zero_point`` as int64 (``zero_point`` ``None`` means 0)."""
+    wide = np.asarray(array).astype(np.int64)
+    if zero_point is not None:
+        wide = wide - np.asarray(zero_point).astype(np.int64)
+    return wide

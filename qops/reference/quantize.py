@@ -1,0 +1,93 @@
+"""ONNX QuantizeLinear and DequantizeLinear, stated in NumPy.
+
+The arithmetic follows ONNX's reference implementation step by step: the
+same operations in the same NumPy types, so results agree bit for bit.  Where
+that implementation leaves a case to the platform (a value beyond the int32
+range, NaN, infinity into an integer type), these functions saturate instead:
++inf and large values give the type's maximum, -inf its minimum, and NaN the
+zero point.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+from .. import _dtypes
+
+
+def broadcast_parameter(value, shape, axis, block_size):
+    """A scale or zero point shaped to broadcast against a tensor of ``shape``.
+
+    A scalar or a one-element array applies to every element; a 1-D array
+    applies along ``axis``; an array of the tensor's rank holds one value per
+    block of ``block_size`` elements along ``axis`` (the last block may be
+    shorter).
+    """
+    value = np.asarray(value)
+    if value.ndim == 0 or value.size == 1:
+        return value.reshape(())
+    if not block_size:
+        dims = [1] * len(shape)
+        dims[axis] = value.size
+        return value.reshape(dims)
+    repeated = np.repeat(value, block_size, axis=axis)
+    return np.take(repeated, np.arange(shape[axis]), axis=axis)
+
+
+def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
+    """``(x - x_zero_point) * x_scale`` in float32, rounded once to the scale's type."""
+    x = np.asarray(x)
+    scale = broadcast_parameter(x_scale, x.shape, axis, block_size)
+    centred = x.astype(np.float32)
+    if x_zero_point is not None and _dtypes.name_of(x.dtype) not in _dtypes.NARROW_FLOATS:
+        # A float8 / float4 zero point is 0 (validated), and ONNX leaves it out.
+        centred = centred - broadcast_parameter(x_zero_point, x.shape, axis, block_size)
+    return (centred * scale).astype(np.asarray(x_scale).dtype)
+
+
+def division_type(x_dtype, scale_dtype, precision=None):
+    """The type ``x / y_scale`` is computed in: ``precision`` if given, else
+    NumPy's promotion of the two (float64 where there is none)."""
+    if precision is not None:
+        return np.dtype(precision)
+    try:
+        return np.result_type(x_dtype, scale_dtype)
+    except TypeError:  # int32 with bfloat16 has no NumPy promotion
+        return np.dtype(np.float64)
+
+
+def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,
+                    output_dtype=None, precision=None):
+    """``saturate(round_half_even(x / y_scale) + y_zero_point)``.
+
+    ``output_dtype`` is a NumPy dtype; it is the zero point's when there is
+    one.  ``precision``, when given, is the float type of the division.
+    """
+    x = np.asarray(x)
+    dtype = np.dtype(y_zero_point.dtype if y_zero_point is not None else output_dtype)
+    name = _dtypes.name_of(dtype)
+    scale = broadcast_parameter(y_scale, x.shape, axis, block_size)
+    compute = division_type(x.dtype, np.asarray(y_scale).dtype, precision)
+    quotient = x.astype(compute) / scale.astype(compute)
+
+    if name in _dtypes.INTEGER_RANGES:
+        rounded = np.rint(quotient).astype(np.float64)
+        rounded[np.isnan(rounded)] = 0.0
+        if y_zero_point is not None:
+            rounded = rounded + broadcast_parameter(y_zero_point, x.shape, axis, block_size)
+        low, high = _dtypes.INTEGER_RANGES[name]
+        return np.clip(rounded, low, high).astype(dtype)
+
+    if name in _dtypes.FLOAT8:
+        if saturate:
+            # Clamp finite and infinite values to the largest finite value; NaN stays NaN.
+            largest = float(ml_dtypes.finfo(dtype).max)
+            quotient = np.clip(quotient, -largest, largest)
+        return quotient.astype(dtype)
+
+    # float4e2m1 has no infinity or NaN: the cast itself saturates.  ONNX adds
+    # the (zero) zero point first, which turns -0 into +0.
+    if y_zero_point is not None:
+        quotient = quotient + broadcast_parameter(y_zero_point, x.shape, axis, block_size)
+    return quotient.astype(dtype)

@@ -1,0 +1,213 @@
+"""DirectML operator tables.
+
+Transcribed from the DirectML reference pages
+``DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC`` (introduced in
+``DML_FEATURE_LEVEL_2_1``) and ``DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC``
+(2024 revision: tensor support for feature levels 2_1 and 4_0).  Slot order
+is the order of the fields in each ``*_OPERATOR_DESC`` structure.
+"""
+
+from __future__ import annotations
+
+from .schema import (
+    Attribute,
+    Constraint,
+    ConstraintKind,
+    FeatureLevel,
+    Operator,
+    ShapePattern,
+    Slot,
+    SlotKind,
+    TensorSupport,
+    VersionSupport,
+)
+
+INPUT = SlotKind.INPUT
+OPTIONAL = SlotKind.OPTIONAL_INPUT
+OUTPUT = SlotKind.OUTPUT
+QUANTIZED = ("INT8", "UINT8")
+SCALE = ("FLOAT32",)
+
+
+def _pattern(granularity, *sizes):
+    return ShapePattern(granularity=granularity, sizes=tuple(sizes))
+
+
+PER_TENSOR = _pattern("per-tensor", 1, 1, 1, 1)
+PER_CHANNEL = _pattern("per-channel", 1, "OutputChannelCount", 1, 1)
+PER_ROW = _pattern("per-row", 1, 1, "M", 1)
+PER_COLUMN = _pattern("per-column", 1, 1, 1, "N")
+
+
+def _rows(spec):
+    """Support rows from ``(slot, min_dims, max_dims, dtypes)`` tuples."""
+    return tuple(
+        TensorSupport(slot=slot, min_dims=low, max_dims=high, dtypes=dtypes)
+        for slot, low, high, dtypes in spec
+    )
+
+
+QUANTIZED_LINEAR_CONVOLUTION = Operator(
+    name="QUANTIZED_LINEAR_CONVOLUTION",
+    function="quantized_linear_convolution",
+    source="DirectML",
+    reference="DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC",
+    summary=(
+        "Forward 2-D convolution of quantized data: dequantize the input and the "
+        "filter, convolve, add the bias, quantize the result."
+    ),
+    slots=(
+        Slot(name="input", source_name="InputTensor", kind=INPUT,
+             description="{ InputBatchCount, InputChannelCount, InputHeight, InputWidth }",
+             shapes=(_pattern("data", "BatchCount", "InputChannelCount", "Height", "Width"),)),
+        Slot(name="input_scale", source_name="InputScaleTensor", kind=INPUT,
+             description="scale for dequantizing the input", shapes=(PER_TENSOR,)),
+        Slot(name="input_zero_point", source_name="InputZeroPointTensor", kind=OPTIONAL,
+             description="zero point for dequantizing the input", shapes=(PER_TENSOR,)),
+        Slot(name="filter", source_name="FilterTensor", kind=INPUT,
+             description="{ FilterBatchCount, FilterChannelCount, FilterHeight, FilterWidth }",
+             shapes=(_pattern("data", "OutputChannelCount", "FilterChannelCount",
+                              "FilterHeight", "FilterWidth"),)),
+        Slot(name="filter_scale", source_name="FilterScaleTensor", kind=INPUT,
+             description="scale for dequantizing the filter", shapes=(PER_TENSOR, PER_CHANNEL)),
+        Slot(name="filter_zero_point", source_name="FilterZeroPointTensor", kind=OPTIONAL,
+             description="zero point for dequantizing the filter", shapes=(PER_TENSOR, PER_CHANNEL)),
+        Slot(name="bias", source_name="BiasTensor", kind=OPTIONAL,
+             description="added to each output channel before quantizing",
+             shapes=(_pattern("per-channel", 1, "OutputChannelCount", 1, 1),)),
+        Slot(name="output_scale", source_name="OutputScaleTensor", kind=INPUT,
+             description="scale for quantizing the output", shapes=(PER_TENSOR,)),
+        Slot(name="output_zero_point", source_name="OutputZeroPointTensor", kind=OPTIONAL,
+             description="zero point for quantizing the output", shapes=(PER_TENSOR,)),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="{ OutputBatchCount, OutputChannelCount, OutputHeight, OutputWidth }",
+             shapes=(_pattern("data", "BatchCount", "OutputChannelCount",
+                              "OutputHeight", "OutputWidth"),)),
+    ),
+    attributes=(
+        Attribute(name="dimension_count", source_name="DimensionCount", kind="int",
+                  default=2, choices=(2,),
+                  description="number of spatial dimensions; only 2 is supported"),
+        Attribute(name="strides", source_name="Strides", kind="ints", default=(1, 1), minimum=1,
+                  description="filter step along each spatial dimension"),
+        Attribute(name="dilations", source_name="Dilations", kind="ints", default=(1, 1), minimum=1,
+                  description="spacing between filter elements"),
+        Attribute(name="start_padding", source_name="StartPadding", kind="ints", default=(0, 0),
+                  minimum=0, description="zeros before each spatial dimension"),
+        Attribute(name="end_padding", source_name="EndPadding", kind="ints", default=(0, 0),
+                  minimum=0, description="zeros after each spatial dimension"),
+        Attribute(name="group_count", source_name="GroupCount", kind="int", default=1, minimum=1,
+                  description="number of groups; the input channel count gives depthwise"),
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="output type when there is no output zero point"),
+    ),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("filter", "filter_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "input_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "output_zero_point")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_2_1,
+            tensors=_rows((
+                ("input", 4, 4, QUANTIZED),
+                ("input_scale", 4, 4, SCALE),
+                ("input_zero_point", 4, 4, QUANTIZED),
+                ("filter", 4, 4, QUANTIZED),
+                ("filter_scale", 4, 4, SCALE),
+                ("filter_zero_point", 4, 4, QUANTIZED),
+                ("bias", 4, 4, ("INT32",)),
+                ("output_scale", 4, 4, SCALE),
+                ("output_zero_point", 4, 4, QUANTIZED),
+                ("output", 4, 4, QUANTIZED),
+            )),
+            attributes=("dimension_count", "strides", "dilations", "start_padding",
+                        "end_padding", "group_count", "output_dtype"),
+            granularities=("data", "per-tensor", "per-channel"),
+        ),
+    ),
+)
+
+_MATMUL_SCALE_SLOTS = ("a_scale", "a_zero_point", "b_scale", "b_zero_point",
+                       "output_scale", "output_zero_point")
+
+QUANTIZED_LINEAR_MATRIX_MULTIPLY = Operator(
+    name="QUANTIZED_LINEAR_MATRIX_MULTIPLY",
+    function="quantized_linear_matrix_multiply",
+    source="DirectML",
+    reference="DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC",
+    summary=(
+        "Batched matrix multiply of quantized data: dequantize A and B, multiply, "
+        "quantize the result.  A batch dimension of size 1 broadcasts."
+    ),
+    slots=(
+        Slot(name="a", source_name="ATensor", kind=INPUT,
+             description="{ BatchCount, ChannelCount, M, K }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "M", "K"),)),
+        Slot(name="a_scale", source_name="AScaleTensor", kind=INPUT,
+             description="scale for dequantizing A", shapes=(PER_TENSOR, PER_ROW)),
+        Slot(name="a_zero_point", source_name="AZeroPointTensor", kind=OPTIONAL,
+             description="zero point for dequantizing A", shapes=(PER_TENSOR, PER_ROW)),
+        Slot(name="b", source_name="BTensor", kind=INPUT,
+             description="{ BatchCount, ChannelCount, K, N }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "K", "N"),)),
+        Slot(name="b_scale", source_name="BScaleTensor", kind=INPUT,
+             description="scale for dequantizing B", shapes=(PER_TENSOR, PER_COLUMN)),
+        Slot(name="b_zero_point", source_name="BZeroPointTensor", kind=OPTIONAL,
+             description="zero point for dequantizing B", shapes=(PER_TENSOR, PER_COLUMN)),
+        Slot(name="output_scale", source_name="OutputScaleTensor", kind=INPUT,
+             description="scale for quantizing the output", shapes=(PER_TENSOR, PER_ROW)),
+        Slot(name="output_zero_point", source_name="OutputZeroPointTensor", kind=OPTIONAL,
+             description="zero point for quantizing the output", shapes=(PER_TENSOR, PER_ROW)),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="{ BatchCount, ChannelCount, M, N }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "M", "N"),)),
+    ),
+    attributes=(
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="output type when there is no output zero point"),
+    ),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=_MATMUL_SCALE_SLOTS),
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=("a", "b", "output")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("b", "b_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "output_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("a", "a_zero_point")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_2_1,
+            tensors=_rows((
+                ("a", 4, 4, QUANTIZED),
+                ("a_scale", 4, 4, SCALE),
+                ("a_zero_point", 4, 4, QUANTIZED),
+                ("b", 4, 4, QUANTIZED),
+                ("b_scale", 4, 4, SCALE),
+                ("b_zero_point", 4, 4, QUANTIZED),
+                ("output_scale", 4, 4, SCALE),
+                ("output_zero_point", 4, 4, QUANTIZED),
+                ("output", 4, 4, QUANTIZED),
+            )),
+            attributes=("output_dtype",),
+            granularities=("data", "per-tensor", "per-row", "per-column"),
+        ),
+        VersionSupport(
+            version=FeatureLevel.FL_4_0,
+            tensors=_rows((
+                ("a", 2, 4, QUANTIZED),
+                ("a_scale", 1, 4, SCALE),
+                ("a_zero_point", 1, 4, QUANTIZED),
+                ("b", 2, 4, QUANTIZED),
+                ("b_scale", 1, 4, SCALE),
+                ("b_zero_point", 1, 4, QUANTIZED),
+                ("output_scale", 1, 4, SCALE),
+                ("output_zero_point", 1, 4, QUANTIZED),
+                ("output", 2, 4, QUANTIZED),
+            )),
+            attributes=("output_dtype",),
+            granularities=("data", "per-tensor", "per-row", "per-column"),
+        ),
+    ),
+)
+
+OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY)

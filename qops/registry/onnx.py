@@ -1,0 +1,197 @@
+"""ONNX operator tables: ``DequantizeLinear`` and ``QuantizeLinear``.
+
+Type constraints per opset (10, 13, 19, 21, 23) as the ONNX operator pages
+list them.  ``QuantizeLinear`` takes the same types the other way round: its
+input ``x`` and scale are ``DequantizeLinear``'s output types (plus ``int32``
+inputs, which ONNX's schema accepts), and its output is one of
+``DequantizeLinear``'s quantized types except ``int32``, which ONNX only
+dequantizes.  Scales are always floating point (a scale is a positive, finite
+real number); the ``int32`` scale that the opset-23 ``QuantizeLinear`` schema
+lists is not accepted.
+
+Granularities: ``per-tensor`` (a scalar or a one-element 1-D scale), from
+opset 13 ``per-axis`` (a 1-D scale of ``x.shape[axis]`` elements) and from
+opset 21 ``blocked`` (the rank of ``x``, ``ceil(x.shape[axis] / block_size)``
+elements along ``axis``).
+"""
+
+from __future__ import annotations
+
+from .schema import (
+    Attribute,
+    Constraint,
+    ConstraintKind,
+    Operator,
+    Opset,
+    ShapePattern,
+    Slot,
+    SlotKind,
+    TensorSupport,
+    VersionSupport,
+)
+
+OPSETS = (10, 13, 19, 21, 23)
+
+_FLOAT8 = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+
+#: DequantizeLinear's T1 (quantized x and x_zero_point) per opset.
+DEQUANTIZE_INPUT_TYPES = {
+    10: ("INT8", "UINT8", "INT32"),
+    13: ("INT8", "UINT8", "INT32"),
+    19: ("INT8", "UINT8", "INT32") + _FLOAT8,
+    21: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8,
+    23: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8 + ("FLOAT4E2M1",),
+}
+
+#: DequantizeLinear's T2 (x_scale, and so y) per opset.
+FLOAT_TYPES = {
+    10: ("FLOAT32",),
+    13: ("FLOAT32",),
+    19: ("FLOAT32", "FLOAT16", "BFLOAT16"),
+    21: ("FLOAT32", "FLOAT16", "BFLOAT16"),
+    23: ("FLOAT32", "FLOAT16", "BFLOAT16"),
+}
+
+#: QuantizeLinear's quantized output types: DequantizeLinear's T1 without int32.
+QUANTIZE_OUTPUT_TYPES = {
+    opset: tuple(t for t in types if t != "INT32")
+    for opset, types in DEQUANTIZE_INPUT_TYPES.items()
+}
+
+#: QuantizeLinear's input types (T1): the float types and int32.
+QUANTIZE_INPUT_TYPES = {opset: types + ("INT32",) for opset, types in FLOAT_TYPES.items()}
+
+PER_TENSOR = ShapePattern(granularity="per-tensor", sizes=(1,))
+PER_AXIS = ShapePattern(granularity="per-axis", sizes=("AxisLength",))
+BLOCKED = ShapePattern(granularity="blocked", sizes=("BlockedShape",))
+
+#: The first opset of each granularity.
+GRANULARITIES = {
+    10: ("per-tensor",),
+    13: ("per-tensor", "per-axis"),
+    19: ("per-tensor", "per-axis"),
+    21: ("per-tensor", "per-axis", "blocked"),
+    23: ("per-tensor", "per-axis", "blocked"),
+}
+
+_AXIS = Attribute(
+    name="axis", source_name="axis", kind="int", default=1,
+    description="the quantization axis for per-axis and blocked quantization; negative counts from the back",
+)
+_BLOCK_SIZE = Attribute(
+    name="block_size", source_name="block_size", kind="int", default=0, minimum=0,
+    description="elements per scale along axis (blocked quantization); 0 means not blocked",
+)
+_SATURATE = Attribute(
+    name="saturate", source_name="saturate", kind="bool", default=True,
+    description="float8 outputs: clamp out-of-range values to the largest finite value",
+)
+_OUTPUT_DTYPE = Attribute(
+    name="output_dtype", source_name="output_dtype", kind="dtype",
+    description="the quantized output type when there is no zero point (default uint8)",
+)
+_PRECISION = Attribute(
+    name="precision", source_name="precision", kind="dtype",
+    description="the float type the division x / y_scale is computed in",
+)
+
+
+def _scale_dims(opset):
+    # Blocked scales have the rank of x, so from opset 21 a scale may have any rank.
+    return None if opset >= 21 else 1
+
+
+def _dequantize_version(opset):
+    quantized = DEQUANTIZE_INPUT_TYPES[opset]
+    floats = FLOAT_TYPES[opset]
+    return VersionSupport(
+        version=Opset(opset),
+        tensors=(
+            TensorSupport(slot="x", min_dims=0, max_dims=None, dtypes=quantized),
+            TensorSupport(slot="x_scale", min_dims=0, max_dims=_scale_dims(opset), dtypes=floats),
+            TensorSupport(slot="x_zero_point", min_dims=0, max_dims=_scale_dims(opset), dtypes=quantized),
+            TensorSupport(slot="y", min_dims=0, max_dims=None, dtypes=floats),
+        ),
+        constraints=(
+            Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "x_zero_point")),
+            Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x_scale", "y")),
+        ),
+        attributes=tuple(
+            name for name, since in (("axis", 13), ("block_size", 21)) if opset >= since
+        ),
+        granularities=GRANULARITIES[opset],
+    )
+
+
+def _quantize_version(opset):
+    quantized = QUANTIZE_OUTPUT_TYPES[opset]
+    constraints = [Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("y", "y_zero_point"))]
+    if opset in (19, 21):
+        # T1 is shared by x and y_scale in these two opsets only.
+        constraints.append(Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "y_scale")))
+    return VersionSupport(
+        version=Opset(opset),
+        tensors=(
+            TensorSupport(slot="x", min_dims=0, max_dims=None, dtypes=QUANTIZE_INPUT_TYPES[opset]),
+            TensorSupport(slot="y_scale", min_dims=0, max_dims=_scale_dims(opset), dtypes=FLOAT_TYPES[opset]),
+            TensorSupport(slot="y_zero_point", min_dims=0, max_dims=_scale_dims(opset), dtypes=quantized),
+            TensorSupport(slot="y", min_dims=0, max_dims=None, dtypes=quantized),
+        ),
+        constraints=tuple(constraints),
+        attributes=tuple(
+            name
+            for name, since in (("axis", 13), ("saturate", 19), ("block_size", 21),
+                                ("output_dtype", 21), ("precision", 23))
+            if opset >= since
+        ),
+        granularities=GRANULARITIES[opset],
+    )
+
+
+DEQUANTIZE_LINEAR = Operator(
+    name="DequantizeLinear",
+    function="dequantize_linear",
+    source="ONNX",
+    reference="DequantizeLinear",
+    summary="y = (x - x_zero_point) * x_scale, per tensor, per axis or per block.",
+    slots=(
+        Slot(name="x", source_name="x", kind=SlotKind.INPUT,
+             description="the quantized tensor"),
+        Slot(name="x_scale", source_name="x_scale", kind=SlotKind.INPUT,
+             description="scale; its type is the output type",
+             shapes=(PER_TENSOR, PER_AXIS, BLOCKED)),
+        Slot(name="x_zero_point", source_name="x_zero_point", kind=SlotKind.OPTIONAL_INPUT,
+             description="zero point, same shape as x_scale (0 when absent)",
+             shapes=(PER_TENSOR, PER_AXIS, BLOCKED)),
+        Slot(name="y", source_name="y", kind=SlotKind.OUTPUT,
+             description="the dequantized tensor, shape of x"),
+    ),
+    attributes=(_AXIS, _BLOCK_SIZE),
+    versions=tuple(_dequantize_version(opset) for opset in OPSETS),
+)
+
+QUANTIZE_LINEAR = Operator(
+    name="QuantizeLinear",
+    function="quantize_linear",
+    source="ONNX",
+    reference="QuantizeLinear",
+    summary=(
+        "y = saturate(round_half_even(x / y_scale) + y_zero_point), per tensor, "
+        "per axis or per block."
+    ),
+    slots=(
+        Slot(name="x", source_name="x", kind=SlotKind.INPUT,
+             description="the tensor to quantize"),
+        Slot(name="y_scale", source_name="y_scale", kind=SlotKind.INPUT,
+             description="scale", shapes=(PER_TENSOR, PER_AXIS, BLOCKED)),
+        Slot(name="y_zero_point", source_name="y_zero_point", kind=SlotKind.OPTIONAL_INPUT,
+             description="zero point, same shape as y_scale; its type is the output type",
+             shapes=(PER_TENSOR, PER_AXIS, BLOCKED)),
+        Slot(name="y", source_name="y", kind=SlotKind.OUTPUT,
+             description="the quantized tensor, shape of x"),
+    ),
+    attributes=(_AXIS, _SATURATE, _BLOCK_SIZE, _OUTPUT_DTYPE, _PRECISION),
+    versions=tuple(_quantize_version(opset) for opset in OPSETS),
+)
+
+OPERATORS = (DEQUANTIZE_LINEAR, QUANTIZE_LINEAR)

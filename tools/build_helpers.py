@@ -1,0 +1,111 @@
+"""Every compiler-flag decision of the build, in one place.
+
+``setup.py`` asks this module for the flags of each extension:
+
+* OpenMP: probed by compiling and linking a small program with the flag the
+  compiler family uses; off when the probe fails or ``QOPS_DISABLE_OPENMP=1``.
+* ``QOPS_DEBUG=1``: Cython's bounds and wraparound checks back on, ``-O0 -g``.
+* Otherwise: ``-O3`` and Cython checks off (the Python layer validates every
+  index before a kernel runs).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def env_flag(name):
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def debug_build():
+    return env_flag("QOPS_DEBUG")
+
+
+def _compiler_command():
+    compiler = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    return compiler.split()
+
+
+def _openmp_flags():
+    if sys.platform == "win32":
+        return ["/openmp"], []
+    if sys.platform == "darwin":
+        return ["-Xpreprocessor", "-fopenmp"], ["-lomp"]
+    return ["-fopenmp"], ["-fopenmp"]
+
+
+_PROBE = textwrap.dedent(
+    """
+    #include <omp.h>
+    #include <stdio.h>
+    int main(void) {
+        int threads = 0;
+        #pragma omp parallel
+        {
+            #pragma omp atomic
+            threads += 1;
+        }
+        printf("%d\\n", threads > 0);
+        return threads > 0 ? 0 : 1;
+    }
+    """
+)
+
+
+def openmp_probe():
+    """(compile flags, link flags) for OpenMP, or ``None`` when unavailable."""
+    if env_flag("QOPS_DISABLE_OPENMP"):
+        return None
+    compile_flags, link_flags = _openmp_flags()
+    command = _compiler_command()
+    if sys.platform == "win32" or shutil.which(command[0]) is None:
+        return None
+    with tempfile.TemporaryDirectory() as directory:
+        source = os.path.join(directory, "probe.c")
+        binary = os.path.join(directory, "probe")
+        with open(source, "w") as handle:
+            handle.write(_PROBE)
+        try:
+            subprocess.run(command + compile_flags + [source, "-o", binary] + link_flags,
+                           check=True, capture_output=True, timeout=120)
+            subprocess.run([binary], check=True, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return compile_flags, link_flags
+
+
+def extension_options():
+    """Keyword arguments for every ``setuptools.Extension`` of qops."""
+    compile_args, link_args, macros = [], [], []
+    if sys.platform != "win32":
+        compile_args += ["-O0", "-g"] if debug_build() else ["-O3"]
+    openmp = openmp_probe()
+    if openmp is not None:
+        compile_args += openmp[0]
+        link_args += openmp[1]
+    if debug_build():
+        macros.append(("QOPS_DEBUG", "1"))
+    macros.append(("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"))
+    return {"extra_compile_args": compile_args, "extra_link_args": link_args,
+            "define_macros": macros}, openmp is not None
+
+
+def cython_directives():
+    checks = debug_build()
+    return {
+        "language_level": 3,
+        "boundscheck": checks,
+        "wraparound": checks,
+        "initializedcheck": checks,
+        "cdivision": not checks,
+        "embedsignature": True,
+    }
