@@ -32,12 +32,14 @@ def _default_threads():
 
 
 def _check_threads(n, name):
+    if isinstance(n, bool):
+        raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name, given=n)
     try:
         n = operator.index(n)
     except TypeError:
         raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name,
                               given=n) from None
-    if isinstance(n, bool) or n < 1:
+    if n < 1:
         raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name, given=n)
     return n
 

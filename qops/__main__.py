@@ -1,0 +1,180 @@
+"""``python -m qops``: information, the registry's tables, and call validation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+EPILOG = """\
+examples:
+  python -m qops info
+  python -m qops ops
+  python -m qops ops QUANTIZED_LINEAR_MATRIX_MULTIPLY --feature-level 2_1
+  python -m qops validate QUANTIZED_LINEAR_MATRIX_MULTIPLY --feature-level 2_1 \\
+      a=uint8:2,3 b=int8:3,4 a_scale=0.5 b_scale=0.25 output_scale=1
+  python -m qops validate --json call.json
+"""
+
+
+def _parse_number(text):
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _parse_assignment(text):
+    """``slot=dtype:d0,d1,...`` (a tensor), ``slot=dtype:`` (a scalar tensor),
+    ``name=number``, ``name=n0,n1`` (an attribute tuple) or ``name=word``."""
+    from . import TensorDesc
+
+    if "=" not in text:
+        raise ValueError(f"expected NAME=VALUE, not {text!r}")
+    name, value = text.split("=", 1)
+    if ":" in value:
+        dtype, sizes = value.split(":", 1)
+        dims = tuple(int(s) for s in sizes.split(",") if s.strip()) if sizes.strip() else ()
+        return name, TensorDesc(dtype, dims)
+    if "," in value:
+        return name, tuple(int(v) for v in value.split(","))
+    try:
+        return name, _parse_number(value)
+    except ValueError:
+        if value.lower() in ("true", "false"):
+            return name, value.lower() == "true"
+        return name, value
+
+
+def _from_json(path):
+    """A call described in JSON::
+
+        {"operator": "QuantizeLinear", "opset": 21,
+         "slots": {"x": {"dtype": "float32", "shape": [2, 3]}, "y_scale": 0.5},
+         "attributes": {"output_dtype": "int4"}}
+    """
+    from . import TensorDesc
+
+    with (sys.stdin if path == "-" else open(path)) as handle:
+        spec = json.load(handle)
+    slots = {}
+    for name, value in dict(spec.get("slots", {})).items():
+        if isinstance(value, dict):
+            value = TensorDesc(value["dtype"], tuple(value.get("shape", value.get("sizes", ()))))
+        slots[name] = value
+    for name, value in dict(spec.get("attributes", {})).items():
+        slots[name] = tuple(value) if isinstance(value, list) else value
+    return spec.get("operator"), spec.get("feature_level"), spec.get("opset"), slots
+
+
+def _command_info(args):
+    from . import show_config
+
+    show_config()
+    return 0
+
+
+def _command_ops(args):
+    from . import registry
+    from ._render import describe, overview
+    from .registry.schema import FeatureLevel, Opset
+
+    if args.name is None:
+        print(overview(style=args.style))
+        return 0
+    try:
+        op = registry.get(args.name)
+    except KeyError as error:
+        print(f"error: {error.args[0]}", file=sys.stderr)
+        return 2
+    version = None
+    try:
+        if args.feature_level is not None:
+            if op.source != "DirectML":
+                raise ValueError(f"{op.name} is an ONNX operator: use --opset")
+            version = FeatureLevel.parse(args.feature_level)
+        if args.opset is not None:
+            if op.source != "ONNX":
+                raise ValueError(f"{op.name} is a DirectML operator: use --feature-level")
+            version = Opset(args.opset)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print(describe(op, version, style=args.style))
+    return 0
+
+
+def _command_validate(args):
+    from . import ValidationError, validate
+
+    try:
+        if args.json:
+            name, feature_level, opset, slots = _from_json(args.json)
+            name = args.name or name
+            feature_level = args.feature_level or feature_level
+            opset = args.opset or opset
+        else:
+            name, feature_level, opset = args.name, args.feature_level, args.opset
+            slots = dict(_parse_assignment(text) for text in args.slots)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        print(f"error: cannot read the call: {error}", file=sys.stderr)
+        return 2
+    if not name:
+        print("error: name an operator (or give \"operator\" in the JSON file)", file=sys.stderr)
+        return 2
+    try:
+        result = validate(name, feature_level=feature_level, opset=opset, **slots)
+    except ValidationError as error:
+        print(error)
+        return 1
+    print(result)
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m qops", description="Quantized linear operators with exact semantics.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    info = commands.add_parser("info", help="versions, OpenMP, threads, SIMD level")
+    info.set_defaults(run=_command_info)
+
+    ops = commands.add_parser("ops", help="the registry's operators and tensor-support tables")
+    ops.add_argument("name", nargs="?", help="an operator (registry or function name)")
+    level = ops.add_mutually_exclusive_group()
+    level.add_argument("--feature-level", help="DirectML feature level, e.g. 2_1")
+    level.add_argument("--opset", type=int, help="ONNX opset, e.g. 21")
+    ops.add_argument("--style", choices=("text", "markdown", "rst"), default="text")
+    ops.set_defaults(run=_command_ops)
+
+    check = commands.add_parser(
+        "validate", help="check an operator call described on the command line or in JSON",
+        description="Exit status 0 when the call is valid, 1 with the error message when not.")
+    check.add_argument("name", nargs="?", help="an operator (registry or function name)")
+    check.add_argument("slots", nargs="*", metavar="NAME=VALUE",
+                       help="slot=dtype:d0,d1 (tensor), slot=number (scalar), attr=v or attr=v0,v1")
+    check.add_argument("--feature-level", help="DirectML feature level (default: newest)")
+    check.add_argument("--opset", type=int, help="ONNX opset (default: 23)")
+    check.add_argument("--json", metavar="FILE", help="read the call from a JSON file ('-': stdin)")
+    check.set_defaults(run=_command_validate)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    # Slots may follow options (``NAME --feature-level 2_1 a=...``), which
+    # argparse's positional grouping would reject: collect them here.
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command != "validate" or any(e.startswith("-") or "=" not in e for e in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.slots = list(args.slots) + extra
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

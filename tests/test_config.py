@@ -1,0 +1,80 @@
+"""Build configuration, OpenMP and thread settings."""
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import qops
+from qops._kernels import _openmp
+
+
+def test_kernels_are_compiled_and_report_openmp():
+    info = qops._config.config()
+    assert info["kernels built"] is True
+    assert info["openmp"] == _openmp.openmp_enabled()
+    text = io.StringIO()
+    qops.show_config(file=text)
+    assert ("openmp" in text.getvalue()) and str(qops.get_num_threads()) in text.getvalue()
+
+
+@pytest.mark.skipif(not _openmp.openmp_enabled(), reason="built without OpenMP")
+def test_openmp_runs_a_parallel_loop_on_the_requested_threads():
+    assert _openmp.threads_used(1) == 1
+    assert _openmp.threads_used(2) == 2
+
+
+def test_set_and_get_num_threads_round_trip():
+    before = qops.get_num_threads()
+    try:
+        qops.set_num_threads(3)
+        assert qops.get_num_threads() == 3
+    finally:
+        qops._config._num_threads = None
+    assert qops.get_num_threads() == before
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", None, True])
+def test_bad_thread_counts_are_rejected(bad):
+    with pytest.raises(qops.ValidationError):
+        qops.set_num_threads(bad)
+
+
+def test_a_bad_n_threads_is_rejected_before_running():
+    import numpy as np
+    with pytest.raises(qops.ValidationError, match="n_threads"):
+        qops.quantize_linear(np.zeros(3, np.float32), 1.0, n_threads=0)
+
+
+def test_omp_num_threads_sets_the_default():
+    code = "import qops; print(qops.get_num_threads())"
+    env = dict(os.environ, OMP_NUM_THREADS="3")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd="/")
+    assert out.stdout.strip() == "3"
+
+
+def test_the_kernels_build_without_openmp(tmp_path):
+    """QOPS_DISABLE_OPENMP=1 builds serial kernels that still run."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, QOPS_DISABLE_OPENMP="1")
+    build = subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
+         "--build-temp", str(tmp_path / "tmp")],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-2000:]
+    assert "OpenMP off" in build.stderr
+    probe = textwrap.dedent("""
+        import importlib.util, glob, sys
+        path = glob.glob(sys.argv[1] + "/qops/_kernels/_openmp*.so")[0]
+        spec = importlib.util.spec_from_file_location("qops._kernels._openmp", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        print(module.openmp_enabled(), module.threads_used(2), module.max_threads())
+    """)
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "lib")], capture_output=True,
+                         text=True, check=True, cwd="/")
+    assert out.stdout.split() == ["False", "1", "1"]

@@ -1,0 +1,37 @@
+"""The README's commands, example and operator table stay true."""
+
+import contextlib
+import io
+import os
+import re
+
+import numpy as np
+
+from qops._render import overview
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = open(os.path.join(ROOT, "README.md")).read()
+
+
+def test_first_lines_are_the_install_and_test_commands():
+    block = re.search(r"```sh\n(.*?)```", README, re.S).group(1).strip().splitlines()
+    assert block[0].startswith("pip install . && python -m qops")
+    assert block[1] == 'pip install ".[test]" && pytest'
+    ci = open(os.path.join(ROOT, ".ci", "run")).read()
+    assert block[1] in ci
+
+
+def test_the_example_runs_and_prints_what_it_says():
+    code = re.search(r"```python\n(.*?)```", README, re.S).group(1)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "README example", "exec"), {})
+    claimed = re.search(r"# (.*)$", code.strip().splitlines()[-1]).group(1)
+    assert out.getvalue().strip() == claimed
+    # The quantized ramp is linspace(-1, 1, 5) / 0.25 rounded: -4, -2, 0, 2, 4.
+    assert claimed.endswith(str(np.array([-4, -2, 0, 2, 4], np.int8)))
+
+
+def test_the_operator_table_is_the_registry_s():
+    table = re.search(r"<!-- operators:begin -->\n(.*?)\n<!-- operators:end -->", README, re.S).group(1)
+    assert table.strip() == overview(style="markdown").strip()
