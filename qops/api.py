@@ -173,7 +173,7 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
 
     Parameters
     ----------
-    x : ndarray of float32, float16, bfloat16 or int32
+    x : ndarray of float32, float16 or bfloat16
     y_scale : number or ndarray
         Per tensor, per axis or blocked, as for :func:`dequantize_linear`.
     y_zero_point : number or ndarray, optional

@@ -31,7 +31,9 @@ def quantized_linear_convolution(input, input_scale, input_zero_point, filter, f
     out_w = output_size(width, kernel_w, stride_w, dilation_w, start_padding[1], end_padding[1])
 
     centred = widen(input, input_zero_point)
-    weights = widen(filter, filter_zero_point)
+    # A per-channel filter zero point is {1, OC, 1, 1}; the filter is OIHW.
+    weights = widen(filter, None if filter_zero_point is None
+                    else np.asarray(filter_zero_point).reshape(-1, 1, 1, 1))
     padded = np.pad(centred, ((0, 0), (0, 0),
                               (start_padding[0], end_padding[0]),
                               (start_padding[1], end_padding[1])))

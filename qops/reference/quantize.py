@@ -48,13 +48,10 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
 
 def division_type(x_dtype, scale_dtype, precision=None):
     """The type ``x / y_scale`` is computed in: ``precision`` if given, else
-    NumPy's promotion of the two (float64 where there is none)."""
+    NumPy's promotion of the two float types (as ONNX's reference divides)."""
     if precision is not None:
         return np.dtype(precision)
-    try:
-        return np.result_type(x_dtype, scale_dtype)
-    except TypeError:  # int32 with bfloat16 has no NumPy promotion
-        return np.dtype(np.float64)
+    return np.result_type(x_dtype, scale_dtype)
 
 
 def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,

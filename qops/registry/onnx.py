@@ -2,12 +2,12 @@
 
 Type constraints per opset (10, 13, 19, 21, 23) as the ONNX operator pages
 list them.  ``QuantizeLinear`` takes the same types the other way round: its
-input ``x`` and scale are ``DequantizeLinear``'s output types (plus ``int32``
-inputs, which ONNX's schema accepts), and its output is one of
-``DequantizeLinear``'s quantized types except ``int32``, which ONNX only
-dequantizes.  Scales are always floating point (a scale is a positive, finite
-real number); the ``int32`` scale that the opset-23 ``QuantizeLinear`` schema
-lists is not accepted.
+input ``x`` and scale are ``DequantizeLinear``'s output types, and its output
+is one of ``DequantizeLinear``'s quantized types except ``int32``, which is
+dequantized only.  ONNX's own ``QuantizeLinear`` schema also lists ``int32``
+for ``x`` (and, in opset 23, for the scale); qops does not take them: a scale
+is a positive, finite real number, and in opsets 19 and 21, where ``x`` and
+the scale share one type, an ``int32`` ``x`` would need an ``int32`` scale.
 
 Granularities: ``per-tensor`` (a scalar or a one-element 1-D scale), from
 opset 13 ``per-axis`` (a 1-D scale of ``x.shape[axis]`` elements) and from
@@ -58,8 +58,8 @@ QUANTIZE_OUTPUT_TYPES = {
     for opset, types in DEQUANTIZE_INPUT_TYPES.items()
 }
 
-#: QuantizeLinear's input types (T1): the float types and int32.
-QUANTIZE_INPUT_TYPES = {opset: types + ("INT32",) for opset, types in FLOAT_TYPES.items()}
+#: QuantizeLinear's input types (T1): DequantizeLinear's output types.
+QUANTIZE_INPUT_TYPES = FLOAT_TYPES
 
 PER_TENSOR = ShapePattern(granularity="per-tensor", sizes=(1,))
 PER_AXIS = ShapePattern(granularity="per-axis", sizes=("AxisLength",))

@@ -1,0 +1,146 @@
+"""Walk every declared (operator, version, slot, dtype) combination.
+
+Declared combinations run and agree with ``qops.reference``; undeclared ones
+raise a dtype error naming the slot.  The expectations come from the registry
+tables, so a table entry without an implementation (or an implementation
+accepting what the table does not declare) fails here.
+"""
+
+import numpy as np
+import pytest
+
+import qops
+from qops import _dtypes, registry
+from qops.registry.schema import DATA_TYPES, ConstraintKind
+
+SMALL = np.array([0.0, 1.0, 2.0, 3.0, 1.0, 0.0, 2.0, 1.0])
+
+
+def values(dtype, shape, fill=None):
+    size = int(np.prod(shape))
+    data = np.full(size, fill) if fill is not None else np.resize(SMALL, size)
+    return data.reshape(shape).astype(_dtypes.to_numpy(dtype))
+
+
+def dtype_groups(op, version):
+    """Slots that must share a dtype at ``version`` (union of SAME_DTYPE constraints)."""
+    groups = [{slot.name} for slot in op.slots]
+    for constraint in op.constraints_at(version):
+        if constraint.kind is not ConstraintKind.SAME_DTYPE:
+            continue
+        joined = set(constraint.slots)
+        for group in [g for g in groups if g & joined]:
+            groups.remove(group)
+            joined |= group
+        groups.append(joined)
+    return [tuple(sorted(g)) for g in groups]
+
+
+def default_dtypes(op, version):
+    row = op.support(version)
+    return {slot.name: row.tensor(slot.name).dtypes[0] for slot in op.slots}
+
+
+def build_call(op, version, dtypes):
+    """Keyword arguments of a small valid call whose slots have ``dtypes``."""
+    if op.name == "QUANTIZED_LINEAR_CONVOLUTION":
+        return dict(
+            input=values(dtypes["input"], (1, 2, 4, 4)),
+            input_scale=values(dtypes["input_scale"], (1, 1, 1, 1), 0.5),
+            input_zero_point=values(dtypes["input_zero_point"], (1, 1, 1, 1), 1),
+            filter=values(dtypes["filter"], (3, 2, 2, 2)),
+            filter_scale=values(dtypes["filter_scale"], (3,), 0.25),
+            filter_zero_point=values(dtypes["filter_zero_point"], (3,), 1),
+            bias=values(dtypes["bias"], (3,), 2),
+            output_scale=values(dtypes["output_scale"], (1, 1, 1, 1), 0.5),
+            output_zero_point=values(dtypes["output_zero_point"], (1, 1, 1, 1), 2),
+            feature_level=version)
+    if op.name == "QUANTIZED_LINEAR_MATRIX_MULTIPLY":
+        return dict(
+            a=values(dtypes["a"], (1, 2, 3, 4)),
+            a_scale=values(dtypes["a_scale"], (1, 1, 3, 1), 0.5),
+            a_zero_point=values(dtypes["a_zero_point"], (1, 1, 1, 1), 1),
+            b=values(dtypes["b"], (2, 1, 4, 5)),
+            b_scale=values(dtypes["b_scale"], (1, 1, 1, 5), 0.25),
+            b_zero_point=values(dtypes["b_zero_point"], (1, 1, 1, 5), 1),
+            output_scale=values(dtypes["output_scale"], (1, 1, 1, 1), 0.5),
+            output_zero_point=values(dtypes["output_zero_point"], (1, 1, 1, 1), 2),
+            feature_level=version)
+    scale, zero_point = op.inputs[1].name, op.inputs[2].name
+    # Zero points of int32 and float types must be 0; 0 is valid everywhere.
+    return {"x": values(dtypes["x"], (2, 3)),
+            scale: values(dtypes[scale], (), 0.5),
+            zero_point: values(dtypes[zero_point], (), 0),
+            "opset": version}
+
+
+CASES = []
+for _op in registry.operators():
+    for _row in _op.versions:
+        for _group in dtype_groups(_op, _row.version):
+            for _dtype in DATA_TYPES:
+                CASES.append((_op, _row.version, _group, _dtype))
+
+
+def case_id(case):
+    op, version, group, dtype = case
+    return f"{op.name}-{version.label}-{'+'.join(group)}-{dtype.lower()}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_declared_combinations_run_and_undeclared_raise(case):
+    op, version, group, dtype = case
+    row = op.support(version)
+    dtypes = default_dtypes(op, version)
+    dtypes.update({slot: dtype for slot in group})
+    declared = all(dtype in row.tensor(slot).dtypes for slot in group)
+    kwargs = build_call(op, version, dtypes)
+    function = getattr(qops, op.function)
+    output = op.output.name
+    if output in group and op.name != "DequantizeLinear":
+        # The output type is the output zero point's: it is in the same group.
+        assert any(s.endswith("zero_point") for s in group)
+
+    if not declared:
+        with pytest.raises(TypeError) as error:
+            function(**kwargs)
+        assert isinstance(error.value, qops.ValidationError)
+        message = str(error.value)
+        assert message.startswith(op.name + ":")
+        assert any(f"{slot} has dtype {_dtypes.label(_dtypes.to_numpy(dtype))}" in message
+                   or f"{slot} is {_dtypes.label(_dtypes.to_numpy(dtype))}" in message
+                   for slot in group)
+        return
+
+    result = function(**kwargs)
+    assert result.dtype == _dtypes.to_numpy(dtypes[output])
+    # The dispatched result agrees with the reference statement of the operator.
+    call = _prepare(op, kwargs)
+    expected = qops._dispatch.execute(call, implementation="reference")
+    assert result.shape == expected.shape
+    assert np.array_equal(result.view(np.uint8), expected.view(np.uint8))
+
+
+def _prepare(op, kwargs):
+    from qops.api import _PREPARE
+
+    kwargs = dict(kwargs)
+    version = kwargs.pop("feature_level", None) or kwargs.pop("opset", None)
+    names = {s.name for s in op.inputs}
+    slots = {k: v for k, v in kwargs.items() if k in names}
+    attributes = {k: v for k, v in kwargs.items() if k not in names}
+    return _PREPARE[op.name](slots, attributes, version)
+
+
+def test_every_declared_dtype_is_exercised():
+    """Each (operator, version, slot, dtype) the tables declare appears as a running case."""
+    covered = set()
+    for op, version, group, dtype in CASES:
+        row = op.support(version)
+        if all(dtype in row.tensor(slot).dtypes for slot in group):
+            covered.update((op.name, version, slot, dtype) for slot in group)
+    for op in registry.operators():
+        for row in op.versions:
+            for slot in op.slots:
+                for dtype in row.tensor(slot.name).dtypes:
+                    assert (op.name, row.version, slot.name, dtype) in covered
