@@ -15,8 +15,8 @@ README = open(os.path.join(ROOT, "README.md")).read()
 
 def test_first_lines_are_the_install_and_test_commands():
     block = re.search(r"```sh\n(.*?)```", README, re.S).group(1).strip().splitlines()
-    assert block[0].startswith("pip install . && python -m qops")
-    assert block[1] == 'pip install ".[test]" && pytest'
+    assert block[0].startswith("pip install -e . && python -m qops")
+    assert block[1] == 'pip install -e ".[test]" && pytest'
     ci = open(os.path.join(ROOT, ".ci", "run")).read()
     assert block[1] in ci
 
