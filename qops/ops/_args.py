@@ -145,3 +145,12 @@ def check_out(op: Operator, out, shape, dtype, inputs):
     for name, array in inputs.items():
         if isinstance(array, np.ndarray) and np.may_share_memory(out, array):
             fail(op, f"out overlaps {name}; pass a separate array", slot="out", given=name)
+
+
+def arrays_of(given):
+    """The slots' arrays, or ``None`` when any present slot is only a
+    :class:`~qops.TensorDesc` (``qops.validate`` without data)."""
+    if any(item is not None and item.array is None for item in given.values()):
+        return None
+    return {name: (item.array if item is not None else None) for name, item in given.items()}
+

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dtypes
-from .._validation import Desc, fail
+from .._validation import Desc, check_scale_values, fail
 from ..reference import requantization_multiplier
+from . import _args
 
 
 def output_desc(output_dtype, zero_point_desc, main_desc, shape):
@@ -28,3 +29,22 @@ def check_multiplier(op, input_scale, weight_scale, output_scale, names):
         fail(op, f"float32({names[0]} * {names[1]}) / {names[2]} overflows float32; "
                  "choose scales whose requantization multiplier is finite",
              slot=names[2])
+
+
+def finish_requantized(op, version, given, descs, attributes, output_shape, granularity, scales,
+                       out):
+    """The value checks of convolution and matrix multiply (scales, the
+    requantization multiplier, ``out=``) and the validated :class:`Call`.
+
+    ``scales`` names the input, weight and output scale slots in that order.
+    """
+    output_dtype = _dtypes.to_numpy(descs["output"].dtype)
+    arrays = _args.arrays_of(given)
+    if arrays is not None:
+        for name in scales:
+            check_scale_values(op, name, arrays[name])
+        check_multiplier(op, *(arrays[name] for name in scales), scales)
+        _args.check_out(op, out, output_shape, output_dtype, arrays)
+    return _args.Call(operator=op, version=version, arrays=arrays, attributes=attributes,
+                      output_shape=tuple(output_shape), output_dtype=output_dtype,
+                      granularity=granularity)

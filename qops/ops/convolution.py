@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 
-from .. import _dtypes, registry
+from .. import registry
 from .._validation import (
     check_attributes,
     check_patterns,
-    check_scale_values,
     check_tensors,
     fail,
     plural,
@@ -16,7 +14,7 @@ from .._validation import (
 )
 from ..reference.convolution import output_size
 from . import _args
-from ._common import check_multiplier, output_desc
+from ._common import finish_requantized, output_desc
 
 OPERATOR = registry.get("QUANTIZED_LINEAR_CONVOLUTION")
 
@@ -69,20 +67,8 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
         ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias",
          "output_scale", "output_zero_point"))
 
-    arrays = {name: (item.array if item is not None else None) for name, item in given.items()}
-    if any(arrays[name] is None for name in SLOTS if given[name] is not None):
-        # Descriptions only (qops.validate): nothing more can be checked.
-        arrays = None
-    else:
-        for name in _SCALES:
-            check_scale_values(op, name, arrays[name])
-        check_multiplier(op, arrays["input_scale"], arrays["filter_scale"], arrays["output_scale"],
-                         ("input_scale", "filter_scale", "output_scale"))
-        _args.check_out(op, out, output_shape, _dtypes.to_numpy(descs["output"].dtype), arrays)
-    return _args.Call(
-        operator=op, version=version, arrays=arrays, attributes=attributes,
-        output_shape=output_shape, output_dtype=_dtypes.to_numpy(descs["output"].dtype),
-        granularity=granularity)
+    return finish_requantized(op, version, given, descs, attributes, output_shape, granularity,
+                              _SCALES, out)
 
 
 def _output_shape(descs, attributes):

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from .. import _dtypes, registry
+from .. import registry
 from .._validation import (
     check_attributes,
     check_patterns,
-    check_scale_values,
     check_tensors,
     fail,
     resolve_version,
@@ -14,7 +13,7 @@ from .._validation import (
 )
 from ..registry.schema import ConstraintKind
 from . import _args
-from ._common import check_multiplier, output_desc
+from ._common import finish_requantized, output_desc
 
 OPERATOR = registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY")
 
@@ -69,19 +68,8 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
     symbols = {"M": descs["a"].shape[-2], "N": descs["b"].shape[-1]}
     granularity = check_patterns(op, version, descs, symbols, group)
 
-    arrays = {name: (item.array if item is not None else None) for name, item in given.items()}
-    if any(arrays[name] is None for name in SLOTS if given[name] is not None):
-        arrays = None  # descriptions only (qops.validate)
-    else:
-        for name in _SCALES:
-            check_scale_values(op, name, arrays[name])
-        check_multiplier(op, arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
-                         ("a_scale", "b_scale", "output_scale"))
-        _args.check_out(op, out, output_shape, _dtypes.to_numpy(descs["output"].dtype), arrays)
-    return _args.Call(
-        operator=op, version=version, arrays=arrays, attributes=attributes,
-        output_shape=output_shape, output_dtype=_dtypes.to_numpy(descs["output"].dtype),
-        granularity=granularity)
+    return finish_requantized(op, version, given, descs, attributes, output_shape, granularity,
+                              _SCALES, out)
 
 
 def _output_shape(op, descs, strict=False):

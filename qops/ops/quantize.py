@@ -82,10 +82,8 @@ def _finish(op, version, given, descs, attributes, scale_name, zero_point_name, 
     granularity, axis = _granularity(op, version, x_desc, scale_desc, scale_name, attributes)
     attributes = dict(attributes, axis=axis)
 
-    arrays = {name: (item.array if item is not None else None) for name, item in given.items()}
-    if any(arrays[name] is None for name in arrays if given[name] is not None):
-        arrays = None  # descriptions only (qops.validate)
-    else:
+    arrays = _args.arrays_of(given)
+    if arrays is not None:
         check_scale_values(op, scale_name, arrays[scale_name])
         zero_point = arrays[zero_point_name]
         if zero_point is not None:
