@@ -9,10 +9,16 @@ import sys
 
 from ._errors import ValidationError
 
-try:
-    from ._kernels import _openmp
-except ImportError:  # a source checkout that has not been built
-    _openmp = None
+
+
+def _openmp_module():
+    """The compiled OpenMP helper, imported on first use so that importing qops
+    (and its registry) loads nothing compiled; ``None`` in an unbuilt checkout."""
+    try:
+        from ._kernels import _openmp
+    except ImportError:
+        return None
+    return _openmp
 
 __all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "config", "show_config"]
 
@@ -23,8 +29,9 @@ def _default_threads():
     value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if value.isdigit() and int(value) >= 1:
         return int(value)
-    if _openmp is not None and _openmp.openmp_enabled():
-        return max(1, _openmp.max_threads())
+    openmp = _openmp_module()
+    if openmp is not None and openmp.openmp_enabled():
+        return max(1, openmp.max_threads())
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
@@ -72,15 +79,16 @@ def config() -> dict:
 
     from . import __version__, _dispatch
 
+    openmp = _openmp_module()
     return {
         "qops": __version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "numpy": numpy.__version__,
         "ml_dtypes": ml_dtypes.__version__,
-        "kernels built": _openmp is not None,
-        "openmp": bool(_openmp is not None and _openmp.openmp_enabled()),
-        "debug build": bool(_openmp is not None and _openmp.debug_build()),
+        "kernels built": openmp is not None,
+        "openmp": bool(openmp is not None and openmp.openmp_enabled()),
+        "debug build": bool(openmp is not None and openmp.debug_build()),
         "threads": get_num_threads(),
         "simd": "none (NumPy reference kernels)",
         "implementations": _dispatch.summary(),

@@ -140,6 +140,9 @@ def resolve_version(op: Operator, feature_level=None, opset=None):
                 version = Opset(int(opset))
             else:
                 fail(op, f"opset must be a positive integer, not {opset!r}", slot="opset", given=opset)
+    if isinstance(version, Opset) and NEWEST_OPSET < version:
+        fail(op, f"{version} is newer than the newest opset qops describes ({NEWEST_OPSET.number}); "
+                 "its type constraints may differ", UnsupportedError, slot="opset", given=version)
     if op.support(version) is None:
         fail(op, f"introduced in {op.introduced}; {version} was requested",
              UnsupportedError, given=version, first_version=op.introduced)
@@ -287,7 +290,7 @@ def check_tensors(op: Operator, version, descs: dict):
             values = {d.ndim for _, d in present}
             if len(values) > 1:
                 given = ", ".join(f"{n} has {d.ndim}"
-                                  + (f" ({d.note})" if d.note else "") for n, d in present)
+                                  + (f" {d.shape_text()}" if d.note else "") for n, d in present)
                 fail(op, f"{constraint.text()}; {given}", slot=present[-1][0], given=given)
 
 
@@ -348,7 +351,9 @@ def check_scale_values(op: Operator, name: str, array: np.ndarray):
         first = values[bad].flat[0]
         count = int(bad.sum())
         where = "" if values.size == 1 else f" ({count} of {values.size} elements, first {first!r})"
-        fail(op, f"{name} has a {_scale_fault(first)} value{where}; scales must be positive and finite",
+        fault = _scale_fault(first)
+        article = "an" if fault[0] in "aeiou" else "a"
+        fail(op, f"{name} has {article} {fault} value{where}; scales must be positive and finite",
              slot=name, given=float(first))
 
 

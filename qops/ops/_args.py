@@ -148,9 +148,8 @@ def check_out(op: Operator, out, shape, dtype, inputs):
 
 
 def arrays_of(given):
-    """The slots' arrays, or ``None`` when any present slot is only a
-    :class:`~qops.TensorDesc` (``qops.validate`` without data)."""
-    if any(item is not None and item.array is None for item in given.values()):
-        return None
-    return {name: (item.array if item is not None else None) for name, item in given.items()}
-
+    """Each slot's array (``None`` where absent or only described), and whether
+    every present slot has data, as a call that runs needs."""
+    arrays = {name: (item.array if item is not None else None) for name, item in given.items()}
+    complete = not any(item is not None and item.array is None for item in given.values())
+    return arrays, complete

@@ -39,12 +39,15 @@ def finish_requantized(op, version, given, descs, attributes, output_shape, gran
     ``scales`` names the input, weight and output scale slots in that order.
     """
     output_dtype = _dtypes.to_numpy(descs["output"].dtype)
-    arrays = _args.arrays_of(given)
-    if arrays is not None:
-        for name in scales:
+    # qops.validate may mix descriptions and data: check whatever has data.
+    arrays, complete = _args.arrays_of(given)
+    for name in scales:
+        if arrays[name] is not None:
             check_scale_values(op, name, arrays[name])
+    if all(arrays[name] is not None for name in scales):
         check_multiplier(op, *(arrays[name] for name in scales), scales)
+    if complete:
         _args.check_out(op, out, output_shape, output_dtype, arrays)
-    return _args.Call(operator=op, version=version, arrays=arrays, attributes=attributes,
-                      output_shape=tuple(output_shape), output_dtype=output_dtype,
-                      granularity=granularity)
+    return _args.Call(operator=op, version=version, arrays=arrays if complete else None,
+                      attributes=attributes, output_shape=tuple(output_shape),
+                      output_dtype=output_dtype, granularity=granularity)

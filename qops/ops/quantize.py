@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtypes, registry
-from .._errors import UnsupportedError
+from .._errors import DTypeValidationError, UnsupportedError
 from .._validation import (
     Desc,
     check_attributes,
@@ -67,7 +67,7 @@ def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> 
     if attributes["precision"] is not None and attributes["precision"] not in _FLOAT_SCALES:
         fail(op, f"precision is {_dtypes.label(_dtypes.to_numpy(attributes['precision']))}; "
                  "the division is computed in float32, float16 or bfloat16",
-             slot="precision", given=attributes["precision"])
+             DTypeValidationError, slot="precision", given=attributes["precision"])
     return _finish(op, version, given, descs, attributes, "y_scale", "y_zero_point",
                    descs["y"], out)
 
@@ -82,14 +82,17 @@ def _finish(op, version, given, descs, attributes, scale_name, zero_point_name, 
     granularity, axis = _granularity(op, version, x_desc, scale_desc, scale_name, attributes)
     attributes = dict(attributes, axis=axis)
 
-    arrays = _args.arrays_of(given)
-    if arrays is not None:
+    arrays, complete = _args.arrays_of(given)
+    # qops.validate may mix descriptions and data: check whatever has data.
+    if arrays[scale_name] is not None:
         check_scale_values(op, scale_name, arrays[scale_name])
-        zero_point = arrays[zero_point_name]
-        if zero_point is not None:
-            _check_zero_point(op, zero_point_name, zero_point, output.dtype
-                              if op is QUANTIZE else x_desc.dtype)
+    if arrays[zero_point_name] is not None:
+        quantized_type = output.dtype if op is QUANTIZE else x_desc.dtype
+        _check_zero_point(op, zero_point_name, arrays[zero_point_name], quantized_type)
+    if complete:
         _args.check_out(op, out, output.shape, _dtypes.to_numpy(output.dtype), arrays)
+    else:
+        arrays = None
     return _args.Call(
         operator=op, version=version, arrays=arrays, attributes=attributes,
         output_shape=tuple(output.shape), output_dtype=_dtypes.to_numpy(output.dtype),

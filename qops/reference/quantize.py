@@ -51,7 +51,10 @@ def division_type(x_dtype, scale_dtype, precision=None):
     NumPy's promotion of the two float types (as ONNX's reference divides)."""
     if precision is not None:
         return np.dtype(precision)
-    return np.result_type(x_dtype, scale_dtype)
+    try:
+        return np.result_type(x_dtype, scale_dtype)
+    except TypeError:  # float16 with bfloat16: NumPy's division runs in float32
+        return np.dtype(np.float32)
 
 
 def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,
@@ -70,7 +73,7 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
 
     if name in _dtypes.INTEGER_RANGES:
         rounded = np.rint(quotient).astype(np.float64)
-        rounded[np.isnan(rounded)] = 0.0
+        rounded = np.where(np.isnan(rounded), 0.0, rounded)
         if y_zero_point is not None:
             rounded = rounded + broadcast_parameter(y_zero_point, x.shape, axis, block_size)
         low, high = _dtypes.INTEGER_RANGES[name]

@@ -1,0 +1,766 @@
+"""The registry tables against the seed documents, row by row.
+
+Every expected value below is transcribed by hand from the seed pages
+(``/work/shared/seeds``): 000 (DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC),
+002 (DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC, feature levels 2_1 and
+4_0) and 004 (ONNX DequantizeLinear, opsets 10..23), or read from
+``onnx.defs`` (QuantizeLinear, which has no seed page).  Where the seed files
+are present, the transcription itself is checked against them too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import qops
+from qops import FeatureLevel, registry
+from qops.registry.schema import (
+    Attribute,
+    Constraint,
+    ConstraintKind,
+    Operator,
+    Opset,
+    ShapePattern,
+    Slot,
+    SlotKind,
+    TensorSupport,
+    VersionSupport,
+)
+
+CONV = "QUANTIZED_LINEAR_CONVOLUTION"
+MATMUL = "QUANTIZED_LINEAR_MATRIX_MULTIPLY"
+SEEDS = "/work/shared/seeds"
+
+# ---------------------------------------------------------------------------
+# Seed 000: DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC, "Tensor support"
+# (Tensor, Kind, Supported dimension counts, Supported data types)
+# ---------------------------------------------------------------------------
+CONV_2_1_TABLE = [
+    ("InputTensor", "Input", "4", "INT8, UINT8"),
+    ("InputScaleTensor", "Input", "4", "FLOAT32"),
+    ("InputZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("FilterTensor", "Input", "4", "INT8, UINT8"),
+    ("FilterScaleTensor", "Input", "4", "FLOAT32"),
+    ("FilterZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("BiasTensor", "Optional input", "4", "INT32"),
+    ("OutputScaleTensor", "Input", "4", "FLOAT32"),
+    ("OutputZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "4", "INT8, UINT8"),
+]
+
+# Seed 002: DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC, "Tensor support"
+MATMUL_4_0_TABLE = [
+    ("ATensor", "Input", "2 to 4", "INT8, UINT8"),
+    ("AScaleTensor", "Input", "1 to 4", "FLOAT32"),
+    ("AZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("BTensor", "Input", "2 to 4", "INT8, UINT8"),
+    ("BScaleTensor", "Input", "1 to 4", "FLOAT32"),
+    ("BZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("OutputScaleTensor", "Input", "1 to 4", "FLOAT32"),
+    ("OutputZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "2 to 4", "INT8, UINT8"),
+]
+MATMUL_2_1_TABLE = [
+    ("ATensor", "Input", "4", "INT8, UINT8"),
+    ("AScaleTensor", "Input", "4", "FLOAT32"),
+    ("AZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("BTensor", "Input", "4", "INT8, UINT8"),
+    ("BScaleTensor", "Input", "4", "FLOAT32"),
+    ("BZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("OutputScaleTensor", "Input", "4", "FLOAT32"),
+    ("OutputZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "4", "INT8, UINT8"),
+]
+
+TABLES = [
+    (CONV, FeatureLevel.FL_2_1, CONV_2_1_TABLE),
+    (MATMUL, FeatureLevel.FL_2_1, MATMUL_2_1_TABLE),
+    (MATMUL, FeatureLevel.FL_4_0, MATMUL_4_0_TABLE),
+]
+
+# The structure fields in order (seed "Syntax" / struct-fields) and the
+# contract's snake_case slot names ("Tensor" dropped).
+CONV_FIELDS = ["InputTensor", "InputScaleTensor", "InputZeroPointTensor", "FilterTensor",
+               "FilterScaleTensor", "FilterZeroPointTensor", "BiasTensor", "OutputScaleTensor",
+               "OutputZeroPointTensor", "OutputTensor"]
+CONV_SLOTS = ["input", "input_scale", "input_zero_point", "filter", "filter_scale",
+              "filter_zero_point", "bias", "output_scale", "output_zero_point", "output"]
+MATMUL_FIELDS = ["ATensor", "AScaleTensor", "AZeroPointTensor", "BTensor", "BScaleTensor",
+                 "BZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor", "OutputTensor"]
+MATMUL_SLOTS = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",
+                "output_zero_point", "output"]
+
+# Seed "Tensor constraints", in the seed's names.
+SAME_TYPE = "same data type"
+SAME_DIMS = "same dimension count"
+CONV_CONSTRAINTS = {
+    (SAME_TYPE, frozenset({"FilterTensor", "FilterZeroPointTensor"})),
+    (SAME_TYPE, frozenset({"InputTensor", "InputZeroPointTensor"})),
+    (SAME_TYPE, frozenset({"OutputTensor", "OutputZeroPointTensor"})),
+}
+MATMUL_CONSTRAINTS = {
+    (SAME_DIMS, frozenset({"AScaleTensor", "AZeroPointTensor", "BScaleTensor",
+                           "BZeroPointTensor", "OutputScaleTensor", "OutputZeroPointTensor"})),
+    (SAME_DIMS, frozenset({"ATensor", "BTensor", "OutputTensor"})),
+    (SAME_TYPE, frozenset({"BTensor", "BZeroPointTensor"})),
+    (SAME_TYPE, frozenset({"OutputTensor", "OutputZeroPointTensor"})),
+    (SAME_TYPE, frozenset({"ATensor", "AZeroPointTensor"})),
+}
+
+# Seed expected dimensions of the scale / zero point / bias tensors.
+PER_TENSOR = ("per-tensor", "{1,1,1,1}")
+PER_CHANNEL = ("per-channel", "{1,OutputChannelCount,1,1}")
+PER_ROW = ("per-row", "{1,1,M,1}")
+PER_COLUMN = ("per-column", "{1,1,1,N}")
+CONV_SHAPES = {
+    "InputScaleTensor": [PER_TENSOR],
+    "InputZeroPointTensor": [PER_TENSOR],
+    "FilterScaleTensor": [PER_TENSOR, PER_CHANNEL],
+    "FilterZeroPointTensor": [PER_TENSOR, PER_CHANNEL],
+    "BiasTensor": [PER_CHANNEL],
+    "OutputScaleTensor": [PER_TENSOR],
+    "OutputZeroPointTensor": [PER_TENSOR],
+}
+MATMUL_SHAPES = {
+    "AScaleTensor": [PER_TENSOR, PER_ROW],
+    "AZeroPointTensor": [PER_TENSOR, PER_ROW],
+    "BScaleTensor": [PER_TENSOR, PER_COLUMN],
+    "BZeroPointTensor": [PER_TENSOR, PER_COLUMN],
+    "OutputScaleTensor": [PER_TENSOR, PER_ROW],
+    "OutputZeroPointTensor": [PER_TENSOR, PER_ROW],
+}
+# Seed descriptions of the main tensors' dimensions.
+MAIN_DIMENSIONS = {
+    CONV: {
+        "InputTensor": "{ InputBatchCount, InputChannelCount, InputHeight, InputWidth }",
+        "FilterTensor": "{ FilterBatchCount, FilterChannelCount, FilterHeight, FilterWidth }",
+        "OutputTensor": "{ OutputBatchCount, OutputChannelCount, OutputHeight, OutputWidth }",
+    },
+    MATMUL: {
+        "ATensor": "{ BatchCount, ChannelCount, M, K }",
+        "BTensor": "{ BatchCount, ChannelCount, K, N }",
+        "OutputTensor": "{ BatchCount, ChannelCount, M, N }",
+    },
+}
+
+# ---------------------------------------------------------------------------
+# Seed 004: ONNX DequantizeLinear type constraints per opset, as the page spells them.
+# ---------------------------------------------------------------------------
+DEQUANTIZE_T1 = {
+    23: {"tensor(float4e2m1)", "tensor(float8e4m3fn)", "tensor(float8e4m3fnuz)",
+         "tensor(float8e5m2)", "tensor(float8e5m2fnuz)", "tensor(int16)", "tensor(int32)",
+         "tensor(int4)", "tensor(int8)", "tensor(uint16)", "tensor(uint4)", "tensor(uint8)"},
+    21: {"tensor(float8e4m3fn)", "tensor(float8e4m3fnuz)", "tensor(float8e5m2)",
+         "tensor(float8e5m2fnuz)", "tensor(int16)", "tensor(int32)", "tensor(int4)",
+         "tensor(int8)", "tensor(uint16)", "tensor(uint4)", "tensor(uint8)"},
+    19: {"tensor(float8e4m3fn)", "tensor(float8e4m3fnuz)", "tensor(float8e5m2)",
+         "tensor(float8e5m2fnuz)", "tensor(int32)", "tensor(int8)", "tensor(uint8)"},
+    13: {"tensor(int32)", "tensor(int8)", "tensor(uint8)"},
+    10: {"tensor(int32)", "tensor(int8)", "tensor(uint8)"},
+}
+DEQUANTIZE_T2 = {
+    23: {"tensor(bfloat16)", "tensor(float)", "tensor(float16)"},
+    21: {"tensor(bfloat16)", "tensor(float)", "tensor(float16)"},
+    19: {"tensor(bfloat16)", "tensor(float)", "tensor(float16)"},
+    13: {"tensor(float)"},  # x_scale / y are tensor(float)
+    10: {"tensor(float)"},
+}
+DEQUANTIZE_ATTRIBUTES = {10: set(), 13: {"axis"}, 19: {"axis"}, 21: {"axis", "block_size"},
+                         23: {"axis", "block_size"}}
+QUANTIZE_ATTRIBUTES = {10: set(), 13: {"axis"}, 19: {"axis", "saturate"},
+                       21: {"axis", "saturate", "block_size", "output_dtype"},
+                       23: {"axis", "saturate", "block_size", "output_dtype", "precision"}}
+OPSETS = [10, 13, 19, 21, 23]
+
+
+def registry_type(onnx_type: str) -> str:
+    """``tensor(float)`` -> ``FLOAT32``, ``tensor(int4)`` -> ``INT4``."""
+    inner = re.fullmatch(r"tensor\((\w+)\)", onnx_type).group(1)
+    return "FLOAT32" if inner == "float" else inner.upper()
+
+
+def registry_types(onnx_types) -> set:
+    return {registry_type(t) for t in onnx_types}
+
+
+def dtypes_text(row: TensorSupport) -> str:
+    return ", ".join(row.dtypes)
+
+
+def _slot_by_source(op, source_name):
+    matches = [s for s in op.slots if s.source_name == source_name]
+    assert len(matches) == 1, f"{op.name}: {len(matches)} slots named {source_name}"
+    return matches[0]
+
+
+# ---------------------------------------------------------------------------
+# The transcription above against the seed files themselves
+# ---------------------------------------------------------------------------
+
+def _seed(prefix):
+    paths = glob.glob(os.path.join(SEEDS, f"{prefix}_*.txt"))
+    if not paths:
+        pytest.skip(f"seed {prefix} not available")
+    with open(paths[0], encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _table_after(text, heading):
+    start = text.index(heading)
+    rows = []
+    for line in text[start:].splitlines()[1:]:
+        if line.startswith("#") and rows:
+            break
+        if line.startswith("| ") and not line.startswith("| Tensor") and not line.startswith("| ---"):
+            rows.append(tuple(cell.strip() for cell in line.strip().strip("|").split("|")))
+        elif rows and not line.strip():
+            break
+    return rows
+
+
+@pytest.mark.parametrize("prefix, heading, table", [
+    ("000", "## Tensor support", CONV_2_1_TABLE),
+    ("002", "### DML_FEATURE_LEVEL_4_0 and above", MATMUL_4_0_TABLE),
+    ("002", "### DML_FEATURE_LEVEL_2_1 and above", MATMUL_2_1_TABLE),
+])
+def test_transcribed_tables_match_seed_files(prefix, heading, table):
+    assert _table_after(_seed(prefix), heading) == table
+
+
+def test_transcribed_dequantize_types_match_seed_file():
+    text = _seed("004")
+    sections = re.split(r"^## DequantizeLinear - (\d+)", text, flags=re.M)
+    found = {}
+    for number, body in zip(sections[1::2], sections[2::2]):
+        t1 = re.search(r"• T1? in \(([^)]*\)[^:]*)\):", body).group(1)
+        found[int(number)] = {t.strip() for t in t1.split(",")}
+    assert found == DEQUANTIZE_T1
+
+
+# ---------------------------------------------------------------------------
+# DirectML tables
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, fields, slots", [(CONV, CONV_FIELDS, CONV_SLOTS),
+                                                 (MATMUL, MATMUL_FIELDS, MATMUL_SLOTS)])
+def test_slots_follow_structure_order(name, fields, slots):
+    op = registry.get(name)
+    assert [s.source_name for s in op.slots] == fields
+    assert [s.name for s in op.slots] == slots
+    assert op.output.source_name == "OutputTensor"
+    assert [s.name for s in op.inputs] == slots[:-1]
+
+
+@pytest.mark.parametrize("name, level, table", TABLES,
+                         ids=[f"{n}-{l.label}" for n, l, _ in TABLES])
+def test_tensor_support_rows(name, level, table):
+    op = registry.get(name)
+    support = op.support(level)
+    assert support is not None
+    assert len(support.tensors) == len(table)
+    for source_name, kind, dims, dtypes in table:
+        slot = _slot_by_source(op, source_name)
+        assert slot.source_name == source_name
+        assert op.slot(slot.name).kind.value == kind, source_name
+        row = support.tensor(slot.name)
+        assert row.dims_text() == dims, source_name
+        assert dtypes_text(row) == dtypes, source_name
+        assert set(row.dtypes) == set(dtypes.split(", ")), source_name
+
+
+@pytest.mark.parametrize("name, level, table", TABLES,
+                         ids=[f"{n}-{l.label}" for n, l, _ in TABLES])
+def test_dimension_counts_allowed_exactly(name, level, table):
+    op = registry.get(name)
+    support = op.support(level)
+    for source_name, _, dims, _ in table:
+        row = support.tensor(_slot_by_source(op, source_name).name)
+        low, _, high = dims.partition(" to ")
+        allowed = set(range(int(low), int(high or low) + 1))
+        for ndim in range(0, 9):
+            assert row.allows_dims(ndim) == (ndim in allowed), (source_name, ndim)
+
+
+def _constraint_set(op, level):
+    names = {s.name: s.source_name for s in op.slots}
+    return {(c.kind.value, frozenset(names[s] for s in c.slots)) for c in op.constraints_at(level)}
+
+
+@pytest.mark.parametrize("name, level, expected", [
+    (CONV, FeatureLevel.FL_2_1, CONV_CONSTRAINTS),
+    (MATMUL, FeatureLevel.FL_2_1, MATMUL_CONSTRAINTS),
+    (MATMUL, FeatureLevel.FL_4_0, MATMUL_CONSTRAINTS),
+])
+def test_tensor_constraints(name, level, expected):
+    assert ConstraintKind.SAME_DTYPE.value == SAME_TYPE
+    assert ConstraintKind.SAME_DIMENSION_COUNT.value == SAME_DIMS
+    assert _constraint_set(registry.get(name), level) == expected
+
+
+@pytest.mark.parametrize("name, shapes", [(CONV, CONV_SHAPES), (MATMUL, MATMUL_SHAPES)])
+def test_expected_shapes(name, shapes):
+    op = registry.get(name)
+    for source_name, expected in shapes.items():
+        slot = _slot_by_source(op, source_name)
+        got = [(p.granularity, p.text().replace(" ", "")) for p in slot.shapes]
+        assert got == expected, source_name
+    granularities = op.support(FeatureLevel.FL_2_1).granularities
+    for source_name, expected in shapes.items():
+        for granularity, _ in expected:
+            assert granularity in granularities
+
+
+@pytest.mark.parametrize("name", [CONV, MATMUL])
+def test_main_tensor_dimensions_as_seed_writes_them(name):
+    op = registry.get(name)
+    for source_name, text in MAIN_DIMENSIONS[name].items():
+        assert _slot_by_source(op, source_name).description == text
+
+
+@pytest.mark.parametrize("name, versions", [
+    (CONV, [FeatureLevel.FL_2_1]),
+    (MATMUL, [FeatureLevel.FL_2_1, FeatureLevel.FL_4_0]),
+])
+def test_availability(name, versions):
+    op = registry.get(name)
+    assert op.source == "DirectML"
+    assert op.introduced is FeatureLevel.FL_2_1
+    assert [row.version for row in op.versions] == versions
+    assert op.support(FeatureLevel.FL_1_0) is None
+    assert op.support(FeatureLevel.FL_2_0) is None
+    # "and above": a level uses the newest row not after it.
+    for level in FeatureLevel:
+        row = op.support(level)
+        if level < FeatureLevel.FL_2_1:
+            assert row is None
+        else:
+            expected = max(v for v in versions if v <= level)
+            assert row.version is expected, level
+
+
+def test_matmul_rows_in_force_between_levels():
+    op = registry.get(MATMUL)
+    assert op.support(FeatureLevel.FL_3_1).tensor("a").dims_text() == "4"
+    assert op.support(FeatureLevel.FL_4_1).tensor("a").dims_text() == "2 to 4"
+    assert op.support(FeatureLevel.FL_6_4).tensor("a_scale").dims_text() == "1 to 4"
+
+
+def test_dimension_count_attribute_only_2():
+    op = registry.get(CONV)
+    attribute = op.attribute("dimension_count")
+    assert attribute.source_name == "DimensionCount"
+    assert attribute.default == 2
+    assert tuple(attribute.choices) == (2,)
+    assert "dimension_count" in op.support(FeatureLevel.FL_2_1).attributes
+
+
+def test_convolution_attributes_are_the_structure_fields():
+    op = registry.get(CONV)
+    sources = {a.name: a.source_name for a in op.attributes}
+    for name, source in [("dimension_count", "DimensionCount"), ("strides", "Strides"),
+                         ("dilations", "Dilations"), ("start_padding", "StartPadding"),
+                         ("end_padding", "EndPadding"), ("group_count", "GroupCount")]:
+        assert sources[name] == source
+        assert name in op.support(FeatureLevel.FL_2_1).attributes
+    # Contract defaults: strides and dilations ones, paddings zeros, group_count 1.
+    assert tuple(op.attribute("strides").default) == (1, 1)
+    assert tuple(op.attribute("dilations").default) == (1, 1)
+    assert tuple(op.attribute("start_padding").default) == (0, 0)
+    assert tuple(op.attribute("end_padding").default) == (0, 0)
+    assert op.attribute("group_count").default == 1
+
+
+# ---------------------------------------------------------------------------
+# ONNX tables
+# ---------------------------------------------------------------------------
+
+onnx_defs = pytest.importorskip("onnx.defs")
+
+
+def _onnx_types(schema, formal):
+    """The allowed registry types of one input/output of an ONNX schema."""
+    by_param = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    return registry_types(by_param.get(formal.type_str, {formal.type_str}))
+
+
+def _onnx_slot_types(schema):
+    return {f.name: _onnx_types(schema, f) for f in list(schema.inputs) + list(schema.outputs)}
+
+
+@pytest.mark.parametrize("name", ["DequantizeLinear", "QuantizeLinear"])
+def test_onnx_opsets(name):
+    op = registry.get(name)
+    assert op.source == "ONNX"
+    assert [row.version.number for row in op.versions] == OPSETS
+    assert op.introduced == Opset(10)
+    assert op.support(Opset(9)) is None
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_dequantize_types_per_seed(opset):
+    row = registry.get("DequantizeLinear").support(Opset(opset))
+    assert row.version == Opset(opset)
+    t1, t2 = registry_types(DEQUANTIZE_T1[opset]), registry_types(DEQUANTIZE_T2[opset])
+    assert set(row.tensor("x").dtypes) == t1
+    assert set(row.tensor("x_zero_point").dtypes) == t1
+    assert set(row.tensor("x_scale").dtypes) == t2
+    assert set(row.tensor("y").dtypes) == t2
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_dequantize_types_against_onnx_schema(opset):
+    schema = onnx_defs.get_schema("DequantizeLinear", opset)
+    assert schema.since_version == opset
+    onnx_types = _onnx_slot_types(schema)
+    row = registry.get("DequantizeLinear").support(Opset(opset))
+    assert "INT32" in onnx_types["x"]  # x includes int32 in every opset
+    for slot in ("x", "x_scale", "x_zero_point", "y"):
+        assert set(row.tensor(slot).dtypes) == onnx_types[slot], slot
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_quantize_types_against_onnx_schema(opset):
+    """QuantizeLinear: outputs are ONNX's quantized type (T2, T3 from 23); ONNX's
+    x (and, from 19, y_scale) also lists int32, which qops documents it does not
+    take (qops/registry/onnx.py); scales are float types only."""
+    schema = onnx_defs.get_schema("QuantizeLinear", opset)
+    assert schema.since_version == opset
+    onnx_types = _onnx_slot_types(schema)
+    output_param = "T3" if opset >= 23 else "T2"
+    assert schema.outputs[0].type_str == output_param
+    row = registry.get("QuantizeLinear").support(Opset(opset))
+    assert set(row.tensor("y").dtypes) == onnx_types["y"]
+    assert set(row.tensor("y_zero_point").dtypes) == onnx_types["y_zero_point"]
+    assert "INT32" in onnx_types["x"]
+    assert set(row.tensor("x").dtypes) == onnx_types["x"] - {"INT32"}
+    assert set(row.tensor("y_scale").dtypes) == onnx_types["y_scale"] - {"INT32"}
+    floats = {"FLOAT32", "FLOAT16", "BFLOAT16"}
+    assert set(row.tensor("y_scale").dtypes) <= floats
+    assert set(row.tensor("x").dtypes) <= floats
+
+
+def _shared_type_pairs(schema):
+    """Formal parameters that share one type parameter in the ONNX schema."""
+    params = {c.type_param_str for c in schema.type_constraints}
+    formals = list(schema.inputs) + list(schema.outputs)
+    groups = {}
+    for formal in formals:
+        if formal.type_str in params:
+            groups.setdefault(formal.type_str, set()).add(formal.name)
+    return {frozenset(g) for g in groups.values() if len(g) > 1}
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_quantize_same_type_constraints_against_onnx(opset):
+    op = registry.get("QuantizeLinear")
+    got = {frozenset(c.slots) for c in op.constraints_at(Opset(opset))
+           if c.kind is ConstraintKind.SAME_DTYPE}
+    assert got == _shared_type_pairs(onnx_defs.get_schema("QuantizeLinear", opset))
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_dequantize_same_type_constraints_per_seed(opset):
+    # Seed: x_zero_point and x are T1; x_scale determines the output type y.
+    op = registry.get("DequantizeLinear")
+    got = {frozenset(c.slots) for c in op.constraints_at(Opset(opset))
+           if c.kind is ConstraintKind.SAME_DTYPE}
+    assert got == {frozenset({"x", "x_zero_point"}), frozenset({"x_scale", "y"})}
+
+
+@pytest.mark.parametrize("opset", OPSETS)
+def test_attributes_per_opset(opset):
+    dq = registry.get("DequantizeLinear").support(Opset(opset))
+    q = registry.get("QuantizeLinear").support(Opset(opset))
+    assert set(dq.attributes) == DEQUANTIZE_ATTRIBUTES[opset]
+    assert set(q.attributes) == QUANTIZE_ATTRIBUTES[opset]
+    assert set(q.attributes) == set(onnx_defs.get_schema("QuantizeLinear", opset).attributes)
+    # The seed lists no output_dtype for DequantizeLinear-23 (newer onnx releases
+    # add one); everything the seed does list is in ONNX's schema.
+    assert set(dq.attributes) <= set(onnx_defs.get_schema("DequantizeLinear", opset).attributes)
+
+
+def test_onnx_attribute_defaults():
+    dq, q = registry.get("DequantizeLinear"), registry.get("QuantizeLinear")
+    assert dq.attribute("axis").default == 1
+    assert dq.attribute("block_size").default == 0
+    assert q.attribute("axis").default == 1
+    assert q.attribute("block_size").default == 0
+    assert q.attribute("saturate").default is True
+
+
+@pytest.mark.parametrize("name", ["DequantizeLinear", "QuantizeLinear"])
+def test_onnx_slots_and_granularities(name):
+    op = registry.get(name)
+    prefix = "x" if name == "DequantizeLinear" else "y"
+    output = "y"
+    assert [s.name for s in op.slots] == ["x", f"{prefix}_scale", f"{prefix}_zero_point", output]
+    assert [s.kind for s in op.slots] == [SlotKind.INPUT, SlotKind.INPUT,
+                                          SlotKind.OPTIONAL_INPUT, SlotKind.OUTPUT]
+    expected = {10: {"per-tensor"}, 13: {"per-tensor", "per-axis"},
+                19: {"per-tensor", "per-axis"}, 21: {"per-tensor", "per-axis", "blocked"},
+                23: {"per-tensor", "per-axis", "blocked"}}
+    for opset, granularities in expected.items():
+        row = op.support(Opset(opset))
+        assert set(row.granularities) == granularities
+        scale = row.tensor(f"{prefix}_scale")
+        # a scalar everywhere, 1-D (per-axis) from 13, the rank of x (blocked) from 21
+        assert scale.allows_dims(0)
+        if opset >= 13:
+            assert scale.allows_dims(1)
+        assert scale.allows_dims(3) == (opset >= 21)
+        assert row.tensor("x").allows_dims(0) and row.tensor("x").allows_dims(6)
+
+
+# ---------------------------------------------------------------------------
+# FeatureLevel
+# ---------------------------------------------------------------------------
+
+LEVELS = ["1_0", "2_0", "2_1", "3_0", "3_1", "4_0", "4_1", "5_0", "5_1", "5_2",
+          "6_0", "6_1", "6_2", "6_3", "6_4"]
+
+
+def test_feature_levels_every_level_in_order():
+    assert qops.FeatureLevel is FeatureLevel
+    members = list(FeatureLevel)
+    assert [m.label for m in members] == LEVELS
+    assert [str(m) for m in members] == [f"DML_FEATURE_LEVEL_{l}" for l in LEVELS]
+    assert sorted(reversed(members)) == members
+    for lower, higher in zip(members, members[1:]):
+        assert lower < higher and higher > lower and lower <= higher and not higher < lower
+    assert max(FeatureLevel) is FeatureLevel.FL_6_4
+    assert min(FeatureLevel) is FeatureLevel.FL_1_0
+
+
+@pytest.mark.parametrize("value", ["2_1", "2.1", (2, 1), "DML_FEATURE_LEVEL_2_1",
+                                   FeatureLevel.FL_2_1])
+def test_feature_level_parse_accepts(value):
+    assert FeatureLevel.parse(value) is FeatureLevel.FL_2_1
+
+
+@pytest.mark.parametrize("label", LEVELS)
+def test_feature_level_parse_every_level(label):
+    major, minor = (int(p) for p in label.split("_"))
+    member = FeatureLevel.parse(label)
+    assert member.label == label
+    assert FeatureLevel.parse(f"{major}.{minor}") is member
+    assert FeatureLevel.parse((major, minor)) is member
+    assert FeatureLevel.parse(f"DML_FEATURE_LEVEL_{label}") is member
+
+
+@pytest.mark.parametrize("value", ["2_2", "9_9", "2", "21", "", "2_1_0", "latest",
+                                   "DML_FEATURE_LEVEL_", (2, 2), (2,), (2, 1, 0), 2.1, 21,
+                                   None, (True, 1), ("2", "1")])
+def test_feature_level_parse_rejects(value):
+    with pytest.raises(ValueError):
+        FeatureLevel.parse(value)
+
+
+# ---------------------------------------------------------------------------
+# The schema types check themselves
+# ---------------------------------------------------------------------------
+
+def _row(slot="x", low=1, high=4, dtypes=("INT8",)):
+    return TensorSupport(slot=slot, min_dims=low, max_dims=high, dtypes=dtypes)
+
+
+def _operator(**overrides):
+    slots = (Slot(name="x", source_name="XTensor", kind=SlotKind.INPUT),
+             Slot(name="y", source_name="YTensor", kind=SlotKind.OUTPUT))
+    fields = dict(
+        name="TOY", function="toy", source="DirectML", summary="toy", slots=slots, attributes=(),
+        versions=(VersionSupport(version=FeatureLevel.FL_2_1,
+                                 tensors=(_row("x"), _row("y"))),),
+    )
+    fields.update(overrides)
+    return Operator(**fields)
+
+
+def test_toy_operator_is_valid():
+    op = _operator()
+    assert op.introduced is FeatureLevel.FL_2_1
+    assert op.support(FeatureLevel.FL_4_0).tensor("x").dims_text() == "1 to 4"
+
+
+@pytest.mark.parametrize("build", [
+    lambda: _row(dtypes=("INT7",)),
+    lambda: _row(dtypes=("int8",)),
+    lambda: _row(dtypes=("FLOAT64",)),
+    lambda: _row(dtypes=()),
+    lambda: _row(dtypes=("INT8", "INT8")),
+], ids=["INT7", "lowercase", "FLOAT64", "none", "repeated"])
+def test_unknown_dtype_rejected(build):
+    with pytest.raises((ValueError, TypeError)):
+        build()
+
+
+@pytest.mark.parametrize("low, high", [(4, 2), (2, 1), (-1, 4)])
+def test_inverted_dimension_range_rejected(low, high):
+    with pytest.raises((ValueError, TypeError)):
+        _row(low=low, high=high)
+
+
+def test_constraint_naming_unknown_slot_rejected():
+    bad = Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "z"))
+    with pytest.raises((ValueError, TypeError)) as info:
+        _operator(constraints=(bad,))
+    assert "z" in str(info.value)
+    row = VersionSupport(version=FeatureLevel.FL_2_1, tensors=(_row("x"), _row("y")),
+                         constraints=(bad,))
+    with pytest.raises((ValueError, TypeError)):
+        _operator(versions=(row,))
+
+
+def test_constraint_needs_two_distinct_slots():
+    with pytest.raises((ValueError, TypeError)):
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x",))
+    with pytest.raises((ValueError, TypeError)):
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "x"))
+    with pytest.raises((ValueError, TypeError)):
+        Constraint(kind="same data type", slots=("x", "y"))
+
+
+@pytest.mark.parametrize("build", [
+    lambda: TensorSupport(slot="x", min_dims=1, max_dims=4, dtypes=("INT8",), colour="red"),
+    lambda: Slot(name="x", source_name="XTensor", kind=SlotKind.INPUT, optional=True),
+    lambda: Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "y"), strict=True),
+    lambda: ShapePattern(granularity="per-tensor", sizes=(1,), rank=1),
+    lambda: Attribute(name="a", source_name="A", kind="int", maximum=3),
+    lambda: VersionSupport(version=FeatureLevel.FL_2_1, tensors=(), since="2_1"),
+    lambda: _operator(aliases=("t",)),
+    lambda: TensorSupport("x", 1, 4, ("INT8",)),  # keyword-only
+], ids=["TensorSupport", "Slot", "Constraint", "ShapePattern", "Attribute", "VersionSupport",
+        "Operator", "positional"])
+def test_unknown_keyword_fields_rejected(build):
+    with pytest.raises(TypeError):
+        build()
+
+
+def test_versions_out_of_order_rejected():
+    v21 = VersionSupport(version=FeatureLevel.FL_2_1, tensors=(_row("x"), _row("y")))
+    v40 = VersionSupport(version=FeatureLevel.FL_4_0, tensors=(_row("x"), _row("y")))
+    assert [r.version for r in _operator(versions=(v21, v40)).versions] == [
+        FeatureLevel.FL_2_1, FeatureLevel.FL_4_0]
+    for versions in [(v40, v21), (v21, v21), ()]:
+        with pytest.raises((ValueError, TypeError)):
+            _operator(versions=versions)
+    mixed = VersionSupport(version=Opset(13), tensors=(_row("x"), _row("y")))
+    with pytest.raises((ValueError, TypeError)):
+        _operator(versions=(v21, mixed))
+
+
+@pytest.mark.parametrize("build", [
+    lambda: Slot(name="XTensor", source_name="XTensor", kind=SlotKind.INPUT),
+    lambda: Slot(name="x", source_name="XTensor", kind="Input"),
+    lambda: ShapePattern(granularity="per-tensor", sizes=(0, 1)),
+    lambda: ShapePattern(granularity="per-tensor", sizes=()),
+    lambda: Attribute(name="a", source_name="A", kind="float"),
+    lambda: VersionSupport(version="2_1", tensors=()),
+    lambda: VersionSupport(version=FeatureLevel.FL_2_1, tensors=(_row("x"), _row("x"))),
+    lambda: _operator(source="CUDA"),
+    lambda: _operator(versions=(VersionSupport(version=FeatureLevel.FL_2_1,
+                                               tensors=(_row("x"),)),)),
+    lambda: _operator(slots=(Slot(name="x", source_name="X", kind=SlotKind.INPUT),)),
+    lambda: Opset(0),
+], ids=["slot-name", "slot-kind", "size-0", "no-sizes", "attribute-kind", "version-type",
+        "two-rows", "source", "rows-miss-slot", "no-output", "opset-0"])
+def test_other_table_mistakes_rejected(build):
+    with pytest.raises((ValueError, TypeError)):
+        build()
+
+
+@pytest.mark.parametrize("instance, field", [
+    (lambda: registry.get(CONV), "name"),
+    (lambda: registry.get(CONV).slot("input"), "kind"),
+    (lambda: registry.get(CONV).support(FeatureLevel.FL_2_1), "tensors"),
+    (lambda: registry.get(CONV).support(FeatureLevel.FL_2_1).tensor("input"), "max_dims"),
+    (lambda: registry.get(CONV).constraints[0], "slots"),
+    (lambda: registry.get(CONV).attribute("strides"), "default"),
+    (lambda: registry.get(CONV).slot("filter_scale").shapes[0], "sizes"),
+    (lambda: Opset(13), "number"),
+])
+def test_instances_are_frozen(instance, field):
+    obj = instance()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(obj, field, None)
+
+
+def test_registry_tables_are_tuples():
+    # Frozen all the way down: no list a caller could mutate in place.
+    for op in registry.operators():
+        assert isinstance(op.slots, tuple) and isinstance(op.versions, tuple)
+        for row in op.versions:
+            assert isinstance(row.tensors, tuple)
+            for tensor in row.tensors:
+                assert isinstance(tensor.dtypes, tuple)
+
+
+# ---------------------------------------------------------------------------
+# registry.get / operators
+# ---------------------------------------------------------------------------
+
+NAMES = [(CONV, "quantized_linear_convolution"), (MATMUL, "quantized_linear_matrix_multiply"),
+         ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear")]
+
+
+def test_operators_lists_the_four():
+    assert [op.name for op in registry.operators()] == [n for n, _ in NAMES]
+    assert [op.function for op in registry.operators()] == [f for _, f in NAMES]
+
+
+@pytest.mark.parametrize("name, function", NAMES)
+def test_get_by_registry_and_function_name(name, function):
+    op = registry.get(name)
+    assert op.name == name
+    assert registry.get(function) is op
+    assert callable(getattr(qops, function))
+
+
+@pytest.mark.parametrize("bad", ["QUANTIZED_LINEAR_CONV", "Quantize", "", "QLinearConv", None, 3])
+def test_get_unknown_name(bad):
+    with pytest.raises(KeyError) as info:
+        registry.get(bad)
+    message = str(info.value)
+    for name, _ in NAMES:
+        assert name in message
+
+
+# ---------------------------------------------------------------------------
+# The registry is pure Python
+# ---------------------------------------------------------------------------
+
+def _run(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_registry_imports_nothing_compiled():
+    result = _run("""
+        import sys
+        import qops.registry
+        loaded = sorted(m for m in sys.modules if m == "qops._kernels" or m.startswith("qops._kernels."))
+        print(loaded)
+        assert not loaded, loaded
+    """)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_registry_readable_without_kernels():
+    """With the compiled kernels unavailable, the registry still loads and reads."""
+    result = _run("""
+        import sys
+        sys.modules["qops._kernels"] = None  # any import of it fails
+        from qops import registry
+        op = registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY")
+        print(op.support(registry.FeatureLevel.FL_4_0).tensor("a").dims_text())
+        print(len(registry.operators()))
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "to", "4", "4"]
