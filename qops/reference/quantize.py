@@ -43,7 +43,9 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
     if x_zero_point is not None and _dtypes.name_of(x.dtype) not in _dtypes.NARROW_FLOATS:
         # A float8 / float4 zero point is 0 (validated), and ONNX leaves it out.
         centred = centred - broadcast_parameter(x_zero_point, x.shape, axis, block_size)
-    return (centred * scale).astype(np.asarray(x_scale).dtype)
+    # Overflow to infinity in a narrow output type is the defined result, not an error.
+    with np.errstate(over="ignore"):
+        return (centred * scale).astype(np.asarray(x_scale).dtype)
 
 
 def division_type(x_dtype, scale_dtype, precision=None):
@@ -64,7 +66,14 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     ``output_dtype`` is a NumPy dtype; it is the zero point's when there is
     one.  ``precision``, when given, is the float type of the division.
     """
-    x = np.asarray(x)
+    # Quotients beyond a type's range saturate (or become inf / NaN in float8
+    # without saturate): defined results, so NumPy's overflow warnings are noise.
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _quantize(np.asarray(x), y_scale, y_zero_point, axis, block_size, saturate,
+                         output_dtype, precision)
+
+
+def _quantize(x, y_scale, y_zero_point, axis, block_size, saturate, output_dtype, precision):
     dtype = np.dtype(y_zero_point.dtype if y_zero_point is not None else output_dtype)
     name = _dtypes.name_of(dtype)
     scale = broadcast_parameter(y_scale, x.shape, axis, block_size)

@@ -1,0 +1,371 @@
+"""Shared helpers for the differential tests.
+
+* Hypothesis profiles: ``default`` (modest, the normal run) and ``ci``
+  (more examples); pick one with ``HYPOTHESIS_PROFILE=ci``.
+* One-node ONNX models of QLinearConv, QLinearMatMul, QuantizeLinear and
+  DequantizeLinear, run on onnxruntime (:func:`run_ort`) and on
+  ``onnx.reference.ReferenceEvaluator`` (:func:`run_reference`).
+* Raw-bit comparison of arrays (:func:`bits`, :func:`assert_bits_equal`).
+
+Nothing here calls qops: the expectations every test compares against come
+from onnxruntime, onnx.reference or an oracle written in the test itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+from onnx import helper
+
+try:  # onnxruntime is a test dependency, but keep collection alive without it
+    import onnxruntime as ort
+    from onnxruntime.capi import onnxruntime_pybind11_state as _ort_state
+except ImportError:  # pragma: no cover
+    ort = None
+    _ort_state = None
+
+from onnx.reference import ReferenceEvaluator
+
+# -- Hypothesis ------------------------------------------------------------------
+
+_SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+settings.register_profile("default", deadline=None, max_examples=40, suppress_health_check=_SUPPRESS,
+                          print_blob=True)
+settings.register_profile("ci", deadline=None, max_examples=150, suppress_health_check=_SUPPRESS,
+                          print_blob=True)
+settings.register_profile("dev", deadline=None, max_examples=10, suppress_health_check=_SUPPRESS)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+# -- dtypes ----------------------------------------------------------------------
+
+INT8_TYPES = (np.dtype(np.uint8), np.dtype(np.int8))
+
+#: Every (input/a, filter/b, output) combination of uint8 and int8.
+TYPE_COMBOS = [(x, w, y) for x in INT8_TYPES for w in INT8_TYPES for y in INT8_TYPES]
+
+
+def combo_id(combo):
+    return "-".join(np.dtype(t).name for t in combo)
+
+
+def int_range(dtype):
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else ml_dtypes.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
+def onnx_type(dtype) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+# -- one-node models ----------------------------------------------------------------
+
+#: Slot order of each operator's ONNX node.
+ONNX_INPUTS = {
+    "QLinearConv": ("x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
+                    "y_zero_point", "B"),
+    "QLinearMatMul": ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
+                      "y_zero_point"),
+    "QuantizeLinear": ("x", "y_scale", "y_zero_point"),
+    "DequantizeLinear": ("x", "x_scale", "x_zero_point"),
+}
+
+
+def make_model(op_type, inputs, attributes=None, *, opset, output_dtype):
+    """A one-node model of ``op_type`` at ``opset``.
+
+    ``inputs`` maps the ONNX input names of :data:`ONNX_INPUTS` to arrays;
+    absent or ``None`` entries become empty (omitted optional) inputs.  Every
+    given input is a graph input (nothing is constant-folded), fed by
+    :func:`feeds`.  ``output_dtype`` is the output's NumPy dtype.
+    """
+    names = ONNX_INPUTS[op_type]
+    present = [n for n in names if inputs.get(n) is not None]
+    last = max(names.index(n) for n in present)
+    node_inputs = [n if inputs.get(n) is not None else "" for n in names[: last + 1]]
+    attributes = {k: v for k, v in (attributes or {}).items() if v is not None}
+    node = helper.make_node(op_type, node_inputs, ["y_out"], **attributes)
+    graph_inputs = [
+        helper.make_tensor_value_info(n, onnx_type(np.asarray(inputs[n]).dtype),
+                                      list(np.shape(inputs[n])))
+        for n in present
+    ]
+    output = helper.make_tensor_value_info("y_out", onnx_type(output_dtype), None)
+    graph = helper.make_graph([node], f"one_{op_type}", graph_inputs, [output])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10 if opset <= 23 else model.ir_version
+    return model
+
+
+def feeds(inputs):
+    return {n: np.asarray(v) for n, v in inputs.items() if v is not None}
+
+
+def _is_not_implemented(error) -> bool:
+    if _ort_state is not None and isinstance(error, getattr(_ort_state, "NotImplemented", ())):
+        return True
+    text = str(error)
+    return "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text
+
+
+@functools.lru_cache(maxsize=512)
+def _session(model_bytes):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def ort_session(model):
+    """An onnxruntime CPU session for ``model``; pytest.skip on NOT_IMPLEMENTED."""
+    if ort is None:
+        pytest.skip("onnxruntime is not installed")
+    try:
+        return _session(model.SerializeToString())
+    except Exception as error:  # onnxruntime raises its own exception types
+        if _is_not_implemented(error):
+            pytest.skip(f"onnxruntime has no kernel for this type combination: {error}")
+        raise
+
+
+def run_ort(op_type, inputs, attributes=None, *, opset, output_dtype):
+    """Run a one-node model on onnxruntime; skip when it has no such kernel."""
+    model = make_model(op_type, inputs, attributes, opset=opset, output_dtype=output_dtype)
+    session = ort_session(model)
+    try:
+        (result,) = session.run(None, feeds(inputs))
+    except Exception as error:
+        if _is_not_implemented(error):
+            pytest.skip(f"onnxruntime has no kernel for this type combination: {error}")
+        raise
+    return result
+
+
+#: ``onnx.reference`` implements these operators only from the opsets listed
+#: (DequantizeLinear from 19; QuantizeLinear 10 and then 19).  Earlier opsets
+#: are a subset of those semantics (float32 scales, per-tensor / per-axis,
+#: 8-bit and int32 types), so the model is built at the first opset it has.
+_REFERENCE_OPSETS = {"QuantizeLinear": (10, 19, 21, 23), "DequantizeLinear": (19, 21, 23)}
+
+
+def reference_opset(op_type, opset):
+    known = _REFERENCE_OPSETS.get(op_type)
+    if not known:
+        return opset
+    usable = [v for v in known if v <= opset]
+    return max(usable) if usable else min(known)
+
+
+def run_reference(op_type, inputs, attributes=None, *, opset, output_dtype):
+    """Run a one-node model on ``onnx.reference.ReferenceEvaluator``."""
+    opset = reference_opset(op_type, opset)
+    model = make_model(op_type, inputs, attributes, opset=opset, output_dtype=output_dtype)
+    (result,) = ReferenceEvaluator(model).run(None, feeds(inputs))
+    return np.asarray(result)
+
+
+@functools.lru_cache(maxsize=None)
+def ort_supports(op_type, dtypes_key, opset):
+    """Whether onnxruntime has a kernel for ``op_type`` with these input
+    dtypes (``dtypes_key``: tuple of (input name, dtype name, shape)); probes by
+    creating a session once and running it on zeros/ones."""
+    if ort is None:
+        return False
+    inputs = {}
+    for name, dtype, shape in dtypes_key:
+        dtype = np.dtype(dtype)
+        value = np.ones(shape, dtype) if "scale" in name else np.zeros(shape, dtype)
+        inputs[name] = value
+    out_dtype = dict((n, d) for n, d, _ in dtypes_key).get("y_zero_point", "uint8")
+    try:
+        model = make_model(op_type, inputs, opset=opset, output_dtype=np.dtype(out_dtype))
+        session = _session(model.SerializeToString())
+        session.run(None, feeds(inputs))
+    except Exception as error:
+        if _is_not_implemented(error):
+            return False
+        raise
+    return True
+
+
+def conv_ort_supported(x, w, y, per_channel=False):
+    oc = 2
+    key = (("x", np.dtype(x).name, (1, 1, 3, 3)), ("x_scale", "float32", ()),
+           ("x_zero_point", np.dtype(x).name, ()), ("w", np.dtype(w).name, (oc, 1, 1, 1)),
+           ("w_scale", "float32", (oc,) if per_channel else ()),
+           ("w_zero_point", np.dtype(w).name, (oc,) if per_channel else ()),
+           ("y_scale", "float32", ()), ("y_zero_point", np.dtype(y).name, ()))
+    return ort_supports("QLinearConv", key, 10)
+
+
+def matmul_ort_supported(a, b, y, per_column=False):
+    n = 3
+    key = (("a", np.dtype(a).name, (2, 2)), ("a_scale", "float32", ()),
+           ("a_zero_point", np.dtype(a).name, ()), ("b", np.dtype(b).name, (2, n)),
+           ("b_scale", "float32", (n,) if per_column else ()),
+           ("b_zero_point", np.dtype(b).name, (n,) if per_column else ()),
+           ("y_scale", "float32", ()), ("y_zero_point", np.dtype(y).name, ()))
+    return ort_supports("QLinearMatMul", key, 10)
+
+
+# -- raw-bit comparison ------------------------------------------------------------
+
+_UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def bits(array):
+    """The raw bits of ``array`` as an unsigned integer array of the same item
+    size.  int4/uint4/float4 occupy one byte each in ml_dtypes; their unused
+    high bits are masked off."""
+    array = np.ascontiguousarray(array)
+    raw = array.view(_UINT_OF_SIZE[array.dtype.itemsize])
+    dtype = array.dtype
+    if dtype in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4),
+                 np.dtype(ml_dtypes.float4_e2m1fn)):
+        raw = raw & np.uint8(0x0F)
+    return raw
+
+
+def is_nan(array):
+    array = np.asarray(array)
+    if array.dtype.kind in "iub" or array.dtype in (np.dtype(ml_dtypes.int4),
+                                                     np.dtype(ml_dtypes.uint4)):
+        return np.zeros(array.shape, bool)
+    try:
+        return np.isnan(array.astype(np.float32))
+    except (TypeError, ValueError):
+        return np.zeros(array.shape, bool)
+
+
+def assert_bits_equal(actual, expected, context=""):
+    """Same dtype, same shape, the same bits everywhere; NaNs must be NaN in
+    both (any NaN pattern; float8 NaN patterns are compared exactly too when
+    both agree on the sign bit convention)."""
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{context}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{context}: shape {actual.shape} != {expected.shape}"
+    nan_a, nan_e = is_nan(actual), is_nan(expected)
+    assert np.array_equal(nan_a, nan_e), (
+        f"{context}: NaN positions differ at {np.argwhere(nan_a != nan_e)[:5].tolist()}")
+    same = (bits(actual) == bits(expected)) | (nan_a & nan_e)
+    if not same.all():
+        where = np.argwhere(~same)[:8]
+        detail = [(tuple(int(i) for i in w), actual[tuple(w)], expected[tuple(w)]) for w in where]
+        raise AssertionError(f"{context}: {int((~same).sum())} of {same.size} elements differ in "
+                             f"their bits; first (index, actual, expected): {detail}")
+
+
+def assert_within_one(actual, expected, context=""):
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{context}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{context}: shape {actual.shape} != {expected.shape}"
+    diff = np.abs(actual.astype(np.int64) - expected.astype(np.int64))
+    assert diff.max(initial=0) <= 1, (
+        f"{context}: max |diff| {diff.max()} at {np.unravel_index(diff.argmax(), diff.shape)}")
+
+
+def assert_exact(actual, expected, context=""):
+    actual = np.asarray(actual)
+    expected = np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{context}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{context}: shape {actual.shape} != {expected.shape}"
+    if not np.array_equal(actual, expected):
+        bad = np.argwhere(actual != expected)[:8]
+        detail = [(tuple(int(i) for i in b), int(actual[tuple(b)]), int(expected[tuple(b)]))
+                  for b in bad]
+        raise AssertionError(f"{context}: {int((actual != expected).sum())} of {actual.size} "
+                             f"elements differ; first (index, actual, expected): {detail}")
+
+
+# -- the contract's requantization, from first principles, for oracles -------------------
+
+def f32(value):
+    return np.float32(value)
+
+
+def contract_multiplier(in_scale, w_scale, out_scale):
+    """``float32(float32(in_scale * w_scale) / out_scale)`` on np.float32 scalars."""
+    with np.errstate(all="ignore"):
+        return np.float32(np.float32(f32(in_scale) * f32(w_scale)) / f32(out_scale))
+
+
+def contract_requantize(acc: int, multiplier, zero_point: int, dtype) -> int:
+    """``saturate(round_half_even(float32(float32(acc) * m)) + zp)`` for one
+    exact Python-int accumulator."""
+    low, high = int_range(dtype)
+    value = np.float32(np.float32(acc) * np.float32(multiplier))
+    # Python's round() on a float is round-half-to-even and exact for a float32.
+    rounded = round(float(value))
+    return min(max(rounded + int(zero_point), low), high)
+
+
+def random_values(rng, dtype, shape, low=None, high=None):
+    lo, hi = int_range(dtype)
+    lo = lo if low is None else max(lo, low)
+    hi = hi if high is None else min(hi, high)
+    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+
+
+# -- cases that tell the multiplier's evaluation order apart ---------------------------
+
+def _alternative_multipliers():
+    f = np.float32
+    return {
+        "in*(w/out)": lambda a, b, c: f(a * f(b / c)),
+        "(in/out)*w": lambda a, b, c: f(f(a / c) * b),
+        "float64 then float32": lambda a, b, c: f(np.float64(a) * np.float64(b) / np.float64(c)),
+    }
+
+
+ALTERNATIVE_MULTIPLIERS = tuple(_alternative_multipliers())
+
+
+@functools.lru_cache(maxsize=None)
+def multiplier_order_case(alternative: str, seed: int = 0):
+    """Scales (in, w, out) and an accumulator |acc| < 3000 for which the
+    contract's ``float32(float32(in * w) / out)`` and the ``alternative``
+    evaluation give different rounded results (|result| < 100).
+
+    Found by a deterministic search over random float32 scales; both results
+    are computed here with np.float32 scalars, so the case discriminates by
+    construction.  Returns ``(in, w, out, acc, contract_rounded, other_rounded)``.
+    """
+    other_of = _alternative_multipliers()[alternative]
+    rng = np.random.default_rng(seed)
+    accs = np.arange(-3000, 3001, dtype=np.int64)
+    accs = accs[accs != 0]
+    acc_f32 = accs.astype(np.float32)
+    for _ in range(200000):
+        a, b, c = (np.float32(2.0 ** rng.uniform(-8, 0)) for _ in range(3))
+        m = contract_multiplier(a, b, c)
+        other = other_of(a, b, c)
+        if m == other:
+            continue
+        r1 = np.rint(np.multiply(acc_f32, m, dtype=np.float32))
+        r2 = np.rint(np.multiply(acc_f32, other, dtype=np.float32))
+        hit = np.flatnonzero((r1 != r2) & (np.abs(r1) < 100))
+        if hit.size:
+            i = hit[0]
+            acc = int(accs[i])
+            contract = round(float(np.float32(np.float32(acc) * m)))
+            assert contract == int(r1[i])
+            return a, b, c, acc, contract, int(r2[i])
+    raise AssertionError(f"no case found for {alternative}")  # pragma: no cover
+
+
+def int8_terms(total: int):
+    """int8 values summing to ``total`` (each in [-128, 127])."""
+    values = []
+    while total:
+        step = max(-128, min(127, total))
+        values.append(step)
+        total -= step
+    return values or [0]
