@@ -1,5 +1,6 @@
 """Build the Cython kernels; every flag decision lives in tools/build_helpers.py."""
 
+import copy
 import os
 import sys
 
@@ -7,18 +8,35 @@ from setuptools import Extension, setup
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools"))
 
-from build_helpers import cython_directives, extension_options  # noqa: E402
+from build_helpers import (  # noqa: E402
+    SIMD_VARIANTS,
+    compiler_accepts,
+    cython_directives,
+    extension_options,
+)
 
 from Cython.Build import cythonize  # noqa: E402
-
-KERNELS = ["_openmp"]
 
 options, openmp = extension_options()
 print(f"qops build: OpenMP {'on' if openmp else 'off'}", file=sys.stderr)
 
-extensions = [
-    Extension(f"qops._kernels.{name}", [os.path.join("qops", "_kernels", f"{name}.pyx")], **options)
-    for name in KERNELS
-]
 
-setup(ext_modules=cythonize(extensions, compiler_directives=cython_directives()))
+def kernel(name, extra_flags=()):
+    settings = copy.deepcopy(options)
+    settings["extra_compile_args"] = settings["extra_compile_args"] + list(extra_flags)
+    return Extension(f"qops._kernels.{name}", [os.path.join("qops", "_kernels", f"{name}.pyx")],
+                     **settings)
+
+
+extensions = [kernel("_openmp")]
+for variant, flags in SIMD_VARIANTS.items():
+    if not os.path.exists(os.path.join("qops", "_kernels", f"_qgemm_{variant}.pyx")):
+        continue
+    if compiler_accepts(flags):
+        extensions.append(kernel(f"_qgemm_{variant}", flags))
+    else:
+        print(f"qops build: compiler rejects {' '.join(flags)}; no {variant} kernels",
+              file=sys.stderr)
+
+setup(ext_modules=cythonize(extensions, compiler_directives=cython_directives(),
+                            include_path=[os.path.dirname(os.path.abspath(__file__))]))

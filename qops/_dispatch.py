@@ -41,10 +41,30 @@ def register(operator: str, name: str, run, *, supports=None, priority: int = 0)
 
 
 def implementations(operator: str):
+    _load_native()
     return tuple(_TABLE.get(operator, ()))
 
 
+_native_loaded = False
+
+
+def _load_native():
+    """Register the compiled kernels on first use, so importing qops (and its
+    registry) loads nothing compiled; without built kernels the reference runs."""
+    global _native_loaded
+    if _native_loaded:
+        return
+    _native_loaded = True
+    try:
+        from . import _native, _simd
+        _simd.selected()
+    except ImportError:
+        return
+    _native.register(__import__(__name__, fromlist=["register"]))
+
+
 def select(call, *, exclude=()):
+    _load_native()
     for entry in _TABLE.get(call.operator.name, ()):
         if entry.name not in exclude and entry.supports(call):
             return entry
@@ -55,13 +75,14 @@ def execute(call, *, out=None, n_threads=None, implementation=None):
     """Run a validated call; write into ``out`` if given and return the result."""
     threads = resolve_threads(n_threads)
     entry = select(call) if implementation is None else next(
-        e for e in _TABLE[call.operator.name] if e.name == implementation)
+        e for e in implementations(call.operator.name) if e.name == implementation)
     target = np.empty(call.output_shape, call.output_dtype) if out is None else out
     entry.run(call, target, threads)
     return target
 
 
 def summary():
+    _load_native()
     return {op: [e.name for e in entries] for op, entries in _TABLE.items()}
 
 

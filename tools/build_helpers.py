@@ -7,6 +7,10 @@
 * ``QOPS_DEBUG=1``: Cython's bounds and wraparound checks back on, ``-O0 -g``.
 * Otherwise: ``-O3`` and Cython checks off (the Python layer validates every
   index before a kernel runs).
+* SIMD variants: each GEMM variant is its own extension compiled with its
+  own instruction-set flags (``SIMD_VARIANTS``); a variant whose flags the
+  compiler rejects is left out, and the portable one is always built.  Which
+  one runs is decided at import from the CPU's features.
 """
 
 from __future__ import annotations
@@ -81,6 +85,33 @@ def openmp_probe():
         except (OSError, subprocess.SubprocessError):
             return None
     return compile_flags, link_flags
+
+
+#: GEMM variants and the flags each is compiled with (GCC / Clang spelling).
+SIMD_VARIANTS = {
+    "portable": [],
+    "avx2": ["-mavx2", "-mfma"],
+    "avx512vnni": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"],
+}
+
+
+def compiler_accepts(flags):
+    """Whether the C compiler builds an object file with ``flags``."""
+    if not flags:
+        return True
+    command = _compiler_command()
+    if sys.platform == "win32" or shutil.which(command[0]) is None:
+        return False
+    with tempfile.TemporaryDirectory() as directory:
+        source = os.path.join(directory, "probe.c")
+        with open(source, "w") as handle:
+            handle.write("#include <immintrin.h>\nint probe(void) { return 0; }\n")
+        try:
+            subprocess.run(command + flags + ["-c", source, "-o", os.path.join(directory, "p.o")],
+                           check=True, capture_output=True, timeout=120)
+        except (OSError, subprocess.SubprocessError):
+            return False
+    return True
 
 
 def extension_options():

@@ -13,6 +13,36 @@ from ._openmp_helpers cimport (
 )
 
 
+cdef extern from *:
+    """
+    static int qops_cpu_supports_avx2(void) {
+    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    #else
+        return 0;
+    #endif
+    }
+    static int qops_cpu_supports_avx512vnni(void) {
+    #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+            && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    #else
+        return 0;
+    #endif
+    }
+    """
+    int qops_cpu_supports_avx2()
+    int qops_cpu_supports_avx512vnni()
+
+
+def cpu_features():
+    """The instruction sets this CPU (and operating system) can run, by variant name."""
+    return {"portable": True, "avx2": bool(qops_cpu_supports_avx2()),
+            "avx512vnni": bool(qops_cpu_supports_avx512vnni())}
+
+
 def openmp_enabled():
     """True when the kernels were compiled with OpenMP."""
     return bool(QOPS_OPENMP_ENABLED)

@@ -1,0 +1,359 @@
+# The quantized GEMM driver, packers and entry points, shared by every SIMD
+# variant.  A variant's .pyx defines MR, NR and
+#     cdef void microkernel(const uint8_t* a, const int8_t* b, Py_ssize_t groups,
+#                           int32_t* tile) noexcept nogil
+# (tile <- the MR x NR int32 block of sum_k a * b over `groups` groups of 4 k)
+# and then includes this file, so each variant compiles with its own flags.
+#
+# Arithmetic: the micro-kernel multiplies unsigned A' by signed B' (the
+# vpdpbusd form).  int8 A is stored as A' = A + 128 (xor 0x80) and uint8 B as
+# B' = B - 128, and the zero points move with them, so
+#     sum_k (A - a_zp)(B - b_zp) = sum_k (A' - a_zp')(B' - b_zp')
+#       = S - b_zp' * rowsum(A') - a_zp' * colsum(B') + K * a_zp' * b_zp'
+# with S = sum_k A' B'.  |A' B'| <= 255 * 128, so S fits int32 for up to
+# 65792 terms: the driver runs the micro-kernel over chunks of 65536 k and
+# adds the chunks in int64, and the corrections are int64 too.  Nothing wraps.
+
+from cython.parallel cimport parallel, prange
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+from qops._kernels._openmp_helpers cimport omp_get_thread_num
+from qops._kernels._requantize cimport requantization_multiplier, requantize
+
+# 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
+cdef enum:
+    GROUPS_PER_CHUNK = 16384
+    # Tiles of TILE_M_PANELS x TILE_N_PANELS micro-tiles are the unit of
+    # parallel work: 32 rows of A' (TILE_M_PANELS * MR) stay in L1/L2 while
+    # four B' panels stream past them.
+    TILE_M_PANELS = 4
+    TILE_N_PANELS = 4
+
+
+cdef struct Epilogue:
+    const int32_t* row_zero     # a_zp' per row of the output
+    const int32_t* col_zero     # b_zp' per column
+    const float* row_scale      # scale of A per row
+    const float* col_scale      # scale of B per column
+    const float* out_scale      # output scale per row
+    const int32_t* out_zero     # output zero point per row
+    const int32_t* bias         # per row, or NULL
+    int64_t k                   # the real K
+    int32_t low
+    int32_t high
+
+
+cdef inline Py_ssize_t ceil_div(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return (a + b - 1) // b
+
+
+cdef inline int32_t load4(const uint8_t* p) noexcept nogil:
+    cdef int32_t value
+    memcpy(&value, p, 4)
+    return value
+
+
+# -- packing --------------------------------------------------------------------
+
+cdef void pack_a_rows(const uint8_t* a, Py_ssize_t lda, Py_ssize_t m, Py_ssize_t k, uint8_t flip,
+                      uint8_t* packed, int32_t* rowsum) noexcept nogil:
+    """Rows of A into MR-row panels laid out [group][row][4], zero padded;
+    rowsum gets sum_k A' per row (0 for padding rows)."""
+    cdef Py_ssize_t groups = ceil_div(k, 4)
+    cdef Py_ssize_t panels = ceil_div(m, MR)
+    cdef Py_ssize_t p, r, kk, row
+    cdef uint8_t* panel
+    cdef uint8_t value
+    cdef int32_t total
+    memset(packed, 0, panels * groups * MR * 4)
+    for p in range(panels):
+        panel = packed + p * groups * MR * 4
+        for r in range(MR):
+            row = p * MR + r
+            total = 0
+            if row < m:
+                for kk in range(k):
+                    value = a[row * lda + kk] ^ flip
+                    panel[(kk // 4) * MR * 4 + r * 4 + (kk % 4)] = value
+                    total += value
+            rowsum[row] = total
+
+
+cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n, uint8_t flip,
+                        int8_t* packed, int32_t* colsum) noexcept nogil:
+    """Columns of a K x N matrix B into NR-column panels laid out
+    [group][column][4], zero padded; colsum gets sum_k B' per column."""
+    cdef Py_ssize_t groups = ceil_div(k, 4)
+    cdef Py_ssize_t panels = ceil_div(n, NR)
+    cdef Py_ssize_t q, c, kk, col
+    cdef int8_t* panel
+    cdef int8_t value
+    memset(packed, 0, panels * groups * NR * 4)
+    memset(colsum, 0, panels * NR * sizeof(int32_t))
+    for q in range(panels):
+        panel = packed + q * groups * NR * 4
+        for kk in range(k):
+            for c in range(NR):
+                col = q * NR + c
+                if col < n:
+                    value = <int8_t>(b[kk * ldb + col] ^ flip)
+                    panel[(kk // 4) * NR * 4 + c * 4 + (kk % 4)] = value
+                    colsum[col] += value
+
+
+cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t height,
+                        Py_ssize_t width, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
+                        Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h,
+                        Py_ssize_t dilation_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
+                        Py_ssize_t out_w, Py_ssize_t pixels, uint8_t pad_value, uint8_t flip,
+                        int8_t* packed, int32_t* colsum) noexcept nogil:
+    """The implicit im2col matrix of one image and group (K = channels * kernel
+    rows and columns, N = output pixels) packed as B.  Padding reads the
+    input zero point, whose centred value is 0."""
+    cdef Py_ssize_t k = channels * kernel_h * kernel_w
+    cdef Py_ssize_t groups = ceil_div(k, 4)
+    cdef Py_ssize_t panels = ceil_div(pixels, NR)
+    cdef Py_ssize_t q, c, kk, pixel, channel, kh, kw, ih, iw
+    cdef Py_ssize_t base_h[NR]
+    cdef Py_ssize_t base_w[NR]
+    cdef int8_t* panel
+    cdef int8_t value
+    cdef int8_t padding = <int8_t>(pad_value ^ flip)
+    memset(packed, 0, panels * groups * NR * 4)
+    memset(colsum, 0, panels * NR * sizeof(int32_t))
+    for q in range(panels):
+        panel = packed + q * groups * NR * 4
+        for c in range(NR):
+            pixel = q * NR + c
+            base_h[c] = (pixel // out_w) * stride_h - pad_top
+            base_w[c] = (pixel % out_w) * stride_w - pad_left
+        for kk in range(k):
+            channel = kk // (kernel_h * kernel_w)
+            kh = (kk // kernel_w) % kernel_h
+            kw = kk % kernel_w
+            for c in range(NR):
+                if q * NR + c >= pixels:
+                    break
+                ih = base_h[c] + kh * dilation_h
+                iw = base_w[c] + kw * dilation_w
+                if 0 <= ih < height and 0 <= iw < width:
+                    value = <int8_t>(image[(channel * height + ih) * width + iw] ^ flip)
+                else:
+                    value = padding
+                panel[(kk // 4) * NR * 4 + c * 4 + (kk % 4)] = value
+                colsum[q * NR + c] += value
+
+
+# -- the driver -----------------------------------------------------------------
+
+cdef void run_gemm(const uint8_t* a_packed, const int32_t* a_rowsum, Py_ssize_t m,
+                   const int8_t* b_packed, const int32_t* b_colsum, Py_ssize_t n,
+                   Py_ssize_t groups, const Epilogue* epilogue, uint8_t* out, Py_ssize_t ldc,
+                   int64_t* scratch, int n_threads) noexcept nogil:
+    """out[i * ldc + j] (i < m, j < n) <- requantized (A B)[i, j].
+
+    ``scratch`` holds MR * NR int64 and MR * NR int32 per thread.
+    """
+    cdef Py_ssize_t m_panels = ceil_div(m, MR)
+    cdef Py_ssize_t n_panels = ceil_div(n, NR)
+    cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
+    cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, TILE_N_PANELS)
+    cdef Py_ssize_t tile, p, q, p_end, q_end, g0, count, i, r, c, row, col
+    cdef int64_t* accumulator
+    cdef int32_t* block
+    cdef int64_t value
+    cdef float multiplier
+    if n_threads > tiles:
+        n_threads = <int>tiles
+    if n_threads < 1:
+        n_threads = 1
+    with parallel(num_threads=n_threads):
+        accumulator = scratch + omp_get_thread_num() * (MR * NR + MR * NR // 2 + 1)
+        block = <int32_t*>(accumulator + MR * NR)
+        for tile in prange(tiles, schedule="dynamic"):
+            p = (tile % tiles_m) * TILE_M_PANELS
+            q = (tile // tiles_m) * TILE_N_PANELS
+            p_end = min(p + TILE_M_PANELS, m_panels)
+            q_end = min(q + TILE_N_PANELS, n_panels)
+            while q < q_end:
+                r = p
+                while r < p_end:
+                    memset(accumulator, 0, MR * NR * sizeof(int64_t))
+                    g0 = 0
+                    while g0 < groups:
+                        count = min(<Py_ssize_t>GROUPS_PER_CHUNK, groups - g0)
+                        microkernel(a_packed + (r * groups + g0) * MR * 4,
+                                    b_packed + (q * groups + g0) * NR * 4, count, block)
+                        for i in range(MR * NR):
+                            accumulator[i] = accumulator[i] + block[i]
+                        g0 = g0 + count
+                    # Requantize while the tile is in cache.
+                    for i in range(MR):
+                        row = r * MR + i
+                        if row >= m:
+                            break
+                        for c in range(NR):
+                            col = q * NR + c
+                            if col >= n:
+                                break
+                            value = (accumulator[i * NR + c]
+                                     - <int64_t>epilogue.col_zero[col] * a_rowsum[row]
+                                     - <int64_t>epilogue.row_zero[row] * b_colsum[col]
+                                     + epilogue.k * epilogue.row_zero[row] * epilogue.col_zero[col])
+                            if epilogue.bias != NULL:
+                                value = value + epilogue.bias[row]
+                            multiplier = requantization_multiplier(
+                                epilogue.row_scale[row], epilogue.col_scale[col],
+                                epilogue.out_scale[row])
+                            out[row * ldc + col] = <uint8_t>requantize(
+                                value, multiplier, epilogue.out_zero[row], epilogue.low,
+                                epilogue.high)
+                    r = r + 1
+                q = q + 1
+
+
+cdef int64_t* thread_scratch(int n_threads) except NULL:
+    cdef int64_t* scratch = <int64_t*>malloc(n_threads * (MR * NR + MR * NR // 2 + 1) * sizeof(int64_t))
+    if scratch == NULL:
+        raise MemoryError()
+    return scratch
+
+
+# -- entry points (arguments validated and shaped by qops/_kernels/glue.py) ------
+
+def variant_info():
+    return {"mr": MR, "nr": NR}
+
+
+def pack_a(const uint8_t[:, ::1] a, bint flip):
+    """Pack the rows of a (bytes of a uint8 or int8 matrix); returns (packed, rowsum)."""
+    cdef Py_ssize_t m = a.shape[0], k = a.shape[1]
+    packed = np.empty(ceil_div(m, MR) * ceil_div(k, 4) * MR * 4, dtype=np.uint8)
+    rowsum = np.empty(ceil_div(m, MR) * MR, dtype=np.int32)
+    cdef uint8_t[::1] packed_view = packed
+    cdef int32_t[::1] rowsum_view = rowsum
+    with nogil:
+        pack_a_rows(&a[0, 0] if m and k else NULL, k, m, k, 0x80 if flip else 0,
+                    &packed_view[0] if packed_view.shape[0] else NULL, &rowsum_view[0])
+    return packed, rowsum
+
+
+def pack_b(const uint8_t[:, ::1] b, bint flip):
+    """Pack a K x N matrix (bytes); returns (packed, colsum)."""
+    cdef Py_ssize_t k = b.shape[0], n = b.shape[1]
+    packed = np.empty(ceil_div(n, NR) * ceil_div(k, 4) * NR * 4, dtype=np.int8)
+    colsum = np.empty(ceil_div(n, NR) * NR, dtype=np.int32)
+    cdef int8_t[::1] packed_view = packed
+    cdef int32_t[::1] colsum_view = colsum
+    with nogil:
+        pack_b_matrix(&b[0, 0] if k and n else NULL, n, k, n, 0x80 if flip else 0,
+                      &packed_view[0] if packed_view.shape[0] else NULL, &colsum_view[0])
+    return packed, colsum
+
+
+def gemm(const uint8_t[::1] a_packed, const int32_t[::1] a_rowsum, Py_ssize_t m,
+         const int8_t[::1] b_packed, const int32_t[::1] b_colsum, Py_ssize_t n, Py_ssize_t k,
+         const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[::1] row_scale,
+         const float[::1] col_scale, const float[::1] out_scale, const int32_t[::1] out_zero,
+         bias, uint8_t[:, ::1] out, int32_t low, int32_t high, int n_threads):
+    """One GEMM from packed operands into out (m x n bytes)."""
+    cdef Epilogue epilogue
+    cdef const int32_t[::1] bias_view
+    epilogue.row_zero = &row_zero[0]
+    epilogue.col_zero = &col_zero[0]
+    epilogue.row_scale = &row_scale[0]
+    epilogue.col_scale = &col_scale[0]
+    epilogue.out_scale = &out_scale[0]
+    epilogue.out_zero = &out_zero[0]
+    epilogue.bias = NULL
+    if bias is not None:
+        bias_view = bias
+        epilogue.bias = &bias_view[0]
+    epilogue.k = k
+    epilogue.low = low
+    epilogue.high = high
+    if m == 0 or n == 0:
+        return
+    cdef int64_t* scratch = thread_scratch(n_threads)
+    try:
+        with nogil:
+            run_gemm(&a_packed[0] if a_packed.shape[0] else NULL, &a_rowsum[0], m,
+                     &b_packed[0] if b_packed.shape[0] else NULL, &b_colsum[0], n,
+                     ceil_div(k, 4), &epilogue, &out[0, 0], out.shape[1], scratch, n_threads)
+    finally:
+        free(scratch)
+
+
+def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
+           const int32_t[::1] filter_rowsum, Py_ssize_t out_channels, Py_ssize_t group_count,
+           Py_ssize_t kernel_h, Py_ssize_t kernel_w, strides, dilations, start_padding,
+           Py_ssize_t out_h, Py_ssize_t out_w, bint flip_input, uint8_t input_zero,
+           const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[::1] row_scale,
+           const float[::1] col_scale, const float[::1] out_scale, const int32_t[::1] out_zero,
+           bias, uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads):
+    """Grouped convolution as per-image, per-group GEMMs: filter rows (packed
+    once, per group consecutive) times the packed implicit im2col of the image.
+
+    out is (batch, out_channels, out_h * out_w) bytes.
+    """
+    cdef Py_ssize_t batch = image.shape[0], channels = image.shape[1]
+    cdef Py_ssize_t height = image.shape[2], width = image.shape[3]
+    cdef Py_ssize_t group_channels = channels // group_count
+    cdef Py_ssize_t group_outputs = out_channels // group_count
+    cdef Py_ssize_t k = group_channels * kernel_h * kernel_w
+    cdef Py_ssize_t groups = ceil_div(k, 4)
+    cdef Py_ssize_t pixels = out_h * out_w
+    cdef Py_ssize_t a_panel_bytes = ceil_div(group_outputs, MR) * groups * MR * 4
+    cdef Py_ssize_t a_panel_rows = ceil_div(group_outputs, MR) * MR
+    cdef Py_ssize_t stride_h = strides[0], stride_w = strides[1]
+    cdef Py_ssize_t dilation_h = dilations[0], dilation_w = dilations[1]
+    cdef Py_ssize_t pad_top = start_padding[0], pad_left = start_padding[1]
+    cdef Py_ssize_t index, group, first
+    cdef Epilogue epilogue
+    cdef const int32_t[::1] bias_view
+    cdef const int32_t* bias_ptr = NULL
+    cdef const uint8_t* image_ptr
+    if batch == 0 or out_channels == 0 or pixels == 0:
+        return
+    if bias is not None:
+        bias_view = bias
+        bias_ptr = &bias_view[0]
+    # With no channels or an empty image, im2col reads nothing but padding.
+    image_ptr = &image[0, 0, 0, 0] if channels and height and width else NULL
+    b_packed = np.empty(ceil_div(pixels, NR) * groups * NR * 4, dtype=np.int8)
+    b_colsum = np.empty(ceil_div(pixels, NR) * NR, dtype=np.int32)
+    cdef int8_t[::1] b_view = b_packed
+    cdef int32_t[::1] colsum_view = b_colsum
+    epilogue.col_zero = &col_zero[0]
+    epilogue.col_scale = &col_scale[0]
+    epilogue.k = k
+    epilogue.low = low
+    epilogue.high = high
+    cdef int64_t* scratch = thread_scratch(n_threads)
+    try:
+        with nogil:
+            for index in range(batch):
+                for group in range(group_count):
+                    first = group * group_outputs
+                    pack_b_im2col(image_ptr + (index * channels + group * group_channels)
+                                  * height * width if image_ptr != NULL else NULL,
+                                  group_channels, height, width, kernel_h, kernel_w, stride_h,
+                                  stride_w, dilation_h, dilation_w, pad_top, pad_left, out_w,
+                                  pixels, input_zero, 0x80 if flip_input else 0,
+                                  &b_view[0] if b_view.shape[0] else NULL, &colsum_view[0])
+                    epilogue.row_zero = &row_zero[first]
+                    epilogue.row_scale = &row_scale[first]
+                    epilogue.out_scale = &out_scale[first]
+                    epilogue.out_zero = &out_zero[first]
+                    epilogue.bias = bias_ptr + first if bias_ptr != NULL else NULL
+                    run_gemm(&filter_packed[group * a_panel_bytes] if a_panel_bytes else NULL,
+                             &filter_rowsum[group * a_panel_rows], group_outputs,
+                             &b_view[0] if b_view.shape[0] else NULL, &colsum_view[0], pixels,
+                             groups, &epilogue, &out[index, first, 0], pixels, scratch,
+                             n_threads)
+    finally:
+        free(scratch)

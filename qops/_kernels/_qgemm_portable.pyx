@@ -1,0 +1,31 @@
+# cython: language_level=3
+"""Quantized GEMM, portable C: the micro-kernel is plain loops the compiler
+may vectorize for the baseline instruction set."""
+
+from libc.stdint cimport int8_t, int32_t, uint8_t
+from libc.string cimport memset
+
+# 8 x 32 micro-tiles, the packed layout every variant shares.
+cdef enum:
+    MR = 8
+    NR = 32
+
+
+cdef void microkernel(const uint8_t* a, const int8_t* b, Py_ssize_t groups,
+                      int32_t* tile) noexcept nogil:
+    cdef Py_ssize_t g, r, c
+    cdef int32_t a0, a1, a2, a3
+    cdef const int8_t* column
+    memset(tile, 0, MR * NR * sizeof(int32_t))
+    for g in range(groups):
+        for r in range(MR):
+            a0 = a[g * MR * 4 + r * 4]
+            a1 = a[g * MR * 4 + r * 4 + 1]
+            a2 = a[g * MR * 4 + r * 4 + 2]
+            a3 = a[g * MR * 4 + r * 4 + 3]
+            for c in range(NR):
+                column = b + g * NR * 4 + c * 4
+                tile[r * NR + c] += a0 * column[0] + a1 * column[1] + a2 * column[2] + a3 * column[3]
+
+
+include "_qgemm.pxi"

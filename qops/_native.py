@@ -1,0 +1,127 @@
+"""Calls into the compiled kernels: a validated Call becomes kernel arguments.
+
+Nothing here validates (qops.ops has) and nothing loops over elements: this
+layer reshapes scales and zero points into per-row and per-column vectors,
+applies the unsigned-times-signed offsets the kernels use, and views arrays
+as bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _dtypes, _simd
+
+_FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
+
+
+def _vector(parameter, length, dtype):
+    """A scale or zero point (per tensor, or one value per row/column) as a
+    contiguous vector of ``length``; ``None`` gives zeros."""
+    if parameter is None:
+        return np.zeros(length, dtype)
+    values = np.asarray(parameter)
+    if values.size == 1:
+        return np.full(length, values.reshape(()), dtype)
+    return np.ascontiguousarray(values.reshape(length), dtype=dtype)
+
+
+def _signed(array):
+    return array.dtype == np.int8
+
+
+def _bytes(array):
+    return np.ascontiguousarray(array).view(np.uint8)
+
+
+def _range(dtype):
+    return _dtypes.INTEGER_RANGES[_dtypes.name_of(dtype)]
+
+
+def _variant(call):
+    return _simd.module(call.attributes.get("simd"))
+
+
+def run_matmul(call, out, n_threads, variant=None):
+    arrays = call.arrays
+    a, b = arrays["a"], arrays["b"]
+    rows, depth = a.shape[-2:]
+    columns = b.shape[-1]
+    kernels = _simd.module(variant)
+    out_batch = tuple(call.output_shape[:-2])
+
+    def batch_index(array):
+        count = int(np.prod(array.shape[:-2], dtype=np.int64))
+        grid = np.arange(count).reshape(array.shape[:-2])
+        return np.broadcast_to(grid, out_batch).ravel()
+
+    a_index, b_index = batch_index(a), batch_index(b)
+    a_flip, b_flip = _signed(a), not _signed(b)
+    a3 = _bytes(a).reshape(-1, rows, depth)
+    b3 = _bytes(b).reshape(-1, depth, columns)
+    row_zero = _vector(arrays["a_zero_point"], rows, np.int32) + (_FLIP if a_flip else 0)
+    col_zero = _vector(arrays["b_zero_point"], columns, np.int32) - (_FLIP if b_flip else 0)
+    row_scale = _vector(arrays["a_scale"], rows, np.float32)
+    col_scale = _vector(arrays["b_scale"], columns, np.float32)
+    out_scale = _vector(arrays["output_scale"], rows, np.float32)
+    out_zero = _vector(arrays["output_zero_point"], rows, np.int32)
+    low, high = _range(call.output_dtype)
+    target = out.view(np.uint8).reshape(-1, rows, columns)
+    packed_a, packed_b = {}, {}
+    for index in range(target.shape[0]):
+        ai, bi = int(a_index[index]), int(b_index[index])
+        if ai not in packed_a:
+            packed_a[ai] = kernels.pack_a(a3[ai], a_flip)
+        if bi not in packed_b:
+            packed_b[bi] = kernels.pack_b(b3[bi], b_flip)
+        kernels.gemm(*packed_a[ai], rows, *packed_b[bi], columns, depth, row_zero, col_zero,
+                     row_scale, col_scale, out_scale, out_zero, None, target[index], low, high,
+                     n_threads)
+
+
+def pack_filter(filter, group_count, kernels):
+    """The filter as per-group packed rows (A of the convolution GEMMs)."""
+    out_channels = filter.shape[0]
+    rows = _bytes(filter).reshape(out_channels, -1)
+    per_group = out_channels // group_count
+    packed, sums = [], []
+    for group in range(group_count):
+        block, rowsum = kernels.pack_a(rows[group * per_group:(group + 1) * per_group],
+                                       _signed(filter))
+        packed.append(block)
+        sums.append(rowsum)
+    return np.concatenate(packed), np.concatenate(sums)
+
+
+def run_convolution(call, out, n_threads, variant=None):
+    arrays = call.arrays
+    attributes = call.attributes
+    image, filter = arrays["input"], arrays["filter"]
+    kernels = _simd.module(variant)
+    out_channels, _, kernel_h, kernel_w = filter.shape
+    batch, _, out_h, out_w = call.output_shape
+    pixels = out_h * out_w
+    group_count = attributes["group_count"]
+    filter_flip, input_flip = _signed(filter), not _signed(image)
+    packed, rowsum = pack_filter(filter, group_count, kernels)
+    input_zero = _vector(arrays["input_zero_point"], 1, image.dtype)
+    row_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32) + (
+        _FLIP if filter_flip else 0)
+    col_zero = np.full(pixels, int(input_zero[0]) - (_FLIP if input_flip else 0), np.int32)
+    row_scale = _vector(arrays["filter_scale"], out_channels, np.float32)
+    col_scale = _vector(arrays["input_scale"], pixels, np.float32)
+    out_scale = _vector(arrays["output_scale"], out_channels, np.float32)
+    out_zero = _vector(arrays["output_zero_point"], out_channels, np.int32)
+    bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
+    low, high = _range(call.output_dtype)
+    kernels.conv2d(_bytes(image), packed, rowsum, out_channels, group_count, kernel_h, kernel_w,
+                   attributes["strides"], attributes["dilations"], attributes["start_padding"],
+                   out_h, out_w, input_flip, int(input_zero.view(np.uint8)[0]), row_zero, col_zero,
+                   row_scale, col_scale, out_scale, out_zero, bias,
+                   out.view(np.uint8).reshape(batch, out_channels, pixels), low, high, n_threads)
+
+
+def register(dispatch):
+    """Put the kernels ahead of the reference at the dispatch point."""
+    dispatch.register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", run_matmul, priority=10)
+    dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_convolution, priority=10)

@@ -1,0 +1,61 @@
+"""Which compiled GEMM variant runs: the best the CPU supports, or the one
+``QOPS_SIMD`` names (it may only lower the choice)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+
+#: Best first.
+VARIANTS = ("avx512vnni", "avx2", "portable")
+
+_modules = {}
+
+
+def _cpu_features():
+    from ._kernels import _openmp
+
+    return _openmp.cpu_features()
+
+
+def available() -> tuple:
+    """Variants that were built and that this CPU can run, best first."""
+    features = _cpu_features()
+    names = []
+    for name in VARIANTS:
+        if not features.get(name):
+            continue
+        try:
+            _modules[name] = importlib.import_module(f"qops._kernels._qgemm_{name}")
+        except ImportError:
+            continue
+        names.append(name)
+    return tuple(names)
+
+
+def selected() -> str:
+    """The variant calls use: ``QOPS_SIMD`` if set and runnable, else the best."""
+    names = available()
+    if not names:
+        raise ImportError("no compiled GEMM kernels: rebuild qops (pip install -e .)")
+    wanted = os.environ.get("QOPS_SIMD", "").strip().lower()
+    if not wanted:
+        return names[0]
+    if wanted not in VARIANTS:
+        warnings.warn(f"QOPS_SIMD={wanted!r} is not one of {', '.join(VARIANTS)}; using {names[0]}")
+        return names[0]
+    if wanted in names:
+        return wanted
+    lower = [n for n in names if VARIANTS.index(n) > VARIANTS.index(wanted)]
+    choice = lower[0] if lower else names[-1]
+    warnings.warn(f"QOPS_SIMD={wanted} cannot run here; using {choice}")
+    return choice
+
+
+def module(name=None):
+    """The extension module of variant ``name`` (default: the selected one)."""
+    name = name or selected()
+    if name not in _modules:
+        available()
+    return _modules[name]

@@ -1,0 +1,80 @@
+"""The compiled convolution kernels against the NumPy reference, for every
+SIMD variant and thread count."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qops.ops import convolution
+
+from kernel_cases import VARIANTS, _native, reference, run_variant
+
+TYPES = (np.uint8, np.int8)
+
+
+def random_values(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
+
+
+@st.composite
+def conv_calls(draw):
+    groups = draw(st.integers(1, 3))
+    depthwise = draw(st.booleans())
+    group_channels = 1 if depthwise else draw(st.integers(1, 4))
+    per_group = draw(st.integers(1, 5))
+    channels, out_channels = group_channels * groups, per_group * groups
+    kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilations = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    start = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+    end = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+    span = [d * (k - 1) + 1 for d, k in zip(dilations, kernel)]
+    height = draw(st.integers(max(1, span[0] - start[0] - end[0]), 14))
+    width = draw(st.integers(max(1, span[1] - start[1] - end[1]), 14))
+    batch = draw(st.integers(1, 2))
+    in_type, filter_type, out_type = (draw(st.sampled_from(TYPES)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    per_channel = draw(st.booleans())
+    channel_shape = (out_channels,) if per_channel else ()
+    slots = dict(
+        input=random_values(rng, (batch, channels, height, width), in_type),
+        input_scale=np.float32(rng.uniform(0.01, 0.1)),
+        input_zero_point=random_values(rng, (), in_type) if draw(st.booleans()) else None,
+        filter=random_values(rng, (out_channels, group_channels) + kernel, filter_type),
+        filter_scale=rng.uniform(0.01, 0.1, channel_shape).astype(np.float32),
+        filter_zero_point=random_values(rng, channel_shape, filter_type) if draw(st.booleans()) else None,
+        bias=rng.integers(-5000, 5000, out_channels, dtype=np.int32) if draw(st.booleans()) else None,
+        output_scale=np.float32(rng.uniform(0.2, 3.0)),
+        output_zero_point=random_values(rng, (), out_type),
+    )
+    attributes = dict(strides=strides, dilations=dilations, start_padding=start,
+                      end_padding=end, group_count=groups)
+    return convolution.prepare(slots, attributes, "2_1")
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=60, deadline=None)
+@given(call=conv_calls())
+def test_every_variant_matches_the_reference(call, n_threads):
+    expected = reference(call)
+    for variant in VARIANTS:
+        got = run_variant(_native.run_convolution, call, variant, n_threads)
+        assert np.array_equal(got, expected), variant
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_larger_convolution_matches(variant):
+    """Many micro-tiles in both directions, and a K that is not a multiple of 4."""
+    rng = np.random.default_rng(7)
+    slots = dict(input=rng.integers(0, 256, (1, 13, 20, 19), dtype=np.uint8), input_scale=0.05,
+                 input_zero_point=np.uint8(128),
+                 filter=rng.integers(-128, 128, (70, 13, 3, 3), dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, 70).astype(np.float32),
+                 bias=rng.integers(-10000, 10000, 70, dtype=np.int32), output_scale=0.5,
+                 output_zero_point=np.uint8(100))
+    call = convolution.prepare(slots, dict(start_padding=(1, 1), end_padding=(1, 1)), "2_1")
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                              reference(call))

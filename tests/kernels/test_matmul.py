@@ -1,0 +1,87 @@
+"""The compiled matrix-multiply kernels against the NumPy reference, for every
+SIMD variant and thread count."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qops._simd import VARIANTS as ALL_VARIANTS
+from qops.ops import matmul
+
+from kernel_cases import VARIANTS, _native, reference, run_variant
+
+TYPES = (np.uint8, np.int8)
+
+
+def random_values(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
+
+
+@st.composite
+def matmul_calls(draw):
+    rank = draw(st.integers(2, 4))
+    rows, depth, columns = (draw(st.integers(1, 40)) for _ in range(3))
+    batch = [draw(st.integers(1, 3)) for _ in range(rank - 2)]
+    a_batch = [b if draw(st.booleans()) else 1 for b in batch]
+    b_batch = [b if draw(st.booleans()) else 1 for b in batch]
+    a_type, b_type, out_type = (draw(st.sampled_from(TYPES)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    per_row = draw(st.booleans())
+    per_column = draw(st.booleans())
+    scale_shape_a = (1,) * (rank - 2) + ((rows, 1) if per_row else (1, 1))
+    scale_shape_b = (1,) * (rank - 2) + ((1, columns) if per_column else (1, 1))
+    slots = dict(
+        a=random_values(rng, tuple(a_batch) + (rows, depth), a_type),
+        a_scale=rng.uniform(0.01, 0.1, scale_shape_a).astype(np.float32),
+        a_zero_point=random_values(rng, scale_shape_a, a_type),
+        b=random_values(rng, tuple(b_batch) + (depth, columns), b_type),
+        b_scale=rng.uniform(0.01, 0.1, scale_shape_b).astype(np.float32),
+        b_zero_point=random_values(rng, scale_shape_b, b_type),
+        output_scale=rng.uniform(0.5, 4.0, scale_shape_a).astype(np.float32),
+        output_zero_point=random_values(rng, scale_shape_a, out_type),
+    )
+    if draw(st.booleans()):
+        slots["a_zero_point"] = None
+    if draw(st.booleans()):
+        slots["b_zero_point"] = None
+    return matmul.prepare(slots, {}, "4_0")
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=60, deadline=None)
+@given(call=matmul_calls())
+def test_every_variant_matches_the_reference(call, n_threads):
+    expected = reference(call)
+    for variant in VARIANTS:
+        got = run_variant(_native.run_matmul, call, variant, n_threads)
+        assert np.array_equal(got, expected), variant
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("a_type", TYPES)
+@pytest.mark.parametrize("b_type", TYPES)
+def test_k_beyond_the_int32_chunk_is_exact(variant, a_type, b_type):
+    """K = 70000 exceeds the 65536-term int32 chunk: the sum must still be exact.
+
+    Every product is the extreme one, so the true sum is K * (a - a_zp) * (b - b_zp),
+    far beyond int32; the output scale brings it back into range.
+    """
+    depth = 70000
+    a_value, b_value = np.iinfo(a_type).max, np.iinfo(b_type).min
+    a = np.full((1, depth), a_value, a_type)
+    b = np.full((depth, 2), b_value, b_type)
+    true_sum = depth * int(a_value) * int(b_value)
+    scale = np.float32(2.0 ** -24)
+    call = matmul.prepare(dict(a=a, a_scale=1.0, b=b, b_scale=1.0, output_scale=1 / scale,
+                               output_zero_point=np.int8(0)), {}, "4_0")
+    got = run_variant(_native.run_matmul, call, variant, 2)
+    expected_value = np.clip(np.rint(np.float32(true_sum) * scale), -128, 127)
+    assert got.tolist() == [[int(expected_value)] * 2]
+    assert np.array_equal(got, reference(call))
+
+
+def test_every_buildable_variant_is_known():
+    assert set(VARIANTS) <= set(ALL_VARIANTS)
+    assert "portable" in VARIANTS
