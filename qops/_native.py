@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _dtypes, _simd
+from .reference import requantization_multiplier
 
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
 
@@ -24,6 +25,18 @@ def _vector(parameter, length, dtype):
     if values.size == 1:
         return np.full(length, values.reshape(()), dtype)
     return np.ascontiguousarray(values.reshape(length), dtype=dtype)
+
+
+def _multiplier(input_scale, weight_scale, output_scale, rows, columns, row_side):
+    """The requantization multipliers as a (rows or 1) x (columns or 1) float32
+    table, computed once by the reference rule; ``row_side`` says for each
+    scale whether its values run along rows (else along columns)."""
+    shaped = []
+    for scale, along_rows in zip((input_scale, weight_scale, output_scale), row_side):
+        values = np.asarray(scale, np.float32).reshape(-1)
+        shaped.append(values.reshape(-1, 1) if along_rows else values.reshape(1, -1))
+    table = requantization_multiplier(*shaped)
+    return np.ascontiguousarray(table)
 
 
 def _signed(array):
@@ -61,9 +74,8 @@ def run_matmul(call, out, n_threads, variant=None):
     b3 = _bytes(b).reshape(-1, depth, columns)
     row_zero = _vector(arrays["a_zero_point"], rows, np.int32) + (_FLIP if a_flip else 0)
     col_zero = _vector(arrays["b_zero_point"], columns, np.int32) - (_FLIP if b_flip else 0)
-    row_scale = _vector(arrays["a_scale"], rows, np.float32)
-    col_scale = _vector(arrays["b_scale"], columns, np.float32)
-    out_scale = _vector(arrays["output_scale"], rows, np.float32)
+    multiplier = _multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
+                             rows, columns, row_side=(True, False, True))
     out_zero = _vector(arrays["output_zero_point"], rows, np.int32)
     low, high = _range(call.output_dtype)
     target = out.view(np.uint8).reshape(-1, rows, columns)
@@ -75,8 +87,7 @@ def run_matmul(call, out, n_threads, variant=None):
         if bi not in packed_b:
             packed_b[bi] = kernels.pack_b(b3[bi], b_flip)
         kernels.gemm(*packed_a[ai], rows, *packed_b[bi], columns, depth, row_zero, col_zero,
-                     row_scale, col_scale, out_scale, out_zero, None, target[index], low, high,
-                     n_threads)
+                     multiplier, out_zero, None, target[index], low, high, n_threads)
 
 
 def pack_filter(filter, group_count, kernels):
@@ -108,16 +119,16 @@ def run_convolution(call, out, n_threads, variant=None):
     row_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32) + (
         _FLIP if filter_flip else 0)
     col_zero = np.full(pixels, int(input_zero[0]) - (_FLIP if input_flip else 0), np.int32)
-    row_scale = _vector(arrays["filter_scale"], out_channels, np.float32)
-    col_scale = _vector(arrays["input_scale"], pixels, np.float32)
-    out_scale = _vector(arrays["output_scale"], out_channels, np.float32)
+    # Rows of the GEMM are output channels: every scale is per row or per tensor.
+    multiplier = _multiplier(arrays["input_scale"], arrays["filter_scale"],
+                             arrays["output_scale"], out_channels, 1, row_side=(True, True, True))
     out_zero = _vector(arrays["output_zero_point"], out_channels, np.int32)
     bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
     low, high = _range(call.output_dtype)
     kernels.conv2d(_bytes(image), packed, rowsum, out_channels, group_count, kernel_h, kernel_w,
                    attributes["strides"], attributes["dilations"], attributes["start_padding"],
                    out_h, out_w, input_flip, int(input_zero.view(np.uint8)[0]), row_zero, col_zero,
-                   row_scale, col_scale, out_scale, out_zero, bias,
+                   multiplier, out_zero, bias,
                    out.view(np.uint8).reshape(batch, out_channels, pixels), low, high, n_threads)
 
 

@@ -22,7 +22,7 @@ from libc.string cimport memcpy, memset
 import numpy as np
 
 from qops._kernels._openmp_helpers cimport omp_get_thread_num
-from qops._kernels._requantize cimport requantization_multiplier, requantize
+from qops._kernels._requantize cimport requantize
 
 # 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
 cdef enum:
@@ -37,9 +37,9 @@ cdef enum:
 cdef struct Epilogue:
     const int32_t* row_zero     # a_zp' per row of the output
     const int32_t* col_zero     # b_zp' per column
-    const float* row_scale      # scale of A per row
-    const float* col_scale      # scale of B per column
-    const float* out_scale      # output scale per row
+    const float* multiplier     # requantization multiplier at [row * row_step + col * col_step]
+    Py_ssize_t row_step         # 0 when it does not vary by row
+    Py_ssize_t col_step         # 0 when it does not vary by column
     const int32_t* out_zero     # output zero point per row
     const int32_t* bias         # per row, or NULL
     int64_t k                   # the real K
@@ -166,7 +166,6 @@ cdef void run_gemm(const uint8_t* a_packed, const int32_t* a_rowsum, Py_ssize_t 
     cdef int64_t* accumulator
     cdef int32_t* block
     cdef int64_t value
-    cdef float multiplier
     if n_threads > tiles:
         n_threads = <int>tiles
     if n_threads < 1:
@@ -206,12 +205,10 @@ cdef void run_gemm(const uint8_t* a_packed, const int32_t* a_rowsum, Py_ssize_t 
                                      + epilogue.k * epilogue.row_zero[row] * epilogue.col_zero[col])
                             if epilogue.bias != NULL:
                                 value = value + epilogue.bias[row]
-                            multiplier = requantization_multiplier(
-                                epilogue.row_scale[row], epilogue.col_scale[col],
-                                epilogue.out_scale[row])
                             out[row * ldc + col] = <uint8_t>requantize(
-                                value, multiplier, epilogue.out_zero[row], epilogue.low,
-                                epilogue.high)
+                                value, epilogue.multiplier[row * epilogue.row_step
+                                                           + col * epilogue.col_step],
+                                epilogue.out_zero[row], epilogue.low, epilogue.high)
                     r = r + 1
                 q = q + 1
 
@@ -223,7 +220,14 @@ cdef int64_t* thread_scratch(int n_threads) except NULL:
     return scratch
 
 
-# -- entry points (arguments validated and shaped by qops/_kernels/glue.py) ------
+# -- entry points (arguments validated and shaped by qops/_native.py) ------------
+
+cdef void set_multiplier(Epilogue* epilogue, const float[:, :] multiplier) noexcept:
+    """A (rows or 1) x (columns or 1) table, possibly a broadcast view (stride 0)."""
+    epilogue.multiplier = &multiplier[0, 0]
+    epilogue.row_step = multiplier.strides[0] // sizeof(float) if multiplier.shape[0] > 1 else 0
+    epilogue.col_step = multiplier.strides[1] // sizeof(float) if multiplier.shape[1] > 1 else 0
+
 
 def variant_info():
     return {"mr": MR, "nr": NR}
@@ -257,17 +261,15 @@ def pack_b(const uint8_t[:, ::1] b, bint flip):
 
 def gemm(const uint8_t[::1] a_packed, const int32_t[::1] a_rowsum, Py_ssize_t m,
          const int8_t[::1] b_packed, const int32_t[::1] b_colsum, Py_ssize_t n, Py_ssize_t k,
-         const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[::1] row_scale,
-         const float[::1] col_scale, const float[::1] out_scale, const int32_t[::1] out_zero,
-         bias, uint8_t[:, ::1] out, int32_t low, int32_t high, int n_threads):
+         const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[:, :] multiplier,
+         const int32_t[::1] out_zero, bias, uint8_t[:, ::1] out, int32_t low, int32_t high,
+         int n_threads):
     """One GEMM from packed operands into out (m x n bytes)."""
     cdef Epilogue epilogue
     cdef const int32_t[::1] bias_view
     epilogue.row_zero = &row_zero[0]
     epilogue.col_zero = &col_zero[0]
-    epilogue.row_scale = &row_scale[0]
-    epilogue.col_scale = &col_scale[0]
-    epilogue.out_scale = &out_scale[0]
+    set_multiplier(&epilogue, multiplier)
     epilogue.out_zero = &out_zero[0]
     epilogue.bias = NULL
     if bias is not None:
@@ -292,9 +294,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
            const int32_t[::1] filter_rowsum, Py_ssize_t out_channels, Py_ssize_t group_count,
            Py_ssize_t kernel_h, Py_ssize_t kernel_w, strides, dilations, start_padding,
            Py_ssize_t out_h, Py_ssize_t out_w, bint flip_input, uint8_t input_zero,
-           const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[::1] row_scale,
-           const float[::1] col_scale, const float[::1] out_scale, const int32_t[::1] out_zero,
-           bias, uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads):
+           const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[:, :] multiplier,
+           const int32_t[::1] out_zero, bias, uint8_t[:, :, ::1] out, int32_t low, int32_t high,
+           int n_threads):
     """Grouped convolution as per-image, per-group GEMMs: filter rows (packed
     once, per group consecutive) times the packed implicit im2col of the image.
 
@@ -329,7 +331,8 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
     cdef int8_t[::1] b_view = b_packed
     cdef int32_t[::1] colsum_view = b_colsum
     epilogue.col_zero = &col_zero[0]
-    epilogue.col_scale = &col_scale[0]
+    set_multiplier(&epilogue, multiplier)
+    cdef const float* multiplier_base = epilogue.multiplier
     epilogue.k = k
     epilogue.low = low
     epilogue.high = high
@@ -346,8 +349,7 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
                                   pixels, input_zero, 0x80 if flip_input else 0,
                                   &b_view[0] if b_view.shape[0] else NULL, &colsum_view[0])
                     epilogue.row_zero = &row_zero[first]
-                    epilogue.row_scale = &row_scale[first]
-                    epilogue.out_scale = &out_scale[first]
+                    epilogue.multiplier = multiplier_base + first * epilogue.row_step
                     epilogue.out_zero = &out_zero[first]
                     epilogue.bias = bias_ptr + first if bias_ptr != NULL else NULL
                     run_gemm(&filter_packed[group * a_panel_bytes] if a_panel_bytes else NULL,

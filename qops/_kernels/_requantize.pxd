@@ -1,19 +1,14 @@
 # The requantization rule, once, for convolution and matrix multiply:
 #     y = saturate(round_half_even(float32(float32(acc) * multiplier)) + zero_point)
-# with multiplier = float32(float32(scale_a * scale_b) / output_scale).
-# The build never uses -ffast-math, so each float operation below rounds once
-# in float32, in this order, as the NumPy reference (qops.reference) does.
+# The multiplier, float32(float32(scale_a * scale_b) / output_scale), comes
+# from qops.reference.requantization_multiplier (computed once per call, not
+# per element).  The build never uses -ffast-math, so each float operation
+# below rounds once in float32, as the NumPy reference does.
 
 from libc.stdint cimport int32_t, int64_t
 
 cdef extern from "<math.h>" nogil:
     float nearbyintf(float x)  # rounds half to even in the default rounding mode
-
-
-cdef inline float requantization_multiplier(float scale_a, float scale_b,
-                                            float output_scale) noexcept nogil:
-    cdef float product = scale_a * scale_b
-    return product / output_scale
 
 
 cdef inline int32_t requantize(int64_t accumulator, float multiplier, int32_t zero_point,
