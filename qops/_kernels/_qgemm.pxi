@@ -150,6 +150,48 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
 
 # -- the driver -----------------------------------------------------------------
 
+cdef inline void requantize_tile(const int64_t* accumulator, Py_ssize_t row0, Py_ssize_t rows,
+                                 Py_ssize_t col0, Py_ssize_t cols, const int32_t* a_rowsum,
+                                 const int32_t* b_colsum, const Epilogue* epilogue, uint8_t* out,
+                                 Py_ssize_t ldc) noexcept nogil:
+    """Fold the zero points into one micro-tile of sums and requantize it:
+    acc - b_zp'[c] (rowsum[r] - K a_zp'[r]) - a_zp'[r] colsum[c] + bias[r].
+
+    Everything the inner loop reads is first copied into locals: stores through
+    uint8_t* may alias any memory, and would otherwise force reloads of the
+    epilogue's fields on every element and block vectorization.
+    """
+    cdef Py_ssize_t i, c, row
+    cdef int64_t row_sum_term, row_zero, bias
+    cdef int32_t out_zero
+    cdef int32_t low = epilogue.low, high = epilogue.high
+    cdef Py_ssize_t col_step = epilogue.col_step
+    cdef const int64_t* sums
+    cdef int64_t column_terms[NR]
+    cdef int64_t column_zero[NR]
+    cdef float multipliers[NR]
+    cdef const float* multiplier
+    cdef uint8_t* target
+    for c in range(cols):
+        column_zero[c] = epilogue.col_zero[col0 + c]
+        column_terms[c] = b_colsum[col0 + c]
+    for i in range(rows):
+        row = row0 + i
+        row_zero = epilogue.row_zero[row]
+        row_sum_term = a_rowsum[row] - epilogue.k * row_zero
+        bias = epilogue.bias[row] if epilogue.bias != NULL else 0
+        out_zero = epilogue.out_zero[row]
+        multiplier = epilogue.multiplier + row * epilogue.row_step + col0 * col_step
+        for c in range(cols):
+            multipliers[c] = multiplier[c * col_step]
+        sums = accumulator + i * NR
+        target = out + row * ldc + col0
+        for c in range(cols):
+            target[c] = <uint8_t>requantize(
+                sums[c] - column_zero[c] * row_sum_term - row_zero * column_terms[c] + bias,
+                multipliers[c], out_zero, low, high)
+
+
 cdef void run_gemm(const uint8_t* a_packed, const int32_t* a_rowsum, Py_ssize_t m,
                    const int8_t* b_packed, const int32_t* b_colsum, Py_ssize_t n,
                    Py_ssize_t groups, const Epilogue* epilogue, uint8_t* out, Py_ssize_t ldc,
@@ -162,10 +204,9 @@ cdef void run_gemm(const uint8_t* a_packed, const int32_t* a_rowsum, Py_ssize_t 
     cdef Py_ssize_t n_panels = ceil_div(n, NR)
     cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, TILE_N_PANELS)
-    cdef Py_ssize_t tile, p, q, p_end, q_end, g0, count, i, r, c, row, col
+    cdef Py_ssize_t tile, p, q, p_end, q_end, g0, count, i, r
     cdef int64_t* accumulator
     cdef int32_t* block
-    cdef int64_t value
     if n_threads > tiles:
         n_threads = <int>tiles
     if n_threads < 1:
@@ -191,24 +232,9 @@ cdef void run_gemm(const uint8_t* a_packed, const int32_t* a_rowsum, Py_ssize_t 
                             accumulator[i] = accumulator[i] + block[i]
                         g0 = g0 + count
                     # Requantize while the tile is in cache.
-                    for i in range(MR):
-                        row = r * MR + i
-                        if row >= m:
-                            break
-                        for c in range(NR):
-                            col = q * NR + c
-                            if col >= n:
-                                break
-                            value = (accumulator[i * NR + c]
-                                     - <int64_t>epilogue.col_zero[col] * a_rowsum[row]
-                                     - <int64_t>epilogue.row_zero[row] * b_colsum[col]
-                                     + epilogue.k * epilogue.row_zero[row] * epilogue.col_zero[col])
-                            if epilogue.bias != NULL:
-                                value = value + epilogue.bias[row]
-                            out[row * ldc + col] = <uint8_t>requantize(
-                                value, epilogue.multiplier[row * epilogue.row_step
-                                                           + col * epilogue.col_step],
-                                epilogue.out_zero[row], epilogue.low, epilogue.high)
+                    requantize_tile(accumulator, r * MR, min(<Py_ssize_t>MR, m - r * MR),
+                                    q * NR, min(<Py_ssize_t>NR, n - q * NR), a_rowsum, b_colsum,
+                                    epilogue, out, ldc)
                     r = r + 1
                 q = q + 1
 

@@ -7,17 +7,20 @@
 
 from libc.stdint cimport int32_t, int64_t
 
-cdef extern from "<math.h>" nogil:
-    float nearbyintf(float x)  # rounds half to even in the default rounding mode
-
 
 cdef inline int32_t requantize(int64_t accumulator, float multiplier, int32_t zero_point,
                                int32_t low, int32_t high) noexcept nogil:
     cdef float value = (<float>accumulator) * multiplier
-    cdef float rounded = nearbyintf(value)
-    # Compare before converting: the rounded value may exceed the int32 range.
-    if rounded <= <float>(low - zero_point):
-        return low
-    if rounded >= <float>(high - zero_point):
-        return high
-    return (<int32_t>rounded) + zero_point
+    # 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude
+    # below 2**22 to an integer, half to even, in the default rounding mode,
+    # without a libm call (rintf and nearbyintf are calls on baseline x86-64).
+    cdef float rounding_magic = 12582912.0
+    # Clamping to the integers [low - zp, high - zp] first gives the same
+    # result as rounding first, and keeps |value| under 2**17 for the trick.
+    cdef float floor_value = <float>(low - zero_point)
+    cdef float ceiling_value = <float>(high - zero_point)
+    if value < floor_value:
+        value = floor_value
+    if value > ceiling_value:
+        value = ceiling_value
+    return (<int32_t>((value + rounding_magic) - rounding_magic)) + zero_point
