@@ -57,14 +57,23 @@ def _from_json(path):
 
     with (sys.stdin if path == "-" else open(path)) as handle:
         spec = json.load(handle)
+    if not isinstance(spec, dict):
+        raise ValueError("the JSON must be an object with \"operator\" and \"slots\"")
     slots = {}
     for name, value in dict(spec.get("slots", {})).items():
         if isinstance(value, dict):
-            value = TensorDesc(value["dtype"], tuple(value.get("shape", value.get("sizes", ()))))
+            missing = [key for key in ("dtype", "shape") if key not in value]
+            if missing:
+                raise ValueError(f"slot {name!r} needs " + " and ".join(f'"{k}"' for k in missing)
+                                 + " (\"shape\": [] for a scalar)")
+            value = TensorDesc(value["dtype"], tuple(value["shape"]))
         slots[name] = value
     for name, value in dict(spec.get("attributes", {})).items():
         slots[name] = tuple(value) if isinstance(value, list) else value
-    return spec.get("operator"), spec.get("feature_level"), spec.get("opset"), slots
+    feature_level = spec.get("feature_level")
+    if isinstance(feature_level, list):  # JSON has no tuples: [2, 1] means (2, 1)
+        feature_level = tuple(feature_level)
+    return spec.get("operator"), feature_level, spec.get("opset"), slots
 
 
 def _command_info(args):
@@ -97,6 +106,9 @@ def _command_ops(args):
             if op.source != "ONNX":
                 raise ValueError(f"{op.name} is a DirectML operator: use --feature-level")
             version = Opset(args.opset)
+            if registry.NEWEST_OPSET < version:
+                raise ValueError(f"{version} is newer than the newest opset qops describes "
+                                 f"({registry.NEWEST_OPSET.number})")
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -24,6 +24,9 @@ __all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "config", "s
 
 _num_threads = None
 
+#: More threads than this is a mistake, not a machine (OpenMP takes an int).
+MAX_THREADS = 4096
+
 
 def _default_threads():
     value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
@@ -46,8 +49,9 @@ def _check_threads(n, name):
     except TypeError:
         raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name,
                               given=n) from None
-    if n < 1:
-        raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name, given=n)
+    if not 1 <= n <= MAX_THREADS:
+        raise ValidationError(f"{name} must be an integer from 1 to {MAX_THREADS}, not {n!r}",
+                              slot=name, given=n)
     return n
 
 
@@ -90,9 +94,19 @@ def config() -> dict:
         "openmp": bool(openmp is not None and openmp.openmp_enabled()),
         "debug build": bool(openmp is not None and openmp.debug_build()),
         "threads": get_num_threads(),
-        "simd": "none (NumPy reference kernels)",
+        "simd": _simd_text(),
         "implementations": _dispatch.summary(),
     }
+
+
+def _simd_text():
+    from . import _simd
+
+    try:
+        chosen = _simd.selected()
+    except ImportError:
+        return "none (kernels not built; NumPy reference)"
+    return f"{chosen} (available: {', '.join(_simd.available())})"
 
 
 def show_config(file=None) -> None:

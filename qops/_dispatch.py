@@ -9,6 +9,7 @@ always has somewhere to go.  Compiled kernels register above it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import sys
 from typing import Callable
 
 import numpy as np
@@ -54,13 +55,14 @@ def _load_native():
     global _native_loaded
     if _native_loaded:
         return
-    _native_loaded = True
     try:
         from . import _native, _simd
         _simd.selected()
     except ImportError:
+        _native_loaded = True
         return
-    _native.register(__import__(__name__, fromlist=["register"]))
+    _native.register(sys.modules[__name__])
+    _native_loaded = True
 
 
 def select(call, *, exclude=()):

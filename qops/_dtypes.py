@@ -5,9 +5,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from .registry.onnx import FLOAT8_TYPES
 from .registry.schema import DATA_TYPES, dtype_label
 
-__all__ = ["to_numpy", "name_of", "parse_dtype", "INTEGER_RANGES", "is_float8", "label"]
+__all__ = ["to_numpy", "name_of", "parse_dtype", "INTEGER_RANGES", "FLOAT8", "NARROW_FLOATS", "label"]
 
 _NUMPY = {
     "INT4": np.dtype(ml_dtypes.int4),
@@ -54,7 +55,7 @@ INTEGER_RANGES = {
     "INT32": (-(2**31), 2**31 - 1),
 }
 
-FLOAT8 = frozenset({"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ"})
+FLOAT8 = frozenset(FLOAT8_TYPES)
 NARROW_FLOATS = FLOAT8 | {"FLOAT4E2M1"}
 
 
@@ -98,6 +99,3 @@ def parse_dtype(value) -> str:
         raise ValueError(f"{value!r} is not a data type qops knows; known types: {known}")
     return name
 
-
-def is_float8(name: str) -> bool:
-    return name in FLOAT8

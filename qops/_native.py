@@ -51,10 +51,6 @@ def _range(dtype):
     return _dtypes.INTEGER_RANGES[_dtypes.name_of(dtype)]
 
 
-def _variant(call):
-    return _simd.module(call.attributes.get("simd"))
-
-
 def run_matmul(call, out, n_threads, variant=None):
     arrays = call.arrays
     a, b = arrays["a"], arrays["b"]
@@ -132,7 +128,14 @@ def run_convolution(call, out, n_threads, variant=None):
                    out.view(np.uint8).reshape(batch, out_channels, pixels), low, high, n_threads)
 
 
+def _has_work(call, *slots):
+    """Empty operands and outputs are the reference's: nothing to pack."""
+    return all(call.arrays[name].size for name in slots) and all(call.output_shape)
+
+
 def register(dispatch):
     """Put the kernels ahead of the reference at the dispatch point."""
-    dispatch.register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", run_matmul, priority=10)
-    dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_convolution, priority=10)
+    dispatch.register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", run_matmul, priority=10,
+                      supports=lambda call: _has_work(call, "a", "b"))
+    dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_convolution, priority=10,
+                      supports=lambda call: _has_work(call, "input", "filter"))

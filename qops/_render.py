@@ -59,8 +59,9 @@ def describe(op: Operator, version=None, style="text"):
             out.append(f"Not available at {version}: introduced in {op.introduced}.")
     out.append(f"Introduced in {op.introduced}.")
     for row in reversed(rows):
-        out += ["", f"Tensor support, {version_heading(op, row.version)}:"]
+        out += ["", f"Tensor support, {version_heading(op, row.version)}:", ""]
         out.append(table(support_rows(op, row), style=style))
+        out.append("")
         constraints = tuple(op.constraints) + tuple(row.constraints)
         if constraints:
             out.append("Constraints: " + "; ".join(c.text() for c in constraints) + ".")
@@ -71,11 +72,11 @@ def describe(op: Operator, version=None, style="text"):
             out.append("Attributes: " + ", ".join(row.attributes) + ".")
     shaped = [s for s in op.slots if s.shapes and any(p.granularity != "data" for p in s.shapes)]
     if shaped and op.source == "DirectML":
-        out += ["", "Expected shapes:"]
+        out += ["", "Expected shapes:", ""]
         out.append(table([(s.name, ", ".join(f"{p.text()} {p.granularity}" for p in s.shapes))
                           for s in shaped], header=("Slot", "Shapes"), style=style))
     if op.attributes:
-        out += ["", "Attributes:"]
+        out += ["", "Attributes:", ""]
         out.append(table([(a.name, a.source_name, a.kind, "" if a.default is None else a.default,
                            a.description) for a in op.attributes],
                          header=("Name", "Source field", "Kind", "Default", "Meaning"), style=style))

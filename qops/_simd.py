@@ -19,8 +19,18 @@ def _cpu_features():
     return _openmp.cpu_features()
 
 
+_available = None
+
+
 def available() -> tuple:
     """Variants that were built and that this CPU can run, best first."""
+    global _available
+    if _available is None:
+        _available = _probe()
+    return _available
+
+
+def _probe() -> tuple:
     features = _cpu_features()
     names = []
     for name in VARIANTS:
@@ -34,8 +44,20 @@ def available() -> tuple:
     return tuple(names)
 
 
+_selected = None
+
+
 def selected() -> str:
-    """The variant calls use: ``QOPS_SIMD`` if set and runnable, else the best."""
+    """The variant calls use: ``QOPS_SIMD`` if set and runnable, else the best.
+
+    Decided once per process, at the first call."""
+    global _selected
+    if _selected is None:
+        _selected = _choose()
+    return _selected
+
+
+def _choose() -> str:
     names = available()
     if not names:
         raise ImportError("no compiled GEMM kernels: rebuild qops (pip install -e .)")

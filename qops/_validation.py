@@ -26,7 +26,7 @@ from ._errors import (
     ValidationError,
 )
 from .registry import NEWEST_FEATURE_LEVEL, NEWEST_OPSET
-from .registry.schema import ConstraintKind, FeatureLevel, Operator, Opset, dtype_label
+from .registry.schema import ConstraintKind, FeatureLevel, Operator, Opset, SlotKind, dtype_label
 
 __all__ = ["TensorDesc", "Desc", "fail", "resolve_version", "check_attributes",
            "check_tensors", "check_patterns", "plural"]
@@ -107,10 +107,6 @@ def fail(op: Operator, message: str, cls=ValidationError, **fields):
     raise cls(f"{op.name}: {message}", operator=op.name, **fields)
 
 
-def version_text(version):
-    return str(version)
-
-
 def resolve_version(op: Operator, feature_level=None, opset=None):
     """The feature level or opset a call is checked against.
 
@@ -150,15 +146,15 @@ def resolve_version(op: Operator, feature_level=None, opset=None):
 
 
 def _is_default(attribute, value):
-    default = attribute.default
+    """Whether ``value`` is the attribute's default; anything odd is not."""
     if value is None:
         return True
-    if attribute.kind == "ints" and default is not None:
-        try:
-            return tuple(value) == tuple(default)
-        except TypeError:
-            return False
-    return value == default
+    try:
+        if attribute.kind == "ints":
+            return tuple(int(v) for v in value) == tuple(attribute.default)
+        return bool(value == attribute.default)
+    except (TypeError, ValueError):
+        return False
 
 
 def check_attributes(op: Operator, version, attributes: dict) -> dict:
@@ -204,18 +200,22 @@ def _check_attribute_value(op, attribute, value):
         return bool(value)
     if attribute.kind == "dtype":
         try:
-            return _dtypes.parse_dtype(value)
+            name = _dtypes.parse_dtype(value)
         except ValueError as error:
             fail(op, f"{attribute.name}: {error}", DTypeValidationError, slot=attribute.name, given=value)
+        if attribute.choices and name not in attribute.choices:
+            allowed = ", ".join(dtype_label(c) for c in attribute.choices)
+            fail(op, f"{attribute.name} is {dtype_label(name)}; it must be one of {allowed}",
+                 DTypeValidationError, slot=attribute.name, given=dtype_label(name),
+                 allowed=tuple(dtype_label(c) for c in attribute.choices))
+        return name
     if attribute.kind == "ints":
-        if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-            fail(op, f"{attribute.name} takes one integer per spatial dimension, not {value!r}",
-                 slot=attribute.name, given=value)
-        try:
-            values = tuple(value)
-        except TypeError:
-            fail(op, f"{attribute.name} must be a sequence of integers, not {value!r}",
-                 slot=attribute.name, given=value)
+        if isinstance(value, np.ndarray) and value.ndim == 1:
+            value = value.tolist()
+        if not isinstance(value, (list, tuple)):
+            fail(op, f"{attribute.name} takes a list or tuple of one integer per spatial dimension, "
+                     f"not {value!r}", slot=attribute.name, given=value)
+        values = tuple(value)
         values = tuple(_as_int(op, attribute, v) for v in values)
         expected = len(attribute.default)
         if len(values) != expected:
@@ -232,6 +232,9 @@ def _check_attribute_value(op, attribute, value):
 def _check_bounds(op, attribute, value):
     if attribute.minimum is not None and value < attribute.minimum:
         fail(op, f"{attribute.name} has {value}; it must be at least {attribute.minimum}",
+             slot=attribute.name, given=value)
+    if attribute.maximum is not None and value > attribute.maximum:
+        fail(op, f"{attribute.name} has {value}; it must be at most {attribute.maximum}",
              slot=attribute.name, given=value)
     if attribute.choices and value not in attribute.choices:
         allowed = ", ".join(str(c) for c in attribute.choices)
@@ -253,7 +256,7 @@ def check_tensors(op: Operator, version, descs: dict):
     for slot in op.slots:
         desc = descs.get(slot.name)
         if desc is None:
-            if slot.kind.name == "INPUT":
+            if slot.kind is SlotKind.INPUT:
                 fail(op, f"{slot.name} is required ({slot.source_name})", slot=slot.name)
             continue
         row = support.tensor(slot.name)
@@ -333,7 +336,10 @@ def check_patterns(op: Operator, version, descs: dict, symbols: dict, slots) -> 
                 expected = resolve_pattern(pattern, symbols, desc.ndim)
                 if expected is None:
                     continue
-                options.append(f"{shape_text(expected)} {pattern.granularity}")
+                option = f"{shape_text(expected)} {pattern.granularity}"
+                if any(o.startswith(shape_text(expected) + " ") for o in options):
+                    continue  # at low rank two granularities can look alike
+                options.append(option)
                 used.update(s for s in pattern.sizes if isinstance(s, str))
             bound = ", ".join(f"{s} = {symbols[s]}" for s in sorted(used) if s in symbols)
             expected_text = " or ".join(options) if options else "no shape of that rank"

@@ -632,7 +632,7 @@ def test_constraint_needs_two_distinct_slots():
     lambda: Slot(name="x", source_name="XTensor", kind=SlotKind.INPUT, optional=True),
     lambda: Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "y"), strict=True),
     lambda: ShapePattern(granularity="per-tensor", sizes=(1,), rank=1),
-    lambda: Attribute(name="a", source_name="A", kind="int", maximum=3),
+    lambda: Attribute(name="a", source_name="A", kind="int", ceiling=3),
     lambda: VersionSupport(version=FeatureLevel.FL_2_1, tensors=(), since="2_1"),
     lambda: _operator(aliases=("t",)),
     lambda: TensorSupport("x", 1, 4, ("INT8",)),  # keyword-only

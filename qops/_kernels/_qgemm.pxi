@@ -12,7 +12,8 @@
 #       = S - b_zp' * rowsum(A') - a_zp' * colsum(B') + K * a_zp' * b_zp'
 # with S = sum_k A' B'.  |A' B'| <= 255 * 128, so S fits int32 for up to
 # 65792 terms: the driver runs the micro-kernel over chunks of 65536 k and
-# adds the chunks in int64, and the corrections are int64 too.  Nothing wraps.
+# adds the chunks in int64; row and column sums and the corrections are int64
+# too (a row sum of 255s passes int32 at K = 8.4 million).  Nothing wraps.
 
 from cython.parallel cimport parallel, prange
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
@@ -60,7 +61,7 @@ cdef inline int32_t load4(const uint8_t* p) noexcept nogil:
 # -- packing --------------------------------------------------------------------
 
 cdef void pack_a_rows(const uint8_t* a, Py_ssize_t lda, Py_ssize_t m, Py_ssize_t k, uint8_t flip,
-                      uint8_t* packed, int32_t* rowsum) noexcept nogil:
+                      uint8_t* packed, int64_t* rowsum) noexcept nogil:
     """Rows of A into MR-row panels laid out [group][row][4], zero padded;
     rowsum gets sum_k A' per row (0 for padding rows)."""
     cdef Py_ssize_t groups = ceil_div(k, 4)
@@ -68,7 +69,7 @@ cdef void pack_a_rows(const uint8_t* a, Py_ssize_t lda, Py_ssize_t m, Py_ssize_t
     cdef Py_ssize_t p, r, kk, row
     cdef uint8_t* panel
     cdef uint8_t value
-    cdef int32_t total
+    cdef int64_t total
     memset(packed, 0, panels * groups * MR * 4)
     for p in range(panels):
         panel = packed + p * groups * MR * 4
@@ -84,7 +85,7 @@ cdef void pack_a_rows(const uint8_t* a, Py_ssize_t lda, Py_ssize_t m, Py_ssize_t
 
 
 cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n, uint8_t flip,
-                        int8_t* packed, int32_t* colsum) noexcept nogil:
+                        int8_t* packed, int64_t* colsum) noexcept nogil:
     """Columns of a K x N matrix B into NR-column panels laid out
     [group][column][4], zero padded; colsum gets sum_k B' per column."""
     cdef Py_ssize_t groups = ceil_div(k, 4)
@@ -93,7 +94,7 @@ cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize
     cdef int8_t* panel
     cdef int8_t value
     memset(packed, 0, panels * groups * NR * 4)
-    memset(colsum, 0, panels * NR * sizeof(int32_t))
+    memset(colsum, 0, panels * NR * sizeof(int64_t))
     for q in range(panels):
         panel = packed + q * groups * NR * 4
         for kk in range(k):
@@ -110,7 +111,7 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
                         Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h,
                         Py_ssize_t dilation_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
                         Py_ssize_t out_w, Py_ssize_t pixels, uint8_t pad_value, uint8_t flip,
-                        int8_t* packed, int32_t* colsum) noexcept nogil:
+                        int8_t* packed, int64_t* colsum) noexcept nogil:
     """The implicit im2col matrix of one image and group (K = channels * kernel
     rows and columns, N = output pixels) packed as B.  Padding reads the
     input zero point, whose centred value is 0."""
@@ -124,7 +125,7 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
     cdef int8_t value
     cdef int8_t padding = <int8_t>(pad_value ^ flip)
     memset(packed, 0, panels * groups * NR * 4)
-    memset(colsum, 0, panels * NR * sizeof(int32_t))
+    memset(colsum, 0, panels * NR * sizeof(int64_t))
     for q in range(panels):
         panel = packed + q * groups * NR * 4
         for c in range(NR):
@@ -151,8 +152,8 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
 # -- the driver -----------------------------------------------------------------
 
 cdef inline void requantize_tile(const int64_t* accumulator, Py_ssize_t row0, Py_ssize_t rows,
-                                 Py_ssize_t col0, Py_ssize_t cols, const int32_t* a_rowsum,
-                                 const int32_t* b_colsum, const Epilogue* epilogue, uint8_t* out,
+                                 Py_ssize_t col0, Py_ssize_t cols, const int64_t* a_rowsum,
+                                 const int64_t* b_colsum, const Epilogue* epilogue, uint8_t* out,
                                  Py_ssize_t ldc) noexcept nogil:
     """Fold the zero points into one micro-tile of sums and requantize it:
     acc - b_zp'[c] (rowsum[r] - K a_zp'[r]) - a_zp'[r] colsum[c] + bias[r].
@@ -192,8 +193,8 @@ cdef inline void requantize_tile(const int64_t* accumulator, Py_ssize_t row0, Py
                 multipliers[c], out_zero, low, high)
 
 
-cdef void run_gemm(const uint8_t* a_packed, const int32_t* a_rowsum, Py_ssize_t m,
-                   const int8_t* b_packed, const int32_t* b_colsum, Py_ssize_t n,
+cdef void run_gemm(const uint8_t* a_packed, const int64_t* a_rowsum, Py_ssize_t m,
+                   const int8_t* b_packed, const int64_t* b_colsum, Py_ssize_t n,
                    Py_ssize_t groups, const Epilogue* epilogue, uint8_t* out, Py_ssize_t ldc,
                    int64_t* scratch, int n_threads) noexcept nogil:
     """out[i * ldc + j] (i < m, j < n) <- requantized (A B)[i, j].
@@ -263,9 +264,9 @@ def pack_a(const uint8_t[:, ::1] a, bint flip):
     """Pack the rows of a (bytes of a uint8 or int8 matrix); returns (packed, rowsum)."""
     cdef Py_ssize_t m = a.shape[0], k = a.shape[1]
     packed = np.empty(ceil_div(m, MR) * ceil_div(k, 4) * MR * 4, dtype=np.uint8)
-    rowsum = np.empty(ceil_div(m, MR) * MR, dtype=np.int32)
+    rowsum = np.empty(ceil_div(m, MR) * MR, dtype=np.int64)
     cdef uint8_t[::1] packed_view = packed
-    cdef int32_t[::1] rowsum_view = rowsum
+    cdef int64_t[::1] rowsum_view = rowsum
     with nogil:
         pack_a_rows(&a[0, 0] if m and k else NULL, k, m, k, 0x80 if flip else 0,
                     &packed_view[0] if packed_view.shape[0] else NULL, &rowsum_view[0])
@@ -276,17 +277,17 @@ def pack_b(const uint8_t[:, ::1] b, bint flip):
     """Pack a K x N matrix (bytes); returns (packed, colsum)."""
     cdef Py_ssize_t k = b.shape[0], n = b.shape[1]
     packed = np.empty(ceil_div(n, NR) * ceil_div(k, 4) * NR * 4, dtype=np.int8)
-    colsum = np.empty(ceil_div(n, NR) * NR, dtype=np.int32)
+    colsum = np.empty(ceil_div(n, NR) * NR, dtype=np.int64)
     cdef int8_t[::1] packed_view = packed
-    cdef int32_t[::1] colsum_view = colsum
+    cdef int64_t[::1] colsum_view = colsum
     with nogil:
         pack_b_matrix(&b[0, 0] if k and n else NULL, n, k, n, 0x80 if flip else 0,
                       &packed_view[0] if packed_view.shape[0] else NULL, &colsum_view[0])
     return packed, colsum
 
 
-def gemm(const uint8_t[::1] a_packed, const int32_t[::1] a_rowsum, Py_ssize_t m,
-         const int8_t[::1] b_packed, const int32_t[::1] b_colsum, Py_ssize_t n, Py_ssize_t k,
+def gemm(const uint8_t[::1] a_packed, const int64_t[::1] a_rowsum, Py_ssize_t m,
+         const int8_t[::1] b_packed, const int64_t[::1] b_colsum, Py_ssize_t n, Py_ssize_t k,
          const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[:, :] multiplier,
          const int32_t[::1] out_zero, bias, uint8_t[:, ::1] out, int32_t low, int32_t high,
          int n_threads):
@@ -317,7 +318,7 @@ def gemm(const uint8_t[::1] a_packed, const int32_t[::1] a_rowsum, Py_ssize_t m,
 
 
 def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
-           const int32_t[::1] filter_rowsum, Py_ssize_t out_channels, Py_ssize_t group_count,
+           const int64_t[::1] filter_rowsum, Py_ssize_t out_channels, Py_ssize_t group_count,
            Py_ssize_t kernel_h, Py_ssize_t kernel_w, strides, dilations, start_padding,
            Py_ssize_t out_h, Py_ssize_t out_w, bint flip_input, uint8_t input_zero,
            const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[:, :] multiplier,
@@ -353,9 +354,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
     # With no channels or an empty image, im2col reads nothing but padding.
     image_ptr = &image[0, 0, 0, 0] if channels and height and width else NULL
     b_packed = np.empty(ceil_div(pixels, NR) * groups * NR * 4, dtype=np.int8)
-    b_colsum = np.empty(ceil_div(pixels, NR) * NR, dtype=np.int32)
+    b_colsum = np.empty(ceil_div(pixels, NR) * NR, dtype=np.int64)
     cdef int8_t[::1] b_view = b_packed
-    cdef int32_t[::1] colsum_view = b_colsum
+    cdef int64_t[::1] colsum_view = b_colsum
     epilogue.col_zero = &col_zero[0]
     set_multiplier(&epilogue, multiplier)
     cdef const float* multiplier_base = epilogue.multiplier

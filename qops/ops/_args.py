@@ -92,7 +92,7 @@ def as_parameter(op: Operator, slot: str, value, *, number_dtype):
     dtype = _dtypes.to_numpy(number_dtype)
     if number_dtype in _dtypes.INTEGER_RANGES:
         if not isinstance(value, numbers.Integral):
-            fail(op, f"{slot} is {value!r}; a {_dtypes.label(dtype)} zero point must be a whole number",
+            fail(op, f"{slot} is {value!r}; as {_dtypes.label(dtype)} it must be a whole number",
                  slot=slot, given=value)
         low, high = _dtypes.INTEGER_RANGES[number_dtype]
         if not low <= value <= high:

@@ -15,8 +15,10 @@ def output_desc(output_dtype, zero_point_desc, main_desc, shape):
     else the output zero point's, else the main input's."""
     if output_dtype is not None:
         return Desc(dtype=output_dtype, dtype_text=_dtypes.label(_dtypes.to_numpy(output_dtype)),
-                    shape=tuple(shape), note="output_dtype")
+                    shape=tuple(shape))
     source = zero_point_desc if zero_point_desc is not None else main_desc
+    if source is None:
+        return None  # the missing input is reported first
     return Desc(dtype=source.dtype, dtype_text=source.dtype_text, shape=tuple(shape))
 
 

@@ -59,6 +59,8 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
     output_shape = _output_shape(descs, attributes) if geometry_known else ()
     descs["output"] = output_desc(attributes["output_dtype"], descs["output_zero_point"],
                                   descs["input"], output_shape)
+    if descs["output"] is None:
+        del descs["output"]
     check_tensors(op, version, descs)
     _check_geometry(op, descs, attributes, output_shape)
     symbols = {"OutputChannelCount": descs["filter"].shape[0]}

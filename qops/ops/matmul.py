@@ -24,10 +24,8 @@ _ZERO_POINTS = {"a_zero_point": "a", "b_zero_point": "b"}
 
 def _parameter_group(version):
     """The slots the registry says must share one dimension count with the scales."""
-    for constraint in OPERATOR.constraints_at(version):
-        if constraint.kind is ConstraintKind.SAME_DIMENSION_COUNT and "a_scale" in constraint.slots:
-            return constraint.slots
-    return _SCALES
+    return next(c.slots for c in OPERATOR.constraints_at(version)
+                if c.kind is ConstraintKind.SAME_DIMENSION_COUNT and "a_scale" in c.slots)
 
 
 def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _args.Call:
@@ -63,6 +61,8 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
     output_shape = _output_shape(op, descs)
     descs["output"] = output_desc(attributes["output_dtype"], descs["output_zero_point"],
                                   descs["a"], output_shape or (descs["a"].shape if descs["a"] else ()))
+    if descs["output"] is None:
+        del descs["output"]
     check_tensors(op, version, descs)
     output_shape = _output_shape(op, descs, strict=True)
     symbols = {"M": descs["a"].shape[-2], "N": descs["b"].shape[-1]}

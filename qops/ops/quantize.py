@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtypes, registry
-from .._errors import DTypeValidationError, UnsupportedError
+from .._errors import UnsupportedError
 from .._validation import (
     Desc,
     check_attributes,
@@ -23,7 +23,8 @@ from . import _args
 DEQUANTIZE = registry.get("DequantizeLinear")
 QUANTIZE = registry.get("QuantizeLinear")
 
-_FLOAT_SCALES = ("FLOAT32", "FLOAT16", "BFLOAT16")
+# The float types a Python number given as a scale may take (x's, if one).
+_FLOAT_SCALES = registry.onnx.FLOAT_TYPES[max(registry.onnx.OPSETS)]
 
 
 def prepare_dequantize(slots: dict, attributes: dict, opset=None, *, out=None) -> _args.Call:
@@ -58,16 +59,15 @@ def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> 
                                     number_dtype=output_type or "UINT8")
     given = {"x": x, "y_scale": scale, "y_zero_point": zero_point}
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
-    if output_type is None:
-        output_type = zero_point.desc.dtype if zero_point is not None else "UINT8"
+    if output_type is not None:
+        output_text = _dtypes.label(_dtypes.to_numpy(output_type))
+    elif zero_point is not None:  # its type, known to the registry or not (reported below)
+        output_type, output_text = zero_point.desc.dtype, zero_point.desc.dtype_text
+    else:
+        output_type, output_text = "UINT8", "uint8"
     if x is not None:
-        descs["y"] = Desc(dtype=output_type, dtype_text=_dtypes.label(_dtypes.to_numpy(output_type)),
-                          shape=x.desc.shape)
+        descs["y"] = Desc(dtype=output_type, dtype_text=output_text, shape=x.desc.shape)
     check_tensors(op, version, descs)
-    if attributes["precision"] is not None and attributes["precision"] not in _FLOAT_SCALES:
-        fail(op, f"precision is {_dtypes.label(_dtypes.to_numpy(attributes['precision']))}; "
-                 "the division is computed in float32, float16 or bfloat16",
-             DTypeValidationError, slot="precision", given=attributes["precision"])
     return _finish(op, version, given, descs, attributes, "y_scale", "y_zero_point",
                    descs["y"], out)
 
@@ -119,6 +119,9 @@ def _granularity(op, version, x_desc, scale_desc, scale_name, attributes):
                  UnsupportedError, slot=scale_name, given=scale_shape, first_version=first)
 
     def resolved_axis():
+        if rank == 0:
+            fail(op, f"x is a scalar; {scale_name} {shape_text(scale_shape)} needs an axis of x",
+                 slot=scale_name, given=scale_shape)
         if not -rank <= axis < rank:
             fail(op, f"axis is {axis}; x has {plural(rank, 'dimension')}, so axis must be in "
                      f"[{-rank}, {rank - 1}]", slot="axis", given=axis)

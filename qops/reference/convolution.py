@@ -50,7 +50,8 @@ def quantized_linear_convolution(input, input_scale, input_zero_point, filter, f
         field = windows[:, group * group_channels:(group + 1) * group_channels]
         columns = field.transpose(0, 2, 3, 1, 4, 5).reshape(
             batch * out_h * out_w, group_channels * kernel_h * kernel_w)
-        kernel = weights[group * per_group:(group + 1) * per_group].reshape(per_group, -1)
+        kernel = weights[group * per_group:(group + 1) * per_group].reshape(
+            per_group, group_channels * kernel_h * kernel_w)
         sums = columns @ kernel.T  # (N*OH*OW, per_group), exact in int64
         accumulator[:, group * per_group:(group + 1) * per_group] = (
             sums.reshape(batch, out_h, out_w, per_group).transpose(0, 3, 1, 2))

@@ -31,8 +31,8 @@ def broadcast_parameter(value, shape, axis, block_size):
         dims = [1] * len(shape)
         dims[axis] = value.size
         return value.reshape(dims)
-    repeated = np.repeat(value, block_size, axis=axis)
-    return np.take(repeated, np.arange(shape[axis]), axis=axis)
+    # Element i along the axis belongs to block i // block_size.
+    return np.take(value, np.arange(shape[axis]) // block_size, axis=axis)
 
 
 def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0):

@@ -29,6 +29,10 @@ QUANTIZED = ("INT8", "UINT8")
 SCALE = ("FLOAT32",)
 
 
+#: DirectML's UINT fields.
+UINT_MAX = 2**32 - 1
+
+
 def _pattern(granularity, *sizes):
     return ShapePattern(granularity=granularity, sizes=tuple(sizes))
 
@@ -89,14 +93,15 @@ QUANTIZED_LINEAR_CONVOLUTION = Operator(
                   default=2, choices=(2,),
                   description="number of spatial dimensions; only 2 is supported"),
         Attribute(name="strides", source_name="Strides", kind="ints", default=(1, 1), minimum=1,
-                  description="filter step along each spatial dimension"),
+                  maximum=UINT_MAX, description="filter step along each spatial dimension"),
         Attribute(name="dilations", source_name="Dilations", kind="ints", default=(1, 1), minimum=1,
-                  description="spacing between filter elements"),
+                  maximum=UINT_MAX, description="spacing between filter elements"),
         Attribute(name="start_padding", source_name="StartPadding", kind="ints", default=(0, 0),
-                  minimum=0, description="zeros before each spatial dimension"),
+                  minimum=0, maximum=UINT_MAX, description="zeros before each spatial dimension"),
         Attribute(name="end_padding", source_name="EndPadding", kind="ints", default=(0, 0),
-                  minimum=0, description="zeros after each spatial dimension"),
+                  minimum=0, maximum=UINT_MAX, description="zeros after each spatial dimension"),
         Attribute(name="group_count", source_name="GroupCount", kind="int", default=1, minimum=1,
+                  maximum=UINT_MAX,
                   description="number of groups; the input channel count gives depthwise"),
         Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
                   description="output type when there is no output zero point"),

@@ -32,7 +32,8 @@ from .schema import (
 
 OPSETS = (10, 13, 19, 21, 23)
 
-_FLOAT8 = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+FLOAT8_TYPES = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
+_FLOAT8 = FLOAT8_TYPES
 
 #: DequantizeLinear's T1 (quantized x and x_zero_point) per opset.
 DEQUANTIZE_INPUT_TYPES = {
@@ -91,7 +92,7 @@ _OUTPUT_DTYPE = Attribute(
     description="the quantized output type when there is no zero point (default uint8)",
 )
 _PRECISION = Attribute(
-    name="precision", source_name="precision", kind="dtype",
+    name="precision", source_name="precision", kind="dtype", choices=FLOAT_TYPES[23],
     description="the float type the division x / y_scale is computed in",
 )
 

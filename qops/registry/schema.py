@@ -299,8 +299,8 @@ class Attribute:
     """A non-tensor parameter of an operator.
 
     ``kind`` is one of ``"int"``, ``"ints"`` (one per spatial dimension),
-    ``"bool"`` or ``"dtype"``.  ``minimum`` bounds every integer; ``choices``
-    (if given) lists the only accepted values.
+    ``"bool"`` or ``"dtype"``.  ``minimum`` and ``maximum`` bound every
+    integer; ``choices`` (if given) lists the only accepted values.
     """
 
     name: str
@@ -308,6 +308,7 @@ class Attribute:
     kind: str
     default: object = None
     minimum: Optional[int] = None
+    maximum: Optional[int] = None
     choices: tuple = ()
     description: str = ""
 
@@ -318,6 +319,12 @@ class Attribute:
             raise ValueError(f"attribute name {self.name!r} is not snake_case")
         if self.kind not in self._KINDS:
             raise ValueError(f"attribute {self.name}: kind {self.kind!r} not in {self._KINDS}")
+        if self.minimum is not None and self.maximum is not None and self.maximum < self.minimum:
+            raise ValueError(f"attribute {self.name}: range {self.minimum} to {self.maximum} is inverted")
+        if self.kind == "dtype":
+            unknown = [c for c in self.choices if c not in DATA_TYPES]
+            if unknown:
+                raise ValueError(f"attribute {self.name}: unknown data types {unknown}")
 
 
 @dataclass(frozen=True, kw_only=True)
