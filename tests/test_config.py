@@ -78,3 +78,29 @@ def test_the_kernels_build_without_openmp(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "lib")], capture_output=True,
                          text=True, check=True, cwd="/")
     assert out.stdout.split() == ["False", "1", "1"]
+
+
+@pytest.mark.parametrize("forced", ["portable", "avx2", "avx512vnni"])
+def test_qops_simd_forces_a_variant_this_machine_runs(forced):
+    from qops import _simd
+    code = "import qops; print(qops._config.config()['simd'].split()[0])"
+    env = dict(os.environ, QOPS_SIMD=forced)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, cwd="/")
+    runnable = _simd.available()
+    expected = forced if forced in runnable else next(
+        n for n in runnable if _simd.VARIANTS.index(n) > _simd.VARIANTS.index(forced))
+    assert out.stdout.strip() == expected
+
+
+def test_an_unknown_qops_simd_warns_and_uses_the_best():
+    from qops import _simd
+    code = "import qops, warnings; warnings.simplefilter('error'); qops._simd.selected()"
+    env = dict(os.environ, QOPS_SIMD="sse9")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         cwd="/")
+    assert out.returncode != 0 and "QOPS_SIMD='sse9'" in out.stderr
+    code = "import qops; print(qops._simd.selected())"
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env,
+                         capture_output=True, text=True, check=True, cwd="/")
+    assert out.stdout.strip() == _simd.available()[0]

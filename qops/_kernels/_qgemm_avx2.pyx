@@ -1,0 +1,90 @@
+# cython: language_level=3
+"""Quantized GEMM with AVX2.  AVX2 has no exact 8-bit dot product (vpmaddubsw
+saturates its int16 pair sums), so bytes are widened to int16 and vpmaddwd
+adds exact int32 pairs."""
+
+from libc.stdint cimport int8_t, int32_t, uint8_t
+from libc.string cimport memcpy
+
+cdef extern from "<immintrin.h>" nogil:
+    ctypedef struct __m128i:
+        pass
+    ctypedef struct __m256i:
+        pass
+    __m256i _mm256_setzero_si256()
+    __m128i _mm_loadu_si128(const void* p)
+    __m128i _mm_cvtsi32_si128(int value)
+    __m128i _mm_cvtepu8_epi16(__m128i value)
+    __m256i _mm256_cvtepi8_epi16(__m128i value)
+    __m256i _mm256_broadcastq_epi64(__m128i value)
+    __m256i _mm256_madd_epi16(__m256i a, __m256i b)
+    __m256i _mm256_add_epi32(__m256i a, __m256i b)
+    void _mm256_storeu_si256(void* p, __m256i value)
+
+# The packed layout of every variant (8 x 32 micro-tiles, groups of 4 k).
+cdef enum:
+    MR = 8
+    NR = 32
+    # Columns per pass: 16 bytes of B' (4 columns x 4 k) widen to one ymm of
+    # int16, and eight row accumulators plus the operands fit the 16 ymm.
+    PASS_COLUMNS = 4
+
+
+cdef inline __m256i broadcast_row(const uint8_t* p) noexcept nogil:
+    """a0 a1 a2 a3 as int16, repeated across the register: vpmaddwd then pairs
+    (a0, a1) and (a2, a3) with the same k of each column."""
+    cdef int value
+    memcpy(&value, p, 4)
+    return _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(value)))
+
+
+cdef void microkernel(const uint8_t* a, const int8_t* b, Py_ssize_t groups,
+                      int32_t* tile) noexcept nogil:
+    cdef __m256i c0, c1, c2, c3, c4, c5, c6, c7, column
+    cdef int32_t lanes[8]
+    cdef Py_ssize_t g, chunk, first, r, i
+    cdef const uint8_t* rows
+    for chunk in range(NR // PASS_COLUMNS):
+        first = chunk * PASS_COLUMNS
+        c0 = _mm256_setzero_si256()
+        c1 = _mm256_setzero_si256()
+        c2 = _mm256_setzero_si256()
+        c3 = _mm256_setzero_si256()
+        c4 = _mm256_setzero_si256()
+        c5 = _mm256_setzero_si256()
+        c6 = _mm256_setzero_si256()
+        c7 = _mm256_setzero_si256()
+        for g in range(groups):
+            column = _mm256_cvtepi8_epi16(_mm_loadu_si128(b + g * NR * 4 + first * 4))
+            rows = a + g * MR * 4
+            c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(column, broadcast_row(rows)))
+            c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(column, broadcast_row(rows + 4)))
+            c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(column, broadcast_row(rows + 8)))
+            c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(column, broadcast_row(rows + 12)))
+            c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(column, broadcast_row(rows + 16)))
+            c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(column, broadcast_row(rows + 20)))
+            c6 = _mm256_add_epi32(c6, _mm256_madd_epi16(column, broadcast_row(rows + 24)))
+            c7 = _mm256_add_epi32(c7, _mm256_madd_epi16(column, broadcast_row(rows + 28)))
+        # Lane 2i holds column i's k0 + k1 terms, lane 2i + 1 its k2 + k3 terms.
+        for r in range(MR):
+            if r == 0:
+                _mm256_storeu_si256(lanes, c0)
+            elif r == 1:
+                _mm256_storeu_si256(lanes, c1)
+            elif r == 2:
+                _mm256_storeu_si256(lanes, c2)
+            elif r == 3:
+                _mm256_storeu_si256(lanes, c3)
+            elif r == 4:
+                _mm256_storeu_si256(lanes, c4)
+            elif r == 5:
+                _mm256_storeu_si256(lanes, c5)
+            elif r == 6:
+                _mm256_storeu_si256(lanes, c6)
+            else:
+                _mm256_storeu_si256(lanes, c7)
+            for i in range(PASS_COLUMNS):
+                tile[r * NR + first + i] = lanes[2 * i] + lanes[2 * i + 1]
+
+
+include "_qgemm.pxi"
