@@ -26,6 +26,7 @@ from .api import (
     quantized_linear_matrix_multiply,
     validate,
 )
+from .compiled import CompiledOperator, compile
 from .registry.schema import FeatureLevel, Opset
 from . import reference
 
@@ -39,6 +40,8 @@ __all__ = [
     "quantize_linear",
     "validate",
     "Validated",
+    "compile",
+    "CompiledOperator",
     "TensorDesc",
     "FeatureLevel",
     "Opset",

@@ -81,9 +81,18 @@ def run_matmul(call, out, n_threads, variant=None):
         if ai not in packed_a:
             packed_a[ai] = kernels.pack_a(a3[ai], a_flip)
         if bi not in packed_b:
-            packed_b[bi] = kernels.pack_b(b3[bi], b_flip)
+            packed_b[bi] = _cached(call, ("b", bi, variant),
+                                   lambda: kernels.pack_b(b3[bi], b_flip))
         kernels.gemm(*packed_a[ai], rows, *packed_b[bi], columns, depth, row_zero, col_zero,
                      multiplier, out_zero, None, target[index], low, high, n_threads)
+
+
+def _cached(call, key, pack):
+    """A constant operand in kernel layout: packed once per compiled operator
+    (and kernel variant), or afresh for a plain call."""
+    if call.packed is None:
+        return pack()
+    return call.packed.get(key, pack)
 
 
 def pack_filter(filter, group_count, kernels):
@@ -110,7 +119,8 @@ def run_convolution(call, out, n_threads, variant=None):
     pixels = out_h * out_w
     group_count = attributes["group_count"]
     filter_flip, input_flip = _signed(filter), not _signed(image)
-    packed, rowsum = pack_filter(filter, group_count, kernels)
+    packed, rowsum = _cached(call, ("filter", variant),
+                             lambda: pack_filter(filter, group_count, kernels))
     input_zero = _vector(arrays["input_zero_point"], 1, image.dtype)
     row_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32) + (
         _FLIP if filter_flip else 0)

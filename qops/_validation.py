@@ -29,7 +29,7 @@ from .registry import NEWEST_FEATURE_LEVEL, NEWEST_OPSET
 from .registry.schema import ConstraintKind, FeatureLevel, Operator, Opset, SlotKind, dtype_label
 
 __all__ = ["TensorDesc", "Desc", "fail", "resolve_version", "check_attributes",
-           "check_tensors", "check_patterns", "plural"]
+           "check_tensors", "check_slot", "check_constraints", "check_patterns", "plural"]
 
 
 @dataclass(frozen=True)
@@ -252,33 +252,42 @@ def check_tensors(op: Operator, version, descs: dict):
     ``descs`` maps slot names to :class:`Desc` or ``None`` (absent).  The
     output slot is checked too when it is present.
     """
-    support = op.support(version)
     for slot in op.slots:
         desc = descs.get(slot.name)
         if desc is None:
             if slot.kind is SlotKind.INPUT:
                 fail(op, f"{slot.name} is required ({slot.source_name})", slot=slot.name)
             continue
-        row = support.tensor(slot.name)
-        if not row.allows_dims(desc.ndim):
-            first = op.first_version(
-                lambda r, s=slot.name, n=desc.ndim: r.tensor(s).allows_dims(n), after=version)
-            tail = f" ({row_dims(op, first, slot.name)} from {first})" if first else ""
-            fail(op, f"{slot.name} has {_dims_phrase(desc.ndim)}"
-                     + (f" {desc.shape_text()}" if desc.note else "")
-                     + f"; {version} supports {row.dims_text()}{tail}",
-                 UnsupportedError, slot=slot.name, given=desc.ndim, allowed=row.dims_text(),
-                 first_version=first)
-        if desc.dtype not in row.dtypes:
-            first = None
-            if desc.dtype is not None:
-                first = op.first_version(
-                    lambda r, s=slot.name, t=desc.dtype: t in r.tensor(s).dtypes, after=version)
-            tail = f" ({desc.dtype_text} from {first})" if first else ""
-            fail(op, f"{slot.name} has dtype {desc.dtype_text}; {version} supports "
-                     f"{row.dtypes_text()}{tail}",
-                 DTypeUnsupportedError, slot=slot.name, given=desc.dtype_text,
-                 allowed=tuple(dtype_label(t) for t in row.dtypes), first_version=first)
+        check_slot(op, version, slot.name, desc)
+    check_constraints(op, version, descs)
+
+
+def check_slot(op: Operator, version, name: str, desc):
+    """One slot's dimension count and data type against the version's row."""
+    row = op.support(version).tensor(name)
+    if not row.allows_dims(desc.ndim):
+        first = op.first_version(
+            lambda r, n=desc.ndim: r.tensor(name).allows_dims(n), after=version)
+        tail = f" ({row_dims(op, first, name)} from {first})" if first else ""
+        fail(op, f"{name} has {_dims_phrase(desc.ndim)}"
+                 + (f" {desc.shape_text()}" if desc.note else "")
+                 + f"; {version} supports {row.dims_text()}{tail}",
+             UnsupportedError, slot=name, given=desc.ndim, allowed=row.dims_text(),
+             first_version=first)
+    if desc.dtype not in row.dtypes:
+        first = None
+        if desc.dtype is not None:
+            first = op.first_version(lambda r, t=desc.dtype: t in r.tensor(name).dtypes,
+                                     after=version)
+        tail = f" ({desc.dtype_text} from {first})" if first else ""
+        fail(op, f"{name} has dtype {desc.dtype_text}; {version} supports "
+                 f"{row.dtypes_text()}{tail}",
+             DTypeUnsupportedError, slot=name, given=desc.dtype_text,
+             allowed=tuple(dtype_label(t) for t in row.dtypes), first_version=first)
+
+
+def check_constraints(op: Operator, version, descs: dict):
+    """The cross-slot constraints among the slots present in ``descs``."""
     for constraint in op.constraints_at(version):
         present = [(name, descs[name]) for name in constraint.slots if descs.get(name) is not None]
         if len(present) < 2:

@@ -26,7 +26,9 @@ class Call:
     ``arrays`` holds every input slot (``None`` where absent) in the shapes
     validation accepted; ``attributes`` every attribute with defaults filled
     in.  ``granularity`` names each scale's and zero point's pattern
-    (``"per-tensor"``, ``"per-channel"`` ...).
+    (``"per-tensor"``, ``"per-channel"`` ...).  ``packed`` is a compiled
+    operator's cache of its constant operands in kernel layouts, by kernel
+    variant (``None`` for a plain call).
     """
 
     operator: Operator
@@ -36,6 +38,7 @@ class Call:
     output_shape: tuple
     output_dtype: np.dtype
     granularity: dict = field(default_factory=dict)
+    packed: dict = None
 
 
 @dataclass

@@ -1,0 +1,167 @@
+"""Compiled operators: constant operands validated and packed once.
+
+DirectML's model of an operator initialized with weights it owns
+(``DML_TENSOR_FLAG_OWNED_BY_DML``): :func:`compile` binds a convolution's
+filter, filter scale and zero point and bias, or a matrix multiply's B and
+its scale and zero point, plus the attributes, and returns a callable taking
+the other slots.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import _dispatch, registry
+from ._config import resolve_threads
+from ._errors import ValidationError
+from ._validation import TensorDesc, check_attributes, fail, resolve_version
+from .ops import convolution as _convolution
+from .ops import matmul as _matmul
+
+__all__ = ["compile", "CompiledOperator"]
+
+#: The slots a compiled operator owns, per operator.
+CONSTANT_SLOTS = {
+    "QUANTIZED_LINEAR_CONVOLUTION": ("filter", "filter_scale", "filter_zero_point", "bias"),
+    "QUANTIZED_LINEAR_MATRIX_MULTIPLY": ("b", "b_scale", "b_zero_point"),
+}
+_PREPARE = {
+    "QUANTIZED_LINEAR_CONVOLUTION": _convolution.prepare,
+    "QUANTIZED_LINEAR_MATRIX_MULTIPLY": _matmul.prepare,
+}
+
+
+class PackCache:
+    """Constant operands in kernel layouts, packed on first use and then only
+    read, so that concurrent calls share them without waiting on each other."""
+
+    def __init__(self):
+        self._entries = {}
+        self._lock = threading.Lock()
+
+    def get(self, key, pack):
+        entry = self._entries.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None:
+                    entry = self._entries[key] = pack()
+        return entry
+
+    def keys(self):
+        return self._entries.keys()
+
+
+class CompiledOperator:
+    """A callable bound to constant operands; see :func:`compile`.
+
+    Calls from several threads at once are safe and run in parallel: the
+    packed operands are written once, under a lock, and only read afterwards.
+    """
+
+    def __init__(self, operator, version, constants, attributes):
+        self.operator = operator
+        self.feature_level = version
+        self._constants = constants
+        self._attributes = attributes
+        self._packed = PackCache()
+        self.runtime_slots = tuple(s.name for s in operator.inputs
+                                   if s.name not in CONSTANT_SLOTS[operator.name])
+
+    def __repr__(self):
+        bound = ", ".join(f"{k}={getattr(v, 'shape', v)}" for k, v in self._constants.items())
+        return f"<compiled {self.operator.name} at {self.feature_level}: {bound}>"
+
+    def __call__(self, *args, out=None, n_threads=None, **slots):
+        if len(args) > len(self.runtime_slots):
+            fail(self.operator, f"takes at most {len(self.runtime_slots)} positional slots "
+                                f"({', '.join(self.runtime_slots)})")
+        for name, value in zip(self.runtime_slots, args):
+            if name in slots:
+                fail(self.operator, f"{name} given twice", slot=name)
+            slots[name] = value
+        bound = set(slots) & set(self._constants)
+        unknown = set(slots) - set(self.runtime_slots)
+        if bound or unknown:
+            name = sorted(bound or unknown)[0]
+            why = "is bound at compile time" if bound else "is not a slot of this operator"
+            fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
+                 slot=name)
+        resolve_threads(n_threads)
+        call = _PREPARE[self.operator.name](dict(slots, **self._constants), dict(self._attributes),
+                                            self.feature_level, out=out)
+        call.packed = self._packed
+        return _dispatch.execute(call, out=out, n_threads=n_threads)
+
+
+def compile(name, *, feature_level=None, **constants_and_attributes):
+    """Bind constant operands and attributes, validate and pack them once.
+
+    Parameters
+    ----------
+    name : str
+        ``"QUANTIZED_LINEAR_CONVOLUTION"`` or ``"QUANTIZED_LINEAR_MATRIX_MULTIPLY"``
+        (or the function names).
+    feature_level : optional
+        As for the operator functions.
+    **constants_and_attributes
+        Convolution: ``filter``, ``filter_scale``, optional ``filter_zero_point``
+        and ``bias``, and any of ``strides``, ``dilations``, ``start_padding``,
+        ``end_padding``, ``group_count``, ``output_dtype``.  Matrix multiply:
+        ``b``, ``b_scale``, optional ``b_zero_point``, and ``output_dtype``.
+
+    Returns
+    -------
+    CompiledOperator
+        Call it with the remaining slots by keyword (or positionally in slot
+        order) plus ``out=`` and ``n_threads=``; its results equal the plain
+        function's bit for bit.
+    """
+    try:
+        op = registry.get(name)
+    except KeyError as error:
+        raise ValidationError(str(error.args[0]), given=name) from None
+    if op.name not in CONSTANT_SLOTS:
+        fail(op, "only convolution and matrix multiply compile; call the function directly")
+    version = resolve_version(op, feature_level)
+    constant_names = CONSTANT_SLOTS[op.name]
+    slot_names = {s.name for s in op.inputs}
+    constants = {k: v for k, v in constants_and_attributes.items() if k in constant_names}
+    runtime = sorted(k for k in constants_and_attributes if k in slot_names and k not in constant_names)
+    if runtime:
+        fail(op, f"{runtime[0]} is given when the operator is called, not compiled", slot=runtime[0])
+    attributes = {k: v for k, v in constants_and_attributes.items() if k not in slot_names}
+    check_attributes(op, version, attributes)
+    for slot in op.inputs:
+        if slot.name in constant_names and not slot.optional and constants.get(slot.name) is None:
+            fail(op, f"{slot.name} is required to compile ({slot.source_name})", slot=slot.name)
+    # Validate the constants by validating a call whose other slots are the
+    # simplest valid ones: every error left is about the constants or attributes.
+    _PREPARE[op.name](dict(_stand_ins(op, constants, attributes), **constants), dict(attributes),
+                      version)
+    frozen = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v
+              for k, v in constants.items()}
+    for array in frozen.values():
+        if isinstance(array, np.ndarray):
+            array.flags.writeable = False
+    return CompiledOperator(op, version, frozen, attributes)
+
+
+def _stand_ins(op, constants, attributes):
+    """Descriptions of the runtime slots that fit the constants (shapes only)."""
+    if op.name == "QUANTIZED_LINEAR_CONVOLUTION":
+        weights = np.asarray(constants.get("filter")) if constants.get("filter") is not None else None
+        if weights is None or weights.ndim != 4:
+            return {"input": None, "input_scale": 1.0, "output_scale": 1.0}
+        groups = attributes.get("group_count") or 1
+        dilations = attributes.get("dilations") or (1, 1)
+        sizes = [max(1, int(d) * (int(k) - 1) + 1) for d, k in zip(dilations, weights.shape[2:])]
+        stand_in = TensorDesc("uint8", (1, weights.shape[1] * int(groups), *sizes))
+        return {"input": stand_in, "input_scale": 1.0, "output_scale": 1.0}
+    b = np.asarray(constants.get("b")) if constants.get("b") is not None else None
+    if b is None or b.ndim < 2:
+        return {"a": None, "a_scale": 1.0, "output_scale": 1.0}
+    return {"a": TensorDesc("uint8", (1,) * (b.ndim - 2) + (1, b.shape[-2])), "a_scale": 1.0,
+            "output_scale": 1.0}

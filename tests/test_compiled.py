@@ -1,0 +1,114 @@
+"""qops.compile: constants bound and packed once, results equal to the plain functions."""
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qops
+
+u8, i8, f32 = np.uint8, np.int8, np.float32
+
+
+def ints(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), groups=st.integers(1, 3), per_channel=st.booleans(),
+       types=st.tuples(st.sampled_from([u8, i8]), st.sampled_from([u8, i8])),
+       stride=st.integers(1, 2), pad=st.integers(0, 2))
+def test_compiled_convolution_equals_the_function(seed, groups, per_channel, types, stride, pad):
+    rng = np.random.default_rng(seed)
+    in_type, filter_type = types
+    out_channels = 2 * groups
+    constants = dict(filter=ints(rng, (out_channels, 3, 3, 2), filter_type),
+                     filter_scale=rng.uniform(0.01, 0.1, out_channels if per_channel else ()).astype(f32),
+                     filter_zero_point=ints(rng, out_channels if per_channel else (), filter_type),
+                     bias=rng.integers(-1000, 1000, out_channels, dtype=np.int32))
+    attributes = dict(strides=(stride, 1), start_padding=(pad, 0), end_padding=(0, pad),
+                      group_count=groups)
+    runtime = dict(input=ints(rng, (2, 3 * groups, 7, 6), in_type), input_scale=f32(0.05),
+                   input_zero_point=ints(rng, (), in_type), output_scale=f32(0.7),
+                   output_zero_point=ints(rng, (), u8))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+    expected = qops.quantized_linear_convolution(**runtime, **constants, **attributes)
+    for n_threads in (1, 2):  # the second call reuses the packed filter
+        assert np.array_equal(compiled(**runtime, n_threads=n_threads), expected)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rank=st.integers(2, 4), per_column=st.booleans(),
+       types=st.tuples(st.sampled_from([u8, i8]), st.sampled_from([u8, i8])))
+def test_compiled_matmul_equals_the_function(seed, rank, per_column, types):
+    rng = np.random.default_rng(seed)
+    a_type, b_type = types
+    batch = (2,) * (rank - 2)
+    scale_shape = (1,) * (rank - 1) + ((5,) if per_column else (1,))
+    constants = dict(b=ints(rng, batch + (9, 5), b_type),
+                     b_scale=rng.uniform(0.01, 0.1, scale_shape).astype(f32),
+                     b_zero_point=ints(rng, scale_shape, b_type))
+    runtime = dict(a=ints(rng, batch + (4, 9), a_type), a_scale=f32(0.03),
+                   a_zero_point=ints(rng, (), a_type), output_scale=f32(0.5))
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", feature_level="4_0", **constants)
+    expected = qops.quantized_linear_matrix_multiply(**runtime, **constants, feature_level="4_0")
+    assert np.array_equal(compiled(**runtime), expected)
+    out = np.empty_like(expected)
+    assert compiled(**runtime, out=out) is out and np.array_equal(out, expected)
+
+
+def test_calls_from_several_threads_agree():
+    rng = np.random.default_rng(3)
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", feature_level="4_0",
+                            b=ints(rng, (64, 48), i8), b_scale=0.02)
+    inputs = [ints(rng, (33, 64), u8) for _ in range(8)]
+    expected = [qops.quantized_linear_matrix_multiply(a, 0.05, None, compiled._constants["b"], 0.02,
+                                                       None, 1.0, feature_level="4_0") for a in inputs]
+    results = [None] * len(inputs)
+
+    def work(index):
+        for _ in range(5):
+            results[index] = compiled(a=inputs[index], a_scale=0.05, output_scale=1.0)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(np.array_equal(r, e) for r, e in zip(results, expected))
+
+
+def test_constants_are_copied_and_frozen():
+    weights = np.ones((2, 1, 1, 1), i8)
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", filter=weights, filter_scale=1.0)
+    weights[...] = 5  # the caller's array changes; the compiled operator's must not
+    out = compiled(input=np.full((1, 1, 1, 1), 3, u8), input_scale=1.0, output_scale=1.0)
+    assert out.ravel().tolist() == [3, 3]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(filter_scale=1.0), "filter is required to compile"),
+    (dict(filter=np.ones((2, 1, 1, 1), f32), filter_scale=1.0), "filter has dtype float32"),
+    (dict(filter=np.ones((2, 1, 1, 1), i8), filter_scale=np.ones(3, f32)), "OutputChannelCount = 2"),
+    (dict(filter=np.ones((2, 1, 1, 1), i8), filter_scale=1.0, input=np.ones((1, 1, 1, 1), u8)),
+     "input is given when the operator is called"),
+    (dict(filter=np.ones((2, 1, 1, 1), i8), filter_scale=1.0, group_count=3), "group_count 3"),
+    (dict(filter=np.ones((2, 1, 1, 1), i8), filter_scale=1.0, strides=(0, 1)), "strides"),
+])
+def test_compile_rejects_bad_constants(kwargs, message):
+    with pytest.raises(qops.ValidationError, match=message):
+        qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **kwargs)
+
+
+def test_compiled_calls_reject_bound_and_unknown_slots():
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=np.ones((1, 1, 2, 2), i8), b_scale=1.0)
+    a = np.ones((1, 1, 2, 2), u8)
+    with pytest.raises(qops.ValidationError, match="b is bound at compile time"):
+        compiled(a=a, a_scale=1.0, output_scale=1.0, b=a)
+    with pytest.raises(qops.ValidationError, match="not a slot"):
+        compiled(a=a, a_scale=1.0, output_scale=1.0, c=a)
+    with pytest.raises(qops.ValidationError, match="only convolution and matrix multiply"):
+        qops.compile("QuantizeLinear")
