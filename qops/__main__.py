@@ -14,6 +14,7 @@ examples:
   python -m qops validate QUANTIZED_LINEAR_MATRIX_MULTIPLY --feature-level 2_1 \\
       a=uint8:2,3 b=int8:3,4 a_scale=0.5 b_scale=0.25 output_scale=1
   python -m qops validate --json call.json
+  python -m qops bench square_1024 tiny_4
 """
 
 
@@ -143,6 +144,12 @@ def _command_validate(args):
     return 0
 
 
+def _command_bench(args):
+    from . import _bench
+
+    return _bench.main(args)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m qops", description="Quantized linear operators with exact semantics.",
@@ -170,6 +177,19 @@ def build_parser():
     check.add_argument("--opset", type=int, help="ONNX opset (default: 23)")
     check.add_argument("--json", metavar="FILE", help="read the call from a JSON file ('-': stdin)")
     check.set_defaults(run=_command_validate)
+
+    bench = commands.add_parser(
+        "bench", help="time qops against onnxruntime (needs the bench extra)",
+        description="Time the convolution and matrix-multiply cases against onnxruntime in the "
+                    "same run; write a Markdown table and a PNG chart.")
+    bench.add_argument("cases", nargs="*", help="case names (default: all)")
+    bench.add_argument("--threads", type=int, default=2)
+    bench.add_argument("--budget", type=float, default=0.25,
+                       help="seconds of timing per implementation and case")
+    bench.add_argument("--peak-gops", type=float, default=930.0,
+                       help="the machine's VNNI peak, for the percent-of-peak column")
+    bench.add_argument("--out", default="benchmarks/results", help="directory for bench.md/png")
+    bench.set_defaults(run=_command_bench)
     return parser
 
 

@@ -138,6 +138,32 @@ def run_convolution(call, out, n_threads, variant=None):
                    out.view(np.uint8).reshape(batch, out_channels, pixels), low, high, n_threads)
 
 
+def _is_depthwise(call):
+    filter = call.arrays["filter"]
+    return filter.shape[1] == 1 and call.attributes["group_count"] > 1
+
+
+def run_depthwise(call, out, n_threads, variant=None):
+    arrays = call.arrays
+    attributes = call.attributes
+    image, filter = arrays["input"], arrays["filter"]
+    kernels = _simd.module(variant)
+    out_channels, _, kernel_h, kernel_w = filter.shape
+    input_zero = _vector(arrays["input_zero_point"], 1, np.int32)[0]
+    multiplier = np.ascontiguousarray(np.broadcast_to(
+        _multiplier(arrays["input_scale"], arrays["filter_scale"], arrays["output_scale"],
+                    out_channels, 1, row_side=(True, True, True)), (out_channels, 1)))
+    bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
+    low, high = _range(call.output_dtype)
+    kernels.depthwise2d(_bytes(image), _signed(image), int(input_zero),
+                        _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
+                        _vector(arrays["filter_zero_point"], out_channels, np.int32),
+                        kernel_h, kernel_w, attributes["strides"], attributes["dilations"],
+                        attributes["start_padding"], multiplier.reshape(-1),
+                        _vector(arrays["output_zero_point"], out_channels, np.int32), bias,
+                        out.view(np.uint8), low, high, n_threads)
+
+
 def _has_work(call, *slots):
     """Empty operands and outputs are the reference's: nothing to pack."""
     return all(call.arrays[name].size for name in slots) and all(call.output_shape)
@@ -149,3 +175,9 @@ def register(dispatch):
                       supports=lambda call: _has_work(call, "a", "b"))
     dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_convolution, priority=10,
                       supports=lambda call: _has_work(call, "input", "filter"))
+    # Above the GEMM path: one input channel per group, at most 4096 filter taps.
+    dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", run_depthwise,
+                      priority=20,
+                      supports=lambda call: (_has_work(call, "input", "filter")
+                                             and _is_depthwise(call)
+                                             and call.arrays["filter"][0].size <= 4096))

@@ -307,6 +307,13 @@ def gemm(const uint8_t[::1] a_packed, const int64_t[::1] a_rowsum, Py_ssize_t m,
     epilogue.high = high
     if m == 0 or n == 0:
         return
+    # The glue's contract, checked once: vectors and tables cover the output.
+    if (row_zero.shape[0] < m or col_zero.shape[0] < n or out_zero.shape[0] < m
+            or (multiplier.shape[0] != 1 and multiplier.shape[0] < m)
+            or (multiplier.shape[1] != 1 and multiplier.shape[1] < n)
+            or out.shape[0] < m or out.shape[1] < n or a_rowsum.shape[0] < m
+            or b_colsum.shape[0] < n or (bias is not None and len(bias) < m)):
+        raise ValueError("gemm: arguments do not cover an m x n output")
     cdef int64_t* scratch = thread_scratch(n_threads)
     try:
         with nogil:
@@ -384,5 +391,101 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
                              &b_view[0] if b_view.shape[0] else NULL, &colsum_view[0], pixels,
                              groups, &epilogue, &out[index, first, 0], pixels, scratch,
                              n_threads)
+    finally:
+        free(scratch)
+
+
+# -- depthwise convolution --------------------------------------------------------
+# One input channel per group: a GEMM would have one row per group, so these
+# run directly.  Each output row is accumulated tap by tap over the range of
+# output columns whose input column is inside the image (padding adds real
+# zeros, which contribute nothing), a loop the compiler vectorizes.  A sum has
+# at most MAX_TAPS terms of magnitude <= 255 * 255: it fits int32.
+
+cdef enum:
+    MAX_TAPS = 4096
+
+
+def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t input_zero,
+                const uint8_t[:, ::1] taps, bint filter_signed, const int32_t[::1] filter_zero,
+                Py_ssize_t kernel_h, Py_ssize_t kernel_w, strides, dilations, start_padding,
+                const float[::1] multiplier, const int32_t[::1] out_zero, bias,
+                uint8_t[:, :, :, ::1] out, int32_t low, int32_t high, int n_threads):
+    """out[b, o] = requantize(sum over taps of (x[b, o // m] - x_zp)(w[o] - w_zp[o]) + bias[o])
+    with m = out_channels // channels.  taps is (out_channels, kernel_h * kernel_w) bytes;
+    multiplier, out_zero and bias have one value per output channel."""
+    cdef Py_ssize_t batch = out.shape[0], out_channels = out.shape[1]
+    cdef Py_ssize_t out_h = out.shape[2], out_w = out.shape[3]
+    cdef Py_ssize_t channels = image.shape[1], height = image.shape[2], width = image.shape[3]
+    cdef Py_ssize_t per_channel = out_channels // channels
+    cdef Py_ssize_t stride_h = strides[0], stride_w = strides[1]
+    cdef Py_ssize_t dilation_h = dilations[0], dilation_w = dilations[1]
+    cdef Py_ssize_t pad_top = start_padding[0], pad_left = start_padding[1]
+    cdef Py_ssize_t count = kernel_h * kernel_w
+    cdef Py_ssize_t job, index, o, oh, ow, kh, kw, ih, first, last, t
+    cdef const int32_t* bias_ptr = NULL
+    cdef const int32_t[::1] bias_view
+    cdef int32_t* row
+    cdef int32_t* weights
+    cdef int32_t weight, centre_zero
+    cdef int64_t offset
+    cdef const uint8_t* source
+    cdef uint8_t* target
+    cdef uint8_t flip_input = 0x80 if input_signed else 0
+    if batch == 0 or out_channels == 0 or out_h == 0 or out_w == 0:
+        return
+    if count > MAX_TAPS:
+        raise ValueError("depthwise2d: too many filter taps for an int32 sum")
+    # The glue's contract, checked once: every per-channel vector is complete.
+    if (taps.shape[0] != out_channels or taps.shape[1] != count or out_channels % channels
+            or multiplier.shape[0] != out_channels or out_zero.shape[0] != out_channels
+            or filter_zero.shape[0] != out_channels
+            or (bias is not None and len(bias) != out_channels)):
+        raise ValueError("depthwise2d: per-channel arguments do not match the output")
+    if bias is not None:
+        bias_view = bias
+        bias_ptr = &bias_view[0]
+    # Inputs are read as unsigned bytes; a signed input is shifted by 128 and
+    # so is its zero point, which leaves every difference unchanged.
+    centre_zero = input_zero + (128 if input_signed else 0)
+    cdef int32_t* scratch = <int32_t*>malloc(n_threads * (out_w + count) * sizeof(int32_t))
+    if scratch == NULL:
+        raise MemoryError()
+    try:
+        with nogil, parallel(num_threads=n_threads):
+            row = scratch + omp_get_thread_num() * (out_w + count)
+            weights = row + out_w
+            for job in prange(batch * out_channels, schedule="dynamic"):
+                index = job // out_channels
+                o = job % out_channels
+                for t in range(count):
+                    if filter_signed:
+                        weights[t] = <int8_t>taps[o, t] - filter_zero[o]
+                    else:
+                        weights[t] = taps[o, t] - filter_zero[o]
+                for oh in range(out_h):
+                    for ow in range(out_w):
+                        row[ow] = 0
+                    for kh in range(kernel_h):
+                        ih = oh * stride_h - pad_top + kh * dilation_h
+                        if ih < 0 or ih >= height:
+                            continue
+                        source = &image[index, o // per_channel, ih, 0]
+                        for kw in range(kernel_w):
+                            weight = weights[kh * kernel_w + kw]
+                            offset = kw * dilation_w - pad_left
+                            # Output columns whose input column is inside the row.
+                            first = 0 if offset >= 0 else ceil_div(-offset, stride_w)
+                            last = ceil_div(width - offset, stride_w) if width > offset else 0
+                            if last > out_w:
+                                last = out_w
+                            for ow in range(first, last):
+                                row[ow] = row[ow] + ((source[ow * stride_w + offset] ^ flip_input)
+                                                     - centre_zero) * weight
+                    target = &out[index, o, oh, 0]
+                    for ow in range(out_w):
+                        target[ow] = <uint8_t>requantize(
+                            <int64_t>row[ow] + (bias_ptr[o] if bias_ptr != NULL else 0),
+                            multiplier[o], out_zero[o], low, high)
     finally:
         free(scratch)

@@ -59,9 +59,13 @@ def conv_calls(draw):
 @given(call=conv_calls())
 def test_every_variant_matches_the_reference(call, n_threads):
     expected = reference(call)
+    runs = [_native.run_convolution]
+    if _native._is_depthwise(call):
+        runs.append(_native.run_depthwise)
     for variant in VARIANTS:
-        got = run_variant(_native.run_convolution, call, variant, n_threads)
-        assert np.array_equal(got, expected), variant
+        for run in runs:
+            got = run_variant(run, call, variant, n_threads)
+            assert np.array_equal(got, expected), (variant, run.__name__)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -77,4 +81,25 @@ def test_a_larger_convolution_matches(variant):
     call = convolution.prepare(slots, dict(start_padding=(1, 1), end_padding=(1, 1)), "2_1")
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                              reference(call))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("signed", [False, True])
+def test_depthwise_with_a_channel_multiplier_and_wide_padding(variant, signed):
+    """Two output channels per input channel, padding wider than the filter,
+    stride 2 and dilation 3: every border case of the column ranges."""
+    rng = np.random.default_rng(11)
+    in_type = np.int8 if signed else np.uint8
+    slots = dict(input=random_values(rng, (2, 3, 9, 10), in_type), input_scale=0.05,
+                 input_zero_point=random_values(rng, (), in_type),
+                 filter=random_values(rng, (6, 1, 3, 2), np.int8),
+                 filter_scale=rng.uniform(0.01, 0.1, 6).astype(np.float32),
+                 filter_zero_point=random_values(rng, (6,), np.int8),
+                 bias=rng.integers(-2**31, 2**31 - 1, 6, dtype=np.int32), output_scale=0.3)
+    attributes = dict(strides=(2, 2), dilations=(3, 3), start_padding=(4, 5), end_padding=(5, 4),
+                      group_count=3)
+    call = convolution.prepare(slots, attributes, "2_1")
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
                               reference(call))

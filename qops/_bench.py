@@ -1,0 +1,336 @@
+"""``python -m qops bench``: qops against onnxruntime (and onnx.reference) on
+the convolution and matrix-multiply cases of typical networks.
+
+Every figure is measured in the same run as the peer it is compared with;
+the machine is shared, so ratios mean more than absolute times.  Needs the
+``bench`` extra (onnx, onnxruntime, matplotlib).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+#: Two multiply-adds per VNNI lane and cycle on this class of machine,
+#: measured: about 930 GOPS on 2 cores (override with --peak-gops).
+DEFAULT_PEAK_GOPS = 930.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: a convolution (NCHW, OIHW) or a matrix multiply."""
+
+    name: str
+    kind: str
+    batch: int = 1
+    channels: int = 0
+    size: int = 0
+    out_channels: int = 0
+    kernel: int = 1
+    stride: int = 1
+    pad: int = 0
+    dilation: int = 1
+    groups: int = 1
+    a_shape: tuple = ()
+    b_shape: tuple = ()
+    small: bool = False
+
+    @property
+    def depthwise(self):
+        return self.kind == "conv" and self.groups == self.channels and self.groups > 1
+
+    def output_size(self):
+        span = self.dilation * (self.kernel - 1) + 1
+        return (self.size + 2 * self.pad - span) // self.stride + 1
+
+    def operations(self):
+        """Multiply-adds times two."""
+        if self.kind == "conv":
+            out = self.output_size()
+            return (2 * self.batch * self.out_channels * out * out
+                    * (self.channels // self.groups) * self.kernel * self.kernel)
+        batch = int(np.prod(np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])))
+        return 2 * batch * self.a_shape[-2] * self.a_shape[-1] * self.b_shape[-1]
+
+    def bytes_moved(self):
+        if self.kind == "conv":
+            out = self.output_size()
+            return (self.batch * self.channels * self.size ** 2
+                    + self.out_channels * (self.channels // self.groups) * self.kernel ** 2
+                    + self.batch * self.out_channels * out * out)
+        batch = int(np.prod(np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])))
+        return (int(np.prod(self.a_shape)) + int(np.prod(self.b_shape))
+                + batch * self.a_shape[-2] * self.b_shape[-1])
+
+
+def _conv(name, channels, size, out_channels, kernel=1, stride=1, pad=0, dilation=1, groups=1,
+          batch=1):
+    return Case(name=name, kind="conv", batch=batch, channels=channels, size=size,
+                out_channels=out_channels, kernel=kernel, stride=stride, pad=pad,
+                dilation=dilation, groups=groups)
+
+
+CASES = (
+    _conv("r50_conv1", 3, 224, 64, kernel=7, stride=2, pad=3),
+    _conv("r50_3x3_56", 64, 56, 64, kernel=3, pad=1),
+    _conv("r50_1x1_28", 512, 28, 128),
+    _conv("r50_3x3_14", 256, 14, 256, kernel=3, pad=1),
+    _conv("r50_3x3_14_b8", 256, 14, 256, kernel=3, pad=1, batch=8),
+    _conv("r50_1x1_7", 512, 7, 2048),
+    _conv("mbv2_dw_56", 144, 56, 144, kernel=3, pad=1, groups=144),
+    _conv("mbv2_dw_112_s2", 96, 112, 96, kernel=3, stride=2, pad=1, groups=96),
+    _conv("dilated_56", 64, 56, 64, kernel=3, pad=2, dilation=2),
+    Case(name="bert_qkv", kind="matmul", a_shape=(128, 768), b_shape=(768, 768)),
+    Case(name="bert_ffn1", kind="matmul", a_shape=(128, 768), b_shape=(768, 3072)),
+    Case(name="bert_ffn2", kind="matmul", a_shape=(128, 3072), b_shape=(3072, 768)),
+    Case(name="attn_batched", kind="matmul", a_shape=(1, 12, 128, 64), b_shape=(1, 12, 64, 128)),
+    Case(name="square_1024", kind="matmul", a_shape=(1024, 1024), b_shape=(1024, 1024)),
+    Case(name="tiny_4", kind="matmul", a_shape=(4, 4), b_shape=(4, 4), small=True),
+)
+
+
+def operands(case, seed=0):
+    """(constants, runtime slots, attributes) for qops, uint8 activations,
+    int8 per-channel filters (per-tensor B), uint8 output."""
+    rng = np.random.default_rng(seed)
+    if case.kind == "conv":
+        constants = dict(
+            filter=rng.integers(-128, 128, (case.out_channels, case.channels // case.groups,
+                                            case.kernel, case.kernel), dtype=np.int8),
+            filter_scale=rng.uniform(0.001, 0.01, case.out_channels).astype(np.float32),
+            bias=rng.integers(-5000, 5000, case.out_channels, dtype=np.int32))
+        runtime = dict(
+            input=rng.integers(0, 256, (case.batch, case.channels, case.size, case.size),
+                               dtype=np.uint8),
+            input_scale=np.float32(0.02), input_zero_point=np.uint8(128),
+            output_scale=np.float32(0.5), output_zero_point=np.uint8(128))
+        attributes = dict(strides=(case.stride,) * 2, dilations=(case.dilation,) * 2,
+                          start_padding=(case.pad,) * 2, end_padding=(case.pad,) * 2,
+                          group_count=case.groups)
+        return constants, runtime, attributes
+    constants = dict(b=rng.integers(-128, 128, case.b_shape, dtype=np.int8),
+                     b_scale=np.float32(0.01))
+    runtime = dict(a=rng.integers(0, 256, case.a_shape, dtype=np.uint8), a_scale=np.float32(0.02),
+                   a_zero_point=np.uint8(128), output_scale=np.float32(0.5),
+                   output_zero_point=np.uint8(128))
+    return constants, runtime, {}
+
+
+def _onnx_model(case, constants, runtime, attributes, constant_weights):
+    """A one-node QLinearConv / QLinearMatMul model; the weights are graph
+    inputs or, with ``constant_weights``, initializers onnxruntime can prepack."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    if case.kind == "conv":
+        weights = {"w": constants["filter"],
+                   "w_scale": constants["filter_scale"],
+                   "w_zero_point": np.zeros(case.out_channels, np.int8),
+                   "B": constants["bias"]}
+        activations = {"x": runtime["input"], "x_scale": runtime["input_scale"],
+                       "x_zero_point": runtime["input_zero_point"]}
+        names = ["x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
+                 "y_zero_point", "B"]
+        node = helper.make_node("QLinearConv", names, ["y"], kernel_shape=[case.kernel] * 2,
+                                strides=[case.stride] * 2, pads=[case.pad] * 4,
+                                dilations=[case.dilation] * 2, group=case.groups)
+    else:
+        weights = {"b": constants["b"], "b_scale": constants["b_scale"],
+                   "b_zero_point": np.int8(0)}
+        activations = {"a": runtime["a"], "a_scale": runtime["a_scale"],
+                       "a_zero_point": runtime["a_zero_point"]}
+        names = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
+                 "y_zero_point"]
+        node = helper.make_node("QLinearMatMul", names, ["y"])
+    activations.update(y_scale=runtime["output_scale"], y_zero_point=runtime["output_zero_point"])
+    values = dict(activations, **weights)
+
+    def info(name):
+        array = np.asarray(values[name])
+        return helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(array.dtype), list(array.shape))
+
+    inputs = list(activations) + ([] if constant_weights else list(weights))
+    initializers = ([numpy_helper.from_array(np.asarray(v), k) for k, v in weights.items()]
+                    if constant_weights else [])
+    feeds = {name: np.asarray(values[name]) for name in inputs}
+    out_shape = None
+    graph = helper.make_graph([node], case.name, [info(n) for n in inputs],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, out_shape)],
+                              initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model, feeds, onnx
+
+
+def onnxruntime_runner(case, constants, runtime, attributes, constant_weights, threads):
+    import onnxruntime
+
+    model, feeds, _ = _onnx_model(case, constants, runtime, attributes, constant_weights)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                           providers=["CPUExecutionProvider"])
+    return lambda: session.run(None, feeds)[0]
+
+
+def reference_runner(case, constants, runtime, attributes):
+    from onnx.reference import ReferenceEvaluator
+
+    model, feeds, _ = _onnx_model(case, constants, runtime, attributes, False)
+    evaluator = ReferenceEvaluator(model)
+    return lambda: evaluator.run(None, feeds)[0]
+
+
+def qops_runners(case, constants, runtime, attributes, threads):
+    import qops
+
+    if case.kind == "conv":
+        plain = lambda: qops.quantized_linear_convolution(  # noqa: E731
+            **runtime, **constants, **attributes, n_threads=threads)
+        compiled_op = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+    else:
+        plain = lambda: qops.quantized_linear_matrix_multiply(  # noqa: E731
+            **runtime, **constants, n_threads=threads)
+        compiled_op = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", **constants)
+    compiled = lambda: compiled_op(**runtime, n_threads=threads)  # noqa: E731
+    return plain, compiled
+
+
+def best_time(function, budget=0.25, repeats=5):
+    """The best per-call time of ``repeats`` batches, each long enough to time."""
+    function()
+    start = time.perf_counter()
+    function()
+    once = max(time.perf_counter() - start, 1e-7)
+    number = max(1, int(budget / repeats / once))
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            function()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
+
+
+def _progress(index, total, name, stream):
+    width = 30
+    done = int(width * index / total)
+    stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {index}/{total} {name:<16}")
+    stream.flush()
+
+
+def run(cases=CASES, threads=2, budget=0.25, peak_gops=DEFAULT_PEAK_GOPS, progress=sys.stderr):
+    """Measure every case; returns one dict per case."""
+    rows = []
+    for index, case in enumerate(cases):
+        if progress:
+            _progress(index, len(cases), case.name, progress)
+        constants, runtime, attributes = operands(case)
+        plain, compiled = qops_runners(case, constants, runtime, attributes, threads)
+        ort_plain = onnxruntime_runner(case, constants, runtime, attributes, False, threads)
+        ort_constant = onnxruntime_runner(case, constants, runtime, attributes, True, threads)
+        expected = ort_constant()
+        agree = (np.array_equal(plain().reshape(expected.shape), expected)
+                 and np.array_equal(compiled().reshape(expected.shape), expected))
+        row = {"case": case.name, "gop": case.operations() / 1e9, "agree": agree}
+        for key, function in (("qops", plain), ("qops_compiled", compiled),
+                              ("ort", ort_plain), ("ort_constant", ort_constant)):
+            row[key] = best_time(function, budget)
+        if case.small:
+            row["reference"] = best_time(reference_runner(case, constants, runtime, attributes),
+                                         budget)
+        row["gops"] = case.operations() / row["qops"] / 1e9
+        row["gops_compiled"] = case.operations() / row["qops_compiled"] / 1e9
+        row["peak"] = row["gops_compiled"] / peak_gops
+        row["speed_vs_ort"] = row["ort"] / row["qops"]
+        row["speed_vs_ort_constant"] = row["ort_constant"] / row["qops_compiled"]
+        rows.append(row)
+    if progress:
+        _progress(len(cases), len(cases), "done", progress)
+        progress.write("\n")
+    return rows
+
+
+def geometric_mean(values):
+    values = list(values)
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def table(rows):
+    """A Markdown table of the measurements."""
+    header = ("case", "qops ms", "ORT ms", "qops vs ORT", "compiled ms", "ORT const ms",
+              "compiled vs ORT const", "GOPS", "GOPS compiled", "% peak", "matches ORT")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        lines.append("| " + " | ".join([
+            row["case"], f"{row['qops'] * 1e3:.3f}", f"{row['ort'] * 1e3:.3f}",
+            f"{row['speed_vs_ort']:.2f}x", f"{row['qops_compiled'] * 1e3:.3f}",
+            f"{row['ort_constant'] * 1e3:.3f}", f"{row['speed_vs_ort_constant']:.2f}x",
+            f"{row['gops']:.1f}", f"{row['gops_compiled']:.1f}", f"{100 * row['peak']:.0f}%",
+            "yes" if row["agree"] else "NO"]) + " |")
+    lines.append("| geometric mean | | | "
+                 f"{geometric_mean(r['speed_vs_ort'] for r in rows):.2f}x | | | "
+                 f"{geometric_mean(r['speed_vs_ort_constant'] for r in rows):.2f}x | | | | |")
+    small = [r for r in rows if "reference" in r]
+    for row in small:
+        lines.append(f"\n{row['case']}: onnx.reference {row['reference'] * 1e3:.3f} ms, "
+                     f"qops {row['reference'] / row['qops']:.0f}x faster")
+    return "\n".join(lines)
+
+
+def chart(rows, path):
+    """A bar chart of speed against onnxruntime, both pairings, log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [r["case"] for r in rows]
+    positions = np.arange(len(rows))
+    figure, axes = plt.subplots(figsize=(11, 4.5))
+    axes.bar(positions - 0.2, [r["speed_vs_ort"] for r in rows], 0.4,
+             label="qops function / ORT, weights as inputs")
+    axes.bar(positions + 0.2, [r["speed_vs_ort_constant"] for r in rows], 0.4,
+             label="qops compiled / ORT, constant weights")
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_yscale("log")
+    axes.set_ylabel("speed relative to onnxruntime (higher is faster)")
+    axes.set_xticks(positions, names, rotation=45, ha="right")
+    axes.legend()
+    axes.set_title("qops against onnxruntime, same run, same thread count")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def main(args):
+    selected = [c for c in CASES if not args.cases or c.name in args.cases]
+    unknown = set(args.cases or ()) - {c.name for c in CASES}
+    if unknown:
+        print(f"error: unknown cases {sorted(unknown)}; known: {[c.name for c in CASES]}",
+              file=sys.stderr)
+        return 2
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        print("error: the benchmark needs the bench extra: pip install -e \".[bench]\"",
+              file=sys.stderr)
+        return 2
+    rows = run(selected, threads=args.threads, budget=args.budget, peak_gops=args.peak_gops)
+    text = table(rows)
+    print(text)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench.md"), "w") as handle:
+        handle.write(text + "\n")
+    try:
+        chart(rows, os.path.join(args.out, "bench.png"))
+    except ImportError:
+        print("(no chart: matplotlib is not installed)", file=sys.stderr)
+    return 0 if all(r["agree"] for r in rows) else 1
