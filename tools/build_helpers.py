@@ -91,7 +91,7 @@ def openmp_probe():
 SIMD_VARIANTS = {
     "portable": [],
     "avx2": ["-mavx2", "-mfma"],
-    "avx512vnni": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"],
+    "avx512vnni": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"],
 }
 
 

@@ -111,42 +111,46 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
                         Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h,
                         Py_ssize_t dilation_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
                         Py_ssize_t out_w, Py_ssize_t pixels, uint8_t pad_value, uint8_t flip,
-                        int8_t* packed, int64_t* colsum) noexcept nogil:
+                        const Py_ssize_t* k_offsets, int8_t* packed, int64_t* colsum,
+                        int n_threads) noexcept nogil:
     """The implicit im2col matrix of one image and group (K = channels * kernel
-    rows and columns, N = output pixels) packed as B.  Padding reads the
-    input zero point, whose centred value is 0."""
+    rows and columns, N = output pixels) packed as B, one panel of NR pixels
+    per task.  Padding reads the input zero point, whose centred value is 0.
+
+    ``k_offsets`` holds, per k, the row offset, column offset and channel
+    plane of its filter tap (3 * K values): no division in the loop.
+    """
     cdef Py_ssize_t k = channels * kernel_h * kernel_w
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t panels = ceil_div(pixels, NR)
-    cdef Py_ssize_t q, c, kk, pixel, channel, kh, kw, ih, iw
-    cdef Py_ssize_t base_h[NR]
-    cdef Py_ssize_t base_w[NR]
+    cdef Py_ssize_t q, c, kk, pixel, ih, iw, base_h, base_w, plane
     cdef int8_t* panel
     cdef int8_t value
     cdef int8_t padding = <int8_t>(pad_value ^ flip)
+    cdef int64_t total
+    if n_threads > panels:
+        n_threads = <int>panels
     memset(packed, 0, panels * groups * NR * 4)
     memset(colsum, 0, panels * NR * sizeof(int64_t))
-    for q in range(panels):
+    for q in prange(panels, nogil=True, num_threads=n_threads, schedule="static"):
         panel = packed + q * groups * NR * 4
         for c in range(NR):
             pixel = q * NR + c
-            base_h[c] = (pixel // out_w) * stride_h - pad_top
-            base_w[c] = (pixel % out_w) * stride_w - pad_left
-        for kk in range(k):
-            channel = kk // (kernel_h * kernel_w)
-            kh = (kk // kernel_w) % kernel_h
-            kw = kk % kernel_w
-            for c in range(NR):
-                if q * NR + c >= pixels:
-                    break
-                ih = base_h[c] + kh * dilation_h
-                iw = base_w[c] + kw * dilation_w
+            if pixel >= pixels:
+                break
+            base_h = (pixel // out_w) * stride_h - pad_top
+            base_w = (pixel % out_w) * stride_w - pad_left
+            total = 0
+            for kk in range(k):
+                ih = base_h + k_offsets[3 * kk]
+                iw = base_w + k_offsets[3 * kk + 1]
                 if 0 <= ih < height and 0 <= iw < width:
-                    value = <int8_t>(image[(channel * height + ih) * width + iw] ^ flip)
+                    value = <int8_t>(image[k_offsets[3 * kk + 2] + ih * width + iw] ^ flip)
                 else:
                     value = padding
-                panel[(kk // 4) * NR * 4 + c * 4 + (kk % 4)] = value
-                colsum[q * NR + c] += value
+                panel[(kk >> 2) * NR * 4 + c * 4 + (kk & 3)] = value
+                total = total + value
+            colsum[pixel] = total
 
 
 # -- the driver -----------------------------------------------------------------
@@ -370,6 +374,14 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
     epilogue.k = k
     epilogue.low = low
     epilogue.high = high
+    # Per k: the filter tap's row and column offsets and its channel plane.
+    offsets = np.empty(3 * max(k, 1), dtype=np.intp)
+    cdef Py_ssize_t[::1] k_offsets = offsets
+    cdef Py_ssize_t kk
+    for kk in range(k):
+        k_offsets[3 * kk] = ((kk // kernel_w) % kernel_h) * dilation_h
+        k_offsets[3 * kk + 1] = (kk % kernel_w) * dilation_w
+        k_offsets[3 * kk + 2] = (kk // (kernel_h * kernel_w)) * height * width
     cdef int64_t* scratch = thread_scratch(n_threads)
     try:
         with nogil:
@@ -380,8 +392,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
                                   * height * width if image_ptr != NULL else NULL,
                                   group_channels, height, width, kernel_h, kernel_w, stride_h,
                                   stride_w, dilation_h, dilation_w, pad_top, pad_left, out_w,
-                                  pixels, input_zero, 0x80 if flip_input else 0,
-                                  &b_view[0] if b_view.shape[0] else NULL, &colsum_view[0])
+                                  pixels, input_zero, 0x80 if flip_input else 0, &k_offsets[0],
+                                  &b_view[0] if b_view.shape[0] else NULL, &colsum_view[0],
+                                  n_threads)
                     epilogue.row_zero = &row_zero[first]
                     epilogue.multiplier = multiplier_base + first * epilogue.row_step
                     epilogue.out_zero = &out_zero[first]
@@ -404,6 +417,20 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
 
 cdef enum:
     MAX_TAPS = 4096
+
+
+cdef inline void accumulate_taps(int32_t* row, const uint8_t* source, Py_ssize_t count,
+                                 Py_ssize_t stride, uint8_t flip, int32_t centre,
+                                 int32_t weight) noexcept nogil:
+    """row[i] += ((source[i * stride] ^ flip) - centre) * weight; the unit
+    stride gets its own loop so that the compiler vectorizes it."""
+    cdef Py_ssize_t i
+    if stride == 1:
+        for i in range(count):
+            row[i] += ((source[i] ^ flip) - centre) * weight
+    else:
+        for i in range(count):
+            row[i] += ((source[i * stride] ^ flip) - centre) * weight
 
 
 def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t input_zero,
@@ -479,9 +506,10 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
                             last = ceil_div(width - offset, stride_w) if width > offset else 0
                             if last > out_w:
                                 last = out_w
-                            for ow in range(first, last):
-                                row[ow] = row[ow] + ((source[ow * stride_w + offset] ^ flip_input)
-                                                     - centre_zero) * weight
+                            if first < last:
+                                accumulate_taps(row + first, source + first * stride_w + offset,
+                                                last - first, stride_w, flip_input,
+                                                centre_zero, weight)
                     target = &out[index, o, oh, 0]
                     for ow in range(out_w):
                         target[ow] = <uint8_t>requantize(
