@@ -82,7 +82,7 @@ def run_matmul(call, out, n_threads, variant=None):
             packed_a[ai] = kernels.pack_a(a3[ai], a_flip)
         if bi not in packed_b:
             packed_b[bi] = _cached(call, ("b", bi, variant),
-                                   lambda: kernels.pack_b(b3[bi], b_flip))
+                                   lambda: kernels.pack_b(b3[bi], b_flip, n_threads))
         kernels.gemm(*packed_a[ai], rows, *packed_b[bi], columns, depth, row_zero, col_zero,
                      multiplier, out_zero, None, target[index], low, high, n_threads)
 

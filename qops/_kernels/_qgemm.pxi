@@ -85,25 +85,31 @@ cdef void pack_a_rows(const uint8_t* a, Py_ssize_t lda, Py_ssize_t m, Py_ssize_t
 
 
 cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n, uint8_t flip,
-                        int8_t* packed, int64_t* colsum) noexcept nogil:
+                        int8_t* packed, int64_t* colsum, int n_threads) noexcept nogil:
     """Columns of a K x N matrix B into NR-column panels laid out
-    [group][column][4], zero padded; colsum gets sum_k B' per column."""
+    [group][column][4], zero padded, one panel per task; colsum gets sum_k B'
+    per column.  Each row of a panel is a contiguous read of NR bytes."""
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t panels = ceil_div(n, NR)
-    cdef Py_ssize_t q, c, kk, col
+    cdef Py_ssize_t q, c, kk, columns
     cdef int8_t* panel
+    cdef const uint8_t* source
+    cdef int64_t* sums
     cdef int8_t value
+    if n_threads > panels:
+        n_threads = <int>panels
     memset(packed, 0, panels * groups * NR * 4)
     memset(colsum, 0, panels * NR * sizeof(int64_t))
-    for q in range(panels):
+    for q in prange(panels, nogil=True, num_threads=n_threads, schedule="static"):
         panel = packed + q * groups * NR * 4
+        sums = colsum + q * NR
+        columns = min(<Py_ssize_t>NR, n - q * NR)
         for kk in range(k):
-            for c in range(NR):
-                col = q * NR + c
-                if col < n:
-                    value = <int8_t>(b[kk * ldb + col] ^ flip)
-                    panel[(kk // 4) * NR * 4 + c * 4 + (kk % 4)] = value
-                    colsum[col] += value
+            source = b + kk * ldb + q * NR
+            for c in range(columns):
+                value = <int8_t>(source[c] ^ flip)
+                panel[(kk >> 2) * NR * 4 + c * 4 + (kk & 3)] = value
+                sums[c] += value
 
 
 cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t height,
@@ -277,7 +283,7 @@ def pack_a(const uint8_t[:, ::1] a, bint flip):
     return packed, rowsum
 
 
-def pack_b(const uint8_t[:, ::1] b, bint flip):
+def pack_b(const uint8_t[:, ::1] b, bint flip, int n_threads=1):
     """Pack a K x N matrix (bytes); returns (packed, colsum)."""
     cdef Py_ssize_t k = b.shape[0], n = b.shape[1]
     packed = np.empty(ceil_div(n, NR) * ceil_div(k, 4) * NR * 4, dtype=np.int8)
@@ -286,7 +292,8 @@ def pack_b(const uint8_t[:, ::1] b, bint flip):
     cdef int64_t[::1] colsum_view = colsum
     with nogil:
         pack_b_matrix(&b[0, 0] if k and n else NULL, n, k, n, 0x80 if flip else 0,
-                      &packed_view[0] if packed_view.shape[0] else NULL, &colsum_view[0])
+                      &packed_view[0] if packed_view.shape[0] else NULL, &colsum_view[0],
+                      n_threads)
     return packed, colsum
 
 
