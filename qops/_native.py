@@ -109,6 +109,20 @@ def pack_filter(filter, group_count, kernels):
     return np.concatenate(packed), np.concatenate(sums)
 
 
+def _channel_requantization(call):
+    """Per output channel: the multiplier, output zero point and bias (None)
+    of a convolution, as the kernels take them."""
+    arrays = call.arrays
+    out_channels = arrays["filter"].shape[0]
+    # Every convolution scale is per output channel or per tensor.
+    multiplier = np.ascontiguousarray(np.broadcast_to(
+        _multiplier(arrays["input_scale"], arrays["filter_scale"], arrays["output_scale"],
+                    out_channels, 1, row_side=(True, True, True)), (out_channels, 1)))
+    out_zero = _vector(arrays["output_zero_point"], out_channels, np.int32)
+    bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
+    return multiplier, out_zero, bias
+
+
 def run_convolution(call, out, n_threads, variant=None):
     arrays = call.arrays
     attributes = call.attributes
@@ -125,11 +139,7 @@ def run_convolution(call, out, n_threads, variant=None):
     row_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32) + (
         _FLIP if filter_flip else 0)
     col_zero = np.full(pixels, int(input_zero[0]) - (_FLIP if input_flip else 0), np.int32)
-    # Rows of the GEMM are output channels: every scale is per row or per tensor.
-    multiplier = _multiplier(arrays["input_scale"], arrays["filter_scale"],
-                             arrays["output_scale"], out_channels, 1, row_side=(True, True, True))
-    out_zero = _vector(arrays["output_zero_point"], out_channels, np.int32)
-    bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
+    multiplier, out_zero, bias = _channel_requantization(call)  # rows of the GEMM
     low, high = _range(call.output_dtype)
     kernels.conv2d(_bytes(image), packed, rowsum, out_channels, group_count, kernel_h, kernel_w,
                    attributes["strides"], attributes["dilations"], attributes["start_padding"],
@@ -150,17 +160,13 @@ def run_depthwise(call, out, n_threads, variant=None):
     kernels = _simd.module(variant)
     out_channels, _, kernel_h, kernel_w = filter.shape
     input_zero = _vector(arrays["input_zero_point"], 1, np.int32)[0]
-    multiplier = np.ascontiguousarray(np.broadcast_to(
-        _multiplier(arrays["input_scale"], arrays["filter_scale"], arrays["output_scale"],
-                    out_channels, 1, row_side=(True, True, True)), (out_channels, 1)))
-    bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
+    multiplier, out_zero, bias = _channel_requantization(call)
     low, high = _range(call.output_dtype)
     kernels.depthwise2d(_bytes(image), _signed(image), int(input_zero),
                         _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
                         _vector(arrays["filter_zero_point"], out_channels, np.int32),
                         kernel_h, kernel_w, attributes["strides"], attributes["dilations"],
-                        attributes["start_padding"], multiplier.reshape(-1),
-                        _vector(arrays["output_zero_point"], out_channels, np.int32), bias,
+                        attributes["start_padding"], multiplier.reshape(-1), out_zero, bias,
                         out.view(np.uint8), low, high, n_threads)
 
 

@@ -35,3 +35,13 @@ def test_the_example_runs_and_prints_what_it_says():
 def test_the_operator_table_is_the_registry_s():
     table = re.search(r"<!-- operators:begin -->\n(.*?)\n<!-- operators:end -->", README, re.S).group(1)
     assert table.strip() == overview(style="markdown").strip()
+
+
+def test_the_compile_example_equals_the_function():
+    blocks = re.findall(r"```python\n(.*?)```", README, re.S)
+    namespace = {}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(blocks[0], "README example", "exec"), namespace)
+    first = namespace["y"]
+    exec(compile(blocks[1], "README compile example", "exec"), namespace)
+    assert np.array_equal(namespace["y"], first)

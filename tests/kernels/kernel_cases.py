@@ -8,6 +8,14 @@ from qops import _dispatch, _native, _simd
 VARIANTS = _simd.available()
 
 
+TYPES = (np.uint8, np.int8)
+
+
+def random_values(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
+
+
 def run_variant(operator_run, call, variant, n_threads):
     out = np.empty(call.output_shape, call.output_dtype)
     operator_run(call, out, n_threads, variant=variant)
@@ -18,4 +26,4 @@ def reference(call):
     return _dispatch.execute(call, implementation="reference")
 
 
-__all__ = ["VARIANTS", "run_variant", "reference", "_native"]
+__all__ = ["VARIANTS", "TYPES", "random_values", "run_variant", "reference", "_native"]

@@ -8,15 +8,7 @@ from hypothesis import strategies as st
 
 from qops.ops import convolution
 
-from kernel_cases import VARIANTS, _native, reference, run_variant
-
-TYPES = (np.uint8, np.int8)
-
-
-def random_values(rng, shape, dtype):
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
-
+from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
 @st.composite
 def conv_calls(draw):
