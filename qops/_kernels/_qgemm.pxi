@@ -118,45 +118,56 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
                         Py_ssize_t dilation_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
                         Py_ssize_t out_w, Py_ssize_t pixels, uint8_t pad_value, uint8_t flip,
                         const Py_ssize_t* k_offsets, int8_t* packed, int64_t* colsum,
-                        int n_threads) noexcept nogil:
+                        Py_ssize_t* base_scratch, int n_threads) noexcept nogil:
     """The implicit im2col matrix of one image and group (K = channels * kernel
     rows and columns, N = output pixels) packed as B, one panel of NR pixels
     per task.  Padding reads the input zero point, whose centred value is 0.
 
     ``k_offsets`` holds, per k, the row offset, column offset and channel
     plane of its filter tap (3 * K values): no division in the loop.
+    ``base_scratch`` holds 2 * NR values per thread.
     """
     cdef Py_ssize_t k = channels * kernel_h * kernel_w
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t panels = ceil_div(pixels, NR)
-    cdef Py_ssize_t q, c, kk, pixel, ih, iw, base_h, base_w, plane
+    cdef Py_ssize_t q, c, kk, pixel, ih, iw, columns, row_offset, column_offset
+    cdef Py_ssize_t* bases
     cdef int8_t* panel
+    cdef int8_t* target
+    cdef const uint8_t* plane
+    cdef int64_t* sums
     cdef int8_t value
     cdef int8_t padding = <int8_t>(pad_value ^ flip)
-    cdef int64_t total
     if n_threads > panels:
         n_threads = <int>panels
     memset(packed, 0, panels * groups * NR * 4)
     memset(colsum, 0, panels * NR * sizeof(int64_t))
-    for q in prange(panels, nogil=True, num_threads=n_threads, schedule="static"):
-        panel = packed + q * groups * NR * 4
-        for c in range(NR):
-            pixel = q * NR + c
-            if pixel >= pixels:
-                break
-            base_h = (pixel // out_w) * stride_h - pad_top
-            base_w = (pixel % out_w) * stride_w - pad_left
-            total = 0
+    with parallel(num_threads=n_threads):
+        # Each thread's input row and column of every pixel of its panel.
+        bases = base_scratch + omp_get_thread_num() * 2 * NR
+        for q in prange(panels, schedule="static"):
+            panel = packed + q * groups * NR * 4
+            sums = colsum + q * NR
+            columns = min(<Py_ssize_t>NR, pixels - q * NR)
+            for c in range(columns):
+                pixel = q * NR + c
+                bases[c] = (pixel // out_w) * stride_h - pad_top
+                bases[NR + c] = (pixel % out_w) * stride_w - pad_left
+            # k outer, pixels inner: reads walk image rows, writes step by 4 bytes.
             for kk in range(k):
-                ih = base_h + k_offsets[3 * kk]
-                iw = base_w + k_offsets[3 * kk + 1]
-                if 0 <= ih < height and 0 <= iw < width:
-                    value = <int8_t>(image[k_offsets[3 * kk + 2] + ih * width + iw] ^ flip)
-                else:
-                    value = padding
-                panel[(kk >> 2) * NR * 4 + c * 4 + (kk & 3)] = value
-                total = total + value
-            colsum[pixel] = total
+                row_offset = k_offsets[3 * kk]
+                column_offset = k_offsets[3 * kk + 1]
+                plane = image + k_offsets[3 * kk + 2]
+                target = panel + (kk >> 2) * NR * 4 + (kk & 3)
+                for c in range(columns):
+                    ih = bases[c] + row_offset
+                    iw = bases[NR + c] + column_offset
+                    if 0 <= ih < height and 0 <= iw < width:
+                        value = <int8_t>(plane[ih * width + iw] ^ flip)
+                    else:
+                        value = padding
+                    target[c * 4] = value
+                    sums[c] += value
 
 
 # -- the driver -----------------------------------------------------------------
@@ -389,6 +400,8 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
         k_offsets[3 * kk] = ((kk // kernel_w) % kernel_h) * dilation_h
         k_offsets[3 * kk + 1] = (kk % kernel_w) * dilation_w
         k_offsets[3 * kk + 2] = (kk // (kernel_h * kernel_w)) * height * width
+    bases = np.empty(2 * NR * max(n_threads, 1), dtype=np.intp)
+    cdef Py_ssize_t[::1] base_scratch = bases
     cdef int64_t* scratch = thread_scratch(n_threads)
     try:
         with nogil:
@@ -401,7 +414,7 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
                                   stride_w, dilation_h, dilation_w, pad_top, pad_left, out_w,
                                   pixels, input_zero, 0x80 if flip_input else 0, &k_offsets[0],
                                   &b_view[0] if b_view.shape[0] else NULL, &colsum_view[0],
-                                  n_threads)
+                                  &base_scratch[0], n_threads)
                     epilogue.row_zero = &row_zero[first]
                     epilogue.multiplier = multiplier_base + first * epilogue.row_step
                     epilogue.out_zero = &out_zero[first]
