@@ -377,6 +377,18 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
     cdef const uint8_t* image_ptr
     if batch == 0 or out_channels == 0 or pixels == 0:
         return
+    # The glue's contract, checked once: packed filter, per-channel and
+    # per-pixel vectors and the output all match the geometry.
+    if (group_count < 1 or channels % group_count or out_channels % group_count
+            or filter_packed.shape[0] != group_count * a_panel_bytes
+            or filter_rowsum.shape[0] != group_count * a_panel_rows
+            or row_zero.shape[0] != out_channels or out_zero.shape[0] != out_channels
+            or col_zero.shape[0] < pixels
+            or multiplier.shape[0] not in (1, out_channels) or multiplier.shape[1] != 1
+            or out.shape[0] != batch or out.shape[1] != out_channels or out.shape[2] != pixels
+            or (bias is not None and len(bias) != out_channels)
+            or stride_h < 1 or stride_w < 1 or dilation_h < 1 or dilation_w < 1):
+        raise ValueError("conv2d: arguments do not match the convolution's geometry")
     if bias is not None:
         bias_view = bias
         bias_ptr = &bias_view[0]
@@ -485,6 +497,8 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
         raise ValueError("depthwise2d: too many filter taps for an int32 sum")
     # The glue's contract, checked once: every per-channel vector is complete.
     if (taps.shape[0] != out_channels or taps.shape[1] != count or out_channels % channels
+            or out_channels < channels or out.shape[0] != image.shape[0]
+            or stride_h < 1 or stride_w < 1 or dilation_h < 1 or dilation_w < 1
             or multiplier.shape[0] != out_channels or out_zero.shape[0] != out_channels
             or filter_zero.shape[0] != out_channels
             or (bias is not None and len(bias) != out_channels)):

@@ -77,3 +77,30 @@ def test_k_beyond_the_int32_chunk_is_exact(variant, a_type, b_type):
 def test_every_buildable_variant_is_known():
     assert set(VARIANTS) <= set(ALL_VARIANTS)
     assert "portable" in VARIANTS
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
+    """The kernels trust the glue for every element access; their entry points
+    check once that vectors and buffers cover the output (no out-of-bounds)."""
+    from qops import _simd
+    kernels = _simd.module(variant)
+    a = np.ones((9, 5), np.uint8)
+    b = np.ones((5, 7), np.uint8)
+    packed_a, rowsum = kernels.pack_a(a, False)
+    packed_b, colsum = kernels.pack_b(b, False)
+    good = dict(row_zero=np.zeros(9, np.int32), col_zero=np.zeros(7, np.int32),
+                multiplier=np.ones((1, 1), np.float32), out_zero=np.zeros(9, np.int32))
+    out = np.empty((9, 7), np.uint8)
+    kernels.gemm(packed_a, rowsum, 9, packed_b, colsum, 7, 5, *good.values(), None, out, 0, 255, 1)
+    assert (out == 5).all()
+    for name, short in (("row_zero", np.zeros(8, np.int32)), ("col_zero", np.zeros(6, np.int32)),
+                        ("multiplier", np.ones((9, 6), np.float32)),
+                        ("out_zero", np.zeros(3, np.int32))):
+        arguments = dict(good, **{name: short})
+        with pytest.raises(ValueError, match="do not cover"):
+            kernels.gemm(packed_a, rowsum, 9, packed_b, colsum, 7, 5, *arguments.values(), None,
+                         out, 0, 255, 1)
+    with pytest.raises(ValueError, match="do not cover"):
+        kernels.gemm(packed_a, rowsum, 9, packed_b, colsum, 7, 5, *good.values(), None,
+                     np.empty((9, 6), np.uint8), 0, 255, 1)
