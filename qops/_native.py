@@ -162,6 +162,16 @@ def run_depthwise(call, out, n_threads, variant=None):
     input_zero = _vector(arrays["input_zero_point"], 1, np.int32)[0]
     multiplier, out_zero, bias = _channel_requantization(call)
     low, high = _range(call.output_dtype)
+    strides = attributes["strides"]
+    if strides[0] == strides[1]:
+        kernels.depthwise2d_flat(
+            _bytes(image), _signed(image), int(input_zero),
+            _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
+            _vector(arrays["filter_zero_point"], out_channels, np.int32), kernel_h, kernel_w,
+            strides[0], attributes["dilations"], attributes["start_padding"],
+            attributes["end_padding"], multiplier.reshape(-1), out_zero, bias, out.view(np.uint8),
+            low, high, n_threads)
+        return
     kernels.depthwise2d(_bytes(image), _signed(image), int(input_zero),
                         _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
                         _vector(arrays["filter_zero_point"], out_channels, np.int32),

@@ -95,3 +95,9 @@ def test_depthwise_with_a_channel_multiplier_and_wide_padding(variant, signed):
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
                               reference(call))
+    # Unequal strides take the row-by-row kernel.
+    attributes["strides"] = (2, 1)
+    call = convolution.prepare(slots, attributes, "2_1")
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
+                              reference(call))
