@@ -54,6 +54,21 @@ def combo_id(combo):
     return "-".join(np.dtype(t).name for t in combo)
 
 
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def all_combo_params():
+    return [pytest.param(c, id=combo_id(c)) for c in TYPE_COMBOS]
+
+
+def ort_combo_params(operator, supported, **granularity):
+    """The eight type combinations, those onnxruntime has no kernel for skipped."""
+    return [pytest.param(c, id=combo_id(c), marks=pytest.mark.skipif(
+        not supported(*c, **granularity),
+        reason=f"onnxruntime has no {operator} kernel for this type combination (NOT_IMPLEMENTED)"))
+        for c in TYPE_COMBOS]
+
+
 def int_range(dtype):
     info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else ml_dtypes.iinfo(dtype)
     return int(info.min), int(info.max)

@@ -29,6 +29,10 @@ from hypothesis import strategies as st
 
 import qops
 from conftest import (
+    INT32_MAX,
+    INT32_MIN,
+    all_combo_params,
+    ort_combo_params,
     TYPE_COMBOS,
     assert_exact,
     assert_within_one,
@@ -44,18 +48,9 @@ from conftest import (
     run_reference,
 )
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-
-
-def _ort_param(combo, per_channel=False):
-    supported = conv_ort_supported(*combo, per_channel=per_channel)
-    return pytest.param(combo, id=combo_id(combo), marks=pytest.mark.skipif(
-        not supported, reason="onnxruntime has no QLinearConv kernel for this type combination "
-                              "(NOT_IMPLEMENTED)"))
-
-
-ALL_COMBOS = [pytest.param(c, id=combo_id(c)) for c in TYPE_COMBOS]
-ORT_COMBOS = [_ort_param(c) for c in TYPE_COMBOS]
+ALL_COMBOS = all_combo_params()
+ORT_COMBOS = ort_combo_params("QLinearConv", conv_ort_supported)
+ORT_COMBOS_PER_CHANNEL = ort_combo_params("QLinearConv", conv_ort_supported, per_channel=True)
 
 
 # -- a generated case -------------------------------------------------------------------
@@ -343,7 +338,7 @@ def test_matches_onnxruntime_bit_for_bit(combo, data):
     assert_exact(run_qops(case), expected, "qops vs onnxruntime QLinearConv")
 
 
-@pytest.mark.parametrize("combo", [_ort_param(c, per_channel=True) for c in TYPE_COMBOS])
+@pytest.mark.parametrize("combo", ORT_COMBOS_PER_CHANNEL)
 def test_onnxruntime_per_channel_depthwise_with_bias(combo):
     """A fixed per-channel depthwise case with bias, asymmetric padding, strides and dilations."""
     geo = dict(batch=2, channels=3, out_channels=6, groups=3, per_group_in=1, kernel=(3, 2),

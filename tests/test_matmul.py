@@ -26,6 +26,9 @@ from hypothesis import strategies as st
 
 import qops
 from conftest import (
+    INT32_MAX,
+    all_combo_params,
+    ort_combo_params,
     TYPE_COMBOS,
     assert_exact,
     assert_within_one,
@@ -41,18 +44,9 @@ from conftest import (
     run_reference,
 )
 
-INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-
-
-def _ort_param(combo, per_column=False):
-    supported = matmul_ort_supported(*combo, per_column=per_column)
-    return pytest.param(combo, id=combo_id(combo), marks=pytest.mark.skipif(
-        not supported, reason="onnxruntime has no QLinearMatMul kernel for this type combination "
-                              "(NOT_IMPLEMENTED)"))
-
-
-ALL_COMBOS = [pytest.param(c, id=combo_id(c)) for c in TYPE_COMBOS]
-ORT_COMBOS = [_ort_param(c) for c in TYPE_COMBOS]
+ALL_COMBOS = all_combo_params()
+ORT_COMBOS = ort_combo_params("QLinearMatMul", matmul_ort_supported)
+ORT_COMBOS_PER_COLUMN = ort_combo_params("QLinearMatMul", matmul_ort_supported, per_column=True)
 
 
 @dataclass
@@ -287,7 +281,7 @@ def test_matches_onnxruntime_bit_for_bit(combo, data):
     assert_exact(run_qops(case), expected, "qops vs onnxruntime QLinearMatMul")
 
 
-@pytest.mark.parametrize("combo", [_ort_param(c, per_column=True) for c in TYPE_COMBOS])
+@pytest.mark.parametrize("combo", ORT_COMBOS_PER_COLUMN)
 @pytest.mark.parametrize("a_shape,b_shape", [
     ((2, 3, 4, 5), (2, 3, 5, 6)),
     ((1, 3, 4, 5), (2, 1, 5, 6)),
@@ -302,7 +296,7 @@ def test_onnxruntime_per_column_fixed(combo, a_shape, b_shape):
         assert_exact(run_qops(case), expected, f"seed {seed}")
 
 
-@pytest.mark.parametrize("combo", [_ort_param(c, per_column=True) for c in TYPE_COMBOS])
+@pytest.mark.parametrize("combo", ORT_COMBOS_PER_COLUMN)
 def test_onnxruntime_per_column_rank_one_parameters(combo):
     """From 4_0 scales and zero points may have 1 dimension: a 1-D b_scale /
     b_zero_point of N (ONNX's own form) is per column, numbers the rest."""
