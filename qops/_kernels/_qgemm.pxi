@@ -136,7 +136,6 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
     cdef int8_t* target
     cdef const uint8_t* plane
     cdef int64_t* sums
-    cdef int8_t value
     cdef int8_t padding = <int8_t>(pad_value ^ flip)
     if n_threads > panels:
         n_threads = <int>panels
@@ -162,12 +161,16 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
                 for c in range(columns):
                     ih = bases[c] + row_offset
                     iw = bases[NR + c] + column_offset
-                    if 0 <= ih < height and 0 <= iw < width:
-                        value = <int8_t>(plane[ih * width + iw] ^ flip)
+                    # One unsigned comparison per axis tests 0 <= i < size.
+                    if <size_t>ih < <size_t>height and <size_t>iw < <size_t>width:
+                        target[c * 4] = <int8_t>(plane[ih * width + iw] ^ flip)
                     else:
-                        value = padding
-                    target[c * 4] = value
-                    sums[c] += value
+                        target[c * 4] = padding
+            # Column sums from the finished panel (k padding is zero).
+            for kk in range(groups):
+                target = panel + kk * NR * 4
+                for c in range(columns):
+                    sums[c] += target[c * 4] + target[c * 4 + 1] + target[c * 4 + 2] + target[c * 4 + 3]
 
 
 # -- the driver -----------------------------------------------------------------
