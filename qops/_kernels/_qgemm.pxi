@@ -125,13 +125,16 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
 
     ``k_offsets`` holds, per k, the row offset, column offset and channel
     plane of its filter tap (3 * K values): no division in the loop.
-    ``base_scratch`` holds 2 * NR values per thread.
+    ``base_scratch`` holds 3 * NR + 1 values per thread.
     """
     cdef Py_ssize_t k = channels * kernel_h * kernel_w
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t panels = ceil_div(pixels, NR)
     cdef Py_ssize_t q, c, kk, pixel, ih, iw, columns, row_offset, column_offset
+    cdef Py_ssize_t runs, run, first, end, lo, hi
     cdef Py_ssize_t* bases
+    cdef Py_ssize_t* segments
+    cdef const uint8_t* source
     cdef int8_t* panel
     cdef int8_t* target
     cdef const uint8_t* plane
@@ -143,28 +146,49 @@ cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t he
     memset(colsum, 0, panels * NR * sizeof(int64_t))
     with parallel(num_threads=n_threads):
         # Each thread's input row and column of every pixel of its panel.
-        bases = base_scratch + omp_get_thread_num() * 2 * NR
+        bases = base_scratch + omp_get_thread_num() * (3 * NR + 1)
+        segments = bases + 2 * NR
         for q in prange(panels, schedule="static"):
             panel = packed + q * groups * NR * 4
             sums = colsum + q * NR
             columns = min(<Py_ssize_t>NR, pixels - q * NR)
+            # Runs of pixels on one output row: segments[i] to segments[i + 1].
+            runs = 0
             for c in range(columns):
                 pixel = q * NR + c
                 bases[c] = (pixel // out_w) * stride_h - pad_top
                 bases[NR + c] = (pixel % out_w) * stride_w - pad_left
-            # k outer, pixels inner: reads walk image rows, writes step by 4 bytes.
+                if c == 0 or bases[c] != bases[c - 1]:
+                    segments[runs] = c
+                    runs = runs + 1
+            segments[runs] = columns
+            # k outer, pixels inner: within a run the input columns advance by
+            # the stride, so the in-bounds pixels form one range, copied
+            # without per-element tests; the rest read the padding value.
             for kk in range(k):
                 row_offset = k_offsets[3 * kk]
                 column_offset = k_offsets[3 * kk + 1]
                 plane = image + k_offsets[3 * kk + 2]
                 target = panel + (kk >> 2) * NR * 4 + (kk & 3)
-                for c in range(columns):
-                    ih = bases[c] + row_offset
-                    iw = bases[NR + c] + column_offset
-                    # One unsigned comparison per axis tests 0 <= i < size.
-                    if <size_t>ih < <size_t>height and <size_t>iw < <size_t>width:
-                        target[c * 4] = <int8_t>(plane[ih * width + iw] ^ flip)
-                    else:
+                for run in range(runs):
+                    first = segments[run]
+                    end = segments[run + 1]
+                    ih = bases[first] + row_offset
+                    lo = end
+                    hi = end
+                    if 0 <= ih < height:
+                        iw = bases[NR + first] + column_offset
+                        lo = first + (ceil_div(-iw, stride_w) if iw < 0 else 0)
+                        hi = first + (ceil_div(width - iw, stride_w) if width > iw else 0)
+                        lo = min(lo, end)
+                        hi = max(min(hi, end), lo)
+                        # The input column of pixel c is iw + (c - first) * stride_w.
+                        source = plane + ih * width + iw + (lo - first) * stride_w
+                        for c in range(hi - lo):
+                            target[(lo + c) * 4] = <int8_t>(source[c * stride_w] ^ flip)
+                    for c in range(first, lo):
+                        target[c * 4] = padding
+                    for c in range(hi, end):
                         target[c * 4] = padding
             # Column sums from the finished panel (k padding is zero).
             for kk in range(groups):
@@ -415,7 +439,7 @@ def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,
         k_offsets[3 * kk] = ((kk // kernel_w) % kernel_h) * dilation_h
         k_offsets[3 * kk + 1] = (kk % kernel_w) * dilation_w
         k_offsets[3 * kk + 2] = (kk // (kernel_h * kernel_w)) * height * width
-    bases = np.empty(2 * NR * max(n_threads, 1), dtype=np.intp)
+    bases = np.empty((3 * NR + 1) * max(n_threads, 1), dtype=np.intp)
     cdef Py_ssize_t[::1] base_scratch = bases
     cdef int64_t* scratch = thread_scratch(n_threads)
     try:
