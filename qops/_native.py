@@ -61,8 +61,8 @@ def run_matmul(call, out, n_threads, variant=None):
 
     def batch_index(array):
         count = int(np.prod(array.shape[:-2], dtype=np.int64))
-        grid = np.arange(count).reshape(array.shape[:-2])
-        return np.broadcast_to(grid, out_batch).ravel()
+        grid = np.arange(count, dtype=np.int64).reshape(array.shape[:-2])
+        return np.ascontiguousarray(np.broadcast_to(grid, out_batch).ravel())
 
     a_index, b_index = batch_index(a), batch_index(b)
     a_flip, b_flip = _signed(a), not _signed(b)
@@ -74,17 +74,11 @@ def run_matmul(call, out, n_threads, variant=None):
                              rows, columns, row_side=(True, False, True))
     out_zero = _vector(arrays["output_zero_point"], rows, np.int32)
     low, high = _range(call.output_dtype)
-    target = out.view(np.uint8).reshape(-1, rows, columns)
-    packed_a, packed_b = {}, {}
-    for index in range(target.shape[0]):
-        ai, bi = int(a_index[index]), int(b_index[index])
-        if ai not in packed_a:
-            packed_a[ai] = kernels.pack_a(a3[ai], a_flip)
-        if bi not in packed_b:
-            packed_b[bi] = _cached(call, ("b", bi, variant),
-                                   lambda: kernels.pack_b(b3[bi], b_flip, n_threads))
-        kernels.gemm(*packed_a[ai], rows, *packed_b[bi], columns, depth, row_zero, col_zero,
-                     multiplier, out_zero, None, target[index], low, high, n_threads)
+    packed_b, colsum = _cached(call, ("b", variant),
+                               lambda: kernels.pack_b_batches(b3, b_flip, n_threads))
+    kernels.matmul(a3, a_flip, a_index, packed_b, colsum, b_index, columns, row_zero, col_zero,
+                   multiplier, out_zero, out.view(np.uint8).reshape(-1, rows, columns), low, high,
+                   n_threads)
 
 
 def _cached(call, key, pack):

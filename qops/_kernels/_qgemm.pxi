@@ -33,6 +33,8 @@ cdef enum:
     # four B' panels stream past them.
     TILE_M_PANELS = 4
     TILE_N_PANELS = 4
+    # int64 slots per thread: an MR x NR int64 accumulator and an MR x NR int32 tile.
+    SCRATCH_PER_THREAD = MR * NR + MR * NR // 2 + 1
 
 
 cdef struct Epilogue:
@@ -261,7 +263,7 @@ cdef void run_gemm(const uint8_t* a_packed, const int64_t* a_rowsum, Py_ssize_t 
     if n_threads < 1:
         n_threads = 1
     with parallel(num_threads=n_threads):
-        accumulator = scratch + omp_get_thread_num() * (MR * NR + MR * NR // 2 + 1)
+        accumulator = scratch + omp_get_thread_num() * SCRATCH_PER_THREAD
         block = <int32_t*>(accumulator + MR * NR)
         for tile in prange(tiles, schedule="dynamic"):
             p = (tile % tiles_m) * TILE_M_PANELS
@@ -289,7 +291,7 @@ cdef void run_gemm(const uint8_t* a_packed, const int64_t* a_rowsum, Py_ssize_t 
 
 
 cdef int64_t* thread_scratch(int n_threads) except NULL:
-    cdef int64_t* scratch = <int64_t*>malloc(n_threads * (MR * NR + MR * NR // 2 + 1) * sizeof(int64_t))
+    cdef int64_t* scratch = <int64_t*>malloc(n_threads * SCRATCH_PER_THREAD * sizeof(int64_t))
     if scratch == NULL:
         raise MemoryError()
     return scratch
@@ -684,3 +686,100 @@ cdef inline void requantize_row(const int32_t* sums, uint8_t* target, Py_ssize_t
     cdef Py_ssize_t i
     for i in range(count):
         target[i] = <uint8_t>requantize(sums[i] + bias, multiplier, zero_point, low, high)
+
+
+# -- batched matrix multiply --------------------------------------------------------
+
+def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
+    """Pack every K x N matrix of b; returns (packed, colsum), one row per matrix."""
+    cdef Py_ssize_t batches = b.shape[0], k = b.shape[1], n = b.shape[2], index
+    cdef Py_ssize_t size = ceil_div(n, NR) * ceil_div(k, 4) * NR * 4
+    cdef Py_ssize_t padded = ceil_div(n, NR) * NR
+    packed = np.empty((batches, max(size, 1)), dtype=np.int8)
+    colsum = np.empty((batches, max(padded, 1)), dtype=np.int64)
+    cdef int8_t[:, ::1] packed_view = packed
+    cdef int64_t[:, ::1] colsum_view = colsum
+    if k and n:
+        with nogil:
+            if batches >= n_threads > 1:
+                # Enough matrices to keep every thread busy with whole ones.
+                for index in prange(batches, num_threads=n_threads, schedule="dynamic"):
+                    pack_b_matrix(&b[index, 0, 0], n, k, n, 0x80 if flip else 0,
+                                  &packed_view[index, 0], &colsum_view[index, 0], 1)
+            else:
+                for index in range(batches):
+                    pack_b_matrix(&b[index, 0, 0], n, k, n, 0x80 if flip else 0,
+                                  &packed_view[index, 0], &colsum_view[index, 0], n_threads)
+    else:
+        packed[...] = 0
+        colsum[...] = 0
+    return packed, colsum
+
+
+def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
+           const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
+           const int64_t[::1] b_index, Py_ssize_t n,
+           const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[:, :] multiplier,
+           const int32_t[::1] out_zero, uint8_t[:, :, ::1] out, int32_t low, int32_t high,
+           int n_threads):
+    """out[i] <- requantized a[a_index[i]] @ b[b_index[i]] for every output matrix i.
+
+    The A matrices are packed here, in parallel; B comes packed (once per
+    call, or once per compiled operator).
+    """
+    cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
+    cdef Py_ssize_t batches = out.shape[0], groups = ceil_div(k, 4), index
+    cdef Py_ssize_t a_size = ceil_div(m, MR) * groups * MR * 4
+    cdef Py_ssize_t a_rows = ceil_div(m, MR) * MR
+    cdef Py_ssize_t b_size = ceil_div(n, NR) * groups * NR * 4
+    cdef Epilogue epilogue
+    if batches == 0 or m == 0 or n == 0:
+        return
+    # The glue's contract, checked once: indices and vectors cover the output.
+    if (a_index.shape[0] != batches or b_index.shape[0] != batches
+            or out.shape[1] != m or out.shape[2] != n
+            or b_packed.shape[1] < b_size or b_colsum.shape[1] < n
+            or row_zero.shape[0] < m or col_zero.shape[0] < n or out_zero.shape[0] < m
+            or (multiplier.shape[0] != 1 and multiplier.shape[0] < m)
+            or (multiplier.shape[1] != 1 and multiplier.shape[1] < n)):
+        raise ValueError("matmul: arguments do not cover the output")
+    for index in range(batches):
+        if not (0 <= a_index[index] < a_batches and 0 <= b_index[index] < b_packed.shape[0]):
+            raise ValueError("matmul: a batch index is out of range")
+    packed = np.empty((a_batches, max(a_size, 1)), dtype=np.uint8)
+    rowsum = np.empty((a_batches, a_rows), dtype=np.int64)
+    cdef uint8_t[:, ::1] a_packed = packed
+    cdef int64_t[:, ::1] a_rowsum = rowsum
+    epilogue.row_zero = &row_zero[0]
+    epilogue.col_zero = &col_zero[0]
+    set_multiplier(&epilogue, multiplier)
+    epilogue.out_zero = &out_zero[0]
+    epilogue.bias = NULL
+    epilogue.k = k
+    epilogue.low = low
+    epilogue.high = high
+    cdef int64_t* scratch = thread_scratch(n_threads)
+    try:
+        with nogil:
+            if k:
+                for index in prange(a_batches, num_threads=n_threads, schedule="static"):
+                    pack_a_rows(&a[index, 0, 0], k, m, k, 0x80 if a_flip else 0,
+                                &a_packed[index, 0], &a_rowsum[index, 0])
+            else:
+                memset(&a_rowsum[0, 0], 0, a_batches * a_rows * sizeof(int64_t))
+            if batches >= n_threads > 1:
+                # Whole matrices per thread: one parallel region instead of
+                # one per matrix.  Each thread passes its own scratch slot; the
+                # inner GEMM runs on one thread (a nested team of one).
+                for index in prange(batches, num_threads=n_threads, schedule="dynamic"):
+                    run_gemm(&a_packed[a_index[index], 0], &a_rowsum[a_index[index], 0], m,
+                             &b_packed[b_index[index], 0], &b_colsum[b_index[index], 0], n,
+                             groups, &epilogue, &out[index, 0, 0], n,
+                             scratch + omp_get_thread_num() * SCRATCH_PER_THREAD, 1)
+            else:
+                for index in range(batches):
+                    run_gemm(&a_packed[a_index[index], 0], &a_rowsum[a_index[index], 0], m,
+                             &b_packed[b_index[index], 0], &b_colsum[b_index[index], 0], n,
+                             groups, &epilogue, &out[index, 0, 0], n, scratch, n_threads)
+    finally:
+        free(scratch)
