@@ -14,6 +14,7 @@ from . import _dtypes, _simd
 from .reference import requantization_multiplier
 
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
+_SINGLE_BATCH = np.zeros(1, np.int64)
 
 
 def _vector(parameter, length, dtype):
@@ -60,6 +61,8 @@ def run_matmul(call, out, n_threads, variant=None):
     out_batch = tuple(call.output_shape[:-2])
 
     def batch_index(array):
+        if not out_batch:
+            return _SINGLE_BATCH
         count = int(np.prod(array.shape[:-2], dtype=np.int64))
         grid = np.arange(count, dtype=np.int64).reshape(array.shape[:-2])
         return np.ascontiguousarray(np.broadcast_to(grid, out_batch).ravel())

@@ -374,6 +374,7 @@ class Operator:
     constraints: tuple = ()
     reference: str = ""
     _by_slot: dict = field(default=None, init=False, repr=False, compare=False)
+    _support_at: dict = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if self.source not in ("DirectML", "ONNX"):
@@ -410,6 +411,7 @@ class Operator:
             if unknown:
                 raise ValueError(f"{self.name} {row.version}: unknown granularities {sorted(unknown)}")
         object.__setattr__(self, "_by_slot", {s.name: s for s in self.slots})
+        object.__setattr__(self, "_support_at", {})
 
     # -- reading the table -------------------------------------------------
 
@@ -437,10 +439,15 @@ class Operator:
 
     def support(self, version) -> Optional[VersionSupport]:
         """The support row in force at ``version``; ``None`` before the operator existed."""
+        try:
+            return self._support_at[version]
+        except KeyError:
+            pass
         current = None
         for row in self.versions:
             if row.version <= version:
                 current = row
+        self._support_at[version] = current  # a cache of a pure function of the table
         return current
 
     def constraints_at(self, version) -> tuple:
