@@ -104,3 +104,25 @@ def test_an_unknown_qops_simd_warns_and_uses_the_best():
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env,
                          capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == _simd.available()[0]
+
+
+@pytest.mark.slow
+def test_a_debug_build_passes_the_kernel_tests(tmp_path):
+    """QOPS_DEBUG=1 turns Cython's bounds checks back on: the kernel tests must
+    pass on it too (run with ``pytest -m slow``; it compiles every variant)."""
+    import shutil
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    copy = tmp_path / "qops-debug"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(
+        "*.so", "*.c", "build", ".git", "__pycache__", ".hypothesis", "*.egg-info"))
+    env = dict(os.environ, QOPS_DEBUG="1")
+    subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=copy,
+                   env=env, check=True, capture_output=True, timeout=1800)
+    env = dict(env, PYTHONPATH=str(copy))
+    probe = subprocess.run([sys.executable, "-c", "import qops; print(qops._config.config()['debug build'])"],
+                           cwd=copy, env=env, capture_output=True, text=True, check=True)
+    assert probe.stdout.strip() == "True"
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "tests/kernels", "tests/test_robustness.py"],
+                           cwd=copy, env=env, capture_output=True, text=True, timeout=1800)
+    assert tests.returncode == 0, tests.stdout[-3000:]

@@ -1,5 +1,5 @@
-# The quantized GEMM driver, packers and entry points, shared by every SIMD
-# variant.  A variant's .pyx defines MR, NR and
+# The quantized GEMM driver, its packers, the depthwise kernels and the entry
+# points, shared by every SIMD variant.  A variant's .pyx defines MR, NR and
 #     cdef void microkernel(const uint8_t* a, const int8_t* b, Py_ssize_t groups,
 #                           int32_t* tile) noexcept nogil
 # (tile <- the MR x NR int32 block of sum_k a * b over `groups` groups of 4 k)
@@ -18,7 +18,7 @@
 from cython.parallel cimport parallel, prange
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memset
 
 import numpy as np
 
@@ -33,8 +33,10 @@ cdef enum:
     # four B' panels stream past them.
     TILE_M_PANELS = 4
     TILE_N_PANELS = 4
-    # int64 slots per thread: an MR x NR int64 accumulator and an MR x NR int32 tile.
-    SCRATCH_PER_THREAD = MR * NR + MR * NR // 2 + 1
+    # int64 slots per thread: an MR x NR int64 accumulator, then an MR x NR
+    # int32 tile (half as many slots; a whole MR x NR more keeps the
+    # constant free of division, which debug builds would not fold).
+    SCRATCH_PER_THREAD = 2 * MR * NR
 
 
 cdef struct Epilogue:
@@ -52,12 +54,6 @@ cdef struct Epilogue:
 
 cdef inline Py_ssize_t ceil_div(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return (a + b - 1) // b
-
-
-cdef inline int32_t load4(const uint8_t* p) noexcept nogil:
-    cdef int32_t value
-    memcpy(&value, p, 4)
-    return value
 
 
 # -- packing --------------------------------------------------------------------
