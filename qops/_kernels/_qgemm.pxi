@@ -33,10 +33,14 @@ cdef enum:
     # four B' panels stream past them.
     TILE_M_PANELS = 4
     TILE_N_PANELS = 4
-    # int64 slots per thread: an MR x NR int64 accumulator, then an MR x NR
-    # int32 tile (half as many slots; a whole MR x NR more keeps the
-    # constant free of division, which debug builds would not fold).
-    SCRATCH_PER_THREAD = 2 * MR * NR
+    # K is walked in blocks of 64 groups (256 k): one B' panel slice is
+    # 64 * NR * 4 = 8 KiB and the tile's four A' slices another 8 KiB, so a
+    # block's operands stay in L1 while every micro-tile of the tile uses them.
+    K_BLOCK_GROUPS = 64
+    # int64 slots per thread: the tile's int64 sums, its int32 sums and one
+    # int32 micro-tile (counted generously: no division in a constant, which
+    # debug builds would not fold).
+    SCRATCH_PER_THREAD = 2 * TILE_M_PANELS * TILE_N_PANELS * MR * NR + MR * NR
 
 
 cdef struct Epilogue:
@@ -59,26 +63,32 @@ cdef inline Py_ssize_t ceil_div(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
 # -- packing --------------------------------------------------------------------
 
 cdef void pack_a_rows(const uint8_t* a, Py_ssize_t lda, Py_ssize_t m, Py_ssize_t k, uint8_t flip,
-                      uint8_t* packed, int64_t* rowsum) noexcept nogil:
-    """Rows of A into MR-row panels laid out [group][row][4], zero padded;
-    rowsum gets sum_k A' per row (0 for padding rows)."""
+                      uint8_t* packed, int64_t* rowsum, int n_threads) noexcept nogil:
+    """Rows of A into MR-row panels laid out [group][row][4], zero padded, one
+    panel per task; rowsum gets sum_k A' per row (0 for padding rows)."""
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t panels = ceil_div(m, MR)
     cdef Py_ssize_t p, r, kk, row
-    cdef uint8_t* panel
+    cdef uint8_t* target
+    cdef const uint8_t* source
     cdef uint8_t value
     cdef int64_t total
+    if n_threads > panels:
+        n_threads = <int>panels
+    if n_threads < 1:
+        n_threads = 1
     memset(packed, 0, panels * groups * MR * 4)
-    for p in range(panels):
-        panel = packed + p * groups * MR * 4
+    for p in prange(panels, nogil=True, num_threads=n_threads, schedule="static"):
         for r in range(MR):
             row = p * MR + r
             total = 0
             if row < m:
+                source = a + row * lda
+                target = packed + p * groups * MR * 4 + r * 4
                 for kk in range(k):
-                    value = a[row * lda + kk] ^ flip
-                    panel[(kk // 4) * MR * 4 + r * 4 + (kk % 4)] = value
-                    total += value
+                    value = source[kk] ^ flip
+                    target[(kk >> 2) * MR * 4 + (kk & 3)] = value
+                    total = total + value
             rowsum[row] = total
 
 
@@ -91,9 +101,9 @@ cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize
     cdef Py_ssize_t panels = ceil_div(n, NR)
     cdef Py_ssize_t q, c, kk, columns
     cdef int8_t* panel
+    cdef int8_t* target
     cdef const uint8_t* source
     cdef int64_t* sums
-    cdef int8_t value
     if n_threads > panels:
         n_threads = <int>panels
     memset(packed, 0, panels * groups * NR * 4)
@@ -104,10 +114,14 @@ cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize
         columns = min(<Py_ssize_t>NR, n - q * NR)
         for kk in range(k):
             source = b + kk * ldb + q * NR
+            target = panel + (kk >> 2) * NR * 4 + (kk & 3)
             for c in range(columns):
-                value = <int8_t>(source[c] ^ flip)
-                panel[(kk >> 2) * NR * 4 + c * 4 + (kk & 3)] = value
-                sums[c] += value
+                target[c * 4] = <int8_t>(source[c] ^ flip)
+        # Column sums from the finished panel (k padding is zero).
+        for kk in range(groups):
+            target = panel + kk * NR * 4
+            for c in range(columns):
+                sums[c] += target[c * 4] + target[c * 4 + 1] + target[c * 4 + 2] + target[c * 4 + 3]
 
 
 cdef void pack_b_im2col(const uint8_t* image, Py_ssize_t channels, Py_ssize_t height,
@@ -245,45 +259,59 @@ cdef void run_gemm(const uint8_t* a_packed, const int64_t* a_rowsum, Py_ssize_t 
                    int64_t* scratch, int n_threads) noexcept nogil:
     """out[i * ldc + j] (i < m, j < n) <- requantized (A B)[i, j].
 
-    ``scratch`` holds MR * NR int64 and MR * NR int32 per thread.
+    Each tile of TILE_M_PANELS x TILE_N_PANELS micro-tiles walks K in blocks
+    of K_BLOCK_GROUPS groups, so the A' and B' slices it multiplies stay in
+    L1; sums gather in int32 over at most GROUPS_PER_CHUNK groups, then in
+    int64.  ``scratch`` holds SCRATCH_PER_THREAD int64 slots per thread.
     """
     cdef Py_ssize_t m_panels = ceil_div(m, MR)
     cdef Py_ssize_t n_panels = ceil_div(n, NR)
     cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, TILE_N_PANELS)
-    cdef Py_ssize_t tile, p, q, p_end, q_end, g0, count, i, r
-    cdef int64_t* accumulator
+    cdef Py_ssize_t tile, p, q, rows, cols, g0, chunk_end, count, i, ri, qi, cells
+    cdef int64_t* wide
+    cdef int32_t* narrow
     cdef int32_t* block
+    cdef int32_t* target
     if n_threads > tiles:
         n_threads = <int>tiles
     if n_threads < 1:
         n_threads = 1
     with parallel(num_threads=n_threads):
-        accumulator = scratch + omp_get_thread_num() * SCRATCH_PER_THREAD
-        block = <int32_t*>(accumulator + MR * NR)
+        wide = scratch + omp_get_thread_num() * SCRATCH_PER_THREAD
+        narrow = <int32_t*>(wide + TILE_M_PANELS * TILE_N_PANELS * MR * NR)
+        block = narrow + TILE_M_PANELS * TILE_N_PANELS * MR * NR
         for tile in prange(tiles, schedule="dynamic"):
             p = (tile % tiles_m) * TILE_M_PANELS
             q = (tile // tiles_m) * TILE_N_PANELS
-            p_end = min(p + TILE_M_PANELS, m_panels)
-            q_end = min(q + TILE_N_PANELS, n_panels)
-            while q < q_end:
-                r = p
-                while r < p_end:
-                    memset(accumulator, 0, MR * NR * sizeof(int64_t))
-                    g0 = 0
-                    while g0 < groups:
-                        count = min(<Py_ssize_t>GROUPS_PER_CHUNK, groups - g0)
-                        microkernel(a_packed + (r * groups + g0) * MR * 4,
-                                    b_packed + (q * groups + g0) * NR * 4, count, block)
-                        for i in range(MR * NR):
-                            accumulator[i] = accumulator[i] + block[i]
-                        g0 = g0 + count
-                    # Requantize while the tile is in cache.
-                    requantize_tile(accumulator, r * MR, min(<Py_ssize_t>MR, m - r * MR),
-                                    q * NR, min(<Py_ssize_t>NR, n - q * NR), a_rowsum, b_colsum,
+            rows = min(p + TILE_M_PANELS, m_panels) - p
+            cols = min(q + TILE_N_PANELS, n_panels) - q
+            cells = rows * cols * MR * NR
+            memset(wide, 0, cells * sizeof(int64_t))
+            g0 = 0
+            while g0 < groups:
+                chunk_end = min(g0 + <Py_ssize_t>GROUPS_PER_CHUNK, groups)
+                memset(narrow, 0, cells * sizeof(int32_t))
+                while g0 < chunk_end:
+                    count = min(<Py_ssize_t>K_BLOCK_GROUPS, chunk_end - g0)
+                    for qi in range(cols):
+                        for ri in range(rows):
+                            microkernel(a_packed + ((p + ri) * groups + g0) * MR * 4,
+                                        b_packed + ((q + qi) * groups + g0) * NR * 4, count,
+                                        block)
+                            target = narrow + (qi * rows + ri) * MR * NR
+                            for i in range(MR * NR):
+                                target[i] = target[i] + block[i]
+                    g0 = g0 + count
+                for i in range(cells):
+                    wide[i] = wide[i] + narrow[i]
+            # Requantize while the tile is in cache.
+            for qi in range(cols):
+                for ri in range(rows):
+                    requantize_tile(wide + (qi * rows + ri) * MR * NR, (p + ri) * MR,
+                                    min(<Py_ssize_t>MR, m - (p + ri) * MR), (q + qi) * NR,
+                                    min(<Py_ssize_t>NR, n - (q + qi) * NR), a_rowsum, b_colsum,
                                     epilogue, out, ldc)
-                    r = r + 1
-                q = q + 1
 
 
 cdef int64_t* thread_scratch(int n_threads) except NULL:
@@ -315,7 +343,7 @@ def pack_a(const uint8_t[:, ::1] a, bint flip):
     cdef int64_t[::1] rowsum_view = rowsum
     with nogil:
         pack_a_rows(&a[0, 0] if m and k else NULL, k, m, k, 0x80 if flip else 0,
-                    &packed_view[0] if packed_view.shape[0] else NULL, &rowsum_view[0])
+                    &packed_view[0] if packed_view.shape[0] else NULL, &rowsum_view[0], 1)
     return packed, rowsum
 
 
@@ -758,9 +786,14 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     try:
         with nogil:
             if k:
-                for index in prange(a_batches, num_threads=n_threads, schedule="static"):
-                    pack_a_rows(&a[index, 0, 0], k, m, k, 0x80 if a_flip else 0,
-                                &a_packed[index, 0], &a_rowsum[index, 0])
+                if a_batches >= n_threads:
+                    for index in prange(a_batches, num_threads=n_threads, schedule="static"):
+                        pack_a_rows(&a[index, 0, 0], k, m, k, 0x80 if a_flip else 0,
+                                    &a_packed[index, 0], &a_rowsum[index, 0], 1)
+                else:
+                    for index in range(a_batches):
+                        pack_a_rows(&a[index, 0, 0], k, m, k, 0x80 if a_flip else 0,
+                                    &a_packed[index, 0], &a_rowsum[index, 0], n_threads)
             else:
                 memset(&a_rowsum[0, 0], 0, a_batches * a_rows * sizeof(int64_t))
             if batches >= n_threads > 1:
