@@ -40,10 +40,6 @@ class Case:
     b_shape: tuple = ()
     small: bool = False
 
-    @property
-    def depthwise(self):
-        return self.kind == "conv" and self.groups == self.channels and self.groups > 1
-
     def output_size(self):
         span = self.dilation * (self.kernel - 1) + 1
         return (self.size + 2 * self.pad - span) // self.stride + 1
@@ -56,16 +52,6 @@ class Case:
                     * (self.channels // self.groups) * self.kernel * self.kernel)
         batch = int(np.prod(np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])))
         return 2 * batch * self.a_shape[-2] * self.a_shape[-1] * self.b_shape[-1]
-
-    def bytes_moved(self):
-        if self.kind == "conv":
-            out = self.output_size()
-            return (self.batch * self.channels * self.size ** 2
-                    + self.out_channels * (self.channels // self.groups) * self.kernel ** 2
-                    + self.batch * self.out_channels * out * out)
-        batch = int(np.prod(np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])))
-        return (int(np.prod(self.a_shape)) + int(np.prod(self.b_shape))
-                + batch * self.a_shape[-2] * self.b_shape[-1])
 
 
 def _conv(name, channels, size, out_channels, kernel=1, stride=1, pad=0, dilation=1, groups=1,
@@ -124,7 +110,6 @@ def operands(case, seed=0):
 def _onnx_model(case, constants, runtime, attributes, constant_weights):
     """A one-node QLinearConv / QLinearMatMul model; the weights are graph
     inputs or, with ``constant_weights``, initializers onnxruntime can prepack."""
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     if case.kind == "conv":
@@ -159,19 +144,18 @@ def _onnx_model(case, constants, runtime, attributes, constant_weights):
     initializers = ([numpy_helper.from_array(np.asarray(v), k) for k, v in weights.items()]
                     if constant_weights else [])
     feeds = {name: np.asarray(values[name]) for name in inputs}
-    out_shape = None
     graph = helper.make_graph([node], case.name, [info(n) for n in inputs],
-                              [helper.make_tensor_value_info("y", TensorProto.UINT8, out_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
                               initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
-    return model, feeds, onnx
+    model.ir_version = 10  # what onnxruntime 1.18 and later load
+    return model, feeds
 
 
 def onnxruntime_runner(case, constants, runtime, attributes, constant_weights, threads):
     import onnxruntime
 
-    model, feeds, _ = _onnx_model(case, constants, runtime, attributes, constant_weights)
+    model, feeds = _onnx_model(case, constants, runtime, attributes, constant_weights)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -183,7 +167,7 @@ def onnxruntime_runner(case, constants, runtime, attributes, constant_weights, t
 def reference_runner(case, constants, runtime, attributes):
     from onnx.reference import ReferenceEvaluator
 
-    model, feeds, _ = _onnx_model(case, constants, runtime, attributes, False)
+    model, feeds = _onnx_model(case, constants, runtime, attributes, False)
     evaluator = ReferenceEvaluator(model)
     return lambda: evaluator.run(None, feeds)[0]
 
