@@ -119,3 +119,15 @@ def test_validate_reports_unreadable_input():
     assert run("validate", "--json", "/nonexistent/call.json").returncode == 2
     assert run("validate").returncode == 2
     assert run("validate", "QuantizeLinear", "x=float32:two").returncode == 2
+
+
+def test_bench_runs_a_case_and_checks_it_against_onnxruntime(tmp_path):
+    pytest.importorskip("onnxruntime")
+    result = run("bench", "tiny_4", "attn_batched", "--budget", "0.01", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    table = (tmp_path / "bench.md").read_text()
+    rows = [line for line in table.splitlines() if line.startswith("| tiny_4") or
+            line.startswith("| attn_batched")]
+    assert len(rows) == 2 and all(row.rstrip(" |").endswith("yes") for row in rows)
+    assert "geometric mean" in table
+    assert run("bench", "no_such_case").returncode == 2
