@@ -160,21 +160,18 @@ def run_depthwise(call, out, n_threads, variant=None):
     multiplier, out_zero, bias = _channel_requantization(call)
     low, high = _range(call.output_dtype)
     strides = attributes["strides"]
+    operands = (_bytes(image), _signed(image), int(input_zero),
+                _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
+                _vector(arrays["filter_zero_point"], out_channels, np.int32), kernel_h, kernel_w)
+    requantization = (multiplier.reshape(-1), out_zero, bias, out.view(np.uint8), low, high,
+                      n_threads)
     if strides[0] == strides[1]:
-        kernels.depthwise2d_flat(
-            _bytes(image), _signed(image), int(input_zero),
-            _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
-            _vector(arrays["filter_zero_point"], out_channels, np.int32), kernel_h, kernel_w,
-            strides[0], attributes["dilations"], attributes["start_padding"],
-            attributes["end_padding"], multiplier.reshape(-1), out_zero, bias, out.view(np.uint8),
-            low, high, n_threads)
-        return
-    kernels.depthwise2d(_bytes(image), _signed(image), int(input_zero),
-                        _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
-                        _vector(arrays["filter_zero_point"], out_channels, np.int32),
-                        kernel_h, kernel_w, attributes["strides"], attributes["dilations"],
-                        attributes["start_padding"], multiplier.reshape(-1), out_zero, bias,
-                        out.view(np.uint8), low, high, n_threads)
+        kernels.depthwise2d_flat(*operands, strides[0], attributes["dilations"],
+                                 attributes["start_padding"], attributes["end_padding"],
+                                 *requantization)
+    else:
+        kernels.depthwise2d(*operands, strides, attributes["dilations"],
+                            attributes["start_padding"], *requantization)
 
 
 def _has_work(call, *slots):

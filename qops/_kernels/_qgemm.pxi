@@ -330,10 +330,6 @@ cdef void set_multiplier(Epilogue* epilogue, const float[:, :] multiplier) noexc
     epilogue.col_step = multiplier.strides[1] // sizeof(float) if multiplier.shape[1] > 1 else 0
 
 
-def variant_info():
-    return {"mr": MR, "nr": NR}
-
-
 def pack_a(const uint8_t[:, ::1] a, bint flip):
     """Pack the rows of a (bytes of a uint8 or int8 matrix); returns (packed, rowsum)."""
     cdef Py_ssize_t m = a.shape[0], k = a.shape[1]
@@ -345,58 +341,6 @@ def pack_a(const uint8_t[:, ::1] a, bint flip):
         pack_a_rows(&a[0, 0] if m and k else NULL, k, m, k, 0x80 if flip else 0,
                     &packed_view[0] if packed_view.shape[0] else NULL, &rowsum_view[0], 1)
     return packed, rowsum
-
-
-def pack_b(const uint8_t[:, ::1] b, bint flip, int n_threads=1):
-    """Pack a K x N matrix (bytes); returns (packed, colsum)."""
-    cdef Py_ssize_t k = b.shape[0], n = b.shape[1]
-    packed = np.empty(ceil_div(n, NR) * ceil_div(k, 4) * NR * 4, dtype=np.int8)
-    colsum = np.empty(ceil_div(n, NR) * NR, dtype=np.int64)
-    cdef int8_t[::1] packed_view = packed
-    cdef int64_t[::1] colsum_view = colsum
-    with nogil:
-        pack_b_matrix(&b[0, 0] if k and n else NULL, n, k, n, 0x80 if flip else 0,
-                      &packed_view[0] if packed_view.shape[0] else NULL, &colsum_view[0],
-                      n_threads)
-    return packed, colsum
-
-
-def gemm(const uint8_t[::1] a_packed, const int64_t[::1] a_rowsum, Py_ssize_t m,
-         const int8_t[::1] b_packed, const int64_t[::1] b_colsum, Py_ssize_t n, Py_ssize_t k,
-         const int32_t[::1] row_zero, const int32_t[::1] col_zero, const float[:, :] multiplier,
-         const int32_t[::1] out_zero, bias, uint8_t[:, ::1] out, int32_t low, int32_t high,
-         int n_threads):
-    """One GEMM from packed operands into out (m x n bytes)."""
-    cdef Epilogue epilogue
-    cdef const int32_t[::1] bias_view
-    epilogue.row_zero = &row_zero[0]
-    epilogue.col_zero = &col_zero[0]
-    set_multiplier(&epilogue, multiplier)
-    epilogue.out_zero = &out_zero[0]
-    epilogue.bias = NULL
-    if bias is not None:
-        bias_view = bias
-        epilogue.bias = &bias_view[0]
-    epilogue.k = k
-    epilogue.low = low
-    epilogue.high = high
-    if m == 0 or n == 0:
-        return
-    # The glue's contract, checked once: vectors and tables cover the output.
-    if (row_zero.shape[0] < m or col_zero.shape[0] < n or out_zero.shape[0] < m
-            or (multiplier.shape[0] != 1 and multiplier.shape[0] < m)
-            or (multiplier.shape[1] != 1 and multiplier.shape[1] < n)
-            or out.shape[0] < m or out.shape[1] < n or a_rowsum.shape[0] < m
-            or b_colsum.shape[0] < n or (bias is not None and len(bias) < m)):
-        raise ValueError("gemm: arguments do not cover an m x n output")
-    cdef int64_t* scratch = thread_scratch(n_threads)
-    try:
-        with nogil:
-            run_gemm(&a_packed[0] if a_packed.shape[0] else NULL, &a_rowsum[0], m,
-                     &b_packed[0] if b_packed.shape[0] else NULL, &b_colsum[0], n,
-                     ceil_div(k, 4), &epilogue, &out[0, 0], out.shape[1], scratch, n_threads)
-    finally:
-        free(scratch)
 
 
 def conv2d(const uint8_t[:, :, :, ::1] image, const uint8_t[::1] filter_packed,

@@ -82,25 +82,28 @@ def test_every_buildable_variant_is_known():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
     """The kernels trust the glue for every element access; their entry points
-    check once that vectors and buffers cover the output (no out-of-bounds)."""
+    check once that vectors, indices and buffers cover the output (no out-of-bounds)."""
     from qops import _simd
     kernels = _simd.module(variant)
-    a = np.ones((9, 5), np.uint8)
-    b = np.ones((5, 7), np.uint8)
-    packed_a, rowsum = kernels.pack_a(a, False)
-    packed_b, colsum = kernels.pack_b(b, False)
+    a = np.ones((1, 9, 5), np.uint8)
+    packed_b, colsum = kernels.pack_b_batches(np.ones((1, 5, 7), np.uint8), False, 1)
+    index = np.zeros(1, np.int64)
     good = dict(row_zero=np.zeros(9, np.int32), col_zero=np.zeros(7, np.int32),
                 multiplier=np.ones((1, 1), np.float32), out_zero=np.zeros(9, np.int32))
-    out = np.empty((9, 7), np.uint8)
-    kernels.gemm(packed_a, rowsum, 9, packed_b, colsum, 7, 5, *good.values(), None, out, 0, 255, 1)
+    out = np.empty((1, 9, 7), np.uint8)
+
+    def call(arguments, a_index=index, b_index=index, target=out):
+        kernels.matmul(a, False, a_index, packed_b, colsum, b_index, 7, *arguments.values(),
+                       target, 0, 255, 1)
+
+    call(good)
     assert (out == 5).all()
     for name, short in (("row_zero", np.zeros(8, np.int32)), ("col_zero", np.zeros(6, np.int32)),
                         ("multiplier", np.ones((9, 6), np.float32)),
                         ("out_zero", np.zeros(3, np.int32))):
-        arguments = dict(good, **{name: short})
         with pytest.raises(ValueError, match="do not cover"):
-            kernels.gemm(packed_a, rowsum, 9, packed_b, colsum, 7, 5, *arguments.values(), None,
-                         out, 0, 255, 1)
+            call(dict(good, **{name: short}))
     with pytest.raises(ValueError, match="do not cover"):
-        kernels.gemm(packed_a, rowsum, 9, packed_b, colsum, 7, 5, *good.values(), None,
-                     np.empty((9, 6), np.uint8), 0, 255, 1)
+        call(good, target=np.empty((1, 9, 6), np.uint8))
+    with pytest.raises(ValueError, match="out of range"):
+        call(good, b_index=np.ones(1, np.int64))
