@@ -73,15 +73,29 @@ def run_matmul(call, out, n_threads, variant=None):
     b3 = _bytes(b).reshape(-1, depth, columns)
     row_zero = _vector(arrays["a_zero_point"], rows, np.int32) + (_FLIP if a_flip else 0)
     col_zero = _vector(arrays["b_zero_point"], columns, np.int32) - (_FLIP if b_flip else 0)
-    multiplier = _multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
-                             rows, columns, row_side=(True, False, True))
-    out_zero = _vector(arrays["output_zero_point"], rows, np.int32)
+    multiplier = _table(_multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
+                                    rows, columns, row_side=(True, False, True)), columns)
+    out_zero = _table(_output_zero(arrays["output_zero_point"], rows), columns)
     low, high = _range(call.output_dtype)
     packed_b, colsum = _cached(call, ("b", variant),
                                lambda: kernels.pack_b_batches(b3, b_flip, n_threads))
     kernels.matmul(a3, a_flip, a_index, packed_b, colsum, b_index, columns, row_zero, col_zero,
                    multiplier, out_zero, out.view(np.uint8).reshape(-1, rows, columns), low, high,
                    n_threads)
+
+
+def _table(values, columns):
+    """A (rows or 1) x (columns or 1) table as (rows or 1) x columns, contiguous:
+    the kernels read per-column values in a line."""
+    return np.ascontiguousarray(np.broadcast_to(values, (values.shape[0], columns)))
+
+
+def _output_zero(parameter, rows):
+    """The output zero point as a (rows or 1) x 1 int32 column."""
+    if parameter is None:
+        return np.zeros((1, 1), np.int32)
+    values = np.asarray(parameter, np.int32).reshape(-1, 1)
+    return values if values.shape[0] == rows else values[:1]
 
 
 def _cached(call, key, pack):
@@ -92,18 +106,32 @@ def _cached(call, key, pack):
     return call.packed.get(key, pack)
 
 
-def pack_filter(filter, group_count, kernels):
-    """The filter as per-group packed rows (A of the convolution GEMMs)."""
-    out_channels = filter.shape[0]
-    rows = _bytes(filter).reshape(out_channels, -1)
-    per_group = out_channels // group_count
-    packed, sums = [], []
-    for group in range(group_count):
-        block, rowsum = kernels.pack_a(rows[group * per_group:(group + 1) * per_group],
-                                       _signed(filter))
-        packed.append(block)
-        sums.append(rowsum)
-    return np.concatenate(packed), np.concatenate(sums)
+def filter_fold(filter, group_count):
+    """How many filter columns the convolution kernel takes per step: all of
+    them when a group has few channels (longer steps, fewer of them), else one."""
+    _, group_channels, _, kernel_w = filter.shape
+    return kernel_w if kernel_w > 1 and group_channels < _FOLD_BELOW_CHANNELS else 1
+
+
+_FOLD_BELOW_CHANNELS = 16
+
+
+def pack_filter(filter, group_count, fold, kernels, n_threads=1):
+    """The filter as each group's packed B: rows k in the order (filter row,
+    [filter column,] channel), the channel block padded to 4 with bytes that
+    pack to 0; columns are the group's output channels."""
+    out_channels, group_channels, kernel_h, kernel_w = filter.shape
+    flip = not _signed(filter)
+    outputs = out_channels // group_count
+    steps = kernel_h * (kernel_w // fold)
+    block = fold * group_channels
+    block_padded = -(-block // 4) * 4
+    taps = _bytes(filter).reshape(group_count, outputs, group_channels, kernel_h, kernel_w)
+    taps = taps.transpose(0, 3, 4, 2, 1).reshape(group_count, steps, block, outputs)
+    matrix = np.full((group_count, steps, block_padded, outputs), _FLIP if flip else 0, np.uint8)
+    matrix[:, :, :block] = taps
+    return kernels.pack_b_batches(matrix.reshape(group_count, steps * block_padded, outputs),
+                                  flip, n_threads)
 
 
 def _channel_requantization(call):
@@ -127,22 +155,22 @@ def run_convolution(call, out, n_threads, variant=None):
     kernels = _simd.module(variant)
     out_channels, _, kernel_h, kernel_w = filter.shape
     batch, _, out_h, out_w = call.output_shape
-    pixels = out_h * out_w
     group_count = attributes["group_count"]
-    filter_flip, input_flip = _signed(filter), not _signed(image)
-    packed, rowsum = _cached(call, ("filter", variant),
-                             lambda: pack_filter(filter, group_count, kernels))
+    filter_flip, input_flip = not _signed(filter), _signed(image)
+    fold = filter_fold(filter, group_count)
+    packed, colsum = _cached(call, ("filter", variant),
+                             lambda: pack_filter(filter, group_count, fold, kernels, n_threads))
     input_zero = _vector(arrays["input_zero_point"], 1, image.dtype)
-    row_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32) + (
+    col_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32) - (
         _FLIP if filter_flip else 0)
-    col_zero = np.full(pixels, int(input_zero[0]) - (_FLIP if input_flip else 0), np.int32)
-    multiplier, out_zero, bias = _channel_requantization(call)  # rows of the GEMM
+    multiplier, out_zero, bias = _channel_requantization(call)
     low, high = _range(call.output_dtype)
-    kernels.conv2d(_bytes(image), packed, rowsum, out_channels, group_count, kernel_h, kernel_w,
-                   attributes["strides"], attributes["dilations"], attributes["start_padding"],
-                   out_h, out_w, input_flip, int(input_zero.view(np.uint8)[0]), row_zero, col_zero,
-                   multiplier, out_zero, bias,
-                   out.view(np.uint8).reshape(batch, out_channels, pixels), low, high, n_threads)
+    kernels.conv2d(_bytes(image), input_flip, int(input_zero.view(np.uint8)[0]), packed, colsum,
+                   kernel_h, kernel_w, fold, attributes["strides"], attributes["dilations"],
+                   attributes["start_padding"], attributes["end_padding"], col_zero,
+                   multiplier.reshape(-1), out_zero, bias,
+                   out.view(np.uint8).reshape(batch, out_channels, out_h * out_w), low, high,
+                   n_threads)
 
 
 def _is_depthwise(call):

@@ -38,12 +38,12 @@ cdef inline __m256i broadcast_row(const uint8_t* p) noexcept nogil:
     return _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(value)))
 
 
-cdef void microkernel(const uint8_t* a, const int8_t* b, Py_ssize_t groups,
-                      int32_t* tile) noexcept nogil:
+cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
+                      Py_ssize_t groups, const int8_t* b, int32_t* tile) noexcept nogil:
     cdef __m256i c0, c1, c2, c3, c4, c5, c6, c7, column
     cdef int32_t lanes[8]
-    cdef Py_ssize_t g, chunk, first, r, i
-    cdef const uint8_t* rows
+    cdef Py_ssize_t s, g, chunk, first, r, i, offset
+    cdef const int8_t* panel
     for chunk in range(NR // PASS_COLUMNS):
         first = chunk * PASS_COLUMNS
         c0 = _mm256_setzero_si256()
@@ -54,17 +54,20 @@ cdef void microkernel(const uint8_t* a, const int8_t* b, Py_ssize_t groups,
         c5 = _mm256_setzero_si256()
         c6 = _mm256_setzero_si256()
         c7 = _mm256_setzero_si256()
-        for g in range(groups):
-            column = _mm256_cvtepi8_epi16(_mm_loadu_si128(b + g * NR * 4 + first * 4))
-            rows = a + g * MR * 4
-            c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(column, broadcast_row(rows)))
-            c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(column, broadcast_row(rows + 4)))
-            c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(column, broadcast_row(rows + 8)))
-            c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(column, broadcast_row(rows + 12)))
-            c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(column, broadcast_row(rows + 16)))
-            c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(column, broadcast_row(rows + 20)))
-            c6 = _mm256_add_epi32(c6, _mm256_madd_epi16(column, broadcast_row(rows + 24)))
-            c7 = _mm256_add_epi32(c7, _mm256_madd_epi16(column, broadcast_row(rows + 28)))
+        panel = b + first * 4
+        for s in range(steps):
+            for g in range(groups):
+                column = _mm256_cvtepi8_epi16(_mm_loadu_si128(panel))
+                offset = offsets[s] + 4 * g
+                c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(column, broadcast_row(rows[0] + offset)))
+                c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(column, broadcast_row(rows[1] + offset)))
+                c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(column, broadcast_row(rows[2] + offset)))
+                c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(column, broadcast_row(rows[3] + offset)))
+                c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(column, broadcast_row(rows[4] + offset)))
+                c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(column, broadcast_row(rows[5] + offset)))
+                c6 = _mm256_add_epi32(c6, _mm256_madd_epi16(column, broadcast_row(rows[6] + offset)))
+                c7 = _mm256_add_epi32(c7, _mm256_madd_epi16(column, broadcast_row(rows[7] + offset)))
+                panel += NR * 4
         # Lane 2i holds column i's k0 + k1 terms, lane 2i + 1 its k2 + k3 terms.
         for r in range(MR):
             if r == 0:

@@ -11,21 +11,26 @@ cdef enum:
     NR = 32
 
 
-cdef void microkernel(const uint8_t* a, const int8_t* b, Py_ssize_t groups,
-                      int32_t* tile) noexcept nogil:
-    cdef Py_ssize_t g, r, c
+cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
+                      Py_ssize_t groups, const int8_t* b, int32_t* tile) noexcept nogil:
+    cdef Py_ssize_t s, g, r, c
     cdef int32_t a0, a1, a2, a3
+    cdef const uint8_t* a
     cdef const int8_t* column
     memset(tile, 0, MR * NR * sizeof(int32_t))
-    for g in range(groups):
-        for r in range(MR):
-            a0 = a[g * MR * 4 + r * 4]
-            a1 = a[g * MR * 4 + r * 4 + 1]
-            a2 = a[g * MR * 4 + r * 4 + 2]
-            a3 = a[g * MR * 4 + r * 4 + 3]
-            for c in range(NR):
-                column = b + g * NR * 4 + c * 4
-                tile[r * NR + c] += a0 * column[0] + a1 * column[1] + a2 * column[2] + a3 * column[3]
+    for s in range(steps):
+        for g in range(groups):
+            for r in range(MR):
+                a = rows[r] + offsets[s] + 4 * g
+                a0 = a[0]
+                a1 = a[1]
+                a2 = a[2]
+                a3 = a[3]
+                for c in range(NR):
+                    column = b + c * 4
+                    tile[r * NR + c] += (a0 * column[0] + a1 * column[1] + a2 * column[2]
+                                         + a3 * column[3])
+            b += NR * 4
 
 
 include "_qgemm.pxi"

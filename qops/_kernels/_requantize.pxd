@@ -4,23 +4,63 @@
 # from qops.reference.requantization_multiplier (computed once per call, not
 # per element).  The build never uses -ffast-math, so each float operation
 # below rounds once in float32, as the NumPy reference does.
+#
+# Two forms of the same rule: `requantize` takes one int64 sum, for sums that
+# may pass int32; `requantize_line` takes a line of int32 sums with their
+# zero-point corrections, in a loop the compiler vectorizes, for sums the
+# caller has proved fit int32.
 
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+
+# 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude below
+# 2**22 to an integer, half to even, in the default rounding mode, without a
+# libm call (rintf and nearbyintf are calls on baseline x86-64).  Clamping to
+# the integers [low - zp, high - zp] first gives the same result as rounding
+# first, and keeps |value| under 2**17 for the trick.
+cdef extern from *:
+    """
+    #define QOPS_ROUNDING_MAGIC 12582912.0f
+    """
+    float ROUNDING_MAGIC "QOPS_ROUNDING_MAGIC"
 
 
 cdef inline int32_t requantize(int64_t accumulator, float multiplier, int32_t zero_point,
                                int32_t low, int32_t high) noexcept nogil:
     cdef float value = (<float>accumulator) * multiplier
-    # 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude
-    # below 2**22 to an integer, half to even, in the default rounding mode,
-    # without a libm call (rintf and nearbyintf are calls on baseline x86-64).
-    cdef float rounding_magic = 12582912.0
-    # Clamping to the integers [low - zp, high - zp] first gives the same
-    # result as rounding first, and keeps |value| under 2**17 for the trick.
     cdef float floor_value = <float>(low - zero_point)
     cdef float ceiling_value = <float>(high - zero_point)
     if value < floor_value:
         value = floor_value
     if value > ceiling_value:
         value = ceiling_value
-    return (<int32_t>((value + rounding_magic) - rounding_magic)) + zero_point
+    return (<int32_t>((value + ROUNDING_MAGIC) - ROUNDING_MAGIC)) + zero_point
+
+
+cdef inline void requantize_line(const int32_t* sums, uint8_t* result, Py_ssize_t count,
+                                 const uint32_t* column_term, const int32_t* column_zero,
+                                 const uint32_t* column_sum, uint32_t row_term,
+                                 uint32_t row_zero, const float* multiplier,
+                                 const int32_t* out_zero, int32_t low,
+                                 int32_t high) noexcept nogil:
+    """result[c] <- requantize(sums[c] + column_term[c] - column_zero[c] * row_term
+                               - row_zero * column_sum[c]) for c < count.
+
+    The terms are added modulo 2**32: when the caller has proved that the true
+    value fits int32, the wrapped sum is that value, whatever the size of the
+    terms on the way.  int32 converts to float32 with the same single rounding
+    as the int64 of `requantize`.  Bytes of the result are the low byte of the
+    output integer (uint8 or int8 alike).
+    """
+    cdef Py_ssize_t c
+    cdef int32_t value, zero
+    cdef float scaled, floor_value, ceiling_value
+    for c in range(count):
+        value = <int32_t>(<uint32_t>sums[c] + column_term[c]
+                          - (<uint32_t>column_zero[c]) * row_term - row_zero * column_sum[c])
+        zero = out_zero[c]
+        scaled = (<float>value) * multiplier[c]
+        floor_value = <float>(low - zero)
+        ceiling_value = <float>(high - zero)
+        scaled = floor_value if scaled < floor_value else scaled
+        scaled = ceiling_value if scaled > ceiling_value else scaled
+        result[c] = <uint8_t>((<int32_t>((scaled + ROUNDING_MAGIC) - ROUNDING_MAGIC)) + zero)

@@ -89,7 +89,7 @@ def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
     packed_b, colsum = kernels.pack_b_batches(np.ones((1, 5, 7), np.uint8), False, 1)
     index = np.zeros(1, np.int64)
     good = dict(row_zero=np.zeros(9, np.int32), col_zero=np.zeros(7, np.int32),
-                multiplier=np.ones((1, 1), np.float32), out_zero=np.zeros(9, np.int32))
+                multiplier=np.ones((1, 7), np.float32), out_zero=np.zeros((1, 7), np.int32))
     out = np.empty((1, 9, 7), np.uint8)
 
     def call(arguments, a_index=index, b_index=index, target=out):
@@ -100,7 +100,7 @@ def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
     assert (out == 5).all()
     for name, short in (("row_zero", np.zeros(8, np.int32)), ("col_zero", np.zeros(6, np.int32)),
                         ("multiplier", np.ones((9, 6), np.float32)),
-                        ("out_zero", np.zeros(3, np.int32))):
+                        ("out_zero", np.zeros((3, 7), np.int32))):
         with pytest.raises(ValueError, match="do not cover"):
             call(dict(good, **{name: short}))
     with pytest.raises(ValueError, match="do not cover"):
