@@ -17,25 +17,33 @@ import numpy as np
 from . import _dtypes, reference
 from ._config import resolve_threads
 
-__all__ = ["Implementation", "register", "implementations", "select", "execute", "summary"]
+__all__ = ["Implementation", "register", "implementations", "select", "execute", "prepare",
+           "summary"]
 
 
 @dataclass(frozen=True)
 class Implementation:
-    """``run(call, out, n_threads)`` writes the result of ``call`` into ``out``."""
+    """``run(call, out, n_threads)`` writes the result of ``call`` into ``out``.
+
+    ``prepare(call)``, when given, does the part of ``run`` that depends only
+    on the call's signature (dtypes, shapes, attributes) and returns a
+    ``run`` for every call with that signature.
+    """
 
     operator: str
     name: str
     run: Callable
     supports: Callable
     priority: int
+    prepare: Callable = None
 
 
 _TABLE: dict = {}
 
 
-def register(operator: str, name: str, run, *, supports=None, priority: int = 0):
-    entry = Implementation(operator, name, run, supports or (lambda call: True), priority)
+def register(operator: str, name: str, run, *, supports=None, priority: int = 0, prepare=None):
+    entry = Implementation(operator, name, run, supports or (lambda call: True), priority,
+                           prepare)
     entries = [e for e in _TABLE.get(operator, []) if e.name != name] + [entry]
     _TABLE[operator] = sorted(entries, key=lambda e: -e.priority)
     return entry
@@ -81,6 +89,13 @@ def execute(call, *, out=None, n_threads=None, implementation=None):
     target = np.empty(call.output_shape, call.output_dtype) if out is None else out
     entry.run(call, target, threads)
     return target
+
+
+def prepare(call):
+    """``run(call, out, n_threads)`` for every call with this call's signature:
+    the implementation chosen and its signature-only work done once."""
+    entry = select(call)
+    return entry.prepare(call) if entry.prepare is not None else entry.run
 
 
 def summary():

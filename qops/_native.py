@@ -17,27 +17,26 @@ _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128
 _SINGLE_BATCH = np.zeros(1, np.int64)
 
 
-def _vector(parameter, length, dtype):
-    """A scale or zero point (per tensor, or one value per row/column) as a
-    contiguous vector of ``length``; ``None`` gives zeros."""
+def _vector(parameter, length, dtype, offset=0):
+    """A scale or zero point (per tensor, or one value per row/column) plus
+    ``offset``, as a contiguous vector of ``length``; ``None`` gives ``offset``."""
     if parameter is None:
-        return np.zeros(length, dtype)
-    values = np.asarray(parameter)
-    if values.size == 1:
-        return np.full(length, values.reshape(()), dtype)
-    return np.ascontiguousarray(values.reshape(length), dtype=dtype)
+        return np.full(length, offset, dtype)
+    if parameter.size == 1:
+        return np.full(length, parameter.item() + offset, dtype)
+    values = np.asarray(parameter, dtype).reshape(length)
+    return values + offset if offset else np.ascontiguousarray(values)
 
 
-def _multiplier(input_scale, weight_scale, output_scale, rows, columns, row_side):
+def _multiplier(input_scale, weight_scale, output_scale, row_side):
     """The requantization multipliers as a (rows or 1) x (columns or 1) float32
-    table, computed once by the reference rule; ``row_side`` says for each
-    scale whether its values run along rows (else along columns)."""
+    table, computed once per call by the reference rule; ``row_side`` says for
+    each scale whether its values run along rows (else along columns)."""
     shaped = []
     for scale, along_rows in zip((input_scale, weight_scale, output_scale), row_side):
-        values = np.asarray(scale, np.float32).reshape(-1)
+        values = scale.reshape(-1)
         shaped.append(values.reshape(-1, 1) if along_rows else values.reshape(1, -1))
-    table = requantization_multiplier(*shaped)
-    return np.ascontiguousarray(table)
+    return np.ascontiguousarray(requantization_multiplier(*shaped))
 
 
 def _signed(array):
@@ -52,7 +51,8 @@ def _range(dtype):
     return _dtypes.INTEGER_RANGES[_dtypes.name_of(dtype)]
 
 
-def run_matmul(call, out, n_threads, variant=None):
+def prepare_matmul(call, variant=None):
+    """``run(call, out, n_threads)`` for matrix multiplies of this signature."""
     arrays = call.arrays
     a, b = arrays["a"], arrays["b"]
     rows, depth = a.shape[-2:]
@@ -69,24 +69,34 @@ def run_matmul(call, out, n_threads, variant=None):
 
     a_index, b_index = batch_index(a), batch_index(b)
     a_flip, b_flip = _signed(a), not _signed(b)
-    a3 = _bytes(a).reshape(-1, rows, depth)
-    b3 = _bytes(b).reshape(-1, depth, columns)
-    row_zero = _vector(arrays["a_zero_point"], rows, np.int32) + (_FLIP if a_flip else 0)
-    col_zero = _vector(arrays["b_zero_point"], columns, np.int32) - (_FLIP if b_flip else 0)
-    multiplier = _table(_multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
-                                    rows, columns, row_side=(True, False, True)), columns)
-    out_zero = _table(_output_zero(arrays["output_zero_point"], rows), columns)
+    a_shape, b_shape, out_shape = (-1, rows, depth), (-1, depth, columns), (-1, rows, columns)
     low, high = _range(call.output_dtype)
-    packed_b, colsum = _cached(call, ("b", variant),
-                               lambda: kernels.pack_b_batches(b3, b_flip, n_threads))
-    kernels.matmul(a3, a_flip, a_index, packed_b, colsum, b_index, columns, row_zero, col_zero,
-                   multiplier, out_zero, out.view(np.uint8).reshape(-1, rows, columns), low, high,
-                   n_threads)
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        b3 = _bytes(arrays["b"]).reshape(b_shape)
+        row_zero = _vector(arrays["a_zero_point"], rows, np.int32, _FLIP if a_flip else 0)
+        col_zero = _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0)
+        multiplier = _table(_multiplier(arrays["a_scale"], arrays["b_scale"],
+                                        arrays["output_scale"], row_side=(True, False, True)),
+                            columns)
+        out_zero = _table(_output_zero(arrays["output_zero_point"], rows), columns)
+        packed_b, colsum = _cached(call, ("b", variant),
+                                   lambda: kernels.pack_b_batches(b3, b_flip, n_threads))
+        kernels.matmul(_bytes(arrays["a"]).reshape(a_shape), a_flip, a_index, packed_b, colsum,
+                       b_index, columns, row_zero, col_zero, multiplier, out_zero,
+                       out.view(np.uint8).reshape(out_shape), low, high, n_threads)
+
+    return run
 
 
 def _table(values, columns):
     """A (rows or 1) x (columns or 1) table as (rows or 1) x columns, contiguous:
     the kernels read per-column values in a line."""
+    if values.shape[1] == columns:
+        return values
+    if values.shape[0] == 1:
+        return np.full((1, columns), values.item(), values.dtype)
     return np.ascontiguousarray(np.broadcast_to(values, (values.shape[0], columns)))
 
 
@@ -116,39 +126,49 @@ def filter_fold(filter, group_count):
 _FOLD_BELOW_CHANNELS = 16
 
 
-def pack_filter(filter, group_count, fold, kernels, n_threads=1):
-    """The filter as each group's packed B: rows k in the order (filter row,
-    [filter column,] channel), the channel block padded to 4 with bytes that
-    pack to 0; columns are the group's output channels."""
-    out_channels, group_channels, kernel_h, kernel_w = filter.shape
-    flip = not _signed(filter)
-    outputs = out_channels // group_count
-    steps = kernel_h * (kernel_w // fold)
+def filter_taps(filter, fold):
+    """Per row of the packed filter, the offset of its tap in a filter row
+    (out_channels x channels * kernel_h * kernel_w bytes), -1 for padding.
+
+    Rows run (filter row, [filter column,] channel): one step of the kernel
+    per filter row (fold = kernel_w) or per tap (fold = 1), each step's block
+    of channels padded to a multiple of 4.
+    """
+    _, group_channels, kernel_h, kernel_w = filter.shape
     block = fold * group_channels
     block_padded = -(-block // 4) * 4
-    taps = _bytes(filter).reshape(group_count, outputs, group_channels, kernel_h, kernel_w)
-    taps = taps.transpose(0, 3, 4, 2, 1).reshape(group_count, steps, block, outputs)
-    matrix = np.full((group_count, steps, block_padded, outputs), _FLIP if flip else 0, np.uint8)
-    matrix[:, :, :block] = taps
-    return kernels.pack_b_batches(matrix.reshape(group_count, steps * block_padded, outputs),
-                                  flip, n_threads)
+    row, column, channel = np.meshgrid(np.arange(kernel_h), np.arange(kernel_w),
+                                       np.arange(group_channels), indexing="ij")
+    offsets = (channel * kernel_h + row) * kernel_w + column
+    steps = offsets.reshape(kernel_h * (kernel_w // fold), block)
+    table = np.full((steps.shape[0], block_padded), -1, np.intp)
+    table[:, :block] = steps
+    return table.reshape(-1)
 
 
-def _channel_requantization(call):
+def pack_filter(filter, group_count, fold, kernels, n_threads=1):
+    """The filter as each group's packed B (the order of :func:`filter_taps`);
+    columns are the group's output channels."""
+    rows = _bytes(filter).reshape(filter.shape[0], -1)
+    return kernels.pack_filter(rows, group_count, filter_taps(filter, fold), not _signed(filter),
+                               n_threads)
+
+
+def _channel_requantization(arrays, out_channels):
     """Per output channel: the multiplier, output zero point and bias (None)
     of a convolution, as the kernels take them."""
-    arrays = call.arrays
-    out_channels = arrays["filter"].shape[0]
     # Every convolution scale is per output channel or per tensor.
-    multiplier = np.ascontiguousarray(np.broadcast_to(
-        _multiplier(arrays["input_scale"], arrays["filter_scale"], arrays["output_scale"],
-                    out_channels, 1, row_side=(True, True, True)), (out_channels, 1)))
+    multiplier = _multiplier(arrays["input_scale"], arrays["filter_scale"],
+                             arrays["output_scale"], row_side=(False, False, False))
+    if multiplier.size != out_channels:
+        multiplier = np.full(out_channels, multiplier.reshape(()), np.float32)
     out_zero = _vector(arrays["output_zero_point"], out_channels, np.int32)
     bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
-    return multiplier, out_zero, bias
+    return multiplier.reshape(-1), out_zero, bias
 
 
-def run_convolution(call, out, n_threads, variant=None):
+def prepare_convolution(call, variant=None):
+    """``run(call, out, n_threads)`` for convolutions of this signature."""
     arrays = call.arrays
     attributes = call.attributes
     image, filter = arrays["input"], arrays["filter"]
@@ -158,19 +178,26 @@ def run_convolution(call, out, n_threads, variant=None):
     group_count = attributes["group_count"]
     filter_flip, input_flip = not _signed(filter), _signed(image)
     fold = filter_fold(filter, group_count)
-    packed, colsum = _cached(call, ("filter", variant),
-                             lambda: pack_filter(filter, group_count, fold, kernels, n_threads))
-    input_zero = _vector(arrays["input_zero_point"], 1, image.dtype)
-    col_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32) - (
-        _FLIP if filter_flip else 0)
-    multiplier, out_zero, bias = _channel_requantization(call)
     low, high = _range(call.output_dtype)
-    kernels.conv2d(_bytes(image), input_flip, int(input_zero.view(np.uint8)[0]), packed, colsum,
-                   kernel_h, kernel_w, fold, attributes["strides"], attributes["dilations"],
-                   attributes["start_padding"], attributes["end_padding"], col_zero,
-                   multiplier.reshape(-1), out_zero, bias,
-                   out.view(np.uint8).reshape(batch, out_channels, out_h * out_w), low, high,
-                   n_threads)
+    geometry = (kernel_h, kernel_w, fold, attributes["strides"], attributes["dilations"],
+                attributes["start_padding"], attributes["end_padding"])
+    out_shape = (batch, out_channels, out_h * out_w)
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        filter = arrays["filter"]
+        packed, colsum = _cached(call, ("filter", variant),
+                                 lambda: pack_filter(filter, group_count, fold, kernels,
+                                                     n_threads))
+        input_zero = _vector(arrays["input_zero_point"], 1, arrays["input"].dtype)
+        col_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32,
+                           -_FLIP if filter_flip else 0)
+        multiplier, out_zero, bias = _channel_requantization(arrays, out_channels)
+        kernels.conv2d(_bytes(arrays["input"]), input_flip, int(input_zero.view(np.uint8)[0]),
+                       packed, colsum, *geometry, col_zero, multiplier, out_zero, bias,
+                       out.view(np.uint8).reshape(out_shape), low, high, n_threads)
+
+    return run
 
 
 def _is_depthwise(call):
@@ -178,28 +205,45 @@ def _is_depthwise(call):
     return filter.shape[1] == 1 and call.attributes["group_count"] > 1
 
 
-def run_depthwise(call, out, n_threads, variant=None):
-    arrays = call.arrays
+def prepare_depthwise(call, variant=None):
+    """``run(call, out, n_threads)`` for depthwise convolutions of this signature."""
     attributes = call.attributes
-    image, filter = arrays["input"], arrays["filter"]
+    image, filter = call.arrays["input"], call.arrays["filter"]
     kernels = _simd.module(variant)
     out_channels, _, kernel_h, kernel_w = filter.shape
-    input_zero = _vector(arrays["input_zero_point"], 1, np.int32)[0]
-    multiplier, out_zero, bias = _channel_requantization(call)
     low, high = _range(call.output_dtype)
     strides = attributes["strides"]
-    operands = (_bytes(image), _signed(image), int(input_zero),
-                _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
-                _vector(arrays["filter_zero_point"], out_channels, np.int32), kernel_h, kernel_w)
-    requantization = (multiplier.reshape(-1), out_zero, bias, out.view(np.uint8), low, high,
-                      n_threads)
     if strides[0] == strides[1]:
-        kernels.depthwise2d_flat(*operands, strides[0], attributes["dilations"],
-                                 attributes["start_padding"], attributes["end_padding"],
-                                 *requantization)
+        kernel = kernels.depthwise2d_flat
+        geometry = (strides[0], attributes["dilations"], attributes["start_padding"],
+                    attributes["end_padding"])
     else:
-        kernels.depthwise2d(*operands, strides, attributes["dilations"],
-                            attributes["start_padding"], *requantization)
+        kernel = kernels.depthwise2d
+        geometry = (strides, attributes["dilations"], attributes["start_padding"])
+    image_signed, filter_signed = _signed(image), _signed(filter)
+    taps_shape = (out_channels, kernel_h * kernel_w)
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        input_zero = _vector(arrays["input_zero_point"], 1, np.int32)[0]
+        multiplier, out_zero, bias = _channel_requantization(arrays, out_channels)
+        kernel(_bytes(arrays["input"]), image_signed, int(input_zero),
+               _bytes(arrays["filter"]).reshape(taps_shape), filter_signed,
+               _vector(arrays["filter_zero_point"], out_channels, np.int32), kernel_h, kernel_w,
+               *geometry, multiplier, out_zero, bias, out.view(np.uint8), low, high, n_threads)
+
+    return run
+
+
+def _runner(prepare):
+    def run(call, out, n_threads, variant=None):
+        prepare(call, variant)(call, out, n_threads)
+    return run
+
+
+run_matmul = _runner(prepare_matmul)
+run_convolution = _runner(prepare_convolution)
+run_depthwise = _runner(prepare_depthwise)
 
 
 def _has_work(call, *slots):
@@ -210,12 +254,14 @@ def _has_work(call, *slots):
 def register(dispatch):
     """Put the kernels ahead of the reference at the dispatch point."""
     dispatch.register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", run_matmul, priority=10,
-                      supports=lambda call: _has_work(call, "a", "b"))
+                      supports=lambda call: _has_work(call, "a", "b"), prepare=prepare_matmul)
     dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_convolution, priority=10,
-                      supports=lambda call: _has_work(call, "input", "filter"))
+                      supports=lambda call: _has_work(call, "input", "filter"),
+                      prepare=prepare_convolution)
     # Above the GEMM path: one input channel per group, at most 4096 filter taps.
     dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", run_depthwise,
                       priority=20,
                       supports=lambda call: (_has_work(call, "input", "filter")
                                              and _is_depthwise(call)
-                                             and call.arrays["filter"][0].size <= 4096))
+                                             and call.arrays["filter"][0].size <= 4096),
+                      prepare=prepare_depthwise)

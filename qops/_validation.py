@@ -360,6 +360,8 @@ def check_patterns(op: Operator, version, descs: dict, symbols: dict, slots) -> 
 
 def check_scale_values(op: Operator, name: str, array: np.ndarray):
     """Scales must be positive and finite (DirectML calls 0 undefined behaviour)."""
+    if array.size == 1 and 0.0 < array.item() < math.inf:
+        return
     values = np.asarray(array, dtype=np.float64)
     bad = ~(np.isfinite(values) & (values > 0))
     if bad.any():

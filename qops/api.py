@@ -18,6 +18,12 @@ from ._validation import TensorDesc, fail, resolve_version, shape_text
 from .ops import convolution as _convolution
 from .ops import matmul as _matmul
 from .ops import quantize as _quantize
+from .ops._plans import PlanCache
+
+# Validated signatures of the plain functions: a call like an earlier one
+# checks only its values.
+_CONVOLUTION_PLANS = PlanCache(_convolution.prepare, _convolution.SCALES)
+_MATMUL_PLANS = PlanCache(_matmul.prepare, _matmul.SCALES)
 
 __all__ = [
     "quantized_linear_convolution",
@@ -88,9 +94,8 @@ def quantized_linear_convolution(input=None, input_scale=None, input_zero_point=
                  bias=bias, output_scale=output_scale, output_zero_point=output_zero_point)
     attributes = dict(strides=strides, dilations=dilations, start_padding=start_padding,
                       end_padding=end_padding, group_count=group_count, output_dtype=output_dtype)
-    resolve_threads(n_threads)
-    call = _convolution.prepare(slots, attributes, feature_level, out=out)
-    return _dispatch.execute(call, out=out, n_threads=n_threads)
+    return _CONVOLUTION_PLANS.run(slots, attributes, feature_level, out=out,
+                                  n_threads=resolve_threads(n_threads))
 
 
 def quantized_linear_matrix_multiply(a=None, a_scale=None, a_zero_point=None, b=None, b_scale=None,
@@ -126,9 +131,8 @@ def quantized_linear_matrix_multiply(a=None, a_scale=None, a_zero_point=None, b=
     slots = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, b=b, b_scale=b_scale,
                  b_zero_point=b_zero_point, output_scale=output_scale,
                  output_zero_point=output_zero_point)
-    resolve_threads(n_threads)
-    call = _matmul.prepare(slots, dict(output_dtype=output_dtype), feature_level, out=out)
-    return _dispatch.execute(call, out=out, n_threads=n_threads)
+    return _MATMUL_PLANS.run(slots, dict(output_dtype=output_dtype), feature_level, out=out,
+                             n_threads=resolve_threads(n_threads))
 
 
 def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, opset=None, out=None,

@@ -19,6 +19,7 @@ from ._errors import ValidationError
 from ._validation import TensorDesc, check_attributes, fail, resolve_version
 from .ops import convolution as _convolution
 from .ops import matmul as _matmul
+from .ops._plans import PlanCache
 
 __all__ = ["compile", "CompiledOperator"]
 
@@ -26,6 +27,10 @@ __all__ = ["compile", "CompiledOperator"]
 CONSTANT_SLOTS = {
     "QUANTIZED_LINEAR_CONVOLUTION": ("filter", "filter_scale", "filter_zero_point", "bias"),
     "QUANTIZED_LINEAR_MATRIX_MULTIPLY": ("b", "b_scale", "b_zero_point"),
+}
+_SCALES = {
+    "QUANTIZED_LINEAR_CONVOLUTION": _convolution.SCALES,
+    "QUANTIZED_LINEAR_MATRIX_MULTIPLY": _matmul.SCALES,
 }
 _PREPARE = {
     "QUANTIZED_LINEAR_CONVOLUTION": _convolution.prepare,
@@ -67,6 +72,7 @@ class CompiledOperator:
         self._constants = constants
         self._attributes = attributes
         self._packed = PackCache()
+        self._plans = PlanCache(_PREPARE[operator.name], _SCALES[operator.name])
         self.runtime_slots = tuple(s.name for s in operator.inputs
                                    if s.name not in CONSTANT_SLOTS[operator.name])
 
@@ -89,11 +95,9 @@ class CompiledOperator:
             why = "is bound at compile time" if bound else "is not a slot of this operator"
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)
-        resolve_threads(n_threads)
-        call = _PREPARE[self.operator.name](dict(slots, **self._constants), dict(self._attributes),
-                                            self.feature_level, out=out)
-        call.packed = self._packed
-        return _dispatch.execute(call, out=out, n_threads=n_threads)
+        return self._plans.run(slots, self._attributes, self.feature_level, out=out,
+                               n_threads=resolve_threads(n_threads), packed=self._packed,
+                               constants=self._constants)
 
 
 def compile(name, *, feature_level=None, **constants_and_attributes):

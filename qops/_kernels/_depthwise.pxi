@@ -87,11 +87,9 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
                             for ow in range(first, last):
                                 row[ow] = row[ow] + ((source[ow * stride_w + offset] ^ flip_input)
                                                      - centre_zero) * weight
-                    target = &out[index, o, oh, 0]
-                    for ow in range(out_w):
-                        target[ow] = <uint8_t>requantize(
-                            <int64_t>row[ow] + (bias_ptr[o] if bias_ptr != NULL else 0),
-                            multiplier[o], out_zero[o], low, high)
+                    requantize_row(row, &out[index, o, oh, 0], out_w,
+                                   bias_ptr[o] if bias_ptr != NULL else 0, multiplier[o],
+                                   out_zero[o], low, high, count)
     finally:
         free(scratch)
 
@@ -191,7 +189,7 @@ def depthwise2d_flat(const uint8_t[:, :, :, ::1] image, bint input_signed, int32
                 for oh in range(out_h):
                     target = &out[index, o, oh, 0]
                     requantize_row(sums + oh * pitch, target, out_w, bias_o, multiplier_o,
-                                   zero_o, low, high)
+                                   zero_o, low, high, count)
     finally:
         free(scratch)
 
@@ -211,8 +209,12 @@ cdef inline void accumulate_taps(int32_t* sums, const int32_t* source, Py_ssize_
 
 cdef inline void requantize_row(const int32_t* sums, uint8_t* target, Py_ssize_t count,
                                 int64_t bias, float multiplier, int32_t zero_point,
-                                int32_t low, int32_t high) noexcept nogil:
+                                int32_t low, int32_t high, Py_ssize_t taps) noexcept nogil:
+    """One output row; in int32 lanes when `taps` products and the bias fit int32."""
     cdef Py_ssize_t i
+    if fits_int32(taps, bias if bias >= 0 else -bias):
+        requantize_sums(sums, target, count, <uint32_t>bias, multiplier, zero_point, low, high)
+        return
     for i in range(count):
         target[i] = <uint8_t>requantize(sums[i] + bias, multiplier, zero_point, low, high)
 

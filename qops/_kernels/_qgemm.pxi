@@ -34,7 +34,7 @@ from libc.string cimport memcpy, memset
 import numpy as np
 
 from qops._kernels._openmp_helpers cimport omp_get_thread_num
-from qops._kernels._requantize cimport requantize, requantize_line
+from qops._kernels._requantize cimport requantize, requantize_line, requantize_sums
 
 cdef enum:
     # 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
@@ -318,7 +318,7 @@ def column_terms(bias, Py_ssize_t n):
     return term, term.astype(np.uint32)
 
 
-cdef bint fits_int32(int64_t k, int64_t largest_term):
+cdef inline bint fits_int32(int64_t k, int64_t largest_term) noexcept nogil:
     """Whether K products of 8-bit differences plus a term of magnitude
     `largest_term` stay inside int32."""
     return k <= (INT32_LIMIT - largest_term) // MAX_PRODUCT
@@ -473,6 +473,50 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
 
 
 # -- convolution -----------------------------------------------------------------------
+
+def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
+                const Py_ssize_t[::1] source, bint flip, int n_threads):
+    """Each group's filter as packed B, straight from its (out_channels, taps)
+    rows: row k of B is tap source[k] of every output channel of the group
+    (source[k] < 0: padding, packed as 0).  Returns (packed, colsum), one row
+    per group."""
+    cdef Py_ssize_t out_channels = filter.shape[0], taps = filter.shape[1]
+    cdef Py_ssize_t k = source.shape[0], groups = ceil_div(k, 4)
+    cdef Py_ssize_t outputs = out_channels // group_count if group_count > 0 else 0
+    cdef Py_ssize_t panels = ceil_div(outputs, NR)
+    cdef Py_ssize_t size = panels * groups * NR * 4
+    cdef Py_ssize_t o, kk
+    if group_count < 1 or out_channels % group_count:
+        raise ValueError("pack_filter: the groups do not divide the output channels")
+    for kk in range(k):
+        if source[kk] >= taps:
+            raise ValueError("pack_filter: a tap is outside the filter's rows")
+    packed = np.zeros((group_count, max(size, 1)), np.int8)
+    colsum = np.zeros((group_count, max(panels * NR, 1)), np.int64)
+    cdef int8_t[:, ::1] packed_view = packed
+    cdef int64_t[:, ::1] colsum_view = colsum
+    if outputs and k:
+        with nogil:
+            for o in prange(out_channels, num_threads=n_threads, schedule="static"):
+                colsum_view[o // outputs, o % outputs] = pack_filter_column(
+                    &filter[o, 0], &source[0], k, 0x80 if flip else 0,
+                    &packed_view[o // outputs, 0] + ((o % outputs) // NR) * groups * NR * 4
+                    + ((o % outputs) % NR) * 4)
+    return packed, colsum
+
+
+cdef int64_t pack_filter_column(const uint8_t* row, const Py_ssize_t* source, Py_ssize_t k,
+                                uint8_t flip, int8_t* target) noexcept nogil:
+    """One output channel's column of a packed B panel; returns its sum."""
+    cdef Py_ssize_t kk
+    cdef int8_t value
+    cdef int64_t total = 0
+    for kk in range(k):
+        value = <int8_t>(row[source[kk]] ^ flip) if source[kk] >= 0 else 0
+        target[(kk >> 2) * NR * 4 + (kk & 3)] = value
+        total += value
+    return total
+
 
 cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t group_count,
                                  Py_ssize_t group_channels, Py_ssize_t fold,

@@ -64,3 +64,19 @@ cdef inline void requantize_line(const int32_t* sums, uint8_t* result, Py_ssize_
         scaled = floor_value if scaled < floor_value else scaled
         scaled = ceiling_value if scaled > ceiling_value else scaled
         result[c] = <uint8_t>((<int32_t>((scaled + ROUNDING_MAGIC) - ROUNDING_MAGIC)) + zero)
+
+
+cdef inline void requantize_sums(const int32_t* sums, uint8_t* result, Py_ssize_t count,
+                                 uint32_t term, float multiplier, int32_t zero_point,
+                                 int32_t low, int32_t high) noexcept nogil:
+    """result[c] <- requantize(sums[c] + term) for c < count, one multiplier and
+    zero point for the line; as `requantize_line`, for values that fit int32."""
+    cdef Py_ssize_t c
+    cdef float scaled
+    cdef float floor_value = <float>(low - zero_point)
+    cdef float ceiling_value = <float>(high - zero_point)
+    for c in range(count):
+        scaled = (<float>(<int32_t>(<uint32_t>sums[c] + term))) * multiplier
+        scaled = floor_value if scaled < floor_value else scaled
+        scaled = ceiling_value if scaled > ceiling_value else scaled
+        result[c] = <uint8_t>((<int32_t>((scaled + ROUNDING_MAGIC) - ROUNDING_MAGIC)) + zero_point)

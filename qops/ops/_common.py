@@ -22,9 +22,18 @@ def output_desc(output_dtype, zero_point_desc, main_desc, shape):
     return Desc(dtype=source.dtype, dtype_text=source.dtype_text, shape=tuple(shape))
 
 
+_SAFE = 1e37  # well under float32's largest value, about 3.4e38
+
+
 def check_multiplier(op, input_scale, weight_scale, output_scale, names):
     """The requantization multiplier must be finite: a product of scales that
     overflows float32 would turn a zero sum into NaN."""
+    if input_scale.size == weight_scale.size == output_scale.size == 1:
+        # Positive float32 values: in double the product is exact and the
+        # quotient near it, so far from float32's limit both stay finite.
+        product = input_scale.item() * weight_scale.item()
+        if product < _SAFE and product / output_scale.item() < _SAFE:
+            return
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         multiplier = requantization_multiplier(input_scale, weight_scale, output_scale)
     if not np.all(np.isfinite(multiplier)):

@@ -19,7 +19,7 @@ from ._common import finish_requantized, output_desc
 OPERATOR = registry.get("QUANTIZED_LINEAR_CONVOLUTION")
 
 SLOTS = tuple(slot.name for slot in OPERATOR.inputs)
-_SCALES = ("input_scale", "filter_scale", "output_scale")
+SCALES = ("input_scale", "filter_scale", "output_scale")
 _ZERO_POINTS = {"input_zero_point": "input", "filter_zero_point": "filter"}
 _PER_CHANNEL_SHORTHAND = ("filter_scale", "filter_zero_point", "bias")
 
@@ -36,7 +36,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
     for name, paired in _ZERO_POINTS.items():
         given[name] = _args.as_parameter(op, name, slots.get(name),
                                          number_dtype=_args.registry_dtype(given[paired]))
-    for name in _SCALES:
+    for name in SCALES:
         given[name] = _args.as_parameter(op, name, slots.get(name), number_dtype="FLOAT32")
     given["bias"] = _args.as_parameter(op, "bias", slots.get("bias"), number_dtype="INT32")
     output_dtype = attributes["output_dtype"] or _args.registry_dtype(given["input"])
@@ -70,7 +70,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
          "output_scale", "output_zero_point"))
 
     return finish_requantized(op, version, given, descs, attributes, output_shape, granularity,
-                              _SCALES, out)
+                              SCALES, out)
 
 
 def _output_shape(descs, attributes):

@@ -18,7 +18,7 @@ from ._common import finish_requantized, output_desc
 OPERATOR = registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY")
 
 SLOTS = tuple(slot.name for slot in OPERATOR.inputs)
-_SCALES = ("a_scale", "b_scale", "output_scale")
+SCALES = ("a_scale", "b_scale", "output_scale")
 _ZERO_POINTS = {"a_zero_point": "a", "b_zero_point": "b"}
 
 
@@ -38,7 +38,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
     for name, paired in _ZERO_POINTS.items():
         given[name] = _args.as_parameter(op, name, slots.get(name),
                                          number_dtype=_args.registry_dtype(given[paired]))
-    for name in _SCALES:
+    for name in SCALES:
         given[name] = _args.as_parameter(op, name, slots.get(name), number_dtype="FLOAT32")
     output_dtype = attributes["output_dtype"] or _args.registry_dtype(given["a"])
     given["output_zero_point"] = _args.as_parameter(
@@ -69,7 +69,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
     granularity = check_patterns(op, version, descs, symbols, group)
 
     return finish_requantized(op, version, given, descs, attributes, output_shape, granularity,
-                              _SCALES, out)
+                              SCALES, out)
 
 
 def _output_shape(op, descs, strict=False):

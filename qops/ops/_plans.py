@@ -1,0 +1,143 @@
+"""Plans: what validating a call concluded, kept for the next call like it.
+
+Everything validation checks except scale values and ``out=`` depends only
+on the call's signature: the operator, the feature level, each slot's
+dtype and shape (or absence), the attributes.  A :class:`Plan` records, for
+one signature, the validated call's layout and the implementation prepared
+for it; a later call with the same signature checks only the values (scales
+and their requantization multiplier, ``out=``) and runs.  A call whose
+signature cannot be told without looking at values (Python integers, lists,
+unhashable attributes) takes the full path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from .. import _dispatch
+from ..registry import FeatureLevel
+from . import _args
+from ._common import check_multiplier, check_scale_values
+
+#: Plans kept per cache; an overflowing cache starts again.
+CAPACITY = 256
+
+_UNKNOWN = object()  # a signature that cannot be told from types alone
+
+
+def _slot_signature(value):
+    kind = type(value)
+    if value is None:
+        return None
+    if kind is np.ndarray or isinstance(value, np.generic):
+        return value.dtype, value.shape
+    if kind is float:
+        # A float only ever passes as a scale, whose value is checked per call.
+        return float
+    return _UNKNOWN
+
+
+def _attribute_signature(value):
+    if value is None or type(value) in (int, str):
+        return value
+    if type(value) in (tuple, list) and all(type(item) is int for item in value):
+        return tuple(value)
+    if isinstance(value, FeatureLevel):
+        return value
+    if isinstance(value, (type, np.dtype)):
+        return np.dtype(value) if value is not None else None
+    return _UNKNOWN
+
+
+def signature(slots, attributes, feature_level):
+    """A hashable key, or ``None`` when the call must take the full path."""
+    key = [_attribute_signature(feature_level)]
+    for value in slots.values():
+        key.append(_slot_signature(value))
+    for value in attributes.values():
+        key.append(_attribute_signature(value))
+    for item in key:
+        if item is _UNKNOWN:
+            return None
+    return tuple(key)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One validated signature: each slot's array layout, the scale slots to
+    check per call, and the prepared implementation."""
+
+    template: _args.Call
+    layout: tuple     # (slot, dtype, shape) for every slot, shape None when absent
+    scales: tuple
+    run: object       # run(call, out, n_threads)
+
+    def __call__(self, slots, out, n_threads, packed=None):
+        arrays = {}
+        for name, dtype, shape in self.layout:
+            value = slots.get(name)
+            arrays[name] = None if shape is None else np.asarray(value, dtype).reshape(shape)
+        operator = self.template.operator
+        for name in self.scales:
+            check_scale_values(operator, name, arrays[name])
+        check_multiplier(operator, *(arrays[name] for name in self.scales), self.scales)
+        template = self.template
+        call = _args.Call(operator, template.version, arrays, template.attributes,
+                          template.output_shape, template.output_dtype, template.granularity,
+                          packed)
+        if out is None:
+            out = np.empty(call.output_shape, call.output_dtype)
+        else:
+            _args.check_out(operator, out, call.output_shape, call.output_dtype, arrays)
+        self.run(call, out, n_threads)
+        return out
+
+
+class PlanCache:
+    """Plans by signature, for one operator (and one compiled operator's constants)."""
+
+    def __init__(self, prepare, scales):
+        self._prepare = prepare
+        self._scales = scales
+        self._plans = {}
+        self._lock = threading.Lock()
+
+    def run(self, slots, attributes, feature_level, *, out, n_threads, packed=None,
+            constants=None):
+        """Validate (fully the first time a signature is seen) and run.
+
+        ``constants`` are slots fixed for this cache (a compiled operator's);
+        they are validated with the first call and not part of the key.
+        """
+        key = signature(slots, attributes, feature_level)
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            every_slot = dict(slots, **constants) if constants else slots
+            call = self._prepare(every_slot, dict(attributes), feature_level, out=out)
+            call.packed = packed
+            plan = self._plan(call)
+            if key is not None:
+                with self._lock:
+                    if len(self._plans) >= CAPACITY:
+                        self._plans.clear()
+                    self._plans[key] = plan
+            return plan(every_slot, out, n_threads, packed)
+        every_slot = dict(slots, **constants) if constants else slots
+        return plan(every_slot, out, n_threads, packed)
+
+    def _plan(self, call):
+        layout = tuple((name, None if array is None else array.dtype,
+                        None if array is None else array.shape)
+                       for name, array in call.arrays.items())
+        template = dataclasses.replace(call, arrays=None, packed=None)
+        return Plan(template=template, layout=layout, scales=self._scales,
+                    run=_dispatch.prepare(call))
+
+    def clear(self):
+        self._plans.clear()
+
+    def __len__(self):
+        return len(self._plans)
