@@ -212,14 +212,9 @@ def prepare_depthwise(call, variant=None):
     kernels = _simd.module(variant)
     out_channels, _, kernel_h, kernel_w = filter.shape
     low, high = _range(call.output_dtype)
-    strides = attributes["strides"]
-    if strides[0] == strides[1]:
-        kernel = kernels.depthwise2d_flat
-        geometry = (strides[0], attributes["dilations"], attributes["start_padding"],
-                    attributes["end_padding"])
-    else:
-        kernel = kernels.depthwise2d
-        geometry = (strides, attributes["dilations"], attributes["start_padding"])
+    kernel = kernels.depthwise2d
+    geometry = (attributes["strides"], attributes["dilations"], attributes["start_padding"],
+                attributes["end_padding"])
     image_signed, filter_signed = _signed(image), _signed(filter)
     taps_shape = (out_channels, kernel_h * kernel_w)
 

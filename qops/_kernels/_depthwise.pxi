@@ -1,18 +1,92 @@
 # -- depthwise convolution --------------------------------------------------------
-# One input channel per group: a GEMM would have one row per group, so these
-# run directly.  Each output row is accumulated tap by tap over the range of
-# output columns whose input column is inside the image (padding adds real
-# zeros, which contribute nothing), a loop the compiler vectorizes.  A sum has
-# at most MAX_TAPS terms of magnitude <= 255 * 255: it fits int32.
+# One input channel per group: a GEMM would have one row per group, so this
+# runs directly, one (image, output channel) plane per task.
+#
+# Each task centres its input channel (x - x_zp, which fits int16) into a
+# zero-padded plane split by column phase: with horizontal stride s, padded
+# column c lives in phase c % s at index c // s.  Output column ow of tap
+# (kh, kw) then reads phase (kw * dw) % s at index ow + (kw * dw) // s: every
+# tap is one unit-stride loop over the output row, which the compiler
+# vectorizes, and no column is computed only to be dropped.  Padding is 0
+# after centring, so it contributes nothing; the planes' borders are zeroed
+# once per thread, since every task writes the same interior.  A sum has at
+# most MAX_TAPS terms of magnitude <= 255 * 255: it fits int32.
+
+from libc.stdint cimport int16_t
+
+cdef extern from *:
+    # The centred plane never overlaps the image it is read from; saying so
+    # lets the compiler vectorize the byte-to-int16 loops without a runtime
+    # overlap test.
+    ctypedef int16_t* int16_unaliased "int16_t * __restrict__"
 
 cdef enum:
     MAX_TAPS = 4096
+    # Rows are computed in whole vectors of 16 int32 lanes (one zmm), so the
+    # loops have no scalar tails; the extra columns read zeros and are dropped.
+    ROW_LANES = 16
+
+
+cdef inline void centre_row(const uint8_t* source, Py_ssize_t count, Py_ssize_t step,
+                            uint8_t flip, int32_t zero, int16_unaliased target) noexcept nogil:
+    """target[i] <- (source[i * step] ^ flip) - zero; the common steps have
+    loops of their own, which the compiler vectorizes."""
+    cdef Py_ssize_t i
+    if step == 1:
+        for i in range(count):
+            target[i] = <int16_t>((source[i] ^ flip) - zero)
+    elif step == 2:
+        for i in range(count):
+            target[i] = <int16_t>((source[2 * i] ^ flip) - zero)
+    else:
+        for i in range(count):
+            target[i] = <int16_t>((source[i * step] ^ flip) - zero)
+
+
+cdef inline void accumulate_lanes(int32_t* sums, const int16_t* base, const Py_ssize_t* offsets,
+                                  const int32_t* weights, Py_ssize_t count) noexcept nogil:
+    """sums[i] <- sum over taps t of base[offsets[t] + i] * weights[t], i < ROW_LANES.
+
+    The lanes' sums stay in one vector register across all taps."""
+    cdef int32_t lanes[ROW_LANES]
+    cdef const int16_t* source
+    cdef int32_t weight
+    cdef Py_ssize_t t, i
+    for i in range(ROW_LANES):
+        lanes[i] = 0
+    for t in range(count):
+        source = base + offsets[t]
+        weight = weights[t]
+        for i in range(ROW_LANES):
+            lanes[i] += source[i] * weight
+    for i in range(ROW_LANES):
+        sums[i] = lanes[i]
+
+
+cdef void fill_phases(const uint8_t* plane, Py_ssize_t height, Py_ssize_t width,
+                      Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t stride_w,
+                      Py_ssize_t phase_pitch, Py_ssize_t phase_size, uint8_t flip,
+                      int32_t zero, int16_t* phases) noexcept nogil:
+    """The interior of the centred, phase-split plane of one input channel."""
+    cdef Py_ssize_t ih, phase, first_column, first_index, count
+    for ih in range(height):
+        for phase in range(stride_w):
+            # Input columns of this phase: padded column phase + stride_w * index.
+            first_column = (phase - pad_left) % stride_w
+            if first_column < 0:
+                first_column = first_column + stride_w
+            if first_column >= width:
+                continue
+            count = (width - first_column + stride_w - 1) // stride_w
+            first_index = (first_column + pad_left) // stride_w
+            centre_row(plane + ih * width + first_column, count, stride_w, flip, zero,
+                       phases + phase * phase_size + (ih + pad_top) * phase_pitch + first_index)
 
 
 def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t input_zero,
                 const uint8_t[:, ::1] taps, bint filter_signed, const int32_t[::1] filter_zero,
                 Py_ssize_t kernel_h, Py_ssize_t kernel_w, strides, dilations, start_padding,
-                const float[::1] multiplier, const int32_t[::1] out_zero, bias,
+                end_padding, const float[::1] multiplier, const int32_t[::1] out_zero, bias,
                 uint8_t[:, :, :, ::1] out, int32_t low, int32_t high, int n_threads):
     """out[b, o] = requantize(sum over taps of (x[b, o // m] - x_zp)(w[o] - w_zp[o]) + bias[o])
     with m = out_channels // channels.  taps is (out_channels, kernel_h * kernel_w) bytes;
@@ -20,148 +94,69 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     cdef Py_ssize_t batch = out.shape[0], out_channels = out.shape[1]
     cdef Py_ssize_t out_h = out.shape[2], out_w = out.shape[3]
     cdef Py_ssize_t channels = image.shape[1], height = image.shape[2], width = image.shape[3]
-    cdef Py_ssize_t per_channel = out_channels // channels
     cdef Py_ssize_t stride_h = strides[0], stride_w = strides[1]
     cdef Py_ssize_t dilation_h = dilations[0], dilation_w = dilations[1]
     cdef Py_ssize_t pad_top = start_padding[0], pad_left = start_padding[1]
+    cdef Py_ssize_t padded_h = height + pad_top + end_padding[0]
+    cdef Py_ssize_t padded_w = width + pad_left + end_padding[1]
     cdef Py_ssize_t count = kernel_h * kernel_w
-    cdef Py_ssize_t job, index, o, oh, ow, kh, kw, ih, first, last, t
+    cdef Py_ssize_t per_channel, phase_pitch, phase_size, per_thread, job, index, o, t, oh, ow
+    cdef Py_ssize_t row_length = round_up(out_w, ROW_LANES)
+    cdef int16_t* phases
+    cdef int32_t* row
+    cdef uint8_t* row_bytes
+    cdef int32_t* weights
+    cdef int32_t centre_zero
+    cdef int64_t bias_o
+    cdef uint8_t flip_input = 0x80 if input_signed else 0
     cdef const int32_t* bias_ptr = NULL
     cdef const int32_t[::1] bias_view
-    cdef int32_t* row
-    cdef int32_t* weights
-    cdef int32_t weight, centre_zero
-    cdef int64_t offset
-    cdef const uint8_t* source
-    cdef uint8_t* target
-    cdef uint8_t flip_input = 0x80 if input_signed else 0
     if batch == 0 or out_channels == 0 or out_h == 0 or out_w == 0:
         return
     if count > MAX_TAPS:
         raise ValueError("depthwise2d: too many filter taps for an int32 sum")
-    # The glue's contract, checked once: every per-channel vector is complete.
-    if (taps.shape[0] != out_channels or taps.shape[1] != count or out_channels % channels
-            or out_channels < channels or out.shape[0] != image.shape[0]
-            or stride_h < 1 or stride_w < 1 or dilation_h < 1 or dilation_w < 1
+    # The glue's contract, checked once: per-channel vectors are complete and
+    # every tap of every output reads inside the padded plane.
+    if (channels == 0 or out_channels % channels or out_channels < channels
+            or taps.shape[0] != out_channels or taps.shape[1] != count
             or multiplier.shape[0] != out_channels or out_zero.shape[0] != out_channels
-            or filter_zero.shape[0] != out_channels
-            or (bias is not None and len(bias) != out_channels)):
-        raise ValueError("depthwise2d: per-channel arguments do not match the output")
+            or filter_zero.shape[0] != out_channels or out.shape[0] != image.shape[0]
+            or (bias is not None and len(bias) != out_channels)
+            or stride_h < 1 or stride_w < 1 or dilation_h < 1 or dilation_w < 1
+            or min(pad_top, pad_left, end_padding[0], end_padding[1]) < 0
+            or (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h >= padded_h
+            or (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w >= padded_w):
+        raise ValueError("depthwise2d: arguments do not match the convolution's geometry")
+    per_channel = out_channels // channels
     if bias is not None:
         bias_view = bias
         bias_ptr = &bias_view[0]
     # Inputs are read as unsigned bytes; a signed input is shifted by 128 and
     # so is its zero point, which leaves every difference unchanged.
     centre_zero = input_zero + (128 if input_signed else 0)
-    cdef int32_t* scratch = <int32_t*>malloc(n_threads * (out_w + count) * sizeof(int32_t))
-    if scratch == NULL:
-        raise MemoryError()
-    try:
-        with nogil, parallel(num_threads=n_threads):
-            row = scratch + omp_get_thread_num() * (out_w + count)
-            weights = row + out_w
-            for job in prange(batch * out_channels, schedule="dynamic"):
-                index = job // out_channels
-                o = job % out_channels
-                for t in range(count):
-                    if filter_signed:
-                        weights[t] = <int8_t>taps[o, t] - filter_zero[o]
-                    else:
-                        weights[t] = taps[o, t] - filter_zero[o]
-                for oh in range(out_h):
-                    for ow in range(out_w):
-                        row[ow] = 0
-                    for kh in range(kernel_h):
-                        ih = oh * stride_h - pad_top + kh * dilation_h
-                        if ih < 0 or ih >= height:
-                            continue
-                        source = &image[index, o // per_channel, ih, 0]
-                        for kw in range(kernel_w):
-                            weight = weights[kh * kernel_w + kw]
-                            offset = kw * dilation_w - pad_left
-                            # Output columns whose input column is inside the row.
-                            first = 0 if offset >= 0 else ceil_div(-offset, stride_w)
-                            last = ceil_div(width - offset, stride_w) if width > offset else 0
-                            if last > out_w:
-                                last = out_w
-                            for ow in range(first, last):
-                                row[ow] = row[ow] + ((source[ow * stride_w + offset] ^ flip_input)
-                                                     - centre_zero) * weight
-                    requantize_row(row, &out[index, o, oh, 0], out_w,
-                                   bias_ptr[o] if bias_ptr != NULL else 0, multiplier[o],
-                                   out_zero[o], low, high, count)
-    finally:
-        free(scratch)
-
-
-def depthwise2d_flat(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t input_zero,
-                     const uint8_t[:, ::1] taps, bint filter_signed,
-                     const int32_t[::1] filter_zero, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
-                     Py_ssize_t stride, dilations, start_padding, end_padding,
-                     const float[::1] multiplier, const int32_t[::1] out_zero, bias,
-                     uint8_t[:, :, :, ::1] out, int32_t low, int32_t high, int n_threads):
-    """Depthwise convolution with one stride for both dimensions, on flattened planes.
-
-    Each job centres and zero-pads one input channel into a plane of pitch
-    Wp = padded width; output (oh, ow) then reads padded element
-    stride * (oh * Wp + ow) + kh * dh * Wp + kw * dw, so each filter tap is one
-    long loop over oh * Wp + ow (columns ow >= out_w are computed and dropped),
-    which the compiler vectorizes without short-row tails.  Padding is stored
-    as 0 (centred), so it contributes nothing.
-    """
-    cdef Py_ssize_t batch = out.shape[0], out_channels = out.shape[1]
-    cdef Py_ssize_t out_h = out.shape[2], out_w = out.shape[3]
-    cdef Py_ssize_t channels = image.shape[1], height = image.shape[2], width = image.shape[3]
-    cdef Py_ssize_t dilation_h = dilations[0], dilation_w = dilations[1]
-    cdef Py_ssize_t pad_top = start_padding[0], pad_left = start_padding[1]
-    cdef Py_ssize_t padded_h = height + pad_top + end_padding[0]
-    cdef Py_ssize_t pitch = width + pad_left + end_padding[1]
-    cdef Py_ssize_t count = kernel_h * kernel_w
-    cdef Py_ssize_t per_channel, slots, plane_size, job, index, o, t, p, ih, iw, shift, oh, ow
-    cdef Py_ssize_t per_thread
-    cdef int32_t* padded
-    cdef int32_t* sums
-    cdef int32_t* weights
-    cdef const uint8_t* source_row
-    cdef uint8_t* target
-    cdef int32_t weight, centre_zero, zero_o
-    cdef int64_t bias_o
-    cdef float multiplier_o
-    cdef uint8_t flip_input = 0x80 if input_signed else 0
-    cdef const int32_t* bias_ptr = NULL
-    cdef const int32_t[::1] bias_view
-    if batch == 0 or out_channels == 0 or out_h == 0 or out_w == 0:
-        return
-    if count > MAX_TAPS:
-        raise ValueError("depthwise2d_flat: too many filter taps for an int32 sum")
-    if (channels == 0 or out_channels % channels or out_channels < channels
-            or taps.shape[0] != out_channels or taps.shape[1] != count
-            or multiplier.shape[0] != out_channels or out_zero.shape[0] != out_channels
-            or filter_zero.shape[0] != out_channels or out.shape[0] != image.shape[0]
-            or (bias is not None and len(bias) != out_channels)
-            or stride < 1 or dilation_h < 1 or dilation_w < 1
-            or (out_h - 1) * stride + (kernel_h - 1) * dilation_h >= padded_h
-            or (out_w - 1) * stride + (kernel_w - 1) * dilation_w >= pitch):
-        raise ValueError("depthwise2d_flat: arguments do not match the convolution's geometry")
-    per_channel = out_channels // channels
-    if bias is not None:
-        bias_view = bias
-        bias_ptr = &bias_view[0]
-    centre_zero = input_zero + (128 if input_signed else 0)
-    slots = out_h * pitch
-    # The furthest read: stride * (slots - 1) plus the largest tap shift.
-    plane_size = max(padded_h * pitch,
-                     stride * (slots - 1) + (kernel_h - 1) * dilation_h * pitch
-                     + (kernel_w - 1) * dilation_w + 1)
-    per_thread = plane_size + slots + count
+    # Wide enough for the padded row length at the furthest tap column.
+    phase_pitch = max(ceil_div(padded_w, stride_w),
+                      row_length + ((kernel_w - 1) * dilation_w) // stride_w)
+    phase_size = padded_h * phase_pitch
+    # Per tap, where its reads start in the phases, for output row 0.
+    offsets = np.empty(count, np.intp)
+    cdef Py_ssize_t[::1] tap_offset = offsets
+    for t in range(count):
+        tap_offset[t] = (((t % kernel_w) * dilation_w) % stride_w * phase_size
+                         + (t // kernel_w) * dilation_h * phase_pitch
+                         + ((t % kernel_w) * dilation_w) // stride_w)
+    # int16 phases, then int32 row sums, weights and the row's bytes, per thread.
+    per_thread = ceil_div(stride_w * phase_size, 2) + row_length + count + row_length // 4
     cdef int32_t* scratch = <int32_t*>malloc(n_threads * per_thread * sizeof(int32_t))
     if scratch == NULL:
         raise MemoryError()
     try:
         with nogil, parallel(num_threads=n_threads):
-            padded = scratch + omp_get_thread_num() * per_thread
-            sums = padded + plane_size
-            weights = sums + slots
+            phases = <int16_t*>(scratch + omp_get_thread_num() * per_thread)
+            row = scratch + omp_get_thread_num() * per_thread + ceil_div(stride_w * phase_size, 2)
+            weights = row + row_length
+            row_bytes = <uint8_t*>(weights + count)
+            memset(phases, 0, stride_w * phase_size * sizeof(int16_t))
             for job in prange(batch * out_channels, schedule="dynamic"):
                 index = job // out_channels
                 o = job % out_channels
@@ -170,41 +165,20 @@ def depthwise2d_flat(const uint8_t[:, :, :, ::1] image, bint input_signed, int32
                         weights[t] = <int8_t>taps[o, t] - filter_zero[o]
                     else:
                         weights[t] = taps[o, t] - filter_zero[o]
-                # The centred, zero-padded input plane.
-                memset(padded, 0, plane_size * sizeof(int32_t))
-                for ih in range(height):
-                    source_row = &image[index, o // per_channel, ih, 0]
-                    for iw in range(width):
-                        padded[(ih + pad_top) * pitch + iw + pad_left] = (
-                            (source_row[iw] ^ flip_input) - centre_zero)
-                for p in range(slots):
-                    sums[p] = 0
-                for t in range(count):
-                    weight = weights[t]
-                    shift = (t // kernel_w) * dilation_h * pitch + (t % kernel_w) * dilation_w
-                    accumulate_taps(sums, padded + shift, slots, stride, weight)
+                fill_phases(&image[index, o // per_channel, 0, 0], height, width, pad_top,
+                            pad_left, stride_w, phase_pitch, phase_size, flip_input,
+                            centre_zero, phases)
                 bias_o = bias_ptr[o] if bias_ptr != NULL else 0
-                multiplier_o = multiplier[o]
-                zero_o = out_zero[o]
                 for oh in range(out_h):
-                    target = &out[index, o, oh, 0]
-                    requantize_row(sums + oh * pitch, target, out_w, bias_o, multiplier_o,
-                                   zero_o, low, high, count)
+                    for ow in range(row_length // ROW_LANES):
+                        accumulate_lanes(row + ow * ROW_LANES,
+                                         phases + oh * stride_h * phase_pitch + ow * ROW_LANES,
+                                         &tap_offset[0], weights, count)
+                    requantize_row(row, row_bytes, row_length, bias_o, multiplier[o],
+                                   out_zero[o], low, high, count)
+                    memcpy(&out[index, o, oh, 0], row_bytes, out_w)
     finally:
         free(scratch)
-
-
-cdef inline void accumulate_taps(int32_t* sums, const int32_t* source, Py_ssize_t count,
-                                 Py_ssize_t stride, int32_t weight) noexcept nogil:
-    """sums[i] += source[i * stride] * weight; unit stride gets its own loop
-    so that the compiler vectorizes it."""
-    cdef Py_ssize_t i
-    if stride == 1:
-        for i in range(count):
-            sums[i] += source[i] * weight
-    else:
-        for i in range(count):
-            sums[i] += source[i * stride] * weight
 
 
 cdef inline void requantize_row(const int32_t* sums, uint8_t* target, Py_ssize_t count,
@@ -217,5 +191,3 @@ cdef inline void requantize_row(const int32_t* sums, uint8_t* target, Py_ssize_t
         return
     for i in range(count):
         target[i] = <uint8_t>requantize(sums[i] + bias, multiplier, zero_point, low, high)
-
-
