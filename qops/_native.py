@@ -32,6 +32,11 @@ def _multiplier(input_scale, weight_scale, output_scale, row_side):
     """The requantization multipliers as a (rows or 1) x (columns or 1) float32
     table, computed once per call by the reference rule; ``row_side`` says for
     each scale whether its values run along rows (else along columns)."""
+    if input_scale.size == weight_scale.size == output_scale.size == 1:
+        # Per tensor, in NumPy scalars: float32 values multiply exactly in
+        # double, so rounding that product to float32 is the float32 product.
+        product = np.float32(input_scale.item() * weight_scale.item())
+        return np.full((1, 1), product / np.float32(output_scale.item()), np.float32)
     shaped = []
     for scale, along_rows in zip((input_scale, weight_scale, output_scale), row_side):
         values = scale.reshape(-1)

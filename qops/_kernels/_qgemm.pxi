@@ -69,11 +69,9 @@ cdef struct Epilogue:
     # value[r, c] = S[r, c] + column_term[c] - column_zero[c] * row_term[r]
     #               - row_zero[r] * column_sum[c],
     # row_term[r] = row_sum[r] - k * row_zero[r]; then requantized.
-    const int64_t* column_term      # bias per column (zeros without bias)
-    const uint32_t* column_term32   # the same modulo 2**32
+    const int64_t* column_term      # bias per column, or NULL for none
     const int32_t* column_zero      # b_zp' per column
     const int64_t* column_sum       # sum_k B' per column
-    const uint32_t* column_sum32    # the same modulo 2**32
     const int32_t* row_zero         # a_zp' at [r * row_zero_step]
     Py_ssize_t row_zero_step        # 0: one for every row
     const int64_t* row_sum          # sum_k A' per row; NULL when every b_zp' is 0
@@ -174,15 +172,21 @@ cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t row
                             Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
                             const Gemm* gemm) noexcept nogil:
     cdef uint8_t result[MR * NR]
-    cdef Py_ssize_t i, r
+    cdef uint32_t column_term[NR]
+    cdef uint32_t column_sum[NR]
+    cdef Py_ssize_t i, r, c
     cdef int64_t row_zero
     cdef uint32_t row_term
+    # The tile's column vectors modulo 2**32, once for its rows.
+    for c in range(cols):
+        column_term[c] = <uint32_t>e.column_term[col0 + c] if e.column_term != NULL else 0
+        column_sum[c] = <uint32_t>e.column_sum[col0 + c]
     for i in range(rows):
         r = row0 + i
         row_zero = e.row_zero[r * e.row_zero_step]
         row_term = <uint32_t>(e.row_sum[r] - e.k * row_zero) if e.row_sum != NULL else 0
-        requantize_line(tile + i * NR, result + i * NR, cols, e.column_term32 + col0,
-                        e.column_zero + col0, e.column_sum32 + col0, row_term,
+        requantize_line(tile + i * NR, result + i * NR, cols, column_term,
+                        e.column_zero + col0, column_sum, row_term,
                         <uint32_t>row_zero, e.multiplier + r * e.multiplier_step + col0,
                         e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
     store_tile(result, rows, cols,
@@ -203,7 +207,8 @@ cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
         for c in range(cols):
             col = col0 + c
             result[i * NR + c] = <uint8_t>requantize(
-                tile[i * NR + c] + e.column_term[col] - e.column_zero[col] * row_term
+                tile[i * NR + c] + (e.column_term[col] if e.column_term != NULL else 0)
+                - e.column_zero[col] * row_term
                 - row_zero * e.column_sum[col],
                 e.multiplier[r * e.multiplier_step + col],
                 e.out_zero[r * e.out_zero_step + col], e.low, e.high)
@@ -310,14 +315,6 @@ cdef void row_sums(const Gemm* gemm, int64_t* sums, int n_threads) noexcept nogi
             sums[r] += sum_bytes(start + gemm.step_offset[s], 4 * gemm.step_groups)
 
 
-def column_terms(bias, Py_ssize_t n):
-    """An Epilogue's column term (bias, or zeros) in int64 and modulo 2**32."""
-    term = np.zeros(max(n, 1), np.int64)
-    if bias is not None:
-        term[:n] = bias
-    return term, term.astype(np.uint32)
-
-
 cdef inline bint fits_int32(int64_t k, int64_t largest_term) noexcept nogil:
     """Whether K products of 8-bit differences plus a term of magnitude
     `largest_term` stay inside int32."""
@@ -361,8 +358,7 @@ cdef void flip_rows(const uint8_t* a, Py_ssize_t rows, Py_ssize_t k, Py_ssize_t 
 
 
 cdef void matmul_one(const Gemm* shape, const uint8_t* a, const int64_t* row_sum,
-                     const int8_t* b, const int64_t* column_sum, const uint32_t* column_sum32,
-                     const Epilogue* common, uint8_t* out, int n_threads) noexcept nogil:
+                     const int8_t* b, const int64_t* column_sum, const Epilogue* common, uint8_t* out, int n_threads) noexcept nogil:
     """One output matrix: the shared Gemm and Epilogue with this batch's operands."""
     cdef Gemm gemm = shape[0]
     cdef Epilogue e = common[0]
@@ -371,7 +367,6 @@ cdef void matmul_one(const Gemm* shape, const uint8_t* a, const int64_t* row_sum
     gemm.out = out
     e.row_sum = row_sum
     e.column_sum = column_sum
-    e.column_sum32 = column_sum32
     run_gemm(&gemm, &e, n_threads)
 
 
@@ -418,24 +413,20 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
             flip_rows(&a[0, 0, 0], a_batches * m, k, lda, 0x80 if a_flip else 0,
                       &flipped[0, 0, 0], n_threads)
         source = flipped
-    sums = np.zeros((a_batches, m), np.int64)
+    sums = np.zeros((a_batches if needs_row_sums else 1, m if needs_row_sums else 1), np.int64)
     cdef int64_t[:, ::1] sums_view = sums
-    term, term32 = column_terms(None, n)
-    cdef const int64_t[::1] term_view = term
-    cdef const uint32_t[::1] term32_view = term32
-    cdef const uint32_t[:, ::1] column_sum32 = np.asarray(b_colsum).astype(np.uint32)
-    cdef Py_ssize_t[::1] step_offset = np.zeros(1, np.intp)
+    cdef Py_ssize_t step_offset[1]
+    step_offset[0] = 0
     gemm.row_offset = NULL
     gemm.lda = lda
     gemm.m = m
-    gemm.step_offset = &step_offset[0]
+    gemm.step_offset = step_offset
     gemm.steps = 1
     gemm.step_groups = groups
     gemm.n = n
     gemm.out_row_stride = n
     gemm.out_col_stride = 1
-    e.column_term = &term_view[0]
-    e.column_term32 = &term32_view[0]
+    e.column_term = NULL
     e.column_zero = &col_zero[0]
     e.row_zero = &row_zero[0]
     e.row_zero_step = 1
@@ -463,13 +454,13 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
                 matmul_one(&gemm, &source[a_index[index] * (1 - zero_offset), 0, 0],
                            &sums_view[a_index[index], 0] if needs_row_sums else NULL,
                            &b_packed[b_index[index], 0], &b_colsum[b_index[index], 0],
-                           &column_sum32[b_index[index], 0], &e, &out[index, 0, 0], 1)
+                           &e, &out[index, 0, 0], 1)
         else:
             for index in range(batches):
                 matmul_one(&gemm, &source[a_index[index] * (1 - zero_offset), 0, 0],
                            &sums_view[a_index[index], 0] if needs_row_sums else NULL,
                            &b_packed[b_index[index], 0], &b_colsum[b_index[index], 0],
-                           &column_sum32[b_index[index], 0], &e, &out[index, 0, 0], n_threads)
+                           &e, &out[index, 0, 0], n_threads)
 
 
 # -- convolution -----------------------------------------------------------------------
@@ -636,10 +627,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     sums = np.zeros(pixels, np.int64)
     cdef uint8_t[::1] buffer = copy
     cdef int64_t[::1] sums_view = sums
-    term, term32 = column_terms(bias, out_channels)
-    cdef const int64_t[::1] term_view = term
-    cdef const uint32_t[::1] term32_view = term32
-    cdef const uint32_t[:, ::1] column_sum32 = np.asarray(filter_colsum).astype(np.uint32)
+    terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
+    cdef const int64_t[::1] term_view = terms
+    cdef bint has_bias = bias is not None
     cdef int32_t[::1] row_zero = np.full(1, zero_point, np.int32)
     gemm.row_offset = &row_offset[0]
     gemm.lda = 0
@@ -669,10 +659,8 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
                 gemm.a = &buffer[group * block_padded]
                 gemm.b = &filter_packed[group, 0]
                 gemm.out = &out[index, group * group_outputs, 0]
-                e.column_term = &term_view[group * group_outputs]
-                e.column_term32 = &term32_view[group * group_outputs]
+                e.column_term = &term_view[group * group_outputs] if has_bias else NULL
                 e.column_sum = &filter_colsum[group, 0]
-                e.column_sum32 = &column_sum32[group, 0]
                 e.column_zero = &col_zero[group * group_outputs]
                 e.multiplier = &multiplier[group * group_outputs]
                 e.out_zero = &out_zero[group * group_outputs]

@@ -14,7 +14,8 @@ from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run
 def conv_calls(draw):
     groups = draw(st.integers(1, 3))
     depthwise = draw(st.booleans())
-    group_channels = 1 if depthwise else draw(st.integers(1, 4))
+    # Under 16 channels a group's filter columns fold into one step; from 16, one step per tap.
+    group_channels = 1 if depthwise else draw(st.sampled_from((1, 2, 3, 4, 5, 16, 17)))
     per_group = draw(st.integers(1, 5))
     channels, out_channels = group_channels * groups, per_group * groups
     kernel = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
@@ -37,10 +38,14 @@ def conv_calls(draw):
         filter=random_values(rng, (out_channels, group_channels) + kernel, filter_type),
         filter_scale=rng.uniform(0.01, 0.1, channel_shape).astype(np.float32),
         filter_zero_point=random_values(rng, channel_shape, filter_type) if draw(st.booleans()) else None,
-        bias=rng.integers(-5000, 5000, out_channels, dtype=np.int32) if draw(st.booleans()) else None,
+        bias=draw(st.sampled_from((None, 5000, 2**31 - 1))),
         output_scale=np.float32(rng.uniform(0.2, 3.0)),
         output_zero_point=random_values(rng, (), out_type),
     )
+    if slots["bias"] is not None:
+        # A bias near the int32 limit takes the int64 epilogue.
+        bound = slots["bias"]
+        slots["bias"] = rng.integers(-bound, bound, out_channels, dtype=np.int64).astype(np.int32)
     attributes = dict(strides=strides, dilations=dilations, start_padding=start,
                       end_padding=end, group_count=groups)
     return convolution.prepare(slots, attributes, "2_1")
@@ -101,3 +106,23 @@ def test_depthwise_with_a_channel_multiplier_and_wide_padding(variant, signed):
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
                               reference(call))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("channels, kernel", [(8200, 3), (70000, 1)])
+def test_k_beyond_the_int32_chunk_is_exact(variant, channels, kernel):
+    """K = channels * kernel**2 above 65536: whole filter taps per int32 chunk
+    (8200 channels, 3 x 3), or one tap longer than a chunk (70000 channels)."""
+    rng = np.random.default_rng(channels)
+    slots = dict(input=np.full((1, channels, kernel + 1, kernel), 255, np.uint8),
+                 input_scale=1.0,
+                 filter=rng.integers(-128, 128, (3, channels, kernel, kernel), dtype=np.int8),
+                 filter_scale=1.0, output_scale=float(2 ** 16),
+                 output_zero_point=np.int8(0))
+    slots["filter"][0] = -128  # the extreme sum 255 * -128 * K, past int32
+    call = convolution.prepare(slots, dict(start_padding=(1, 0), end_padding=(0, 0)), "2_1")
+    expected = reference(call)
+    assert expected[0, 0].min() == -128  # saturated: the sum is not wrapped
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                              expected)

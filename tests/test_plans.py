@@ -1,0 +1,157 @@
+"""The plan cache: a signature is validated once; values are checked every call."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import qops
+from qops import api, reference
+from qops.ops import _plans
+
+u8, i8 = np.uint8, np.int8
+
+
+def matmul_slots(rng, rows=5, depth=7, columns=3):
+    return dict(a=rng.integers(0, 256, (rows, depth), dtype=u8), a_scale=np.float32(0.02),
+                a_zero_point=u8(128), b=rng.integers(-128, 128, (depth, columns), dtype=i8),
+                b_scale=np.float32(0.01), output_scale=np.float32(0.05),
+                output_zero_point=u8(120))
+
+
+def expected_matmul(slots):
+    full = dict(dict(b_zero_point=None), **slots)
+    return reference.quantized_linear_matrix_multiply(**full, output_dtype=np.dtype(u8))
+
+
+@pytest.fixture(autouse=True)
+def fresh_caches():
+    api._MATMUL_PLANS.clear()
+    api._CONVOLUTION_PLANS.clear()
+    yield
+
+
+def test_a_repeated_signature_reuses_its_plan_and_still_computes_each_call():
+    rng = np.random.default_rng(0)
+    first, second = matmul_slots(rng), matmul_slots(rng)
+    got_first = qops.quantized_linear_matrix_multiply(**first)
+    assert len(api._MATMUL_PLANS) == 1
+    got_second = qops.quantized_linear_matrix_multiply(**second)
+    assert len(api._MATMUL_PLANS) == 1
+    assert np.array_equal(got_first, expected_matmul(first))
+    assert np.array_equal(got_second, expected_matmul(second))
+    assert not np.array_equal(got_first, got_second)
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, np.nan, np.inf])
+def test_scale_values_are_checked_on_a_cached_plan(bad):
+    rng = np.random.default_rng(1)
+    slots = matmul_slots(rng)
+    qops.quantized_linear_matrix_multiply(**slots)
+    with pytest.raises(qops.ValidationError, match="a_scale.*positive and finite"):
+        qops.quantized_linear_matrix_multiply(**dict(slots, a_scale=np.float32(bad)))
+    assert len(api._MATMUL_PLANS) == 1
+
+
+def test_an_overflowing_multiplier_is_refused_on_a_cached_plan():
+    rng = np.random.default_rng(2)
+    slots = matmul_slots(rng)
+    qops.quantized_linear_matrix_multiply(**slots)
+    huge = dict(slots, a_scale=np.float32(3e38), b_scale=np.float32(2.0))
+    with pytest.raises(qops.ValidationError, match="overflows float32"):
+        qops.quantized_linear_matrix_multiply(**huge)
+
+
+def test_per_row_scales_are_checked_element_by_element_on_a_cached_plan():
+    rng = np.random.default_rng(3)
+    slots = dict(matmul_slots(rng), a_scale=np.full((5, 1), 0.02, np.float32))
+    qops.quantized_linear_matrix_multiply(**slots)
+    bad = slots["a_scale"].copy()
+    bad[3, 0] = -0.5
+    with pytest.raises(qops.ValidationError, match="1 of 5 elements"):
+        qops.quantized_linear_matrix_multiply(**dict(slots, a_scale=bad))
+
+
+def test_out_is_checked_on_a_cached_plan():
+    rng = np.random.default_rng(4)
+    slots = matmul_slots(rng)
+    out = np.empty((5, 3), u8)
+    qops.quantized_linear_matrix_multiply(**slots, out=out)
+    assert np.array_equal(out, expected_matmul(slots))
+    shared = slots["a"].reshape(-1).copy()
+    with pytest.raises(qops.ValidationError, match="out overlaps a"):
+        qops.quantized_linear_matrix_multiply(**dict(slots, a=shared.reshape(5, 7)),
+                                              out=shared[:15].reshape(5, 3))
+    with pytest.raises(qops.DTypeValidationError):
+        qops.quantized_linear_matrix_multiply(**slots, out=np.empty((5, 3), i8))
+
+
+def test_a_signature_that_fails_validation_is_never_cached():
+    rng = np.random.default_rng(5)
+    slots = dict(matmul_slots(rng), a=rng.integers(0, 256, (5, 6), dtype=u8))
+    for _ in range(2):
+        with pytest.raises(qops.ValidationError, match="K = 6"):
+            qops.quantized_linear_matrix_multiply(**slots)
+    assert len(api._MATMUL_PLANS) == 0
+
+
+def test_feature_levels_get_plans_of_their_own():
+    rng = np.random.default_rng(6)
+    slots = matmul_slots(rng)
+    qops.quantized_linear_matrix_multiply(**slots)
+    with pytest.raises(qops.ValidationError, match="DML_FEATURE_LEVEL_2_1"):
+        qops.quantized_linear_matrix_multiply(**slots, feature_level="2_1")
+
+
+def test_python_integers_take_the_full_path_every_time():
+    """An integer zero point's range is a value check: such calls are not keyed."""
+    rng = np.random.default_rng(7)
+    slots = dict(matmul_slots(rng), output_zero_point=7)
+    assert _plans.signature(slots, {"output_dtype": None}, None) is None
+    qops.quantized_linear_matrix_multiply(**slots)
+    with pytest.raises(qops.ValidationError, match="output_zero_point is 300"):
+        qops.quantized_linear_matrix_multiply(**dict(slots, output_zero_point=300))
+    assert len(api._MATMUL_PLANS) == 0
+
+
+def test_convolution_attributes_are_part_of_the_signature():
+    rng = np.random.default_rng(8)
+    slots = dict(input=rng.integers(0, 256, (1, 2, 6, 6), dtype=u8), input_scale=0.1,
+                 filter=rng.integers(-128, 128, (3, 2, 3, 3), dtype=i8), filter_scale=0.1,
+                 output_scale=0.5)
+    full = dict(input_zero_point=None, filter_zero_point=None, bias=None,
+                output_zero_point=None, dilations=(1, 1), group_count=1, output_dtype=np.dtype(u8))
+    for strides in ((1, 1), [2, 2], (1, 1)):
+        got = qops.quantized_linear_convolution(**slots, strides=strides)
+        expected = reference.quantized_linear_convolution(
+            **slots, **full, strides=tuple(strides), start_padding=(0, 0), end_padding=(0, 0))
+        assert np.array_equal(got, expected)
+    assert len(api._CONVOLUTION_PLANS) == 2
+
+
+def test_the_cache_is_bounded():
+    rng = np.random.default_rng(9)
+    for depth in range(1, _plans.CAPACITY + 10):
+        qops.quantized_linear_matrix_multiply(**matmul_slots(rng, 2, depth, 2))
+    assert 0 < len(api._MATMUL_PLANS) <= _plans.CAPACITY
+
+
+def test_concurrent_calls_on_one_plan_agree():
+    rng = np.random.default_rng(10)
+    cases = [matmul_slots(rng, 40, 50, 30) for _ in range(8)]
+    expected = [expected_matmul(slots) for slots in cases]
+    failures = []
+
+    def work(index):
+        for _ in range(20):
+            got = qops.quantized_linear_matrix_multiply(**cases[index], n_threads=1)
+            if not np.array_equal(got, expected[index]):
+                failures.append(index)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    assert len(api._MATMUL_PLANS) == 1
