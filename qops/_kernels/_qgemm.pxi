@@ -509,6 +509,85 @@ cdef int64_t pack_filter_column(const uint8_t* row, const Py_ssize_t* source, Py
     return total
 
 
+cdef inline void fill_channel_run(uint8_t* target, Py_ssize_t pixel_stride,
+                                  const uint8_t* source, Py_ssize_t shift, Py_ssize_t lo,
+                                  Py_ssize_t hi, Py_ssize_t padded_w, uint8_t flip,
+                                  uint8_t pad_value) noexcept nogil:
+    """One channel along a row of the copy: positions [lo, hi) read source[wp + shift],
+    the rest are padding."""
+    cdef Py_ssize_t wp
+    for wp in range(lo):
+        target[wp * pixel_stride] = pad_value
+    for wp in range(lo, hi):
+        target[wp * pixel_stride] = source[wp + shift] ^ flip
+    for wp in range(hi, padded_w):
+        target[wp * pixel_stride] = pad_value
+
+
+cdef enum:
+    # Positions per batch of channel words, built contiguously (a loop the
+    # compiler vectorizes) and then stored at the pixel stride.
+    QUAD_BATCH = 64
+
+
+cdef inline void fill_channel_quad(uint32_t* target, Py_ssize_t word_stride,
+                                   const uint8_t* source, Py_ssize_t plane, Py_ssize_t shift,
+                                   Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t padded_w,
+                                   uint32_t flip, uint32_t pad_value) noexcept nogil:
+    """Four consecutive channels (planes `plane` bytes apart) along a row of the
+    copy, one 32-bit store per position: a quarter of the byte stores."""
+    cdef uint32_t words[QUAD_BATCH]
+    cdef Py_ssize_t wp, i, count
+    cdef uint32_t pad_word = pad_value * 0x01010101
+    cdef const uint8_t* s0
+    for wp in range(lo):
+        target[wp * word_stride] = pad_word
+    wp = lo
+    while wp < hi:
+        count = min(<Py_ssize_t>QUAD_BATCH, hi - wp)
+        s0 = source + wp + shift
+        for i in range(count):
+            words[i] = ((s0[i] ^ flip) | ((s0[plane + i] ^ flip) << 8)
+                        | ((s0[2 * plane + i] ^ flip) << 16) | ((s0[3 * plane + i] ^ flip) << 24))
+        for i in range(count):
+            target[(wp + i) * word_stride] = words[i]
+        wp = wp + count
+    for wp in range(hi, padded_w):
+        target[wp * word_stride] = pad_word
+
+
+cdef enum:
+    # Positions per task of an unfolded copy without column padding: 32
+    # positions of up to 512 channels are 16 KiB of the copy, which stay in L1
+    # while every channel quad is written into them.
+    POSITION_BLOCK = 32
+
+
+cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t count,
+                              Py_ssize_t group_count, Py_ssize_t group_channels,
+                              Py_ssize_t block_padded, Py_ssize_t positions,
+                              uint8_t* interior, uint8_t flip) noexcept nogil:
+    """Unfolded copy without column padding: positions [first, first + count)
+    of the interior (consecutive in the image and in the copy), every channel."""
+    cdef Py_ssize_t pixel_stride = group_count * block_padded
+    cdef Py_ssize_t quads = group_channels // 4
+    cdef Py_ssize_t g, c, wp
+    cdef const uint8_t* source
+    cdef uint8_t* target
+    for g in range(group_count):
+        source = image + g * group_channels * positions + first
+        target = interior + first * pixel_stride + g * block_padded
+        for c in range(quads):
+            fill_channel_quad(<uint32_t*>(target + 4 * c), pixel_stride // 4,
+                              source + 4 * c * positions, positions, 0, 0, count, count, flip, 0)
+        for c in range(4 * quads, group_channels):
+            fill_channel_run(target + c, pixel_stride, source + c * positions, 0, 0, count,
+                             count, flip, 0)
+        for c in range(group_channels, block_padded):
+            for wp in range(count):
+                target[c + wp * pixel_stride] = 0
+
+
 cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t group_count,
                                  Py_ssize_t group_channels, Py_ssize_t fold,
                                  Py_ssize_t block_padded, Py_ssize_t height, Py_ssize_t width,
@@ -517,32 +596,35 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
                                  uint8_t* buffer) noexcept nogil:
     """Row hp of the padded channels-last image: position (hp, wp) holds, per
     group, `fold` blocks of the group's channels (block j: input column
-    wp + j * dilation_w), then zeros up to block_padded bytes."""
+    wp + j * dilation_w), then zeros up to block_padded bytes.
+
+    Unfolded (fold = 1), channels start 4-byte aligned (block_padded is a
+    multiple of 4), so whole quads of channels go out as 32-bit words.
+    """
     cdef Py_ssize_t pixel_stride = group_count * block_padded
     cdef Py_ssize_t ih = hp - pad_top
-    cdef Py_ssize_t g, j, c, wp, shift, lo, hi
+    cdef Py_ssize_t plane = height * width
+    cdef Py_ssize_t g, j, c, wp, shift, lo, hi, quads
+    cdef bint inside = 0 <= ih < height
     cdef uint8_t* row = buffer + hp * padded_w * pixel_stride
     cdef uint8_t* target
     cdef const uint8_t* source
     for g in range(group_count):
         for j in range(fold):
-            for c in range(group_channels):
-                target = row + g * block_padded + j * group_channels + c
-                # Padding rows are padding from end to end.
-                lo = padded_w
-                hi = padded_w
-                if 0 <= ih < height:
-                    source = image + ((g * group_channels + c) * height + ih) * width
-                    # Position wp reads input column wp + shift when inside the row.
-                    shift = j * dilation_w - pad_left
-                    lo = min(max(-shift, 0), padded_w)
-                    hi = min(max(width - shift, lo), padded_w)
-                    for wp in range(lo, hi):
-                        target[wp * pixel_stride] = source[wp + shift] ^ flip
-                for wp in range(lo):
-                    target[wp * pixel_stride] = pad_value
-                for wp in range(hi, padded_w):
-                    target[wp * pixel_stride] = pad_value
+            # Position wp reads input column wp + shift when inside the row;
+            # padding rows are padding from end to end.
+            shift = j * dilation_w - pad_left
+            lo = min(max(-shift, 0), padded_w) if inside else padded_w
+            hi = min(max(width - shift, lo), padded_w) if inside else padded_w
+            source = image + ((g * group_channels) * height + (ih if inside else 0)) * width
+            quads = group_channels // 4 if fold == 1 else 0
+            for c in range(quads):
+                fill_channel_quad(<uint32_t*>(row + g * block_padded + 4 * c), pixel_stride // 4,
+                                  source + 4 * c * plane, plane, shift, lo, hi, padded_w, flip,
+                                  pad_value)
+            for c in range(4 * quads, group_channels):
+                fill_channel_run(row + g * block_padded + j * group_channels + c, pixel_stride,
+                                 source + c * plane, shift, lo, hi, padded_w, flip, pad_value)
         for c in range(fold * group_channels, block_padded):
             target = row + g * block_padded + c
             for wp in range(padded_w):
@@ -582,6 +664,8 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     cdef Epilogue e
     cdef bint needs_row_sums = False
     cdef int64_t largest_bias = 0
+    cdef bint plane_runs
+    cdef Py_ssize_t run
     if batch == 0 or out_channels == 0 or pixels == 0:
         return
     if group_count < 1 or channels % group_count or out_channels % group_count or fold < 1:
@@ -610,6 +694,7 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
         needs_row_sums = needs_row_sums or col_zero[column] != 0
     if bias is not None:
         largest_bias = int(np.max(np.abs(np.asarray(bias, np.int64))))
+    plane_runs = fold == 1 and padded_w == width and height > 0
     cdef int32_t zero_point = (input_zero ^ (0x80 if input_flip else 0))
     cdef uint8_t pad_value = <uint8_t>zero_point
     # Per pixel, its first tap's position; per step, the tap's distance from it.
@@ -650,11 +735,30 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     e.narrow = fits_int32(e.k, largest_bias)
     with nogil:
         for index in range(batch):
-            for hp in prange(padded_h, num_threads=n_threads, schedule="static"):
-                fill_channels_last_row(&image[index, 0, 0, 0], hp, group_count, group_channels,
-                                       fold, block_padded, height, width, pad_top, pad_left,
-                                       padded_w, dilation_w, 0x80 if input_flip else 0,
-                                       pad_value, &buffer[0])
+            if plane_runs:
+                # No column padding and one tap per step: the interior rows
+                # of a channel are one run in the image and in the copy.
+                for hp in prange(padded_h, num_threads=n_threads, schedule="static"):
+                    if hp < pad_top or hp >= pad_top + height:
+                        fill_channels_last_row(&image[index, 0, 0, 0], hp, group_count,
+                                               group_channels, fold, block_padded, height, width,
+                                               pad_top, pad_left, padded_w, dilation_w,
+                                               0x80 if input_flip else 0, pad_value, &buffer[0])
+                for run in prange(ceil_div(height * width, POSITION_BLOCK),
+                                  num_threads=n_threads, schedule="static"):
+                    fill_position_block(&image[index, 0, 0, 0], run * POSITION_BLOCK,
+                                        min(<Py_ssize_t>POSITION_BLOCK,
+                                            height * width - run * POSITION_BLOCK),
+                                        group_count, group_channels, block_padded,
+                                        height * width,
+                                        &buffer[pad_top * padded_w * pixel_stride],
+                                        0x80 if input_flip else 0)
+            else:
+                for hp in prange(padded_h, num_threads=n_threads, schedule="static"):
+                    fill_channels_last_row(&image[index, 0, 0, 0], hp, group_count,
+                                           group_channels, fold, block_padded, height, width,
+                                           pad_top, pad_left, padded_w, dilation_w,
+                                           0x80 if input_flip else 0, pad_value, &buffer[0])
             for group in range(group_count):
                 gemm.a = &buffer[group * block_padded]
                 gemm.b = &filter_packed[group, 0]
