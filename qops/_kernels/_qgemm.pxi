@@ -27,7 +27,7 @@
 # lanes (`requantize_line`); otherwise in int64.
 
 from cython.parallel cimport parallel, prange
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -95,26 +95,40 @@ cdef inline Py_ssize_t round_up(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
 
 # -- packing B --------------------------------------------------------------------
 
-cdef void pack_b_panel(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t columns,
-                       uint8_t flip, int8_t* panel, int64_t* sums) noexcept nogil:
-    """Up to NR columns of a K x N matrix into one panel, [group][column][4];
-    sums[c] <- sum_k B'[k, c] (0 for padding columns).
+cdef enum:
+    # Columns of B per packing task: 8 panels, so each task reads whole
+    # 64-byte lines of every row (4 per row) instead of half a line per panel.
+    PACK_COLUMNS = 8 * NR
+    # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
+    SUM_GROUPS = 1048576
 
-    Four rows at a time, each column's four bytes assembled into one 32-bit
-    store: the loop over columns vectorizes.  Rows past K read a row of
-    `flip` bytes, which pack to B' = 0.
+
+cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t columns,
+                         uint8_t flip, int8_t* packed, Py_ssize_t panel_size,
+                         int64_t* sums) noexcept nogil:
+    """Up to PACK_COLUMNS columns of a K x N matrix into their panels (panel_size
+    bytes apart), [group][column][4]; sums[c] <- sum_k B'[k, c] (0 for padding
+    columns).
+
+    Four rows at a time: whole panels through the variant's pack_group32, a
+    last partial panel column by column.  Rows past K read a row of `flip`
+    bytes (as long as the columns), which pack to B' = 0.  Column sums gather in int32 for at most
+    SUM_GROUPS groups (|sum| <= 512 per group), then in int64.
     """
-    cdef uint8_t filler[NR]
+    cdef uint8_t filler[PACK_COLUMNS]
+    cdef int32_t partial[PACK_COLUMNS]
     cdef const uint8_t* row0
     cdef const uint8_t* row1
     cdef const uint8_t* row2
     cdef const uint8_t* row3
-    cdef uint32_t* target
-    cdef uint32_t v0, v1, v2, v3
-    cdef Py_ssize_t g, c, kk
+    cdef int8_t* target
+    cdef int8_t v0, v1, v2, v3
+    cdef Py_ssize_t g, q, c, kk, first, width
     cdef Py_ssize_t groups = ceil_div(k, 4)
-    memset(filler, flip, NR)
-    for c in range(NR):
+    cdef Py_ssize_t panels = ceil_div(columns, NR)
+    memset(filler, flip, PACK_COLUMNS)
+    memset(partial, 0, sizeof(partial))
+    for c in range(panels * NR):
         sums[c] = 0
     for g in range(groups):
         kk = 4 * g
@@ -122,46 +136,91 @@ cdef void pack_b_panel(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_
         row1 = b + (kk + 1) * ldb if kk + 1 < k else filler
         row2 = b + (kk + 2) * ldb if kk + 2 < k else filler
         row3 = b + (kk + 3) * ldb if kk + 3 < k else filler
-        target = <uint32_t*>(panel + g * NR * 4)
-        for c in range(columns):
-            v0 = row0[c] ^ flip
-            v1 = row1[c] ^ flip
-            v2 = row2[c] ^ flip
-            v3 = row3[c] ^ flip
-            target[c] = v0 | (v1 << 8) | (v2 << 16) | (v3 << 24)
-            sums[c] += (<int8_t>v0) + (<int8_t>v1) + (<int8_t>v2) + (<int8_t>v3)
-        for c in range(columns, NR):
-            target[c] = 0
+        for q in range(panels):
+            first = q * NR
+            width = min(<Py_ssize_t>NR, columns - first)
+            target = packed + q * panel_size + g * NR * 4
+            if width == NR:
+                pack_group32(row0 + first, row1 + first, row2 + first, row3 + first, flip,
+                             target, partial + first)
+                continue
+            for c in range(width):
+                v0 = <int8_t>(row0[first + c] ^ flip)
+                v1 = <int8_t>(row1[first + c] ^ flip)
+                v2 = <int8_t>(row2[first + c] ^ flip)
+                v3 = <int8_t>(row3[first + c] ^ flip)
+                target[4 * c] = v0
+                target[4 * c + 1] = v1
+                target[4 * c + 2] = v2
+                target[4 * c + 3] = v3
+                partial[first + c] += v0 + v1 + v2 + v3
+            memset(target + 4 * width, 0, 4 * (NR - width))
+        if (g + 1) % SUM_GROUPS == 0 or g + 1 == groups:
+            for c in range(panels * NR):
+                sums[c] += partial[c]
+                partial[c] = 0
 
 
 cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n, uint8_t flip,
                         int8_t* packed, int64_t* colsum, int n_threads) noexcept nogil:
-    """A K x N matrix B into NR-column panels, one panel per task."""
-    cdef Py_ssize_t groups = ceil_div(k, 4)
-    cdef Py_ssize_t panels = ceil_div(n, NR)
-    cdef Py_ssize_t q
-    if n_threads > panels:
-        n_threads = <int>panels
+    """A K x N matrix B into NR-column panels, PACK_COLUMNS columns per task."""
+    cdef Py_ssize_t panel_size = ceil_div(k, 4) * NR * 4
+    cdef Py_ssize_t blocks = ceil_div(n, PACK_COLUMNS)
+    cdef Py_ssize_t block
+    if n_threads > blocks:
+        n_threads = <int>blocks
     if n_threads < 1:
         n_threads = 1
-    for q in prange(panels, nogil=True, num_threads=n_threads, schedule="static"):
-        pack_b_panel(b + q * NR, ldb, k, min(<Py_ssize_t>NR, n - q * NR), flip,
-                     packed + q * groups * NR * 4, colsum + q * NR)
+    for block in prange(blocks, nogil=True, num_threads=n_threads, schedule="static"):
+        pack_b_columns(b + block * PACK_COLUMNS, ldb, k,
+                       min(<Py_ssize_t>PACK_COLUMNS, n - block * PACK_COLUMNS), flip,
+                       packed + block * (PACK_COLUMNS // NR) * panel_size, panel_size,
+                       colsum + block * PACK_COLUMNS)
 
 
 # -- the driver -------------------------------------------------------------------
 
+cdef inline void swap_bytes(uint64_t* x, int i, int j, int shift, uint64_t mask) noexcept nogil:
+    """Exchange the bytes of x[i] above `shift` with the bytes of x[j] below it."""
+    cdef uint64_t t = ((x[i] >> shift) ^ x[j]) & mask
+    x[i] ^= t << shift
+    x[j] ^= t
+
+
+cdef inline void transpose_bytes(uint64_t* x) noexcept nogil:
+    """Transpose the 8 x 8 byte matrix whose row i is x[i] (byte j at bits 8j):
+    swap 4 x 4 blocks, then 2 x 2 blocks within them, then single bytes."""
+    cdef int i
+    for i in range(4):
+        swap_bytes(x, i, i + 4, 32, 0x00000000FFFFFFFFULL)
+    for i in range(2):
+        swap_bytes(x, i, i + 2, 16, 0x0000FFFF0000FFFFULL)
+        swap_bytes(x, i + 4, i + 6, 16, 0x0000FFFF0000FFFFULL)
+    for i in range(4):
+        swap_bytes(x, 2 * i, 2 * i + 1, 8, 0x00FF00FF00FF00FFULL)
+
+
 cdef inline void store_tile(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
                             uint8_t* out, Py_ssize_t row_stride,
                             Py_ssize_t col_stride) noexcept nogil:
-    cdef Py_ssize_t i, c
+    cdef Py_ssize_t i, c, block
     cdef uint8_t* target
+    cdef uint64_t x[8]
     if col_stride == 1:
         for i in range(rows):
             memcpy(out + i * row_stride, result + i * NR, cols)
+    elif rows == 8 and row_stride == 1:
+        # A convolution's output is channels-first: each column (output
+        # channel) takes the tile's 8 pixels as 8 consecutive bytes.  Eight
+        # columns at a time, an 8 x 8 byte transpose turns the tile's rows
+        # into those runs: one 8-byte store per column.
+        for block in range(0, cols, 8):
+            for i in range(8):
+                memcpy(&x[i], result + i * NR + block, 8)
+            transpose_bytes(x)
+            for c in range(min(<Py_ssize_t>8, cols - block)):
+                memcpy(out + (block + c) * col_stride, &x[c], 8)
     else:
-        # A convolution's output is channels-first: one output channel per
-        # column, its pixels (the rows) consecutive.
         for c in range(cols):
             target = out + c * col_stride
             for i in range(rows):
@@ -328,8 +387,9 @@ def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
     cdef Py_ssize_t batches = b.shape[0], k = b.shape[1], n = b.shape[2], index
     cdef Py_ssize_t size = ceil_div(n, NR) * ceil_div(k, 4) * NR * 4
     cdef Py_ssize_t padded = ceil_div(n, NR) * NR
-    packed = np.zeros((batches, max(size, 1)), dtype=np.int8)
-    colsum = np.zeros((batches, max(padded, 1)), dtype=np.int64)
+    # Packing writes every byte of every panel and every column sum.
+    packed = (np.empty if k and n else np.zeros)((batches, max(size, 1)), dtype=np.int8)
+    colsum = (np.empty if k and n else np.zeros)((batches, max(padded, 1)), dtype=np.int64)
     cdef int8_t[:, ::1] packed_view = packed
     cdef int64_t[:, ::1] colsum_view = colsum
     if k and n:

@@ -90,4 +90,5 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
                 tile[r * NR + first + i] = lanes[2 * i] + lanes[2 * i + 1]
 
 
+include "_pack_avx2.pxi"
 include "_qgemm.pxi"

@@ -105,4 +105,5 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
     _mm512_storeu_si512(tile + 7 * NR + 16, c71)
 
 
+include "_pack_avx2.pxi"
 include "_qgemm.pxi"

@@ -107,3 +107,21 @@ def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
         call(good, target=np.empty((1, 9, 6), np.uint8))
     with pytest.raises(ValueError, match="out of range"):
         call(good, b_index=np.ones(1, np.int64))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("a_type", TYPES)
+@pytest.mark.parametrize("b_type", TYPES)
+def test_b_wider_than_a_packing_task(variant, a_type, b_type):
+    """N = 300 spans two packing tasks of 256 columns and ends in a partial
+    panel; K = 9 ends in a partial group of 4."""
+    rng = np.random.default_rng(300)
+    slots = dict(a=random_values(rng, (2, 11, 9), a_type), a_scale=0.03,
+                 a_zero_point=random_values(rng, (), a_type),
+                 b=random_values(rng, (2, 9, 300), b_type), b_scale=0.02,
+                 b_zero_point=random_values(rng, (), b_type), output_scale=0.7,
+                 output_zero_point=random_values(rng, (), a_type))
+    call = matmul.prepare(slots, {}, "4_0")
+    expected = reference(call)
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_matmul, call, variant, n_threads), expected)
