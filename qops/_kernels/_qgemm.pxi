@@ -39,12 +39,13 @@ from qops._kernels._requantize cimport requantize, requantize_line, requantize_s
 cdef enum:
     # 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
     GROUPS_PER_CHUNK = 16384
-    # A tile of TILE_M_PANELS x TILE_N_PANELS micro-tiles is the unit of
-    # parallel work.  Within a tile each B' panel (K x NR bytes, 32 KiB at
-    # K = 1024) serves TILE_M_PANELS micro-tiles from L1/L2 in turn, and the
-    # tile's 64 rows of A (64 KiB at K = 1024) stay in L2 across its panels.
+    # A tile of TILE_M_PANELS x TILE_N_PANELS micro-tiles (8 * MR rows, 128
+    # columns) is the unit of parallel work.  Within a tile each B' panel
+    # (K x NR bytes, 32 KiB at K = 1024 and NR = 32) serves TILE_M_PANELS
+    # micro-tiles from L1/L2 in turn, and the tile's rows of A (64 KiB at
+    # K = 1024 and MR = 8) stay in L2 across its panels.
     TILE_M_PANELS = 8
-    TILE_N_PANELS = 4
+    TILE_N_PANELS = 128 // NR
     # |(A - a_zp)(B - b_zp)| <= 255 * 255 for any 8-bit operands.
     MAX_PRODUCT = 65025
     INT32_LIMIT = 2147483647
@@ -141,8 +142,9 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
             width = min(<Py_ssize_t>NR, columns - first)
             target = packed + q * panel_size + g * NR * 4
             if width == NR:
-                pack_group32(row0 + first, row1 + first, row2 + first, row3 + first, flip,
-                             target, partial + first)
+                for c in range(0, NR, 32):
+                    pack_group32(row0 + first + c, row1 + first + c, row2 + first + c,
+                                 row3 + first + c, flip, target + 4 * c, partial + first + c)
                 continue
             for c in range(width):
                 v0 = <int8_t>(row0[first + c] ^ flip)
@@ -209,17 +211,19 @@ cdef inline void store_tile(const uint8_t* result, Py_ssize_t rows, Py_ssize_t c
     if col_stride == 1:
         for i in range(rows):
             memcpy(out + i * row_stride, result + i * NR, cols)
-    elif rows == 8 and row_stride == 1:
+    elif row_stride == 1 and MR <= 8:
         # A convolution's output is channels-first: each column (output
-        # channel) takes the tile's 8 pixels as 8 consecutive bytes.  Eight
+        # channel) takes the tile's pixels as consecutive bytes.  Eight
         # columns at a time, an 8 x 8 byte transpose turns the tile's rows
-        # into those runs: one 8-byte store per column.
+        # into those runs: one store per column.
+        for i in range(rows, 8):
+            x[i] = 0
         for block in range(0, cols, 8):
-            for i in range(8):
+            for i in range(rows):
                 memcpy(&x[i], result + i * NR + block, 8)
             transpose_bytes(x)
             for c in range(min(<Py_ssize_t>8, cols - block)):
-                memcpy(out + (block + c) * col_stride, &x[c], 8)
+                memcpy(out + (block + c) * col_stride, &x[c], rows)
     else:
         for c in range(cols):
             target = out + c * col_stride
@@ -345,7 +349,7 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
         n_threads = <int>tiles
     if n_threads < 1:
         n_threads = 1
-    for tile in prange(tiles, nogil=True, num_threads=n_threads, schedule="dynamic"):
+    for tile in prange(tiles, nogil=True, num_threads=n_threads, schedule="static"):
         p = (tile % tiles_m) * TILE_M_PANELS
         q = (tile // tiles_m) * TILE_N_PANELS
         p_end = min(p + TILE_M_PANELS, m_panels)
