@@ -64,6 +64,11 @@ cdef struct Gemm:
     uint8_t* out                   # (r, c) at out[r * out_row_stride + c * out_col_stride]
     Py_ssize_t out_row_stride
     Py_ssize_t out_col_stride
+    # `batch` products of the same shape and B: product i reads A at
+    # a + i * a_batch_stride and writes out + i * out_batch_stride.
+    Py_ssize_t batch
+    Py_ssize_t a_batch_stride
+    Py_ssize_t out_batch_stride
 
 
 cdef struct Epilogue:
@@ -76,6 +81,7 @@ cdef struct Epilogue:
     const int32_t* row_zero         # a_zp' at [r * row_zero_step]
     Py_ssize_t row_zero_step        # 0: one for every row
     const int64_t* row_sum          # sum_k A' per row; NULL when every b_zp' is 0
+    Py_ssize_t row_sum_batch_stride # between the row sums of a batch's products
     int64_t k                       # the real K
     const float* multiplier         # at [r * multiplier_step + c]
     Py_ssize_t multiplier_step
@@ -102,6 +108,8 @@ cdef enum:
     PACK_COLUMNS = 8 * NR
     # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
     SUM_GROUPS = 1048576
+    # Channels-last copies per convolution chunk: a few images of a batch.
+    CHUNK_BYTES = 8 * 1024 * 1024
 
 
 cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t columns,
@@ -286,9 +294,18 @@ cdef inline const uint8_t* row_start(const Gemm* gemm, Py_ssize_t r) noexcept no
     return gemm.a + r * gemm.lda
 
 
-cdef void micro_tile(const Gemm* gemm, const Epilogue* e, Py_ssize_t row0,
-                     Py_ssize_t panel) noexcept nogil:
-    """One MR x NR block of the output, from the full K to requantized bytes."""
+cdef void micro_tile(const Gemm* product, const Epilogue* common, Py_ssize_t index,
+                     Py_ssize_t row0, Py_ssize_t panel) noexcept nogil:
+    """One MR x NR block of product `index` of the batch, from the full K to
+    requantized bytes."""
+    cdef Gemm own = product[0]
+    cdef Epilogue own_epilogue = common[0]
+    cdef const Gemm* gemm = &own
+    cdef const Epilogue* e = &own_epilogue
+    own.a = own.a + index * own.a_batch_stride
+    own.out = own.out + index * own.out_batch_stride
+    if own_epilogue.row_sum != NULL:
+        own_epilogue.row_sum = own_epilogue.row_sum + index * own_epilogue.row_sum_batch_stride
     cdef const uint8_t* rows[MR]
     cdef const uint8_t* shifted[MR]
     cdef int32_t tile[MR * NR]
@@ -339,24 +356,32 @@ cdef void micro_tile(const Gemm* gemm, const Epilogue* e, Py_ssize_t row0,
 
 
 cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept nogil:
-    """Every output tile, in parallel; each thread's micro-tile state is on its stack."""
+    """Every output tile of every product of the batch, in parallel; each
+    thread's micro-tile state is on its stack.
+
+    A static schedule hands each thread one contiguous run of tiles, which
+    run down the rows of a column of tiles (and then through the batch): a
+    thread keeps reusing the same B' panels, which stay in its own L2.
+    """
     cdef Py_ssize_t m_panels = ceil_div(gemm.m, MR)
     cdef Py_ssize_t n_panels = ceil_div(gemm.n, NR)
     cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, TILE_N_PANELS)
-    cdef Py_ssize_t tile, p, q, p_end, q_end, qi, ri
-    if n_threads > tiles:
-        n_threads = <int>tiles
+    cdef Py_ssize_t total = tiles * gemm.batch
+    cdef Py_ssize_t job, tile, p, q, p_end, q_end, qi, ri
+    if n_threads > total:
+        n_threads = <int>total
     if n_threads < 1:
         n_threads = 1
-    for tile in prange(tiles, nogil=True, num_threads=n_threads, schedule="static"):
+    for job in prange(total, nogil=True, num_threads=n_threads, schedule="static"):
+        tile = job % tiles
         p = (tile % tiles_m) * TILE_M_PANELS
         q = (tile // tiles_m) * TILE_N_PANELS
         p_end = min(p + TILE_M_PANELS, m_panels)
         q_end = min(q + TILE_N_PANELS, n_panels)
         for qi in range(q, q_end):
             for ri in range(p, p_end):
-                micro_tile(gemm, e, ri * MR, qi)
+                micro_tile(gemm, e, job // tiles, ri * MR, qi)
 
 
 cdef inline int64_t sum_bytes(const uint8_t* p, Py_ssize_t count) noexcept nogil:
@@ -490,6 +515,10 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     gemm.n = n
     gemm.out_row_stride = n
     gemm.out_col_stride = 1
+    gemm.batch = 1
+    gemm.a_batch_stride = 0
+    gemm.out_batch_stride = 0
+    e.row_sum_batch_stride = 0
     e.column_term = NULL
     e.column_zero = &col_zero[0]
     e.row_zero = &row_zero[0]
@@ -723,13 +752,12 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     cdef Py_ssize_t padded_h = height + pad_top + end_padding[0]
     cdef Py_ssize_t padded_w = width + pad_left + end_padding[1]
     cdef Py_ssize_t group_channels, group_outputs, block_padded, steps, pixel_stride
-    cdef Py_ssize_t out_h, out_w, index, group, p, kh, kw, hp, column
+    cdef Py_ssize_t out_h, out_w, group, p, kh, kw, column
     cdef Gemm gemm
     cdef Epilogue e
     cdef bint needs_row_sums = False
     cdef int64_t largest_bias = 0
     cdef bint plane_runs
-    cdef Py_ssize_t run
     if batch == 0 or out_channels == 0 or pixels == 0:
         return
     if group_count < 1 or channels % group_count or out_channels % group_count or fold < 1:
@@ -772,8 +800,13 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
         for kw in range(kernel_w // fold):
             step_offset[kh * (kernel_w // fold) + kw] = (
                 (kh * dilation_h * padded_w + kw * dilation_w) * pixel_stride)
-    copy = np.empty(max(padded_h * padded_w * pixel_stride, 1), np.uint8)
-    sums = np.zeros(pixels, np.int64)
+    # Images go through in chunks of up to CHUNK_BYTES of copies, each chunk
+    # one batched GEMM per group: one parallel region, whole images per thread.
+    cdef Py_ssize_t image_bytes = max(padded_h * padded_w * pixel_stride, 1)
+    cdef Py_ssize_t chunk = max(1, min(batch, CHUNK_BYTES // image_bytes))
+    cdef Py_ssize_t first, count, member
+    copy = np.empty(chunk * image_bytes, np.uint8)
+    sums = np.zeros(chunk * pixels, np.int64)
     cdef uint8_t[::1] buffer = copy
     cdef int64_t[::1] sums_view = sums
     terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
@@ -789,6 +822,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     gemm.n = group_outputs
     gemm.out_row_stride = 1
     gemm.out_col_stride = pixels
+    gemm.a_batch_stride = image_bytes
+    gemm.out_batch_stride = out_channels * pixels
+    e.row_sum_batch_stride = pixels
     e.row_zero = &row_zero[0]
     e.row_zero_step = 0
     e.k = group_channels * kernel_h * kernel_w
@@ -798,35 +834,19 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     e.high = high
     e.narrow = fits_int32(e.k, largest_bias)
     with nogil:
-        for index in range(batch):
-            if plane_runs:
-                # No column padding and one tap per step: the interior rows
-                # of a channel are one run in the image and in the copy.
-                for hp in prange(padded_h, num_threads=n_threads, schedule="static"):
-                    if hp < pad_top or hp >= pad_top + height:
-                        fill_channels_last_row(&image[index, 0, 0, 0], hp, group_count,
-                                               group_channels, fold, block_padded, height, width,
-                                               pad_top, pad_left, padded_w, dilation_w,
-                                               0x80 if input_flip else 0, pad_value, &buffer[0])
-                for run in prange(ceil_div(height * width, POSITION_BLOCK),
-                                  num_threads=n_threads, schedule="static"):
-                    fill_position_block(&image[index, 0, 0, 0], run * POSITION_BLOCK,
-                                        min(<Py_ssize_t>POSITION_BLOCK,
-                                            height * width - run * POSITION_BLOCK),
-                                        group_count, group_channels, block_padded,
-                                        height * width,
-                                        &buffer[pad_top * padded_w * pixel_stride],
-                                        0x80 if input_flip else 0)
-            else:
-                for hp in prange(padded_h, num_threads=n_threads, schedule="static"):
-                    fill_channels_last_row(&image[index, 0, 0, 0], hp, group_count,
-                                           group_channels, fold, block_padded, height, width,
-                                           pad_top, pad_left, padded_w, dilation_w,
-                                           0x80 if input_flip else 0, pad_value, &buffer[0])
+        first = 0
+        while first < batch:
+            count = min(chunk, batch - first)
+            for member in range(count):
+                fill_channels_last(&image[first + member, 0, 0, 0], plane_runs, group_count,
+                                   group_channels, fold, block_padded, height, width,
+                                   padded_h, padded_w, pad_top, pad_left, dilation_w,
+                                   0x80 if input_flip else 0, pad_value,
+                                   &buffer[member * image_bytes], n_threads)
+            gemm.batch = count
             for group in range(group_count):
-                gemm.a = &buffer[group * block_padded]
                 gemm.b = &filter_packed[group, 0]
-                gemm.out = &out[index, group * group_outputs, 0]
+                gemm.out = &out[first, group * group_outputs, 0]
                 e.column_term = &term_view[group * group_outputs] if has_bias else NULL
                 e.column_sum = &filter_colsum[group, 0]
                 e.column_zero = &col_zero[group * group_outputs]
@@ -834,9 +854,44 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
                 e.out_zero = &out_zero[group * group_outputs]
                 e.row_sum = NULL
                 if needs_row_sums:
-                    row_sums(&gemm, &sums_view[0], n_threads)
+                    for member in range(count):
+                        gemm.a = &buffer[member * image_bytes + group * block_padded]
+                        row_sums(&gemm, &sums_view[member * pixels], n_threads)
                     e.row_sum = &sums_view[0]
+                gemm.a = &buffer[group * block_padded]
                 run_gemm(&gemm, &e, n_threads)
+            first = first + count
+
+
+cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t group_count,
+                             Py_ssize_t group_channels, Py_ssize_t fold, Py_ssize_t block_padded,
+                             Py_ssize_t height, Py_ssize_t width, Py_ssize_t padded_h,
+                             Py_ssize_t padded_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
+                             Py_ssize_t dilation_w, uint8_t flip, uint8_t pad_value,
+                             uint8_t* buffer, int n_threads) noexcept nogil:
+    """The padded channels-last copy of one image, rows (or blocks of
+    positions) in parallel."""
+    cdef Py_ssize_t pixel_stride = group_count * block_padded
+    cdef Py_ssize_t hp, run
+    if plane_runs:
+        # No column padding and one tap per step: the interior rows of a
+        # channel are one run in the image and in the copy.
+        for hp in prange(padded_h, nogil=True, num_threads=n_threads, schedule="static"):
+            if hp < pad_top or hp >= pad_top + height:
+                fill_channels_last_row(image, hp, group_count, group_channels, fold,
+                                       block_padded, height, width, pad_top, pad_left,
+                                       padded_w, dilation_w, flip, pad_value, buffer)
+        for run in prange(ceil_div(height * width, POSITION_BLOCK), nogil=True,
+                          num_threads=n_threads, schedule="static"):
+            fill_position_block(image, run * POSITION_BLOCK,
+                                min(<Py_ssize_t>POSITION_BLOCK, height * width - run * POSITION_BLOCK),
+                                group_count, group_channels, block_padded, height * width,
+                                buffer + pad_top * padded_w * pixel_stride, flip)
+    else:
+        for hp in prange(padded_h, nogil=True, num_threads=n_threads, schedule="static"):
+            fill_channels_last_row(image, hp, group_count, group_channels, fold, block_padded,
+                                   height, width, pad_top, pad_left, padded_w, dilation_w, flip,
+                                   pad_value, buffer)
 
 
 include "_depthwise.pxi"
