@@ -39,13 +39,15 @@ from qops._kernels._requantize cimport requantize, requantize_line, requantize_s
 cdef enum:
     # 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
     GROUPS_PER_CHUNK = 16384
-    # A tile of TILE_M_PANELS x TILE_N_PANELS micro-tiles (8 * MR rows, 128
-    # columns) is the unit of parallel work.  Within a tile each B' panel
+    # A tile of TILE_M_PANELS micro-tiles down (8 * MR rows) by TILE_COLUMNS
+    # columns is the unit of parallel work.  Within a tile each B' panel
     # (K x NR bytes, 32 KiB at K = 1024 and NR = 32) serves TILE_M_PANELS
     # micro-tiles from L1/L2 in turn, and the tile's rows of A (64 KiB at
     # K = 1024 and MR = 8) stay in L2 across its panels.
+    # (No division in an enum: with cdivision off, as in debug builds,
+    # Cython cannot generate one; the driver divides TILE_COLUMNS by NR.)
     TILE_M_PANELS = 8
-    TILE_N_PANELS = 128 // NR
+    TILE_COLUMNS = 128
     # |(A - a_zp)(B - b_zp)| <= 255 * 255 for any 8-bit operands.
     MAX_PRODUCT = 65025
     INT32_LIMIT = 2147483647
@@ -366,7 +368,8 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     cdef Py_ssize_t m_panels = ceil_div(gemm.m, MR)
     cdef Py_ssize_t n_panels = ceil_div(gemm.n, NR)
     cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
-    cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, TILE_N_PANELS)
+    cdef Py_ssize_t tile_n_panels = TILE_COLUMNS // NR
+    cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)
     cdef Py_ssize_t total = tiles * gemm.batch
     cdef Py_ssize_t job, tile, p, q, p_end, q_end, qi, ri
     if n_threads > total:
@@ -376,9 +379,9 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     for job in prange(total, nogil=True, num_threads=n_threads, schedule="static"):
         tile = job % tiles
         p = (tile % tiles_m) * TILE_M_PANELS
-        q = (tile // tiles_m) * TILE_N_PANELS
+        q = (tile // tiles_m) * tile_n_panels
         p_end = min(p + TILE_M_PANELS, m_panels)
-        q_end = min(q + TILE_N_PANELS, n_panels)
+        q_end = min(q + tile_n_panels, n_panels)
         for qi in range(q, q_end):
             for ri in range(p, p_end):
                 micro_tile(gemm, e, job // tiles, ri * MR, qi)
