@@ -8,7 +8,7 @@ import os
 import warnings
 
 #: Best first.
-VARIANTS = ("avx512vnni", "avx2", "portable")
+VARIANTS = ("amx", "avx512vnni", "avx2", "portable")
 
 _modules = {}
 

@@ -87,11 +87,14 @@ def openmp_probe():
     return compile_flags, link_flags
 
 
+_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"]
+
 #: GEMM variants and the flags each is compiled with (GCC / Clang spelling).
 SIMD_VARIANTS = {
     "portable": [],
     "avx2": ["-mavx2", "-mfma"],
-    "avx512vnni": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"],
+    "avx512vnni": _AVX512,
+    "amx": _AVX512 + ["-mamx-tile", "-mamx-int8"],
 }
 
 

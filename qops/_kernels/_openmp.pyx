@@ -33,15 +33,32 @@ cdef extern from *:
         return 0;
     #endif
     }
+    #if defined(__GNUC__) && defined(__x86_64__)
+    #include <cpuid.h>
+    #endif
+    /* AMX-TILE and AMX-INT8 (CPUID leaf 7, EDX bits 24 and 25); whether the
+       operating system grants the tile state is asked when the AMX kernels load. */
+    static int qops_cpu_supports_amx(void) {
+    #if defined(__GNUC__) && defined(__x86_64__)
+        unsigned int a, b, c, d;
+        if (!qops_cpu_supports_avx512vnni() || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+            return 0;
+        return ((d >> 24) & 1) && ((d >> 25) & 1);
+    #else
+        return 0;
+    #endif
+    }
     """
     int qops_cpu_supports_avx2()
     int qops_cpu_supports_avx512vnni()
+    int qops_cpu_supports_amx()
 
 
 def cpu_features():
     """The instruction sets this CPU (and operating system) can run, by variant name."""
     return {"portable": True, "avx2": bool(qops_cpu_supports_avx2()),
-            "avx512vnni": bool(qops_cpu_supports_avx512vnni())}
+            "avx512vnni": bool(qops_cpu_supports_avx512vnni()),
+            "amx": bool(qops_cpu_supports_amx())}
 
 
 def openmp_enabled():

@@ -215,25 +215,27 @@ cdef inline void transpose_bytes(uint64_t* x) noexcept nogil:
 cdef inline void store_tile(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
                             uint8_t* out, Py_ssize_t row_stride,
                             Py_ssize_t col_stride) noexcept nogil:
-    cdef Py_ssize_t i, c, block
+    cdef Py_ssize_t i, c, block, first, height
     cdef uint8_t* target
     cdef uint64_t x[8]
     if col_stride == 1:
         for i in range(rows):
             memcpy(out + i * row_stride, result + i * NR, cols)
-    elif row_stride == 1 and MR <= 8:
+    elif row_stride == 1:
         # A convolution's output is channels-first: each column (output
-        # channel) takes the tile's pixels as consecutive bytes.  Eight
-        # columns at a time, an 8 x 8 byte transpose turns the tile's rows
-        # into those runs: one store per column.
-        for i in range(rows, 8):
-            x[i] = 0
-        for block in range(0, cols, 8):
-            for i in range(rows):
-                memcpy(&x[i], result + i * NR + block, 8)
-            transpose_bytes(x)
-            for c in range(min(<Py_ssize_t>8, cols - block)):
-                memcpy(out + (block + c) * col_stride, &x[c], rows)
+        # channel) takes the tile's pixels as consecutive bytes.  Eight rows
+        # by eight columns at a time, an 8 x 8 byte transpose turns the
+        # tile's rows into those runs: one store per column and row block.
+        for first in range(0, rows, 8):
+            height = min(<Py_ssize_t>8, rows - first)
+            for i in range(height, 8):
+                x[i] = 0
+            for block in range(0, cols, 8):
+                for i in range(height):
+                    memcpy(&x[i], result + (first + i) * NR + block, 8)
+                transpose_bytes(x)
+                for c in range(min(<Py_ssize_t>8, cols - block)):
+                    memcpy(out + (block + c) * col_stride + first, &x[c], height)
     else:
         for c in range(cols):
             target = out + c * col_stride
@@ -659,6 +661,38 @@ cdef enum:
     POSITION_BLOCK = 32
 
 
+cdef inline void fill_channel_octet(uint8_t* target, Py_ssize_t pixel_stride,
+                                    const uint8_t* source, Py_ssize_t plane, Py_ssize_t shift,
+                                    Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t padded_w,
+                                    uint8_t flip, uint8_t pad_value) noexcept nogil:
+    """Eight consecutive channels (planes `plane` bytes apart) along a row of
+    the copy: eight positions at a time, an 8 x 8 byte transpose turns eight
+    8-byte reads (one per channel) into eight 8-byte stores (one per position)."""
+    cdef uint64_t x[8]
+    cdef uint64_t flips = 0x0101010101010101ULL * flip
+    cdef uint64_t padding = 0x0101010101010101ULL * pad_value
+    cdef Py_ssize_t wp, i
+    cdef uint8_t* cell
+    for wp in range(lo):
+        memcpy(target + wp * pixel_stride, &padding, 8)
+    wp = lo
+    while wp + 8 <= hi:
+        for i in range(8):
+            memcpy(&x[i], source + i * plane + wp + shift, 8)
+            x[i] ^= flips
+        transpose_bytes(x)
+        for i in range(8):
+            memcpy(target + (wp + i) * pixel_stride, &x[i], 8)
+        wp = wp + 8
+    while wp < hi:
+        cell = target + wp * pixel_stride
+        for i in range(8):
+            cell[i] = source[i * plane + wp + shift] ^ flip
+        wp = wp + 1
+    for wp in range(hi, padded_w):
+        memcpy(target + wp * pixel_stride, &padding, 8)
+
+
 cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t count,
                               Py_ssize_t group_count, Py_ssize_t group_channels,
                               Py_ssize_t block_padded, Py_ssize_t positions,
@@ -666,6 +700,7 @@ cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t
     """Unfolded copy without column padding: positions [first, first + count)
     of the interior (consecutive in the image and in the copy), every channel."""
     cdef Py_ssize_t pixel_stride = group_count * block_padded
+    cdef Py_ssize_t octets = group_channels // 8
     cdef Py_ssize_t quads = group_channels // 4
     cdef Py_ssize_t g, c, wp
     cdef const uint8_t* source
@@ -673,7 +708,10 @@ cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t
     for g in range(group_count):
         source = image + g * group_channels * positions + first
         target = interior + first * pixel_stride + g * block_padded
-        for c in range(quads):
+        for c in range(octets):
+            fill_channel_octet(target + 8 * c, pixel_stride, source + 8 * c * positions,
+                               positions, 0, 0, count, count, flip, 0)
+        for c in range(2 * octets, quads):
             fill_channel_quad(<uint32_t*>(target + 4 * c), pixel_stride // 4,
                               source + 4 * c * positions, positions, 0, 0, count, count, flip, 0)
         for c in range(4 * quads, group_channels):
@@ -714,7 +752,11 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
             hi = min(max(width - shift, lo), padded_w) if inside else padded_w
             source = image + ((g * group_channels) * height + (ih if inside else 0)) * width
             quads = group_channels // 4 if fold == 1 else 0
-            for c in range(quads):
+            for c in range(quads // 2):
+                fill_channel_octet(row + g * block_padded + 8 * c, pixel_stride,
+                                   source + 8 * c * plane, plane, shift, lo, hi, padded_w,
+                                   flip, pad_value)
+            for c in range(2 * (quads // 2), quads):
                 fill_channel_quad(<uint32_t*>(row + g * block_padded + 4 * c), pixel_stride // 4,
                                   source + 4 * c * plane, plane, shift, lo, hi, padded_w, flip,
                                   pad_value)

@@ -1,0 +1,139 @@
+# cython: language_level=3
+"""Quantized GEMM with AMX-INT8: tdpbusd multiplies a 16 x 64 tile of
+unsigned A' bytes by a 64 x 16 tile of signed B' bytes (16 groups of 4 k by
+16 columns, the packed panel layout) into a 16 x 16 tile of int32 sums."""
+
+from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t
+from libc.string cimport memcpy, memset
+
+cdef extern from "<immintrin.h>" nogil:
+    # Tile numbers must be literals: each call below names its registers.
+    void _tile_loadconfig(const void* config)
+    void _tile_zero(int tile)
+    void _tile_loadd(int tile, const void* base, long stride)
+    void _tile_stored(int tile, void* base, long stride)
+    void _tile_dpbusd(int sums, int a, int b)
+
+cdef extern from *:
+    """
+    #include <unistd.h>
+    #include <sys/syscall.h>
+    /* Linux hands a process the AMX tile state only when asked:
+       arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). */
+    static int qops_request_amx(void) {
+    #if defined(__linux__) && defined(SYS_arch_prctl)
+        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    #else
+        return 0;
+    #endif
+    }
+    """
+    int qops_request_amx() nogil
+
+if not qops_request_amx():
+    raise ImportError("the operating system does not grant this process the AMX tile state")
+
+# 32 rows x 32 columns: four 16 x 16 accumulator tiles (tmm0-3), two A tiles
+# (rows 0-15 and 16-31, tmm4-5) and the panel's two halves as B tiles
+# (columns 0-15 and 16-31, tmm6-7): four tdpbusd per 64 k.
+cdef enum:
+    MR = 32
+    NR = 32
+    BLOCK_GROUPS = 16     # groups of 4 k per tile multiply (64 bytes of a row)
+
+
+cdef struct TileConfig:
+    uint8_t palette
+    uint8_t start_row
+    uint8_t reserved[14]
+    uint16_t bytes_per_row[16]
+    uint8_t rows[16]
+
+
+cdef inline void configure_tiles() noexcept nogil:
+    """Eight tiles of 16 rows x 64 bytes (palette 1); the configuration is
+    per thread, so every call sets it."""
+    cdef TileConfig config
+    cdef int t
+    memset(&config, 0, sizeof(config))
+    config.palette = 1
+    for t in range(8):
+        config.rows[t] = 16
+        config.bytes_per_row[t] = 64
+    _tile_loadconfig(&config)
+
+
+cdef inline void copy_groups(uint8_t* target, const uint8_t* source,
+                             Py_ssize_t count) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(count):
+        memcpy(target + 4 * j, source + 4 * j, 4)
+
+
+cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
+                      Py_ssize_t groups, const int8_t* b, int32_t* tile) noexcept nogil:
+    """A' rows come through pointers (a matrix's rows, a convolution's pixels
+    and taps), so each block of 16 groups is first gathered into a
+    contiguous 32 x 64 buffer, zero past the last group; a last partial
+    block of B' is copied into a zero-padded 16 x 128 buffer."""
+    cdef uint8_t a_block[MR * 64]
+    cdef int8_t b_block[BLOCK_GROUPS * NR * 4]
+    cdef Py_ssize_t run_source[BLOCK_GROUPS]
+    cdef Py_ssize_t run_target[BLOCK_GROUPS]
+    cdef Py_ssize_t run_bytes[BLOCK_GROUPS]
+    cdef Py_ssize_t total = steps * groups
+    cdef Py_ssize_t first, count, runs, done, step, group, length, r, i
+    cdef const int8_t* b_tiles
+    configure_tiles()
+    _tile_zero(0)
+    _tile_zero(1)
+    _tile_zero(2)
+    _tile_zero(3)
+    first = 0
+    while first < total:
+        count = min(<Py_ssize_t>BLOCK_GROUPS, total - first)
+        # The block's runs of consecutive groups within one step.
+        runs = 0
+        done = 0
+        while done < count:
+            step = (first + done) // groups
+            group = (first + done) % groups
+            length = min(count - done, groups - group)
+            run_source[runs] = offsets[step] + 4 * group
+            run_target[runs] = 4 * done
+            run_bytes[runs] = 4 * length
+            runs = runs + 1
+            done = done + length
+        if runs == 1 and count == BLOCK_GROUPS:
+            # The common block: 64 bytes of one step (a constant-size copy).
+            for r in range(MR):
+                memcpy(a_block + r * 64, rows[r] + run_source[0], 64)
+        else:
+            for r in range(MR):
+                for i in range(runs):
+                    copy_groups(a_block + r * 64 + run_target[i], rows[r] + run_source[i],
+                                run_bytes[i] // 4)
+                if count < BLOCK_GROUPS:
+                    memset(a_block + r * 64 + 4 * count, 0, 64 - 4 * count)
+        b_tiles = b + first * NR * 4
+        if count < BLOCK_GROUPS:
+            memcpy(b_block, b_tiles, count * NR * 4)
+            memset(b_block + count * NR * 4, 0, (BLOCK_GROUPS - count) * NR * 4)
+            b_tiles = b_block
+        _tile_loadd(4, a_block, 64)
+        _tile_loadd(5, a_block + 16 * 64, 64)
+        _tile_loadd(6, b_tiles, NR * 4)
+        _tile_loadd(7, b_tiles + 64, NR * 4)
+        _tile_dpbusd(0, 4, 6)
+        _tile_dpbusd(1, 4, 7)
+        _tile_dpbusd(2, 5, 6)
+        _tile_dpbusd(3, 5, 7)
+        first = first + count
+    _tile_stored(0, tile, NR * 4)
+    _tile_stored(1, tile + 16, NR * 4)
+    _tile_stored(2, tile + 16 * NR, NR * 4)
+    _tile_stored(3, tile + 16 * NR + 16, NR * 4)
+
+
+include "_pack_avx2.pxi"
+include "_qgemm.pxi"
