@@ -77,22 +77,60 @@ def prepare_matmul(call, variant=None):
     a_shape, b_shape, out_shape = (-1, rows, depth), (-1, depth, columns), (-1, rows, columns)
     low, high = _range(call.output_dtype)
 
+    def requantization(arrays):
+        return (_vector(arrays["a_zero_point"], rows, np.int32, _FLIP if a_flip else 0),
+                _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0),
+                _table(_multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
+                                   row_side=(True, False, True)), columns),
+                _table(_output_zero(arrays["output_zero_point"], rows), columns))
+
+    parameters = _ParameterCache(("a_scale", "a_zero_point", "b_scale", "b_zero_point",
+                                  "output_scale", "output_zero_point"), requantization)
+
     def run(call, out, n_threads):
         arrays = call.arrays
-        b3 = _bytes(arrays["b"]).reshape(b_shape)
-        row_zero = _vector(arrays["a_zero_point"], rows, np.int32, _FLIP if a_flip else 0)
-        col_zero = _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0)
-        multiplier = _table(_multiplier(arrays["a_scale"], arrays["b_scale"],
-                                        arrays["output_scale"], row_side=(True, False, True)),
-                            columns)
-        out_zero = _table(_output_zero(arrays["output_zero_point"], rows), columns)
-        packed_b, colsum = _cached(call, ("b", variant),
-                                   lambda: kernels.pack_b_batches(b3, b_flip, n_threads))
+        packed_b, colsum = _cached(call, ("b", variant), lambda: kernels.pack_b_batches(
+            _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
         kernels.matmul(_bytes(arrays["a"]).reshape(a_shape), a_flip, a_index, packed_b, colsum,
-                       b_index, columns, row_zero, col_zero, multiplier, out_zero,
+                       b_index, columns, *parameters.get(arrays),
                        out.view(np.uint8).reshape(out_shape), low, high, n_threads)
 
     return run
+
+
+class _ParameterCache:
+    """The kernel-ready vectors derived from a call's scales and zero points,
+    kept for the next call with the same parameter values (they rarely
+    change between calls).  Keyed by the parameters' bytes, for parameters
+    of at most _PARAMETER_KEY_LIMIT elements; the vectors are only read."""
+
+    def __init__(self, slots, derive):
+        self._slots = slots
+        self._derive = derive
+        self._entries = {}
+
+    def get(self, arrays):
+        key = []
+        for name in self._slots:
+            value = arrays[name]
+            if value is None:
+                key.append(None)
+            elif value.size <= _PARAMETER_KEY_LIMIT:
+                key.append(value.tobytes())
+            else:
+                return self._derive(arrays)
+        key = tuple(key)
+        found = self._entries.get(key)
+        if found is None:
+            found = self._derive(arrays)
+            if len(self._entries) >= _PARAMETER_ENTRIES:
+                self._entries.clear()
+            self._entries[key] = found
+        return found
+
+
+_PARAMETER_KEY_LIMIT = 4096
+_PARAMETER_ENTRIES = 16
 
 
 def _table(values, columns):
@@ -188,18 +226,26 @@ def prepare_convolution(call, variant=None):
                 attributes["start_padding"], attributes["end_padding"])
     out_shape = (batch, out_channels, out_h * out_w)
 
+    def requantization(arrays):
+        input_zero = _vector(arrays["input_zero_point"], 1, arrays["input"].dtype)
+        return (int(input_zero.view(np.uint8)[0]),
+                _vector(arrays["filter_zero_point"], out_channels, np.int32,
+                        -_FLIP if filter_flip else 0),
+                *_channel_requantization(arrays, out_channels))
+
+    parameters = _ParameterCache(("input_scale", "input_zero_point", "filter_scale",
+                                  "filter_zero_point", "bias", "output_scale",
+                                  "output_zero_point"), requantization)
+
     def run(call, out, n_threads):
         arrays = call.arrays
         filter = arrays["filter"]
         packed, colsum = _cached(call, ("filter", variant),
                                  lambda: pack_filter(filter, group_count, fold, kernels,
                                                      n_threads))
-        input_zero = _vector(arrays["input_zero_point"], 1, arrays["input"].dtype)
-        col_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32,
-                           -_FLIP if filter_flip else 0)
-        multiplier, out_zero, bias = _channel_requantization(arrays, out_channels)
-        kernels.conv2d(_bytes(arrays["input"]), input_flip, int(input_zero.view(np.uint8)[0]),
-                       packed, colsum, *geometry, col_zero, multiplier, out_zero, bias,
+        input_zero, col_zero, multiplier, out_zero, bias = parameters.get(arrays)
+        kernels.conv2d(_bytes(arrays["input"]), input_flip, input_zero, packed, colsum,
+                       *geometry, col_zero, multiplier, out_zero, bias,
                        out.view(np.uint8).reshape(out_shape), low, high, n_threads)
 
     return run
@@ -223,14 +269,22 @@ def prepare_depthwise(call, variant=None):
     image_signed, filter_signed = _signed(image), _signed(filter)
     taps_shape = (out_channels, kernel_h * kernel_w)
 
+    def requantization(arrays):
+        return (int(_vector(arrays["input_zero_point"], 1, np.int32)[0]),
+                _vector(arrays["filter_zero_point"], out_channels, np.int32),
+                *_channel_requantization(arrays, out_channels))
+
+    parameters = _ParameterCache(("input_scale", "input_zero_point", "filter_scale",
+                                  "filter_zero_point", "bias", "output_scale",
+                                  "output_zero_point"), requantization)
+
     def run(call, out, n_threads):
         arrays = call.arrays
-        input_zero = _vector(arrays["input_zero_point"], 1, np.int32)[0]
-        multiplier, out_zero, bias = _channel_requantization(arrays, out_channels)
-        kernel(_bytes(arrays["input"]), image_signed, int(input_zero),
-               _bytes(arrays["filter"]).reshape(taps_shape), filter_signed,
-               _vector(arrays["filter_zero_point"], out_channels, np.int32), kernel_h, kernel_w,
-               *geometry, multiplier, out_zero, bias, out.view(np.uint8), low, high, n_threads)
+        input_zero, filter_zero, multiplier, out_zero, bias = parameters.get(arrays)
+        kernel(_bytes(arrays["input"]), image_signed, input_zero,
+               _bytes(arrays["filter"]).reshape(taps_shape), filter_signed, filter_zero,
+               kernel_h, kernel_w, *geometry, multiplier, out_zero, bias, out.view(np.uint8),
+               low, high, n_threads)
 
     return run
 

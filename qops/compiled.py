@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from . import _dispatch, registry
+from . import registry
 from ._config import resolve_threads
 from ._errors import ValidationError
 from ._validation import TensorDesc, check_attributes, fail, resolve_version
@@ -75,23 +75,24 @@ class CompiledOperator:
         self._plans = PlanCache(_PREPARE[operator.name], _SCALES[operator.name])
         self.runtime_slots = tuple(s.name for s in operator.inputs
                                    if s.name not in CONSTANT_SLOTS[operator.name])
+        self._runtime_names = frozenset(self.runtime_slots)
 
     def __repr__(self):
         bound = ", ".join(f"{k}={getattr(v, 'shape', v)}" for k, v in self._constants.items())
         return f"<compiled {self.operator.name} at {self.feature_level}: {bound}>"
 
     def __call__(self, *args, out=None, n_threads=None, **slots):
-        if len(args) > len(self.runtime_slots):
-            fail(self.operator, f"takes at most {len(self.runtime_slots)} positional slots "
-                                f"({', '.join(self.runtime_slots)})")
-        for name, value in zip(self.runtime_slots, args):
-            if name in slots:
-                fail(self.operator, f"{name} given twice", slot=name)
-            slots[name] = value
-        bound = set(slots) & set(self._constants)
-        unknown = set(slots) - set(self.runtime_slots)
-        if bound or unknown:
-            name = sorted(bound or unknown)[0]
+        if args:
+            if len(args) > len(self.runtime_slots):
+                fail(self.operator, f"takes at most {len(self.runtime_slots)} positional slots "
+                                    f"({', '.join(self.runtime_slots)})")
+            for name, value in zip(self.runtime_slots, args):
+                if name in slots:
+                    fail(self.operator, f"{name} given twice", slot=name)
+                slots[name] = value
+        if not self._runtime_names.issuperset(slots):
+            bound = set(slots) & set(self._constants)
+            name = sorted(bound or set(slots) - self._runtime_names)[0]
             why = "is bound at compile time" if bound else "is not a slot of this operator"
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)

@@ -155,3 +155,41 @@ def test_concurrent_calls_on_one_plan_agree():
         thread.join()
     assert failures == []
     assert len(api._MATMUL_PLANS) == 1
+
+
+def test_new_parameter_values_on_one_plan_are_used():
+    """Scales and zero points change between calls of one signature: each call
+    requantizes with its own values (derived vectors are keyed by value)."""
+    rng = np.random.default_rng(11)
+    slots = matmul_slots(rng)
+    seen = set()
+    for a_zero, scale, out_zero in [(128, 0.05, 120), (3, 0.05, 120), (128, 0.07, 120),
+                                    (128, 0.05, 9), (128, 0.05, 120)]:
+        call = dict(slots, a_zero_point=u8(a_zero), output_scale=np.float32(scale),
+                    output_zero_point=u8(out_zero))
+        got = qops.quantized_linear_matrix_multiply(**call)
+        assert np.array_equal(got, expected_matmul(call))
+        seen.add(got.tobytes())
+    assert len(seen) == 4
+    assert len(api._MATMUL_PLANS) == 1
+
+
+def test_new_convolution_parameters_on_one_plan_are_used():
+    rng = np.random.default_rng(12)
+    slots = dict(input=rng.integers(0, 256, (1, 3, 5, 5), dtype=u8), input_scale=0.1,
+                 filter=rng.integers(-128, 128, (4, 3, 3, 3), dtype=i8),
+                 filter_scale=np.full(4, 0.1, np.float32), output_scale=0.5)
+    full = dict(input_zero_point=None, filter_zero_point=None, output_zero_point=None,
+                strides=(1, 1), dilations=(1, 1), start_padding=(0, 0), end_padding=(0, 0),
+                group_count=1, output_dtype=np.dtype(u8))
+    outputs = set()
+    for bias, filter_scale in [((1, 2, 3, 4), 0.1), ((9, 2, 3, 4), 0.1), ((1, 2, 3, 4), 0.2)]:
+        call = dict(slots, bias=np.array(bias, np.int32),
+                    filter_scale=np.full(4, filter_scale, np.float32))
+        got = qops.quantized_linear_convolution(**call)
+        shaped = dict(call, bias=call["bias"].reshape(1, 4, 1, 1),
+                      filter_scale=call["filter_scale"].reshape(1, 4, 1, 1))
+        expected = reference.quantized_linear_convolution(**dict(full, **shaped))
+        assert np.array_equal(got, expected)
+        outputs.add(got.tobytes())
+    assert len(outputs) == 3

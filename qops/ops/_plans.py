@@ -30,10 +30,10 @@ _UNKNOWN = object()  # a signature that cannot be told from types alone
 
 def _slot_signature(value):
     kind = type(value)
-    if value is None:
-        return None
     if kind is np.ndarray or isinstance(value, np.generic):
         return value.dtype, value.shape
+    if value is None:
+        return None
     if kind is float:
         # A float only ever passes as a scale, whose value is checked per call.
         return float
@@ -78,8 +78,11 @@ class Plan:
     def __call__(self, slots, out, n_threads, packed=None):
         arrays = {}
         for name, dtype, shape in self.layout:
-            value = slots.get(name)
-            arrays[name] = None if shape is None else np.asarray(value, dtype).reshape(shape)
+            if shape is None:
+                arrays[name] = None
+                continue
+            value = np.asarray(slots.get(name), dtype)
+            arrays[name] = value if value.shape == shape else value.reshape(shape)
         operator = self.template.operator
         for name in self.scales:
             check_scale_values(operator, name, arrays[name])
