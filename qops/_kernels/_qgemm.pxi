@@ -66,10 +66,16 @@ cdef struct Gemm:
     uint8_t* out                   # (r, c) at out[r * out_row_stride + c * out_col_stride]
     Py_ssize_t out_row_stride
     Py_ssize_t out_col_stride
-    # `batch` products of the same shape and B: product i reads A at
-    # a + i * a_batch_stride and writes out + i * out_batch_stride.
+    # `batch` products of one shape: product i reads A at a + a_i *
+    # a_batch_stride and B at b + b_i * b_batch_stride, and writes out + i *
+    # out_batch_stride, with a_i = a_index[i] and b_i = b_index[i] (i where
+    # an index is NULL): a matrix multiply's broadcast batch, or a chunk of
+    # a convolution's images (one B).
     Py_ssize_t batch
+    const int64_t* a_index
+    const int64_t* b_index
     Py_ssize_t a_batch_stride
+    Py_ssize_t b_batch_stride
     Py_ssize_t out_batch_stride
 
 
@@ -83,7 +89,8 @@ cdef struct Epilogue:
     const int32_t* row_zero         # a_zp' at [r * row_zero_step]
     Py_ssize_t row_zero_step        # 0: one for every row
     const int64_t* row_sum          # sum_k A' per row; NULL when every b_zp' is 0
-    Py_ssize_t row_sum_batch_stride # between the row sums of a batch's products
+    Py_ssize_t row_sum_batch_stride # between the row sums of A matrices (a_i)
+    Py_ssize_t column_sum_batch_stride  # between the column sums of B matrices (b_i)
     int64_t k                       # the real K
     const float* multiplier         # at [r * multiplier_step + c]
     Py_ssize_t multiplier_step
@@ -306,10 +313,15 @@ cdef void micro_tile(const Gemm* product, const Epilogue* common, Py_ssize_t ind
     cdef Epilogue own_epilogue = common[0]
     cdef const Gemm* gemm = &own
     cdef const Epilogue* e = &own_epilogue
-    own.a = own.a + index * own.a_batch_stride
+    cdef Py_ssize_t a_member = own.a_index[index] if own.a_index != NULL else index
+    cdef Py_ssize_t b_member = own.b_index[index] if own.b_index != NULL else index
+    own.a = own.a + a_member * own.a_batch_stride
+    own.b = own.b + b_member * own.b_batch_stride
     own.out = own.out + index * own.out_batch_stride
+    own_epilogue.column_sum = (own_epilogue.column_sum
+                               + b_member * own_epilogue.column_sum_batch_stride)
     if own_epilogue.row_sum != NULL:
-        own_epilogue.row_sum = own_epilogue.row_sum + index * own_epilogue.row_sum_batch_stride
+        own_epilogue.row_sum = own_epilogue.row_sum + a_member * own_epilogue.row_sum_batch_stride
     cdef const uint8_t* rows[MR]
     cdef const uint8_t* shifted[MR]
     cdef int32_t tile[MR * NR]
@@ -451,19 +463,6 @@ cdef void flip_rows(const uint8_t* a, Py_ssize_t rows, Py_ssize_t k, Py_ssize_t 
             out[r * lda + j] = 0
 
 
-cdef void matmul_one(const Gemm* shape, const uint8_t* a, const int64_t* row_sum,
-                     const int8_t* b, const int64_t* column_sum, const Epilogue* common, uint8_t* out, int n_threads) noexcept nogil:
-    """One output matrix: the shared Gemm and Epilogue with this batch's operands."""
-    cdef Gemm gemm = shape[0]
-    cdef Epilogue e = common[0]
-    gemm.a = a
-    gemm.b = b
-    gemm.out = out
-    e.row_sum = row_sum
-    e.column_sum = column_sum
-    run_gemm(&gemm, &e, n_threads)
-
-
 def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
            const int64_t[::1] b_index, Py_ssize_t n,
@@ -480,7 +479,6 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     cdef Py_ssize_t batches = out.shape[0], groups = ceil_div(k, 4), index, j
     cdef Py_ssize_t lda = 4 * groups
     cdef Py_ssize_t b_size = ceil_div(n, NR) * groups * NR * 4
-    cdef Py_ssize_t zero_offset = 0
     cdef Gemm gemm
     cdef Epilogue e
     cdef bint needs_row_sums = False
@@ -520,10 +518,14 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     gemm.n = n
     gemm.out_row_stride = n
     gemm.out_col_stride = 1
-    gemm.batch = 1
-    gemm.a_batch_stride = 0
-    gemm.out_batch_stride = 0
-    e.row_sum_batch_stride = 0
+    gemm.batch = batches
+    gemm.a_index = &a_index[0]
+    gemm.b_index = &b_index[0]
+    gemm.a_batch_stride = m * lda if k else 0
+    gemm.b_batch_stride = b_packed.shape[1]
+    gemm.out_batch_stride = m * n
+    e.row_sum_batch_stride = m
+    e.column_sum_batch_stride = b_colsum.shape[1]
     e.column_term = NULL
     e.column_zero = &col_zero[0]
     e.row_zero = &row_zero[0]
@@ -539,26 +541,18 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     if k == 0:
         # No products: S and every sum are 0; any in-bounds row will do.
         source = np.zeros((1, 1, 4), np.uint8)
-        zero_offset = 1
     with nogil:
         if needs_row_sums and k:
             for index in range(a_batches):
                 gemm.a = &source[index, 0, 0]
                 row_sums(&gemm, &sums_view[index, 0], n_threads)
-        if batches >= n_threads > 1:
-            # Whole matrices per thread: one parallel region instead of one
-            # per matrix; the inner GEMM runs on one thread.
-            for index in prange(batches, num_threads=n_threads, schedule="dynamic"):
-                matmul_one(&gemm, &source[a_index[index] * (1 - zero_offset), 0, 0],
-                           &sums_view[a_index[index], 0] if needs_row_sums else NULL,
-                           &b_packed[b_index[index], 0], &b_colsum[b_index[index], 0],
-                           &e, &out[index, 0, 0], 1)
-        else:
-            for index in range(batches):
-                matmul_one(&gemm, &source[a_index[index] * (1 - zero_offset), 0, 0],
-                           &sums_view[a_index[index], 0] if needs_row_sums else NULL,
-                           &b_packed[b_index[index], 0], &b_colsum[b_index[index], 0],
-                           &e, &out[index, 0, 0], n_threads)
+        # Every matrix of the batch in one parallel region.
+        gemm.a = &source[0, 0, 0]
+        gemm.b = &b_packed[0, 0]
+        gemm.out = &out[0, 0, 0]
+        e.column_sum = &b_colsum[0, 0]
+        e.row_sum = &sums_view[0, 0] if needs_row_sums else NULL
+        run_gemm(&gemm, &e, n_threads)
 
 
 # -- convolution -----------------------------------------------------------------------
@@ -867,9 +861,13 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     gemm.n = group_outputs
     gemm.out_row_stride = 1
     gemm.out_col_stride = pixels
+    gemm.a_index = NULL
+    gemm.b_index = NULL
     gemm.a_batch_stride = image_bytes
+    gemm.b_batch_stride = 0
     gemm.out_batch_stride = out_channels * pixels
     e.row_sum_batch_stride = pixels
+    e.column_sum_batch_stride = 0
     e.row_zero = &row_zero[0]
     e.row_zero_step = 0
     e.k = group_channels * kernel_h * kernel_w
