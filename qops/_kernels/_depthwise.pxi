@@ -63,12 +63,39 @@ cdef inline void accumulate_lanes(int32_t* sums, const int16_t* base, const Py_s
         sums[i] = lanes[i]
 
 
+cdef inline void split_pairs(const int16_t* line, Py_ssize_t count, int16_t* even,
+                             int16_t* odd) noexcept nogil:
+    """even[i] <- line[2i], odd[i] <- line[2i + 1]: each pair is read as one
+    32-bit word and split, a loop the compiler vectorizes."""
+    cdef Py_ssize_t i
+    cdef uint32_t pair
+    for i in range(count):
+        memcpy(&pair, line + 2 * i, 4)
+        even[i] = <int16_t>(pair & 0xFFFF)
+        odd[i] = <int16_t>(pair >> 16)
+
+
 cdef void fill_phases(const uint8_t* plane, Py_ssize_t height, Py_ssize_t width,
                       Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t stride_w,
                       Py_ssize_t phase_pitch, Py_ssize_t phase_size, uint8_t flip,
-                      int32_t zero, int16_t* phases) noexcept nogil:
-    """The interior of the centred, phase-split plane of one input channel."""
+                      int32_t zero, int16_t* phases, int16_t* line) noexcept nogil:
+    """The interior of the centred, phase-split plane of one input channel.
+
+    Stride 2 centres each padded row into `line` (padded width + 2 int16,
+    zero padded) and splits it into its even and odd columns; other strides
+    copy each phase's columns directly."""
     cdef Py_ssize_t ih, phase, first_column, first_index, count
+    cdef Py_ssize_t padded_w = phase_pitch * stride_w
+    if stride_w == 2:
+        padded_w = pad_left + width
+        for ih in range(height):
+            memset(line, 0, pad_left * sizeof(int16_t))
+            centre_row(plane + ih * width, width, 1, flip, zero, line + pad_left)
+            memset(line + padded_w, 0, 2 * sizeof(int16_t))
+            split_pairs(line, (padded_w + 1) // 2,
+                        phases + (ih + pad_top) * phase_pitch,
+                        phases + phase_size + (ih + pad_top) * phase_pitch)
+        return
     for ih in range(height):
         for phase in range(stride_w):
             # Input columns of this phase: padded column phase + stride_w * index.
@@ -103,6 +130,7 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     cdef Py_ssize_t per_channel, phase_pitch, phase_size, per_thread, job, index, o, t, oh, ow
     cdef Py_ssize_t row_length = round_up(out_w, ROW_LANES)
     cdef int16_t* phases
+    cdef int16_t* line
     cdef int32_t* row
     cdef uint8_t* row_bytes
     cdef int32_t* weights
@@ -146,7 +174,8 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
                          + (t // kernel_w) * dilation_h * phase_pitch
                          + ((t % kernel_w) * dilation_w) // stride_w)
     # int16 phases, then int32 row sums, weights and the row's bytes, per thread.
-    per_thread = ceil_div(stride_w * phase_size, 2) + row_length + count + row_length // 4
+    per_thread = (ceil_div(stride_w * phase_size, 2) + row_length + count + row_length // 4
+                  + ceil_div(padded_w + 2, 2))
     cdef int32_t* scratch = <int32_t*>malloc(n_threads * per_thread * sizeof(int32_t))
     if scratch == NULL:
         raise MemoryError()
@@ -156,6 +185,7 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
             row = scratch + omp_get_thread_num() * per_thread + ceil_div(stride_w * phase_size, 2)
             weights = row + row_length
             row_bytes = <uint8_t*>(weights + count)
+            line = <int16_t*>(row_bytes + row_length)
             memset(phases, 0, stride_w * phase_size * sizeof(int16_t))
             for job in prange(batch * out_channels, schedule="dynamic"):
                 index = job // out_channels
@@ -167,7 +197,7 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
                         weights[t] = taps[o, t] - filter_zero[o]
                 fill_phases(&image[index, o // per_channel, 0, 0], height, width, pad_top,
                             pad_left, stride_w, phase_pitch, phase_size, flip_input,
-                            centre_zero, phases)
+                            centre_zero, phases, line)
                 bias_o = bias_ptr[o] if bias_ptr != NULL else 0
                 for oh in range(out_h):
                     for ow in range(row_length // ROW_LANES):

@@ -75,7 +75,12 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
     """A' rows come through pointers (a matrix's rows, a convolution's pixels
     and taps), so each block of 16 groups is first gathered into a
     contiguous 32 x 64 buffer, zero past the last group; a last partial
-    block of B' is copied into a zero-padded 16 x 128 buffer."""
+    block of B' is copied into a zero-padded 16 x 128 buffer.
+
+    Gathering even equally spaced rows pays: loading the A tiles straight
+    from a 1024 x 1024 matrix (stride 1024) measured 1.6x slower than from
+    the L1-resident buffer.
+    """
     cdef uint8_t a_block[MR * 64]
     cdef int8_t b_block[BLOCK_GROUPS * NR * 4]
     cdef Py_ssize_t run_source[BLOCK_GROUPS]
