@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Two multiply-adds per VNNI lane and cycle on this class of machine,
-#: measured: about 930 GOPS on 2 cores (override with --peak-gops).
+#: The AVX-512 VNNI peak of the 2-core machine the benchmark targets were set
+#: on, about 930 GOPS (override with --peak-gops); CPUs with AMX-INT8 pass it.
 DEFAULT_PEAK_GOPS = 930.0
 
 
