@@ -215,12 +215,13 @@ def prepare_convolution(call, variant=None):
     arrays = call.arrays
     attributes = call.attributes
     image, filter = arrays["input"], arrays["filter"]
-    kernels = _simd.module(variant)
     out_channels, _, kernel_h, kernel_w = filter.shape
     batch, _, out_h, out_w = call.output_shape
     group_count = attributes["group_count"]
     filter_flip, input_flip = not _signed(filter), _signed(image)
     fold = filter_fold(filter, group_count)
+    variant = variant or _convolution_variant(filter, fold)
+    kernels = _simd.module(variant)
     low, high = _range(call.output_dtype)
     geometry = (kernel_h, kernel_w, fold, attributes["strides"], attributes["dilations"],
                 attributes["start_padding"], attributes["end_padding"])
@@ -249,6 +250,19 @@ def prepare_convolution(call, variant=None):
                        out.view(np.uint8).reshape(out_shape), low, high, n_threads)
 
     return run
+
+
+def _convolution_variant(filter, fold):
+    """The selected kernels, except that AMX multiplies 16 groups of 4 k at a
+    time: when a filter step's channels are not whole such blocks (few
+    channels: the first layer of a network), gathering A costs more than the
+    tiles save, and the AVX-512 VNNI kernels run instead.  A variant asked
+    for by name always runs."""
+    selected = _simd.selected()
+    step_groups = -(-fold * filter.shape[1] // 4)
+    if selected == "amx" and step_groups % 16 and "avx512vnni" in _simd.available():
+        return "avx512vnni"
+    return selected
 
 
 def _is_depthwise(call):

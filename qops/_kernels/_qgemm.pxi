@@ -5,7 +5,9 @@
 #                           int32_t* tile) noexcept nogil
 # (tile[r * NR + c] <- sum over steps s, groups g and j < 4 of
 #  rows[r][offsets[s] + 4 g + j] * b[((s * groups + g) * NR + c) * 4 + j])
-# and then includes this file, so each variant compiles with its own flags.
+# and pack_group32 (32 columns of four rows of B into a panel group, with
+# their column sums), then includes this file, so each variant compiles with
+# its own flags and its own micro-tile shape.
 #
 # Operands.  A is read where it lies, one pointer per row of the micro-tile:
 # a matrix multiply's rows of A, or a convolution's output pixels, each
@@ -385,20 +387,32 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     cdef Py_ssize_t tile_n_panels = TILE_COLUMNS // NR
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)
     cdef Py_ssize_t total = tiles * gemm.batch
-    cdef Py_ssize_t job, tile, p, q, p_end, q_end, qi, ri
+    cdef Py_ssize_t job
     if n_threads > total:
         n_threads = <int>total
-    if n_threads < 1:
-        n_threads = 1
+    if n_threads <= 1:
+        # One thread: no parallel region to open and close (small products).
+        for job in range(total):
+            run_tile(gemm, e, job, tiles, tiles_m, m_panels, n_panels, tile_n_panels)
+        return
     for job in prange(total, nogil=True, num_threads=n_threads, schedule="static"):
-        tile = job % tiles
-        p = (tile % tiles_m) * TILE_M_PANELS
-        q = (tile // tiles_m) * tile_n_panels
-        p_end = min(p + TILE_M_PANELS, m_panels)
-        q_end = min(q + tile_n_panels, n_panels)
-        for qi in range(q, q_end):
-            for ri in range(p, p_end):
-                micro_tile(gemm, e, job // tiles, ri * MR, qi)
+        run_tile(gemm, e, job, tiles, tiles_m, m_panels, n_panels, tile_n_panels)
+
+
+cdef inline void run_tile(const Gemm* gemm, const Epilogue* e, Py_ssize_t job, Py_ssize_t tiles,
+                          Py_ssize_t tiles_m, Py_ssize_t m_panels, Py_ssize_t n_panels,
+                          Py_ssize_t tile_n_panels) noexcept nogil:
+    """Tile job % tiles of product job // tiles: its panels, and down its
+    micro-tile rows for each panel."""
+    cdef Py_ssize_t tile = job % tiles
+    cdef Py_ssize_t p = (tile % tiles_m) * TILE_M_PANELS
+    cdef Py_ssize_t q = (tile // tiles_m) * tile_n_panels
+    cdef Py_ssize_t p_end = min(p + TILE_M_PANELS, m_panels)
+    cdef Py_ssize_t q_end = min(q + tile_n_panels, n_panels)
+    cdef Py_ssize_t qi, ri
+    for qi in range(q, q_end):
+        for ri in range(p, p_end):
+            micro_tile(gemm, e, job // tiles, ri * MR, qi)
 
 
 cdef inline int64_t sum_bytes(const uint8_t* p, Py_ssize_t count) noexcept nogil:
@@ -505,8 +519,9 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
             flip_rows(&a[0, 0, 0], a_batches * m, k, lda, 0x80 if a_flip else 0,
                       &flipped[0, 0, 0], n_threads)
         source = flipped
-    sums = np.zeros((a_batches if needs_row_sums else 1, m if needs_row_sums else 1), np.int64)
-    cdef int64_t[:, ::1] sums_view = sums
+    cdef int64_t[:, ::1] sums_view
+    if needs_row_sums:
+        sums_view = np.zeros((a_batches, m), np.int64)
     cdef Py_ssize_t step_offset[1]
     step_offset[0] = 0
     gemm.row_offset = NULL

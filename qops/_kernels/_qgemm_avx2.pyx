@@ -21,7 +21,7 @@ cdef extern from "<immintrin.h>" nogil:
     __m256i _mm256_add_epi32(__m256i a, __m256i b)
     void _mm256_storeu_si256(void* p, __m256i value)
 
-# The packed layout of every variant (8 x 32 micro-tiles, groups of 4 k).
+# 8 x 32 micro-tiles over panels of 32 columns in groups of 4 k.
 cdef enum:
     MR = 8
     NR = 32

@@ -5,7 +5,7 @@ may vectorize for the baseline instruction set."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memset
 
-# 8 x 32 micro-tiles, the packed layout every variant shares.
+# 8 x 32 micro-tiles over panels of 32 columns in groups of 4 k.
 cdef enum:
     MR = 8
     NR = 32

@@ -25,7 +25,8 @@ from ._common import check_multiplier, check_scale_values
 #: Plans kept per cache; an overflowing cache starts again.
 CAPACITY = 256
 
-_UNKNOWN = object()  # a signature that cannot be told from types alone
+class _Unkeyable(Exception):
+    """A value whose validation cannot be told from its type alone."""
 
 
 def _slot_signature(value):
@@ -37,7 +38,7 @@ def _slot_signature(value):
     if kind is float:
         # A float only ever passes as a scale, whose value is checked per call.
         return float
-    return _UNKNOWN
+    raise _Unkeyable
 
 
 def _attribute_signature(value):
@@ -48,21 +49,17 @@ def _attribute_signature(value):
     if isinstance(value, FeatureLevel):
         return value
     if isinstance(value, (type, np.dtype)):
-        return np.dtype(value) if value is not None else None
-    return _UNKNOWN
+        return np.dtype(value)
+    raise _Unkeyable
 
 
 def signature(slots, attributes, feature_level):
     """A hashable key, or ``None`` when the call must take the full path."""
-    key = [_attribute_signature(feature_level)]
-    for value in slots.values():
-        key.append(_slot_signature(value))
-    for value in attributes.values():
-        key.append(_attribute_signature(value))
-    for item in key:
-        if item is _UNKNOWN:
-            return None
-    return tuple(key)
+    try:
+        return (_attribute_signature(feature_level), *map(_slot_signature, slots.values()),
+                *map(_attribute_signature, attributes.values()))
+    except (_Unkeyable, TypeError):
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
