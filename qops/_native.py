@@ -24,8 +24,10 @@ def _vector(parameter, length, dtype, offset=0):
         return np.full(length, offset, dtype)
     if parameter.size == 1:
         return np.full(length, parameter.item() + offset, dtype)
-    values = np.asarray(parameter, dtype).reshape(length)
-    return values + offset if offset else np.ascontiguousarray(values)
+    # Always a copy: the result may be kept (_ParameterCache) after the
+    # caller's array changes.
+    values = np.array(parameter, dtype).reshape(length)
+    return values + offset if offset else values
 
 
 def _multiplier(input_scale, weight_scale, output_scale, row_side):
@@ -58,6 +60,7 @@ def _range(dtype):
 
 def prepare_matmul(call, variant=None):
     """``run(call, out, n_threads)`` for matrix multiplies of this signature."""
+    variant = variant or _simd.selected()
     arrays = call.arrays
     a, b = arrays["a"], arrays["b"]
     rows, depth = a.shape[-2:]
@@ -123,6 +126,9 @@ class _ParameterCache:
         found = self._entries.get(key)
         if found is None:
             found = self._derive(arrays)
+            for value in found:
+                if isinstance(value, np.ndarray):
+                    value.setflags(write=False)
             if len(self._entries) >= _PARAMETER_ENTRIES:
                 self._entries.clear()
             self._entries[key] = found

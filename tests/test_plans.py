@@ -193,3 +193,20 @@ def test_new_convolution_parameters_on_one_plan_are_used():
         assert np.array_equal(got, expected)
         outputs.add(got.tobytes())
     assert len(outputs) == 3
+
+
+def test_a_bias_changed_in_place_between_calls_is_not_remembered():
+    """Derived vectors are copies: a caller's array changed in place after a
+    call must not leak into a later call whose bias has the old values."""
+    rng = np.random.default_rng(13)
+    slots = dict(input=rng.integers(0, 256, (1, 2, 4, 4), dtype=u8), input_scale=0.1,
+                 filter=rng.integers(-128, 128, (8, 2, 1, 1), dtype=i8), filter_scale=0.1,
+                 output_scale=2.0)
+    original = np.arange(8, dtype=np.int32) * 2000
+    bias = original.copy()
+    first = qops.quantized_linear_convolution(**slots, bias=bias)
+    bias[:] = -original
+    second = qops.quantized_linear_convolution(**slots, bias=bias)
+    third = qops.quantized_linear_convolution(**slots, bias=original.copy())
+    assert not np.array_equal(first, second)
+    assert np.array_equal(third, first)

@@ -547,9 +547,9 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     e.row_zero_step = 1
     e.k = k
     e.multiplier = &multiplier[0, 0]
-    e.multiplier_step = n if multiplier.shape[0] > 1 else 0
+    e.multiplier_step = multiplier.shape[1] if multiplier.shape[0] > 1 else 0
     e.out_zero = &out_zero[0, 0]
-    e.out_zero_step = n if out_zero.shape[0] > 1 else 0
+    e.out_zero_step = out_zero.shape[1] if out_zero.shape[0] > 1 else 0
     e.low = low
     e.high = high
     e.narrow = fits_int32(k, 0)
@@ -821,7 +821,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     block_padded = round_up(fold * group_channels, 4)
     steps = kernel_h * (kernel_w // fold)
     pixel_stride = group_count * block_padded
-    out_w = (padded_w - (kernel_w - 1) * dilation_w - 1) // stride_w + 1 if stride_w > 0 else 0
+    out_w = 0
+    if stride_w > 0 and padded_w > (kernel_w - 1) * dilation_w:
+        out_w = (padded_w - (kernel_w - 1) * dilation_w - 1) // stride_w + 1
     out_h = pixels // out_w if out_w > 0 else 0
     # The glue's contract, checked once: packed filter, vectors and output
     # match the geometry, and every tap of every pixel reads inside the copy.
@@ -830,6 +832,7 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
             or min(pad_top, pad_left, end_padding[0], end_padding[1]) < 0
             or out_w < 1 or out_h * out_w != pixels
             or (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h >= padded_h
+            or (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w >= padded_w
             or filter_packed.shape[1] < ceil_div(group_outputs, NR) * steps * block_padded * NR
             or filter_colsum.shape[0] != group_count or filter_colsum.shape[1] < group_outputs
             or col_zero.shape[0] != out_channels or multiplier.shape[0] != out_channels

@@ -126,3 +126,20 @@ def test_k_beyond_the_int32_chunk_is_exact(variant, channels, kernel):
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
                               expected)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_conv2d_refuses_taps_past_the_row(variant):
+    """The entry point checks the geometry it is handed: with a width of 4 and
+    a 3-wide filter of dilation 2 at stride 2, no output column fits, and a
+    claimed one would read past the channels-last copy."""
+    from qops import _simd
+    kernels = _simd.module(variant)
+    image = np.full((1, 4, 2, 4), 7, np.uint8)
+    filter = np.ones((4, 4, 1, 3), np.uint8)
+    packed, colsum = _native.pack_filter(filter, 1, 1, kernels)
+    out = np.zeros((1, 4, 2), np.uint8)
+    with pytest.raises(ValueError, match="geometry"):
+        kernels.conv2d(image, False, 0, packed, colsum, 1, 3, 1, (1, 2), (1, 2), (0, 0), (0, 0),
+                       np.zeros(4, np.int32), np.full(4, 0.01, np.float32),
+                       np.zeros(4, np.int32), None, out, 0, 255, 1)
