@@ -85,14 +85,13 @@ cdef void fill_phases(const uint8_t* plane, Py_ssize_t height, Py_ssize_t width,
     zero padded) and splits it into its even and odd columns; other strides
     copy each phase's columns directly."""
     cdef Py_ssize_t ih, phase, first_column, first_index, count
-    cdef Py_ssize_t padded_w = phase_pitch * stride_w
+    cdef Py_ssize_t filled_w = pad_left + width
     if stride_w == 2:
-        padded_w = pad_left + width
         for ih in range(height):
             memset(line, 0, pad_left * sizeof(int16_t))
             centre_row(plane + ih * width, width, 1, flip, zero, line + pad_left)
-            memset(line + padded_w, 0, 2 * sizeof(int16_t))
-            split_pairs(line, (padded_w + 1) // 2,
+            memset(line + filled_w, 0, 2 * sizeof(int16_t))
+            split_pairs(line, (filled_w + 1) // 2,
                         phases + (ih + pad_top) * phase_pitch,
                         phases + phase_size + (ih + pad_top) * phase_pitch)
         return

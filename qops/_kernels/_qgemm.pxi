@@ -123,6 +123,25 @@ cdef enum:
     CHUNK_BYTES = 8 * 1024 * 1024
 
 
+cdef inline void pack_columns(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                              const uint8_t* row3, Py_ssize_t width, uint8_t flip,
+                              int8_t* target, int32_t* sums) noexcept nogil:
+    """`width` columns of four rows into one group of a panel: column c's
+    bytes at target[4c..4c+3]; sums[c] += their sum as signed bytes."""
+    cdef Py_ssize_t c
+    cdef int8_t v0, v1, v2, v3
+    for c in range(width):
+        v0 = <int8_t>(row0[c] ^ flip)
+        v1 = <int8_t>(row1[c] ^ flip)
+        v2 = <int8_t>(row2[c] ^ flip)
+        v3 = <int8_t>(row3[c] ^ flip)
+        target[4 * c] = v0
+        target[4 * c + 1] = v1
+        target[4 * c + 2] = v2
+        target[4 * c + 3] = v3
+        sums[c] += v0 + v1 + v2 + v3
+
+
 cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t columns,
                          uint8_t flip, int8_t* packed, Py_ssize_t panel_size,
                          int64_t* sums) noexcept nogil:
@@ -142,7 +161,6 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
     cdef const uint8_t* row2
     cdef const uint8_t* row3
     cdef int8_t* target
-    cdef int8_t v0, v1, v2, v3
     cdef Py_ssize_t g, q, c, kk, first, width
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t panels = ceil_div(columns, NR)
@@ -165,16 +183,8 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
                     pack_group32(row0 + first + c, row1 + first + c, row2 + first + c,
                                  row3 + first + c, flip, target + 4 * c, partial + first + c)
                 continue
-            for c in range(width):
-                v0 = <int8_t>(row0[first + c] ^ flip)
-                v1 = <int8_t>(row1[first + c] ^ flip)
-                v2 = <int8_t>(row2[first + c] ^ flip)
-                v3 = <int8_t>(row3[first + c] ^ flip)
-                target[4 * c] = v0
-                target[4 * c + 1] = v1
-                target[4 * c + 2] = v2
-                target[4 * c + 3] = v3
-                partial[first + c] += v0 + v1 + v2 + v3
+            pack_columns(row0 + first, row1 + first, row2 + first, row3 + first, width, flip,
+                         target, partial + first)
             memset(target + 4 * width, 0, 4 * (NR - width))
         if (g + 1) % SUM_GROUPS == 0 or g + 1 == groups:
             for c in range(panels * NR):
@@ -520,8 +530,10 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
                       &flipped[0, 0, 0], n_threads)
         source = flipped
     cdef int64_t[:, ::1] sums_view
+    cdef int64_t* row_sum = NULL
     if needs_row_sums:
         sums_view = np.zeros((a_batches, m), np.int64)
+        row_sum = &sums_view[0, 0]
     cdef Py_ssize_t step_offset[1]
     step_offset[0] = 0
     gemm.row_offset = NULL
@@ -560,13 +572,13 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
         if needs_row_sums and k:
             for index in range(a_batches):
                 gemm.a = &source[index, 0, 0]
-                row_sums(&gemm, &sums_view[index, 0], n_threads)
+                row_sums(&gemm, row_sum + index * m, n_threads)
         # Every matrix of the batch in one parallel region.
         gemm.a = &source[0, 0, 0]
         gemm.b = &b_packed[0, 0]
         gemm.out = &out[0, 0, 0]
         e.column_sum = &b_colsum[0, 0]
-        e.row_sum = &sums_view[0, 0] if needs_row_sums else NULL
+        e.row_sum = row_sum
         run_gemm(&gemm, &e, n_threads)
 
 

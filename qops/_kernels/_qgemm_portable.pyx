@@ -37,19 +37,9 @@ cdef void pack_group32(const uint8_t* row0, const uint8_t* row1, const uint8_t* 
                        const uint8_t* row3, uint8_t flip, int8_t* target,
                        int32_t* sums) noexcept nogil:
     """32 columns of four rows into one group of a panel: column c's bytes
-    (row0..row3) at target[4c..4c+3]; sums[c] += their sum as signed bytes."""
-    cdef Py_ssize_t c
-    cdef int8_t v0, v1, v2, v3
-    for c in range(NR):
-        v0 = <int8_t>(row0[c] ^ flip)
-        v1 = <int8_t>(row1[c] ^ flip)
-        v2 = <int8_t>(row2[c] ^ flip)
-        v3 = <int8_t>(row3[c] ^ flip)
-        target[4 * c] = v0
-        target[4 * c + 1] = v1
-        target[4 * c + 2] = v2
-        target[4 * c + 3] = v3
-        sums[c] += v0 + v1 + v2 + v3
+    (row0..row3) at target[4c..4c+3]; sums[c] += their sum as signed bytes
+    (the driver's column-by-column loop)."""
+    pack_columns(row0, row1, row2, row3, NR, flip, target, sums)
 
 
 include "_qgemm.pxi"
