@@ -21,14 +21,19 @@ options, openmp = extension_options()
 print(f"qops build: OpenMP {'on' if openmp else 'off'}", file=sys.stderr)
 
 
-def kernel(name, extra_flags=()):
+def kernel(name, extra_flags=(), package="_kernels", numpy_headers=False):
     settings = copy.deepcopy(options)
     settings["extra_compile_args"] = settings["extra_compile_args"] + list(extra_flags)
-    return Extension(f"qops._kernels.{name}", [os.path.join("qops", "_kernels", f"{name}.pyx")],
+    if numpy_headers:
+        import numpy
+
+        settings["include_dirs"] = [numpy.get_include()]
+    return Extension(f"qops.{package}.{name}", [os.path.join("qops", package, f"{name}.pyx")],
                      **settings)
 
 
-extensions = [kernel("_openmp")]
+# The lean per-call path (qops.ops._lean) reads arrays through NumPy's C API.
+extensions = [kernel("_openmp"), kernel("_small"), kernel("_lean", package="ops", numpy_headers=True)]
 for variant, flags in SIMD_VARIANTS.items():
     if not os.path.exists(os.path.join("qops", "_kernels", f"_qgemm_{variant}.pyx")):
         continue

@@ -18,12 +18,23 @@ from ._validation import TensorDesc, fail, resolve_version, shape_text
 from .ops import convolution as _convolution
 from .ops import matmul as _matmul
 from .ops import quantize as _quantize
-from .ops._plans import PlanCache
+from .ops._plans import PlanCache, lean_cache
 
 # Validated signatures of the plain functions: a call like an earlier one
 # checks only its values.
 _CONVOLUTION_PLANS = PlanCache(_convolution.prepare, _convolution.SCALES)
 _MATMUL_PLANS = PlanCache(_matmul.prepare, _matmul.SCALES)
+# Small matrix multiplies at the default level and output type: the lean
+# path checks a call against the signatures validated before and runs it
+# (see qops.ops._lean).  Made on first use, so that importing qops loads
+# nothing compiled; ``None`` in a checkout whose extensions are not built.
+_MATMUL_LEAN = []
+
+
+def _matmul_lean():
+    if not _MATMUL_LEAN:
+        _MATMUL_LEAN.append(lean_cache())
+    return _MATMUL_LEAN[0]
 
 __all__ = [
     "quantized_linear_convolution",
@@ -128,11 +139,17 @@ def quantized_linear_matrix_multiply(a=None, a_scale=None, a_zero_point=None, b=
         Requantized exactly as for the convolution, with
         ``m = float32(float32(a_scale * b_scale) / output_scale)``.
     """
+    lean = _matmul_lean() if output_dtype is None and feature_level is None else None
+    if lean is not None:
+        result = lean.run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+                          output_zero_point, out, n_threads)
+        if result is not None:
+            return result
     slots = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, b=b, b_scale=b_scale,
                  b_zero_point=b_zero_point, output_scale=output_scale,
                  output_zero_point=output_zero_point)
     return _MATMUL_PLANS.run(slots, dict(output_dtype=output_dtype), feature_level, out=out,
-                             n_threads=resolve_threads(n_threads))
+                             n_threads=resolve_threads(n_threads), lean=lean)
 
 
 def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, opset=None, out=None,

@@ -19,7 +19,7 @@ from ._errors import ValidationError
 from ._validation import TensorDesc, check_attributes, fail, resolve_version
 from .ops import convolution as _convolution
 from .ops import matmul as _matmul
-from .ops._plans import PlanCache
+from .ops._plans import PlanCache, lean_cache
 
 __all__ = ["compile", "CompiledOperator"]
 
@@ -76,6 +76,11 @@ class CompiledOperator:
         self.runtime_slots = tuple(s.name for s in operator.inputs
                                    if s.name not in CONSTANT_SLOTS[operator.name])
         self._runtime_names = frozenset(self.runtime_slots)
+        # Small matrix multiplies take the lean path (qops.ops._lean) once a
+        # call of their signature has been validated.
+        self._lean = lean_cache() if operator.name == "QUANTIZED_LINEAR_MATRIX_MULTIPLY" else None
+        self._lean_constants = tuple(constants.get(name) for name in
+                                     CONSTANT_SLOTS["QUANTIZED_LINEAR_MATRIX_MULTIPLY"])
 
     def __repr__(self):
         bound = ", ".join(f"{k}={getattr(v, 'shape', v)}" for k, v in self._constants.items())
@@ -96,9 +101,17 @@ class CompiledOperator:
             why = "is bound at compile time" if bound else "is not a slot of this operator"
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)
+        if self._lean is not None:
+            get = slots.get
+            b, b_scale, b_zero_point = self._lean_constants
+            result = self._lean.run(get("a"), get("a_scale"), get("a_zero_point"), b, b_scale,
+                                    b_zero_point, get("output_scale"), get("output_zero_point"),
+                                    out, n_threads)
+            if result is not None:
+                return result
         return self._plans.run(slots, self._attributes, self.feature_level, out=out,
                                n_threads=resolve_threads(n_threads), packed=self._packed,
-                               constants=self._constants)
+                               constants=self._constants, lean=self._lean)
 
 
 def compile(name, *, feature_level=None, **constants_and_attributes):

@@ -25,6 +25,25 @@ from ._common import check_multiplier, check_scale_values
 #: Plans kept per cache; an overflowing cache starts again.
 CAPACITY = 256
 
+
+def lean_cache():
+    """A new cache of lean matrix-multiply signatures, or ``None`` when the
+    compiled lean path is not built."""
+    try:
+        from ._lean import LeanCache
+    except ImportError:
+        return None
+    return LeanCache()
+
+
+def _lean_plan(slots, call):
+    """The lean path's plan for a validated matrix multiply, when it runs one."""
+    if call.operator.name != "QUANTIZED_LINEAR_MATRIX_MULTIPLY":
+        return None
+    from . import _lean
+
+    return _lean.lean_plan(slots, call)
+
 class _Unkeyable(Exception):
     """A value whose validation cannot be told from its type alone."""
 
@@ -71,6 +90,7 @@ class Plan:
     layout: tuple     # (slot, dtype, shape) for every slot, shape None when absent
     scales: tuple
     run: object       # run(call, out, n_threads)
+    lean: object = None  # the lean path's form of this signature, if it has one
 
     def __call__(self, slots, out, n_threads, packed=None):
         arrays = {}
@@ -106,35 +126,39 @@ class PlanCache:
         self._lock = threading.Lock()
 
     def run(self, slots, attributes, feature_level, *, out, n_threads, packed=None,
-            constants=None):
+            constants=None, lean=None):
         """Validate (fully the first time a signature is seen) and run.
 
         ``constants`` are slots fixed for this cache (a compiled operator's);
         they are validated with the first call and not part of the key.
+        ``lean`` (a :class:`qops.ops._lean.LeanCache`) learns the signatures
+        its path can run, so that later calls like this one take it.
         """
         key = signature(slots, attributes, feature_level)
         plan = self._plans.get(key) if key is not None else None
+        every_slot = dict(slots, **constants) if constants else slots
         if plan is None:
-            every_slot = dict(slots, **constants) if constants else slots
             call = self._prepare(every_slot, dict(attributes), feature_level, out=out)
             call.packed = packed
-            plan = self._plan(call)
+            plan = self._plan(call, every_slot if lean is not None and key is not None else None)
             if key is not None:
                 with self._lock:
                     if len(self._plans) >= CAPACITY:
                         self._plans.clear()
                     self._plans[key] = plan
-            return plan(every_slot, out, n_threads, packed)
-        every_slot = dict(slots, **constants) if constants else slots
-        return plan(every_slot, out, n_threads, packed)
+        result = plan(every_slot, out, n_threads, packed)
+        if lean is not None and plan.lean is not None:
+            lean.add(plan.lean)  # after a successful run: only calls that pass are learnt
+        return result
 
-    def _plan(self, call):
+    def _plan(self, call, slots=None):
         layout = tuple((name, None if array is None else array.dtype,
                         None if array is None else array.shape)
                        for name, array in call.arrays.items())
         template = dataclasses.replace(call, arrays=None, packed=None)
         return Plan(template=template, layout=layout, scales=self._scales,
-                    run=_dispatch.prepare(call))
+                    run=_dispatch.prepare(call),
+                    lean=None if slots is None else _lean_plan(slots, call))
 
     def clear(self):
         self._plans.clear()

@@ -1,0 +1,352 @@
+# cython: language_level=3
+"""The lean per-call path of small matrix multiplies.
+
+For a few thousand multiply-adds a call's time is its overhead: building
+slot dictionaries, computing a plan signature, converting arrays, deriving
+kernel vectors.  A :class:`LeanMatmul` is made from a fully validated call
+(:mod:`qops.ops.matmul`) and remembers the *form* of each argument of that
+call: the type, dtype and shape of every operand, and for each scale and
+zero point whether it was absent, a Python float, a NumPy scalar or an
+all-ones array of some rank.  A later call whose arguments have exactly
+those forms would pass the same validation except for values, so this
+module checks the values (scales positive and finite, a finite
+requantization multiplier, the thread count, ``out=``) in C and runs the
+small kernel.  Anything else, including every value that fails a check,
+answers ``None`` and the caller takes the validating path, which raises the
+error a user should see.
+"""
+
+cimport cython
+cimport numpy as cnp
+from cpython.float cimport PyFloat_AS_DOUBLE
+from libc.math cimport INFINITY
+from libc.stdint cimport int8_t, int32_t, uint8_t
+
+import numpy as np
+
+from qops._kernels._small cimport SMALL_LIMIT, SmallMatmul, small_matmul
+
+cnp.import_array()
+
+# The forms an argument may take (see the module docstring).
+cdef enum Form:
+    ABSENT = 0
+    PYTHON_FLOAT = 1
+    NUMPY_SCALAR = 2
+    ARRAY = 3
+
+# Parameter slots, in the order LeanMatmul.run takes them.
+cdef enum:
+    A_SCALE = 0
+    A_ZERO = 1
+    B_SCALE = 2
+    B_ZERO = 3
+    OUT_SCALE = 4
+    OUT_ZERO = 5
+    PARAMETERS = 6
+    MAX_RANK = 4
+
+PARAMETER_NAMES = ("a_scale", "a_zero_point", "b_scale", "b_zero_point", "output_scale",
+                   "output_zero_point")
+
+# The largest thread count a call may ask for (qops._config.MAX_THREADS).
+cdef int MAX_THREADS = 4096
+# Bound on the products of scales that check_multiplier lets through without
+# computing the multiplier table (qops.ops._common._SAFE).
+cdef double SAFE = 1e37
+
+cdef dict SCALAR_TYPES = {np.float32: cnp.NPY_FLOAT32, np.float64: cnp.NPY_FLOAT64,
+                          np.int8: cnp.NPY_INT8, np.uint8: cnp.NPY_UINT8}
+
+
+cdef inline bint behaved(object value, int typenum, int ndim):
+    """An exact ndarray of ``typenum`` in native byte order and aligned, of ``ndim`` dimensions."""
+    if type(value) is not cnp.ndarray:
+        return False
+    cdef cnp.ndarray array = <cnp.ndarray>value
+    return (cnp.PyArray_TYPE(array) == typenum and cnp.PyArray_NDIM(array) == ndim
+            and cnp.PyArray_ISBEHAVED_RO(array))
+
+
+cdef inline bint same_dims(cnp.ndarray array, const cnp.npy_intp* dims, int ndim):
+    cdef cnp.npy_intp* given = cnp.PyArray_DIMS(array)
+    cdef int axis
+    for axis in range(ndim):
+        if given[axis] != dims[axis]:
+            return False
+    return True
+
+
+cdef inline bint overlaps(cnp.ndarray out, object value):
+    """Whether ``value`` (any form) is an array whose bytes meet ``out``'s."""
+    if type(value) is not cnp.ndarray:
+        return False
+    cdef cnp.ndarray array = <cnp.ndarray>value
+    cdef char* start = <char*>cnp.PyArray_DATA(array)
+    cdef char* out_start = <char*>cnp.PyArray_DATA(out)
+    return (start < out_start + cnp.PyArray_NBYTES(out)
+            and out_start < start + cnp.PyArray_NBYTES(array))
+
+
+cdef class LeanMatmul:
+    """One validated small matrix-multiply signature, runnable with value checks only."""
+
+    cdef int a_type, b_type, out_type, rank
+    cdef cnp.npy_intp a_dims[MAX_RANK]
+    cdef cnp.npy_intp b_dims[MAX_RANK]
+    cdef cnp.npy_intp out_dims[MAX_RANK]
+    cdef int forms[PARAMETERS]
+    cdef int types[PARAMETERS]     # the dtype of a NumPy scalar or array form
+    cdef int ranks[PARAMETERS]     # the rank of an array form
+    cdef SmallMatmul template
+
+    def __init__(self, tuple forms, tuple types, tuple ranks, a, b, tuple out_shape, out_dtype,
+                 Py_ssize_t a_batch_stride, Py_ssize_t b_batch_stride, int low, int high):
+        cdef int index
+        self.rank = len(out_shape)
+        self.a_type = np.dtype(a.dtype).num
+        self.b_type = np.dtype(b.dtype).num
+        self.out_type = np.dtype(out_dtype).num
+        for index in range(self.rank):
+            self.a_dims[index] = a.shape[index]
+            self.b_dims[index] = b.shape[index]
+            self.out_dims[index] = out_shape[index]
+        for index in range(PARAMETERS):
+            self.forms[index] = forms[index]
+            self.types[index] = types[index]
+            self.ranks[index] = ranks[index]
+        self.template.m = a.shape[self.rank - 2]
+        self.template.k = a.shape[self.rank - 1]
+        self.template.n = b.shape[self.rank - 1]
+        self.template.batch = 1
+        for index in range(self.rank - 2):
+            self.template.batch *= out_shape[index]
+        self.template.a_batch_stride = a_batch_stride
+        self.template.b_batch_stride = b_batch_stride
+        self.template.a_signed = self.a_type == cnp.NPY_INT8
+        self.template.b_signed = self.b_type == cnp.NPY_INT8
+        self.template.low = low
+        self.template.high = high
+
+    cdef bint operands_match(self, object a, object b):
+        return (behaved(a, self.a_type, self.rank) and behaved(b, self.b_type, self.rank)
+                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>a)
+                and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>b)
+                and same_dims(<cnp.ndarray>a, self.a_dims, self.rank)
+                and same_dims(<cnp.ndarray>b, self.b_dims, self.rank))
+
+    cdef bint same_operands(self, LeanMatmul other):
+        cdef int axis
+        if (self.a_type != other.a_type or self.b_type != other.b_type
+                or self.rank != other.rank):
+            return False
+        for axis in range(self.rank):
+            if self.a_dims[axis] != other.a_dims[axis] or self.b_dims[axis] != other.b_dims[axis]:
+                return False
+        return True
+
+    cdef bint read(self, int slot, object value, double* result):
+        """The value of one parameter in its recorded form; False when the form differs."""
+        cdef int form = self.forms[slot], typenum = self.types[slot], axis
+        cdef void* data
+        cdef float single
+        cdef double wide
+        cdef int8_t small
+        cdef uint8_t byte
+        if form == ABSENT:
+            result[0] = 0.0
+            return value is None
+        if form == PYTHON_FLOAT:
+            if type(value) is not float:
+                return False
+            result[0] = PyFloat_AS_DOUBLE(value)
+            return True
+        if form == NUMPY_SCALAR:
+            if SCALAR_TYPES.get(type(value), -1) != typenum:
+                return False
+            data = &wide if typenum == cnp.NPY_FLOAT64 else (
+                <void*>&single if typenum == cnp.NPY_FLOAT32 else (
+                    <void*>&small if typenum == cnp.NPY_INT8 else <void*>&byte))
+            cnp.PyArray_ScalarAsCtype(value, data)
+        else:
+            if not behaved(value, typenum, self.ranks[slot]):
+                return False
+            for axis in range(self.ranks[slot]):
+                if cnp.PyArray_DIMS(<cnp.ndarray>value)[axis] != 1:
+                    return False
+            data = cnp.PyArray_DATA(<cnp.ndarray>value)
+        if typenum == cnp.NPY_FLOAT64:
+            result[0] = (<double*>data)[0]
+        elif typenum == cnp.NPY_FLOAT32:
+            result[0] = (<float*>data)[0]
+        elif typenum == cnp.NPY_INT8:
+            result[0] = (<int8_t*>data)[0]
+        else:
+            result[0] = (<uint8_t*>data)[0]
+        return True
+
+    def run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+            output_zero_point, out, n_threads):
+        """The product, or ``None`` when the call is not one this signature runs
+        (the caller then validates it fully)."""
+        cdef double values[PARAMETERS]
+        cdef float scales[3]
+        cdef int index
+        cdef double product
+        cdef SmallMatmul call = self.template
+        cdef cnp.ndarray result
+        if not self.operands_match(a, b):
+            return None
+        if not (self.read(A_SCALE, a_scale, &values[A_SCALE])
+                and self.read(A_ZERO, a_zero_point, &values[A_ZERO])
+                and self.read(B_SCALE, b_scale, &values[B_SCALE])
+                and self.read(B_ZERO, b_zero_point, &values[B_ZERO])
+                and self.read(OUT_SCALE, output_scale, &values[OUT_SCALE])
+                and self.read(OUT_ZERO, output_zero_point, &values[OUT_ZERO])):
+            return None
+        if n_threads is not None and not (type(n_threads) is int
+                                          and 1 <= n_threads <= MAX_THREADS):
+            return None
+        # Scales are float32 whatever form they came in (as validation converts
+        # them); each must be positive and finite.
+        scales[0] = <float>values[A_SCALE]
+        scales[1] = <float>values[B_SCALE]
+        scales[2] = <float>values[OUT_SCALE]
+        for index in range(3):
+            if not (0.0 < scales[index] < INFINITY):
+                return None
+        # Positive float32 values: the double product is exact (as in check_multiplier).
+        product = <double>scales[0] * <double>scales[1]
+        if not (product < SAFE and product / scales[2] < SAFE):
+            return None
+        if out is None:
+            result = cnp.PyArray_EMPTY(self.rank, self.out_dims, self.out_type, 0)
+        else:
+            if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == self.out_type
+                    and cnp.PyArray_NDIM(<cnp.ndarray>out) == self.rank
+                    and cnp.PyArray_ISCARRAY(<cnp.ndarray>out)
+                    and same_dims(<cnp.ndarray>out, self.out_dims, self.rank)):
+                return None
+            result = <cnp.ndarray>out
+            if (overlaps(result, a) or overlaps(result, b) or overlaps(result, a_scale)
+                    or overlaps(result, a_zero_point) or overlaps(result, b_scale)
+                    or overlaps(result, b_zero_point) or overlaps(result, output_scale)
+                    or overlaps(result, output_zero_point)):
+                return None
+        # The multiplier by the contract's rule: float32(float32(sa * sb) / so).
+        call.multiplier = (<float>product) / scales[2]
+        call.a_zero = <int32_t>values[A_ZERO]
+        call.b_zero = <int32_t>values[B_ZERO]
+        call.out_zero = <int32_t>values[OUT_ZERO]
+        call.a = <const uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>a)
+        call.b = <const uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>b)
+        call.out = <uint8_t*>cnp.PyArray_DATA(result)
+        with nogil:
+            small_matmul(&call)
+        return result
+
+
+cdef class LeanCache:
+    """The lean signatures of one caller (the plain function, or one compiled
+    operator), most recently learnt first; at most ``capacity``."""
+
+    cdef list plans
+    cdef Py_ssize_t capacity
+
+    def __init__(self, Py_ssize_t capacity=8):
+        self.plans = []
+        self.capacity = capacity
+
+    def run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+            output_zero_point, out, n_threads):
+        """The product if a learnt signature runs this call, else ``None``."""
+        cdef LeanMatmul plan
+        for plan in self.plans:
+            if plan.operands_match(a, b):
+                return plan.run(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                output_scale, output_zero_point, out, n_threads)
+        return None
+
+    def add(self, LeanMatmul plan not None):
+        """Put ``plan`` (from :func:`lean_plan`) first; operands decide which
+        plan runs a call, so it replaces any plan with the same operands."""
+        cdef LeanMatmul other
+        if self.plans and self.plans[0] is plan:
+            return
+        # A new list, whole before it is published: calls in other threads
+        # may be walking the old one.
+        plans = [plan] + [other for other in self.plans if not other.same_operands(plan)]
+        self.plans = plans[:self.capacity]
+
+    def __len__(self):
+        return len(self.plans)
+
+    def clear(self):
+        self.plans = []
+
+
+# Python-level logic, run once per signature: negative indices as in Python.
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def _form(value, array):
+    """(form, dtype number, rank) of a parameter as given, or ``None`` when the
+    lean path does not take it; ``array`` is its validated value."""
+    if value is None:
+        return ABSENT, -1, 0
+    if array is None or array.size != 1:
+        return None
+    if type(value) is float:
+        return PYTHON_FLOAT, -1, 0
+    typenum = SCALAR_TYPES.get(type(value))
+    if typenum is not None:
+        return NUMPY_SCALAR, typenum, 0
+    if (type(value) is np.ndarray and value.dtype.num in SCALAR_TYPES.values()
+            and value.dtype.isnative and value.flags.aligned and value.ndim <= MAX_RANK):
+        return ARRAY, value.dtype.num, value.ndim
+    return None
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def _batch_stride(array, out_batch):
+    """Bytes between an operand's matrices in the output's batch order, or
+    ``None`` when its broadcast is not one stride (0 for a single matrix)."""
+    batch = array.shape[:-2]
+    if all(size == 1 for size in batch):
+        return 0
+    if tuple(batch) == tuple(out_batch):
+        return array.shape[-2] * array.shape[-1]
+    return None
+
+
+@cython.wraparound(True)
+@cython.boundscheck(True)
+def lean_plan(dict slots, call):
+    """A :class:`LeanMatmul` for a validated small per-tensor call, else ``None``."""
+    a, b = slots.get("a"), slots.get("b")
+    if call.arrays is None or type(a) is not np.ndarray or type(b) is not np.ndarray:
+        return None
+    if not (a.flags.c_contiguous and b.flags.c_contiguous and a.ndim == b.ndim <= MAX_RANK
+            and a.dtype == call.arrays["a"].dtype and b.dtype == call.arrays["b"].dtype):
+        return None
+    out_shape = tuple(call.output_shape)
+    if int(np.prod(out_shape, dtype=np.int64)) * a.shape[-1] > SMALL_LIMIT:
+        return None
+    strides = _batch_stride(a, out_shape[:-2]), _batch_stride(b, out_shape[:-2])
+    if None in strides:
+        return None
+    forms = [_form(slots.get(name), call.arrays[name]) for name in PARAMETER_NAMES]
+    if None in forms:
+        return None
+    # A zero point's form must hold the validated dtype (a Python int does not qualify).
+    for name, (form, typenum, rank) in zip(PARAMETER_NAMES, forms):
+        if name.endswith("zero_point") and form != ABSENT and (
+                typenum != call.arrays[name].dtype.num):
+            return None
+        if name.endswith("scale") and form in (NUMPY_SCALAR, ARRAY) and typenum not in (
+                cnp.NPY_FLOAT32, cnp.NPY_FLOAT64):
+            return None
+    info = np.iinfo(call.output_dtype)
+    return LeanMatmul(tuple(f[0] for f in forms), tuple(f[1] for f in forms),
+                      tuple(f[2] for f in forms), a, b, out_shape, call.output_dtype,
+                      strides[0], strides[1], int(info.min), int(info.max))
