@@ -15,6 +15,7 @@ examples:
       a=uint8:2,3 b=int8:3,4 a_scale=0.5 b_scale=0.25 output_scale=1
   python -m qops validate --json call.json
   python -m qops bench square_1024 tiny_4
+  python -m qops run model.onnx --input x=x.npy --out outputs
 """
 
 
@@ -150,6 +151,16 @@ def _command_bench(args):
     return _bench.main(args)
 
 
+def _command_run(args):
+    try:
+        from .onnx._cli import run_model
+    except ImportError as error:
+        print(f"error: running models needs the onnx extra (pip install \"qops[onnx]\"): {error}",
+              file=sys.stderr)
+        return 2
+    return run_model(args)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m qops", description="Quantized linear operators with exact semantics.",
@@ -190,6 +201,19 @@ def build_parser():
                        help="the machine's VNNI peak, for the percent-of-peak column")
     bench.add_argument("--out", default="benchmarks/results", help="directory for bench.md/png")
     bench.set_defaults(run=_command_bench)
+
+    run = commands.add_parser(
+        "run", help="run an ONNX model with qops doing the quantized nodes (needs the onnx extra)",
+        description="Run MODEL through onnx.reference's evaluator with qops' QLinearConv, "
+                    "QLinearMatMul, QuantizeLinear and DequantizeLinear; write each output to "
+                    "OUT/NAME.npy and print a per-operator timing summary.")
+    run.add_argument("model", help="an .onnx file")
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                     help="a graph input (repeat for each)")
+    run.add_argument("--out", default=".", help="directory for the outputs (default: .)")
+    run.add_argument("--repeat", type=int, default=1,
+                     help="time this many runs after a warm-up run (default: 1, no warm-up)")
+    run.set_defaults(run=_command_run)
     return parser
 
 

@@ -1,0 +1,143 @@
+"""ONNX's quantized operators on qops (needs the ``onnx`` extra).
+
+* :func:`run_node` runs one ``NodeProto`` of QLinearConv, QLinearMatMul,
+  QuantizeLinear or DequantizeLinear on NumPy inputs, with ONNX's semantics.
+* :func:`reference_ops` returns operator classes for
+  ``onnx.reference.ReferenceEvaluator(model, new_ops=...)``, so that a whole
+  quantized model runs in the reference evaluator with qops doing the
+  quantized nodes.
+
+Examples
+--------
+>>> import numpy as np
+>>> from onnx import helper
+>>> import qops.onnx
+>>> node = helper.make_node("QuantizeLinear", ["x", "scale", "zero"], ["y"])
+>>> x = np.array([-1.0, 0.0, 0.26, 1.0], np.float32)
+>>> qops.onnx.run_node(node, [x, np.float32(0.5), np.uint8(128)])
+[array([126, 128, 129, 130], dtype=uint8)]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._errors import UnsupportedError, ValidationError
+from ._nodes import ADAPTERS, NEWEST_OPSET
+
+__all__ = ["run_node", "reference_ops", "supported_operators", "operator_version", "NEWEST_OPSET"]
+
+
+def supported_operators():
+    """The ONNX operator types :func:`run_node` runs."""
+    return tuple(ADAPTERS)
+
+
+def _attributes(node):
+    from onnx import helper
+
+    values = {}
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        values[attribute.name] = value.decode() if isinstance(value, bytes) else value
+    return values
+
+
+def _as_array(value):
+    """An input as NumPy: ``TensorProto``s (packed 4-bit ones too) are unpacked."""
+    if value is None:
+        return None
+    from onnx import TensorProto, numpy_helper
+
+    if isinstance(value, TensorProto):
+        return numpy_helper.to_array(value)
+    return value
+
+
+def _inputs(node, inputs):
+    names = list(node.input)
+    if isinstance(inputs, dict):
+        values = [inputs.get(name) if name else None for name in names]
+    else:
+        values = list(inputs)
+        if len(values) > len(names):
+            raise ValidationError(f"{node.op_type}: {len(values)} inputs given; the node has "
+                                  f"{len(names)}", given=len(values))
+        values += [None] * (len(names) - len(values))
+        values = [value if name else None for name, value in zip(names, values)]
+    return [_as_array(value) for value in values]
+
+
+def run_node(node, inputs, opset=None):
+    """Run one ONNX node on NumPy inputs.
+
+    Parameters
+    ----------
+    node : onnx.NodeProto
+        A node of the default domain whose ``op_type`` is one of
+        :func:`supported_operators`.
+    inputs : sequence or dict
+        The node's inputs in order (``None`` for an omitted optional one), or
+        a mapping from the node's input names.  Narrow types (int4, float8,
+        float4) come as ml_dtypes arrays or as ``TensorProto``s, packed 4-bit
+        ones included.
+    opset : int, optional
+        The default domain's opset (default: :data:`NEWEST_OPSET`).
+
+    Returns
+    -------
+    list of ndarray
+        The node's outputs, as ONNX defines them.
+
+    Raises
+    ------
+    qops.ValidationError
+        For inputs or attributes the operator (at that opset) does not accept.
+    """
+    if node.domain not in ("", "ai.onnx"):
+        raise UnsupportedError(f"{node.op_type}: domain {node.domain!r} is not ONNX's default",
+                               given=node.domain)
+    adapter = ADAPTERS.get(node.op_type)
+    if adapter is None:
+        raise UnsupportedError(f"{node.op_type} is not an operator qops runs; it runs "
+                               f"{', '.join(ADAPTERS)}", given=node.op_type)
+    version = operator_version(node.op_type, NEWEST_OPSET if opset is None else int(opset))
+    values, attributes = _inputs(node, inputs), _attributes(node)
+    if version <= NEWEST_OPSET:
+        return adapter(values, attributes, version)
+    # A newer version only adds types (int2, uint2, float8e8m0 in 24 and 25);
+    # everything qops implements runs as at its newest opset.
+    try:
+        return adapter(values, attributes, NEWEST_OPSET)
+    except ValidationError as error:
+        raise UnsupportedError(
+            f"{error} (the model's opset {opset} has {node.op_type} version {version}; qops "
+            f"implements it up to version {NEWEST_OPSET}, whose types are the ones above)",
+            given=node.op_type) from None
+
+
+def operator_version(op_type, opset):
+    """The version of ``op_type`` in effect at ``opset`` of the default domain
+    (the newest version introduced at or before ``opset``)."""
+    from onnx import defs
+
+    try:
+        return defs.get_schema(op_type, opset, "").since_version
+    except defs.SchemaError:
+        raise UnsupportedError(f"{op_type} does not exist at opset {opset}",
+                               given=opset) from None
+
+
+def reference_ops():
+    """Operator classes for ``onnx.reference.ReferenceEvaluator(..., new_ops=...)``.
+
+    Each class runs its node through :func:`run_node` at the model's opset.
+
+    Returns
+    -------
+    list of type
+        One ``onnx.reference.op_run.OpRun`` subclass per supported operator.
+    """
+    from ._reference import operator_classes
+
+    return operator_classes()

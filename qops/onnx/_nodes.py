@@ -1,0 +1,250 @@
+"""ONNX nodes as calls of the registry's operators.
+
+Each adapter takes an ONNX node's inputs (NumPy arrays, ``None`` for an
+omitted optional input), its attributes and the opset, puts them into the
+shapes and slots the qops operator takes, and returns the node's outputs.
+Where ONNX and DirectML differ, the adapter follows ONNX:
+
+* ONNX scales may be float16 or bfloat16 (QLinearMatMul from opset 21);
+  they convert to float32 exactly, and the requantization rule of
+  ``API.md`` then applies, so results equal onnxruntime's.
+* ONNX tensors of any rank broadcast like ``numpy.matmul``; DirectML's
+  matrix multiply takes operands of one rank from 2 to 4: operands are
+  given leading ones, 1-D operands become a row or column and the added
+  dimension is dropped again, as NumPy does.
+* ONNX convolutions take ``pads`` as all begins then all ends, or an
+  ``auto_pad`` rule; DirectML takes start and end paddings.  1-D
+  convolutions run as 2-D ones of height 1.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import api
+from .._errors import UnsupportedError, ValidationError
+
+#: The newest opset these adapters know; ``run_node`` defaults to it.
+NEWEST_OPSET = 23
+
+_FLOAT_SCALES = (np.dtype(np.float16), np.dtype(np.float32))
+
+
+def _float32_scale(op_type, name, value):
+    """A scale as float32: float16 and bfloat16 convert exactly."""
+    if value is None:
+        raise ValidationError(f"{op_type}: {name} is required", slot=name)
+    value = np.asarray(value)
+    if value.dtype == np.float32:
+        return value
+    if value.dtype in _FLOAT_SCALES or value.dtype.name == "bfloat16":
+        return value.astype(np.float32)
+    raise ValidationError(f"{op_type}: {name} has dtype {value.dtype}; ONNX scales are float32, "
+                          "float16 or bfloat16", slot=name, given=str(value.dtype))
+
+
+def _scalar(value):
+    """A one-element tensor as a 0-d array (ONNX writes scalars either way)."""
+    if value is None:
+        return None
+    value = np.asarray(value)
+    return value.reshape(()) if value.size == 1 and value.ndim <= 1 else value
+
+
+# -- convolution -------------------------------------------------------------------------
+
+def conv_padding(auto_pad, pads, input_sizes, kernel_sizes, strides, dilations):
+    """(start, end) paddings per spatial axis from ONNX's ``auto_pad`` and ``pads``.
+
+    ``SAME_UPPER`` and ``SAME_LOWER`` pad so that the output has
+    ``ceil(input / stride)`` positions, the odd padding element at the end
+    (upper) or the start (lower); ``VALID`` pads nothing.
+    """
+    rank = len(input_sizes)
+    auto_pad = (auto_pad or "NOTSET").upper() if isinstance(auto_pad, str) else (
+        (auto_pad or b"NOTSET").decode().upper())
+    if auto_pad == "NOTSET":
+        pads = list(pads) if pads is not None else [0] * (2 * rank)
+        if len(pads) != 2 * rank:
+            raise ValidationError(f"pads has {len(pads)} values; a {rank}-D convolution takes "
+                                  f"{2 * rank} (all begins, then all ends)", slot="pads",
+                                  given=tuple(pads))
+        return tuple(pads[:rank]), tuple(pads[rank:])
+    if auto_pad == "VALID":
+        return (0,) * rank, (0,) * rank
+    if auto_pad not in ("SAME_UPPER", "SAME_LOWER"):
+        raise ValidationError(f"auto_pad {auto_pad!r} is not NOTSET, SAME_UPPER, SAME_LOWER or "
+                              "VALID", slot="auto_pad", given=auto_pad)
+    start, end = [], []
+    for size, kernel, stride, dilation in zip(input_sizes, kernel_sizes, strides, dilations):
+        wanted = math.ceil(size / stride)
+        total = max(0, (wanted - 1) * stride + (kernel - 1) * dilation + 1 - size)
+        small, large = total // 2, total - total // 2
+        start.append(small if auto_pad == "SAME_UPPER" else large)
+        end.append(large if auto_pad == "SAME_UPPER" else small)
+    return tuple(start), tuple(end)
+
+
+def _conv_geometry(op_type, x, w, attributes):
+    """(x, w, strides, dilations, start, end, group, squeeze) for a 2-D DirectML call."""
+    x, w = np.asarray(x), np.asarray(w)
+    spatial = x.ndim - 2
+    if spatial not in (1, 2) or w.ndim != x.ndim:
+        raise UnsupportedError(
+            f"{op_type}: x has {x.ndim} dimensions and w {w.ndim}; qops runs 1-D and 2-D "
+            "convolutions (x and w of 3 or 4 dimensions)", slot="x", given=x.shape)
+    kernel_shape = attributes.get("kernel_shape")
+    if kernel_shape is not None and tuple(kernel_shape) != tuple(w.shape[2:]):
+        raise ValidationError(f"{op_type}: kernel_shape {tuple(kernel_shape)} differs from w's "
+                              f"spatial shape {tuple(w.shape[2:])}", slot="kernel_shape",
+                              given=tuple(kernel_shape))
+    strides = tuple(attributes.get("strides") or (1,) * spatial)
+    dilations = tuple(attributes.get("dilations") or (1,) * spatial)
+    for name, values in (("strides", strides), ("dilations", dilations)):
+        if len(values) != spatial:
+            raise ValidationError(f"{op_type}: {name} has {len(values)} values; the convolution "
+                                  f"has {spatial} spatial axes", slot=name, given=values)
+    start, end = conv_padding(attributes.get("auto_pad"), attributes.get("pads"), x.shape[2:],
+                              w.shape[2:], strides, dilations)
+    group = int(attributes.get("group") or 1)
+    squeeze = spatial == 1
+    if squeeze:
+        x, w = x[:, :, None, :], w[:, :, None, :]
+        strides, dilations = (1, *strides), (1, *dilations)
+        start, end = (0, *start), (0, *end)
+    return x, w, strides, dilations, start, end, group, squeeze
+
+
+def qlinear_conv(inputs, attributes, opset):
+    x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, bias = (
+        list(inputs) + [None] * 9)[:9]
+    x, w, strides, dilations, start, end, group, squeeze = _conv_geometry(
+        "QLinearConv", x, w, attributes)
+    y = api.quantized_linear_convolution(
+        input=np.ascontiguousarray(x), input_scale=_scalar(_float32_scale("QLinearConv", "x_scale", x_scale)),
+        input_zero_point=_scalar(x_zero_point), filter=np.ascontiguousarray(w),
+        filter_scale=_scalar(_float32_scale("QLinearConv", "w_scale", w_scale)),
+        filter_zero_point=_scalar(w_zero_point), bias=bias,
+        output_scale=_scalar(_float32_scale("QLinearConv", "y_scale", y_scale)),
+        output_zero_point=_scalar(y_zero_point), strides=strides, dilations=dilations,
+        start_padding=start, end_padding=end, group_count=group)
+    return [y[:, :, 0, :] if squeeze else y]
+
+
+# -- matrix multiply ---------------------------------------------------------------------
+
+def _matmul_operands(op_type, a, b):
+    """a and b at one rank from 2 to 4, and how to shape the product back."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValidationError(f"{op_type}: a and b must have at least one dimension",
+                              slot="a" if a.ndim == 0 else "b", given=(a.shape, b.shape))
+    drop_row, drop_column = a.ndim == 1, b.ndim == 1
+    a2 = a[None, :] if drop_row else a
+    b2 = b[:, None] if drop_column else b
+    rank = max(a2.ndim, b2.ndim)
+    if rank > 4:
+        raise UnsupportedError(f"{op_type}: operands of {rank} dimensions; qops' matrix multiply "
+                               "takes up to 4 (DirectML's limit)", slot="a",
+                               given=(a.shape, b.shape))
+    a2 = a2.reshape((1,) * (rank - a2.ndim) + a2.shape)
+    b2 = b2.reshape((1,) * (rank - b2.ndim) + b2.shape)
+    batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) if rank > 2 else ()
+    final = list(batch) + ([] if drop_row else [a2.shape[-2]]) + (
+        [] if drop_column else [b2.shape[-1]])
+    return a2, b2, rank, tuple(final)
+
+
+def _row_parameter(value, rank, along_rows):
+    """ONNX's per-row (a, y) or per-column (b) parameter as DirectML's shape."""
+    if value is None:
+        return None
+    value = np.asarray(value)
+    if value.size == 1:
+        return value.reshape(())
+    if value.ndim == 1:
+        shape = (1,) * (rank - 2) + ((value.size, 1) if along_rows else (1, value.size))
+        return value.reshape(shape)
+    # N-D: [..., M, 1] or [..., 1, N]; DirectML's has ones in its batch dimensions.
+    return value.reshape((1,) * (rank - value.ndim) + value.shape)
+
+
+def qlinear_matmul(inputs, attributes, opset):
+    a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point = (
+        list(inputs) + [None] * 8)[:8]
+    for name, value in (("a", a), ("b", b)):
+        if value is not None and np.asarray(value).dtype not in (np.uint8, np.int8):
+            raise UnsupportedError(
+                f"QLinearMatMul: {name} has dtype {np.asarray(value).dtype}; qops runs int8 and "
+                "uint8 operands (the float8 types of opset 21 are not supported)", slot=name,
+                given=str(np.asarray(value).dtype))
+    if opset < 21:
+        for name, value in (("a_scale", a_scale), ("b_scale", b_scale), ("y_scale", y_scale)):
+            if value is not None and np.asarray(value).dtype != np.float32:
+                raise UnsupportedError(f"QLinearMatMul: {name} is {np.asarray(value).dtype}; "
+                                       f"opset {opset} takes float32 scales (float16 and "
+                                       "bfloat16 from opset 21)", slot=name)
+    a2, b2, rank, final = _matmul_operands("QLinearMatMul", a, b)
+    y = api.quantized_linear_matrix_multiply(
+        a=np.ascontiguousarray(a2),
+        a_scale=_row_parameter(_float32_scale("QLinearMatMul", "a_scale", a_scale), rank, True),
+        a_zero_point=_row_parameter(a_zero_point, rank, True), b=np.ascontiguousarray(b2),
+        b_scale=_row_parameter(_float32_scale("QLinearMatMul", "b_scale", b_scale), rank, False),
+        b_zero_point=_row_parameter(b_zero_point, rank, False),
+        output_scale=_row_parameter(_float32_scale("QLinearMatMul", "y_scale", y_scale), rank,
+                                    True),
+        output_zero_point=_row_parameter(y_zero_point, rank, True))
+    return [y.reshape(final)]
+
+
+# -- quantize and dequantize -------------------------------------------------------------
+
+def quantize_linear(inputs, attributes, opset):
+    x, y_scale, y_zero_point = (list(inputs) + [None] * 3)[:3]
+    keywords = dict(axis=attributes.get("axis", 1), block_size=attributes.get("block_size", 0),
+                    saturate=bool(attributes.get("saturate", 1)), opset=opset)
+    if attributes.get("output_dtype"):
+        keywords["output_dtype"] = _onnx_dtype(attributes["output_dtype"])
+    if attributes.get("precision"):
+        keywords["precision"] = _onnx_dtype(attributes["precision"])
+    return [api.quantize_linear(x, *_per_tensor_pair(y_scale, y_zero_point), **keywords)]
+
+
+def dequantize_linear(inputs, attributes, opset):
+    x, x_scale, x_zero_point = (list(inputs) + [None] * 3)[:3]
+    if attributes.get("output_dtype") and opset >= 23:
+        wanted = _onnx_dtype(attributes["output_dtype"])
+        if np.dtype(wanted) != np.asarray(x_scale).dtype:
+            raise ValidationError(f"DequantizeLinear: output_dtype {np.dtype(wanted)} differs from "
+                                  f"x_scale's {np.asarray(x_scale).dtype}", slot="output_dtype")
+    x_scale, x_zero_point = _per_tensor_pair(x_scale, x_zero_point)
+    return [api.dequantize_linear(x, x_scale, x_zero_point, axis=attributes.get("axis", 1),
+                                  block_size=attributes.get("block_size", 0), opset=opset)]
+
+
+def _per_tensor_pair(scale, zero_point):
+    """ONNX (and its reference) take a one-element 1-D scale or zero point as
+    per tensor, whatever the other's shape: both become 0-d."""
+    if scale is not None and np.ndim(scale) <= 1 and np.size(scale) == 1:
+        scale = _scalar(scale)
+        if zero_point is not None and np.ndim(zero_point) <= 1 and np.size(zero_point) == 1:
+            zero_point = _scalar(zero_point)
+    return scale, zero_point
+
+
+def _onnx_dtype(code):
+    """An ONNX TensorProto data type code as a NumPy (or ml_dtypes) dtype."""
+    from onnx import helper
+
+    return helper.tensor_dtype_to_np_dtype(int(code))
+
+
+#: op_type -> adapter(inputs, attributes, opset) -> outputs
+ADAPTERS = {
+    "QLinearConv": qlinear_conv,
+    "QLinearMatMul": qlinear_matmul,
+    "QuantizeLinear": quantize_linear,
+    "DequantizeLinear": dequantize_linear,
+}

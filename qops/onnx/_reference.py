@@ -1,0 +1,32 @@
+"""qops' operators as classes of ``onnx.reference``'s evaluator."""
+
+from __future__ import annotations
+
+import time
+
+from ._nodes import ADAPTERS
+
+
+def operator_classes(timings=None):
+    """One ``OpRun`` subclass per operator :func:`qops.onnx.run_node` runs.
+
+    ``timings``, a dict, collects ``op_type -> [calls, seconds]`` as nodes run.
+    """
+    from onnx.reference.op_run import OpRun
+
+    def run(self, *inputs, **attributes):  # noqa: ARG001 - the node's own attributes are read
+        from . import run_node
+
+        opset = self.run_params.get("opsets", {}).get("", None)
+        if timings is None:
+            return tuple(run_node(self.onnx_node, list(inputs), opset=opset))
+        start = time.perf_counter()
+        outputs = tuple(run_node(self.onnx_node, list(inputs), opset=opset))
+        entry = timings.setdefault(self.onnx_node.op_type, [0, 0.0])
+        entry[0] += 1
+        entry[1] += time.perf_counter() - start
+        return outputs
+
+    return [type(name, (OpRun,), {"op_domain": "", "_run": run,
+                                  "__doc__": f"ONNX {name} run by qops.onnx.run_node."})
+            for name in ADAPTERS]
