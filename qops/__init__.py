@@ -1,7 +1,9 @@
 """qops: quantized linear operators with exact semantics.
 
 DirectML's ``QUANTIZED_LINEAR_CONVOLUTION`` and
-``QUANTIZED_LINEAR_MATRIX_MULTIPLY`` and ONNX's ``QuantizeLinear`` and
+``QUANTIZED_LINEAR_MATRIX_MULTIPLY`` (and the integer operators
+``CONVOLUTION_INTEGER``, ``MATRIX_MULTIPLY_INTEGER`` and
+``DYNAMIC_QUANTIZE_LINEAR``) and ONNX's ``QuantizeLinear`` and
 ``DequantizeLinear`` on NumPy arrays, validated against DirectML feature
 levels and ONNX opsets by a declarative registry (:mod:`qops.registry`).
 """
@@ -20,6 +22,9 @@ from ._errors import (
 from ._validation import TensorDesc
 from .api import (
     Validated,
+    convolution_integer,
+    dynamic_quantize_linear,
+    matrix_multiply_integer,
     dequantize_linear,
     quantize_linear,
     quantized_linear_convolution,
@@ -38,6 +43,9 @@ __all__ = [
     "quantized_linear_matrix_multiply",
     "dequantize_linear",
     "quantize_linear",
+    "convolution_integer",
+    "matrix_multiply_integer",
+    "dynamic_quantize_linear",
     "validate",
     "Validated",
     "compile",

@@ -129,7 +129,20 @@ def _run_quantize(call, out, n_threads):
         precision=_dtypes.to_numpy(precision) if precision else None)
 
 
+def _run_convolution_integer(call, out, n_threads):
+    keep = ("strides", "dilations", "start_padding", "end_padding", "group_count")
+    sums = reference.convolution_integer(**call.arrays,
+                                         **{k: call.attributes[k] for k in keep})
+    out[...] = sums.reshape(out.shape)  # a 1-D convolution ran with height 1
+
+
+def _run_matmul_integer(call, out, n_threads):
+    out[...] = reference.matrix_multiply_integer(**call.arrays)
+
+
 for _name, _run in (("QUANTIZED_LINEAR_CONVOLUTION", _run_convolution),
+                    ("CONVOLUTION_INTEGER", _run_convolution_integer),
+                    ("MATRIX_MULTIPLY_INTEGER", _run_matmul_integer),
                     ("QUANTIZED_LINEAR_MATRIX_MULTIPLY", _run_matmul),
                     ("DequantizeLinear", _run_dequantize),
                     ("QuantizeLinear", _run_quantize)):

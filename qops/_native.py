@@ -77,15 +77,23 @@ def prepare_matmul(call, variant=None):
 
     a_index, b_index = batch_index(a), batch_index(b)
     a_flip, b_flip = _signed(a), not _signed(b)
-    a_shape, b_shape, out_shape = (-1, rows, depth), (-1, depth, columns), (-1, rows, columns)
-    low, high = _range(call.output_dtype)
+    # MATRIX_MULTIPLY_INTEGER: the exact products as int32, 4 bytes each.
+    raw = call.output_dtype == np.int32
+    a_shape, b_shape = (-1, rows, depth), (-1, depth, columns)
+    out_shape = (-1, rows, columns * (4 if raw else 1))
+    low, high = (0, 0) if raw else _range(call.output_dtype)
 
     def requantization(arrays):
-        return (_vector(arrays["a_zero_point"], rows, np.int32, _FLIP if a_flip else 0),
-                _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0),
-                _table(_multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
-                                   row_side=(True, False, True)), columns),
-                _table(_output_zero(arrays["output_zero_point"], rows), columns))
+        zero_points = (
+            _vector(arrays["a_zero_point"], rows, np.int32, _FLIP if a_flip else 0),
+            _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0))
+        if raw:
+            return zero_points + (np.ones((1, columns), np.float32),
+                                  np.zeros((1, columns), np.int32))
+        return zero_points + (
+            _table(_multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
+                               row_side=(True, False, True)), columns),
+            _table(_output_zero(arrays["output_zero_point"], rows), columns))
 
     parameters = _ParameterCache(("a_scale", "a_zero_point", "b_scale", "b_zero_point",
                                   "output_scale", "output_zero_point"), requantization)
@@ -96,7 +104,7 @@ def prepare_matmul(call, variant=None):
             _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
         kernels.matmul(_bytes(arrays["a"]).reshape(a_shape), a_flip, a_index, packed_b, colsum,
                        b_index, columns, *parameters.get(arrays),
-                       out.view(np.uint8).reshape(out_shape), low, high, n_threads)
+                       out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw)
 
     return run
 
@@ -115,7 +123,7 @@ class _ParameterCache:
     def get(self, arrays):
         key = []
         for name in self._slots:
-            value = arrays[name]
+            value = arrays.get(name)
             if value is None:
                 key.append(None)
             elif value.size <= _PARAMETER_KEY_LIMIT:
@@ -222,23 +230,31 @@ def prepare_convolution(call, variant=None):
     attributes = call.attributes
     image, filter = arrays["input"], arrays["filter"]
     out_channels, _, kernel_h, kernel_w = filter.shape
-    batch, _, out_h, out_w = call.output_shape
     group_count = attributes["group_count"]
     filter_flip, input_flip = not _signed(filter), _signed(image)
     fold = filter_fold(filter, group_count)
     variant = variant or _convolution_variant(filter, fold)
     kernels = _simd.module(variant)
-    low, high = _range(call.output_dtype)
+    # CONVOLUTION_INTEGER: the exact sums as int32, 4 bytes each (a 1-D
+    # convolution's output has no height: its pixels are its width).
+    raw = call.output_dtype == np.int32
+    low, high = (0, 0) if raw else _range(call.output_dtype)
     geometry = (kernel_h, kernel_w, fold, attributes["strides"], attributes["dilations"],
                 attributes["start_padding"], attributes["end_padding"])
-    out_shape = (batch, out_channels, out_h * out_w)
+    pixels = int(np.prod(call.output_shape[2:], dtype=np.int64))
+    out_shape = (call.output_shape[0], out_channels, pixels * (4 if raw else 1))
 
     def requantization(arrays):
         input_zero = _vector(arrays["input_zero_point"], 1, arrays["input"].dtype)
+        if raw:
+            per_channel = (np.ones(out_channels, np.float32), np.zeros(out_channels, np.int32),
+                           None)
+        else:
+            per_channel = _channel_requantization(arrays, out_channels)
         return (int(input_zero.view(np.uint8)[0]),
                 _vector(arrays["filter_zero_point"], out_channels, np.int32,
                         -_FLIP if filter_flip else 0),
-                *_channel_requantization(arrays, out_channels))
+                *per_channel)
 
     parameters = _ParameterCache(("input_scale", "input_zero_point", "filter_scale",
                                   "filter_zero_point", "bias", "output_scale",
@@ -253,7 +269,7 @@ def prepare_convolution(call, variant=None):
         input_zero, col_zero, multiplier, out_zero, bias = parameters.get(arrays)
         kernels.conv2d(_bytes(arrays["input"]), input_flip, input_zero, packed, colsum,
                        *geometry, col_zero, multiplier, out_zero, bias,
-                       out.view(np.uint8).reshape(out_shape), low, high, n_threads)
+                       out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw)
 
     return run
 
@@ -325,12 +341,27 @@ def _has_work(call, *slots):
     return all(call.arrays[name].size for name in slots) and all(call.output_shape)
 
 
+def _fits_int32(depth):
+    """Whether every sum of ``depth`` products of 8-bit differences fits int32."""
+    return depth * 255 * 255 <= np.iinfo(np.int32).max
+
+
 def register(dispatch):
     """Put the kernels ahead of the reference at the dispatch point."""
     dispatch.register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", run_matmul, priority=10,
                       supports=lambda call: _has_work(call, "a", "b"), prepare=prepare_matmul)
     dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_convolution, priority=10,
                       supports=lambda call: _has_work(call, "input", "filter"),
+                      prepare=prepare_convolution)
+    # The integer operators share the GEMM kernels, whose raw epilogue writes
+    # the exact sums as int32: only where K proves every sum fits.
+    dispatch.register("MATRIX_MULTIPLY_INTEGER", "kernels", run_matmul, priority=10,
+                      supports=lambda call: (_has_work(call, "a", "b")
+                                             and _fits_int32(call.arrays["a"].shape[-1])),
+                      prepare=prepare_matmul)
+    dispatch.register("CONVOLUTION_INTEGER", "kernels", run_convolution, priority=10,
+                      supports=lambda call: (_has_work(call, "input", "filter")
+                                             and _fits_int32(call.arrays["filter"][0].size)),
                       prepare=prepare_convolution)
     # Above the GEMM path: one input channel per group, at most 4096 filter taps.
     dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", run_depthwise,

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _dtypes, registry
+from . import _dispatch, _dtypes, reference, registry
 from ._config import resolve_threads
 from ._errors import DTypeValidationError, ValidationError
 from ._validation import TensorDesc, fail, resolve_version, shape_text
 from .ops import convolution as _convolution
+from .ops import integer as _integer
 from .ops import matmul as _matmul
 from .ops import quantize as _quantize
 from .ops._plans import PlanCache, lean_cache
@@ -41,6 +42,9 @@ __all__ = [
     "quantized_linear_matrix_multiply",
     "dequantize_linear",
     "quantize_linear",
+    "convolution_integer",
+    "matrix_multiply_integer",
+    "dynamic_quantize_linear",
     "validate",
     "Validated",
 ]
@@ -152,6 +156,102 @@ def quantized_linear_matrix_multiply(a=None, a_scale=None, a_zero_point=None, b=
                              n_threads=resolve_threads(n_threads), lean=lean)
 
 
+def convolution_integer(input=None, input_zero_point=None, filter=None, filter_zero_point=None, *,
+                        strides=None, dilations=None, start_padding=None, end_padding=None,
+                        group_count=None, feature_level=None, out=None, n_threads=None):
+    """DirectML ``CONVOLUTION_INTEGER`` (ONNX ConvInteger): exact convolution sums.
+
+    Parameters
+    ----------
+    input : ndarray of uint8 or int8, shape (N, C, H, W), or (N, C, W) from feature level 4_0
+    input_zero_point : int or ndarray, optional
+        Per tensor, the type of ``input``.
+    filter : ndarray of uint8 or int8, shape (OC, C / group_count, KH, KW) or (OC, C / group_count, KW)
+    filter_zero_point : int or ndarray, optional
+        Per tensor, or per output channel (a 1-d array of ``OC`` or ``(1, OC, 1, 1)``).
+    strides, dilations, start_padding, end_padding, group_count
+        As for :func:`quantized_linear_convolution` (one value each for a 1-D convolution).
+    feature_level, out, n_threads
+        As for :func:`quantized_linear_convolution`.
+
+    Returns
+    -------
+    ndarray of int32, shape (N, OC, OH, OW) or (N, OC, OW)
+        The exact sum of ``(input - input_zero_point) * (filter - filter_zero_point)``
+        over each window.  A sum int32 cannot hold raises ``qops.ValidationError``
+        (ONNX runtimes wrap it).
+    """
+    slots = dict(input=input, input_zero_point=input_zero_point, filter=filter,
+                 filter_zero_point=filter_zero_point)
+    attributes = dict(strides=strides, dilations=dilations, start_padding=start_padding,
+                      end_padding=end_padding, group_count=group_count)
+    call = _integer.prepare_convolution_integer(slots, attributes, feature_level, out=out)
+    return _dispatch.execute(call, out=out, n_threads=resolve_threads(n_threads))
+
+
+def matrix_multiply_integer(a=None, a_zero_point=None, b=None, b_zero_point=None, *,
+                            feature_level=None, out=None, n_threads=None):
+    """DirectML ``MATRIX_MULTIPLY_INTEGER`` (ONNX MatMulInteger): exact products.
+
+    Parameters
+    ----------
+    a, b : ndarray of uint8 or int8, shapes (..., M, K) and (..., K, N)
+        4 dimensions at feature level 2_1, 2 to 4 from 4_0; batch dimensions of
+        size 1 broadcast.
+    a_zero_point : int or ndarray, optional
+        Per tensor or per row of A.
+    b_zero_point : int or ndarray, optional
+        Per tensor or per column of B.
+    feature_level, out, n_threads
+        As for :func:`quantized_linear_matrix_multiply`.
+
+    Returns
+    -------
+    ndarray of int32, shape (..., M, N)
+        ``(a - a_zero_point) @ (b - b_zero_point)``, exact; a value int32
+        cannot hold raises ``qops.ValidationError``.
+    """
+    slots = dict(a=a, a_zero_point=a_zero_point, b=b, b_zero_point=b_zero_point)
+    call = _integer.prepare_matrix_multiply_integer(slots, {}, feature_level, out=out)
+    return _dispatch.execute(call, out=out, n_threads=resolve_threads(n_threads))
+
+
+def dynamic_quantize_linear(input, *, output_dtype=None, feature_level=None, n_threads=None):
+    """DirectML ``DYNAMIC_QUANTIZE_LINEAR`` (ONNX DynamicQuantizeLinear).
+
+    The scale and zero point come from the input's range widened to include
+    0 (so that 0 is exact), as ONNX defines them::
+
+        scale = (max(x, 0) - min(x, 0)) / (qmax - qmin)      (1 when the range is empty)
+        zero_point = round(clip(qmin - min(x, 0) / scale, qmin, qmax))
+        y = saturate(round(x / scale) + zero_point)
+
+    in float32, rounding half to even.
+
+    Parameters
+    ----------
+    input : ndarray of float32 or float16
+        Finite values, at least one.
+    output_dtype : dtype-like, optional
+        ``uint8`` (default, ONNX's only type) or ``int8``.
+    feature_level, n_threads
+        As for the other operators; the operator exists from feature level 4_0.
+
+    Returns
+    -------
+    (y, scale, zero_point)
+        ``y`` shaped as ``input``; ``scale`` (float32) and ``zero_point``
+        (``y``'s type) with one element and the input's dimension count.
+    """
+    call = _integer.prepare_dynamic_quantize(
+        {"input": input}, {"output_dtype": output_dtype}, feature_level)
+    x = np.asarray(call.arrays["input"], np.float32)
+    _, scale, zero_point = reference.dynamic_quantize_linear(x, call.output_dtype)
+    # The quantization itself is QuantizeLinear's rule, and runs where it does.
+    y = quantize_linear(x, scale.reshape(()), zero_point.reshape(()), n_threads=n_threads)
+    return y, scale, zero_point
+
+
 def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, opset=None, out=None,
                       n_threads=None):
     """ONNX ``DequantizeLinear``: ``y = (x - x_zero_point) * x_scale``.
@@ -232,6 +332,9 @@ _PREPARE = {
     "QUANTIZED_LINEAR_MATRIX_MULTIPLY": _matmul.prepare,
     "DequantizeLinear": _quantize.prepare_dequantize,
     "QuantizeLinear": _quantize.prepare_quantize,
+    "CONVOLUTION_INTEGER": _integer.prepare_convolution_integer,
+    "MATRIX_MULTIPLY_INTEGER": _integer.prepare_matrix_multiply_integer,
+    "DYNAMIC_QUANTIZE_LINEAR": _integer.prepare_dynamic_quantize,
 }
 
 

@@ -88,6 +88,8 @@ ONNX_INPUTS = {
                       "y_zero_point"),
     "QuantizeLinear": ("x", "y_scale", "y_zero_point"),
     "DequantizeLinear": ("x", "x_scale", "x_zero_point"),
+    "ConvInteger": ("x", "w", "x_zero_point", "w_zero_point"),
+    "MatMulInteger": ("A", "B", "a_zero_point", "b_zero_point"),
 }
 
 

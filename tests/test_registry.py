@@ -80,10 +80,56 @@ MATMUL_2_1_TABLE = [
     ("OutputTensor", "Output", "4", "INT8, UINT8"),
 ]
 
+# The integer operators' tables, from the DirectML pages
+# DML_CONVOLUTION_INTEGER_OPERATOR_DESC, DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC
+# (feature levels 2_1 and 4_0) and DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC (4_0).
+CONV_INTEGER = "CONVOLUTION_INTEGER"
+MATMUL_INTEGER = "MATRIX_MULTIPLY_INTEGER"
+DYNAMIC = "DYNAMIC_QUANTIZE_LINEAR"
+CONV_INTEGER_2_1_TABLE = [
+    ("InputTensor", "Input", "4", "INT8, UINT8"),
+    ("InputZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("FilterTensor", "Input", "4", "INT8, UINT8"),
+    ("FilterZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "4", "INT32"),
+]
+CONV_INTEGER_4_0_TABLE = [
+    ("InputTensor", "Input", "3 to 4", "INT8, UINT8"),
+    ("InputZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("FilterTensor", "Input", "3 to 4", "INT8, UINT8"),
+    ("FilterZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "3 to 4", "INT32"),
+]
+MATMUL_INTEGER_2_1_TABLE = [
+    ("ATensor", "Input", "4", "INT8, UINT8"),
+    ("AZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("BTensor", "Input", "4", "INT8, UINT8"),
+    ("BZeroPointTensor", "Optional input", "4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "4", "INT32"),
+]
+MATMUL_INTEGER_4_0_TABLE = [
+    ("ATensor", "Input", "2 to 4", "INT8, UINT8"),
+    ("AZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("BTensor", "Input", "2 to 4", "INT8, UINT8"),
+    ("BZeroPointTensor", "Optional input", "2 to 4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "2 to 4", "INT32"),
+]
+DYNAMIC_4_0_TABLE = [
+    ("InputTensor", "Input", "1 to 8", "FLOAT32, FLOAT16"),
+    ("OutputTensor", "Output", "1 to 8", "INT8, UINT8"),
+    ("OutputScaleTensor", "Output", "1 to 8", "FLOAT32"),
+    ("OutputZeroPointTensor", "Output", "1 to 8", "INT8, UINT8"),
+]
+
 TABLES = [
     (CONV, FeatureLevel.FL_2_1, CONV_2_1_TABLE),
     (MATMUL, FeatureLevel.FL_2_1, MATMUL_2_1_TABLE),
     (MATMUL, FeatureLevel.FL_4_0, MATMUL_4_0_TABLE),
+    (CONV_INTEGER, FeatureLevel.FL_2_1, CONV_INTEGER_2_1_TABLE),
+    (CONV_INTEGER, FeatureLevel.FL_4_0, CONV_INTEGER_4_0_TABLE),
+    (MATMUL_INTEGER, FeatureLevel.FL_2_1, MATMUL_INTEGER_2_1_TABLE),
+    (MATMUL_INTEGER, FeatureLevel.FL_4_0, MATMUL_INTEGER_4_0_TABLE),
+    (DYNAMIC, FeatureLevel.FL_4_0, DYNAMIC_4_0_TABLE),
 ]
 
 # The structure fields in order (seed "Syntax" / struct-fields) and the
@@ -707,10 +753,35 @@ def test_registry_tables_are_tuples():
 # ---------------------------------------------------------------------------
 
 NAMES = [(CONV, "quantized_linear_convolution"), (MATMUL, "quantized_linear_matrix_multiply"),
+         (CONV_INTEGER, "convolution_integer"), (MATMUL_INTEGER, "matrix_multiply_integer"),
+         (DYNAMIC, "dynamic_quantize_linear"),
          ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear")]
 
 
-def test_operators_lists_the_four():
+def test_integer_operator_availability_and_constraints():
+    for name, first in ((CONV_INTEGER, FeatureLevel.FL_2_1), (MATMUL_INTEGER, FeatureLevel.FL_2_1),
+                        (DYNAMIC, FeatureLevel.FL_4_0)):
+        op = registry.get(name)
+        assert op.introduced is first
+        assert op.support(FeatureLevel.FL_2_0) is None
+    assert _constraint_set(registry.get(CONV_INTEGER), FeatureLevel.FL_4_0) == {
+        (SAME_TYPE, frozenset({"InputTensor", "InputZeroPointTensor"})),
+        (SAME_TYPE, frozenset({"FilterTensor", "FilterZeroPointTensor"})),
+        (SAME_DIMS, frozenset({"FilterZeroPointTensor", "InputZeroPointTensor"})),
+        (SAME_DIMS, frozenset({"FilterTensor", "InputTensor", "OutputTensor"}))}
+    assert _constraint_set(registry.get(MATMUL_INTEGER), FeatureLevel.FL_4_0) == {
+        (SAME_TYPE, frozenset({"ATensor", "AZeroPointTensor"})),
+        (SAME_TYPE, frozenset({"BTensor", "BZeroPointTensor"})),
+        (SAME_DIMS, frozenset({"ATensor", "BTensor", "BZeroPointTensor", "OutputTensor"}))}
+    assert _constraint_set(registry.get(DYNAMIC), FeatureLevel.FL_4_0) == {
+        (SAME_DIMS, frozenset({"InputTensor", "OutputScaleTensor", "OutputTensor",
+                               "OutputZeroPointTensor"})),
+        (SAME_TYPE, frozenset({"OutputTensor", "OutputZeroPointTensor"}))}
+    assert [s.source_name for s in registry.get(DYNAMIC).outputs] == [
+        "OutputTensor", "OutputScaleTensor", "OutputZeroPointTensor"]
+
+
+def test_operators_lists_every_operator():
     assert [op.name for op in registry.operators()] == [n for n, _ in NAMES]
     assert [op.function for op in registry.operators()] == [f for _, f in NAMES]
 
@@ -763,4 +834,4 @@ def test_registry_readable_without_kernels():
         print(len(registry.operators()))
     """)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["2", "to", "4", "4"]
+    assert result.stdout.split() == ["2", "to", "4", "7"]

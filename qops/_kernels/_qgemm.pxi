@@ -101,6 +101,10 @@ cdef struct Epilogue:
     int32_t low
     int32_t high
     bint narrow                     # the value fits int32 whenever S is one chunk
+    # raw: write the exact value as int32, unrequantized (CONVOLUTION_INTEGER,
+    # MATRIX_MULTIPLY_INTEGER; the glue runs them here only when K proves the
+    # value fits).  The output is then int32: strides count elements of 4 bytes.
+    bint raw
 
 
 cdef inline Py_ssize_t ceil_div(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
@@ -311,6 +315,24 @@ cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                gemm.out_row_stride, gemm.out_col_stride)
 
 
+cdef void store_sums(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
+                     Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
+                     const Gemm* gemm) noexcept nogil:
+    """The exact values of a tile, as int32, into a raw epilogue's output."""
+    cdef int32_t* out = <int32_t*>gemm.out
+    cdef Py_ssize_t i, r, c, col
+    cdef int64_t row_zero, row_term
+    for i in range(rows):
+        r = row0 + i
+        row_zero = e.row_zero[r * e.row_zero_step]
+        row_term = e.row_sum[r] - e.k * row_zero if e.row_sum != NULL else 0
+        for c in range(cols):
+            col = col0 + c
+            out[r * gemm.out_row_stride + col * gemm.out_col_stride] = <int32_t>(
+                tile[i * NR + c] + (e.column_term[col] if e.column_term != NULL else 0)
+                - e.column_zero[col] * row_term - row_zero * e.column_sum[col])
+
+
 cdef inline const uint8_t* row_start(const Gemm* gemm, Py_ssize_t r) noexcept nogil:
     if gemm.row_offset != NULL:
         return gemm.a + gemm.row_offset[r]
@@ -329,7 +351,7 @@ cdef void micro_tile(const Gemm* product, const Epilogue* common, Py_ssize_t ind
     cdef Py_ssize_t b_member = own.b_index[index] if own.b_index != NULL else index
     own.a = own.a + a_member * own.a_batch_stride
     own.b = own.b + b_member * own.b_batch_stride
-    own.out = own.out + index * own.out_batch_stride
+    own.out = own.out + index * own.out_batch_stride * (4 if own_epilogue.raw else 1)
     own_epilogue.column_sum = (own_epilogue.column_sum
                                + b_member * own_epilogue.column_sum_batch_stride)
     if own_epilogue.row_sum != NULL:
@@ -349,7 +371,7 @@ cdef void micro_tile(const Gemm* product, const Epilogue* common, Py_ssize_t ind
         rows[i] = row_start(gemm, row0 + i if i < rows_here else row0)
     if total <= GROUPS_PER_CHUNK:
         microkernel(rows, gemm.step_offset, gemm.steps, gemm.step_groups, b, tile)
-        if e.narrow:
+        if e.narrow and not e.raw:
             requantize_narrow(tile, row0, rows_here, col0, cols, e, gemm)
             return
         for i in range(MR * NR):
@@ -380,6 +402,9 @@ cdef void micro_tile(const Gemm* product, const Epilogue* common, Py_ssize_t ind
                     for i in range(MR * NR):
                         wide[i] += tile[i]
                     g0 = g0 + count
+    if e.raw:
+        store_sums(wide, row0, rows_here, col0, cols, e, gemm)
+        return
     requantize_wide(wide, row0, rows_here, col0, cols, e, gemm)
 
 
@@ -492,12 +517,14 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            const int64_t[::1] b_index, Py_ssize_t n,
            const int32_t[::1] row_zero, const int32_t[::1] col_zero,
            const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
-           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads):
+           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False):
     """out[i] <- requantized a[a_index[i]] @ b[b_index[i]] for every output matrix i.
 
     B comes packed (once per call, or once per compiled operator).  A is read
     in place when it is unsigned with K a multiple of 4, else from a flipped,
-    padded copy.  multiplier and out_zero are (1 or M) x N tables.
+    padded copy.  multiplier and out_zero are (1 or M) x N tables.  With
+    raw, out holds the exact int32 products (M x 4N bytes per matrix) and
+    multiplier, out_zero, low and high are not read.
     """
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
     cdef Py_ssize_t batches = out.shape[0], groups = ceil_div(k, 4), index, j
@@ -510,7 +537,8 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
         return
     # The glue's contract, checked once: indices and vectors cover the output.
     if (a_index.shape[0] != batches or b_index.shape[0] != batches
-            or out.shape[1] != m or out.shape[2] != n or b_colsum.shape[0] != b_packed.shape[0]
+            or out.shape[1] != m or out.shape[2] != n * (4 if raw else 1)
+            or b_colsum.shape[0] != b_packed.shape[0]
             or b_packed.shape[1] < b_size or b_colsum.shape[1] < n
             or row_zero.shape[0] < m or col_zero.shape[0] < n
             or multiplier.shape[0] not in (1, m) or multiplier.shape[1] < n
@@ -565,6 +593,9 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     e.low = low
     e.high = high
     e.narrow = fits_int32(k, 0)
+    e.raw = raw
+    if raw and not e.narrow:
+        raise ValueError("matmul: raw products need K that keeps every value inside int32")
     if k == 0:
         # No products: S and every sum are 0; any in-bounds row will do.
         source = np.zeros((1, 1, 4), np.uint8)
@@ -795,7 +826,7 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
            Py_ssize_t kernel_h, Py_ssize_t kernel_w, Py_ssize_t fold, strides, dilations,
            start_padding, end_padding, const int32_t[::1] col_zero,
            const float[::1] multiplier, const int32_t[::1] out_zero, bias,
-           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads):
+           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False):
     """Grouped convolution as an implicit GEMM per image and group: output
     pixels are the rows of A, read through per-tap offsets in a padded
     channels-last copy of the image; the packed filter is B.
@@ -806,12 +837,13 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     K' = steps * block_padded rows by the group's output channels), in the
     order (tap row, [tap column,] channel).  Per-output-channel vectors:
     col_zero (b_zp'), multiplier, out_zero, bias.  out is (batch,
-    out_channels, out_h * out_w).
+    out_channels, out_h * out_w); with raw, it holds the exact int32 sums
+    (4 bytes each) and multiplier, out_zero, low and high are not read.
     """
     cdef Py_ssize_t batch = image.shape[0], channels = image.shape[1]
     cdef Py_ssize_t height = image.shape[2], width = image.shape[3]
     cdef Py_ssize_t group_count = filter_packed.shape[0]
-    cdef Py_ssize_t out_channels = out.shape[1], pixels = out.shape[2]
+    cdef Py_ssize_t out_channels = out.shape[1], pixels = out.shape[2] // (4 if raw else 1)
     cdef Py_ssize_t stride_h = strides[0], stride_w = strides[1]
     cdef Py_ssize_t dilation_h = dilations[0], dilation_w = dilations[1]
     cdef Py_ssize_t pad_top = start_padding[0], pad_left = start_padding[1]
@@ -849,6 +881,7 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
             or filter_colsum.shape[0] != group_count or filter_colsum.shape[1] < group_outputs
             or col_zero.shape[0] != out_channels or multiplier.shape[0] != out_channels
             or out_zero.shape[0] != out_channels or out.shape[0] != batch
+            or out.shape[2] != pixels * (4 if raw else 1)
             or (bias is not None and len(bias) != out_channels)):
         raise ValueError("conv2d: arguments do not match the convolution's geometry")
     for column in range(out_channels):
@@ -906,6 +939,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     e.low = low
     e.high = high
     e.narrow = fits_int32(e.k, largest_bias)
+    e.raw = raw
+    if raw and not e.narrow:
+        raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
     with nogil:
         first = 0
         while first < batch:

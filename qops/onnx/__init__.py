@@ -1,7 +1,8 @@
 """ONNX's quantized operators on qops (needs the ``onnx`` extra).
 
 * :func:`run_node` runs one ``NodeProto`` of QLinearConv, QLinearMatMul,
-  QuantizeLinear or DequantizeLinear on NumPy inputs, with ONNX's semantics.
+  QuantizeLinear, DequantizeLinear, ConvInteger, MatMulInteger or
+  DynamicQuantizeLinear on NumPy inputs, with ONNX's semantics.
 * :func:`reference_ops` returns operator classes for
   ``onnx.reference.ReferenceEvaluator(model, new_ops=...)``, so that a whole
   quantized model runs in the reference evaluator with qops doing the

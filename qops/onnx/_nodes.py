@@ -1,5 +1,10 @@
 """ONNX nodes as calls of the registry's operators.
 
+QLinearConv, QLinearMatMul, QuantizeLinear and DequantizeLinear map onto
+the operators of the same meaning; ConvInteger, MatMulInteger and
+DynamicQuantizeLinear onto DirectML's CONVOLUTION_INTEGER,
+MATRIX_MULTIPLY_INTEGER and DYNAMIC_QUANTIZE_LINEAR.
+
 Each adapter takes an ONNX node's inputs (NumPy arrays, ``None`` for an
 omitted optional input), its attributes and the opset, puts them into the
 shapes and slots the qops operator takes, and returns the node's outputs.
@@ -241,10 +246,43 @@ def _onnx_dtype(code):
     return helper.tensor_dtype_to_np_dtype(int(code))
 
 
+# -- the integer operators ---------------------------------------------------------------
+
+def conv_integer(inputs, attributes, opset):
+    x, w, x_zero_point, w_zero_point = (list(inputs) + [None] * 4)[:4]
+    x, w, strides, dilations, start, end, group, squeeze = _conv_geometry(
+        "ConvInteger", x, w, attributes)
+    y = api.convolution_integer(
+        input=np.ascontiguousarray(x), input_zero_point=_scalar(x_zero_point),
+        filter=np.ascontiguousarray(w), filter_zero_point=_scalar(w_zero_point),
+        strides=strides, dilations=dilations, start_padding=start, end_padding=end,
+        group_count=group)
+    return [y[:, :, 0, :] if squeeze else y]
+
+
+def matmul_integer(inputs, attributes, opset):
+    a, b, a_zero_point, b_zero_point = (list(inputs) + [None] * 4)[:4]
+    a2, b2, rank, final = _matmul_operands("MatMulInteger", a, b)
+    y = api.matrix_multiply_integer(
+        a=np.ascontiguousarray(a2), a_zero_point=_row_parameter(a_zero_point, rank, True),
+        b=np.ascontiguousarray(b2), b_zero_point=_row_parameter(b_zero_point, rank, False))
+    return [y.reshape(final)]
+
+
+def dynamic_quantize_linear(inputs, attributes, opset):
+    (x,) = (list(inputs) + [None])[:1]
+    y, scale, zero_point = api.dynamic_quantize_linear(x)
+    # ONNX's scale and zero point are scalars.
+    return [y, scale.reshape(()), zero_point.reshape(())]
+
+
 #: op_type -> adapter(inputs, attributes, opset) -> outputs
 ADAPTERS = {
     "QLinearConv": qlinear_conv,
     "QLinearMatMul": qlinear_matmul,
     "QuantizeLinear": quantize_linear,
     "DequantizeLinear": dequantize_linear,
+    "ConvInteger": conv_integer,
+    "MatMulInteger": matmul_integer,
+    "DynamicQuantizeLinear": dynamic_quantize_linear,
 }

@@ -9,6 +9,7 @@ arguments.
 """
 
 from .convolution import quantized_linear_convolution
+from .integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
 from .matmul import quantized_linear_matrix_multiply
 from .quantize import dequantize_linear, quantize_linear
 from ._requantize import requantize, requantization_multiplier
@@ -18,6 +19,9 @@ __all__ = [
     "quantized_linear_matrix_multiply",
     "dequantize_linear",
     "quantize_linear",
+    "convolution_integer",
+    "matrix_multiply_integer",
+    "dynamic_quantize_linear",
     "requantize",
     "requantization_multiplier",
 ]

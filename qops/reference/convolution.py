@@ -23,6 +23,18 @@ def quantized_linear_convolution(input, input_scale, input_zero_point, filter, f
     Padding adds real zeros: the input zero point is subtracted first, so a
     padded element contributes nothing to the sum.
     """
+    accumulator = convolution_sums(input, input_zero_point, filter, filter_zero_point, bias,
+                                   strides=strides, dilations=dilations,
+                                   start_padding=start_padding, end_padding=end_padding,
+                                   group_count=group_count)
+    multiplier = requantization_multiplier(input_scale, filter_scale, output_scale)
+    return requantize(accumulator, multiplier, output_zero_point, np.dtype(output_dtype))
+
+
+def convolution_sums(input, input_zero_point, filter, filter_zero_point, bias, *, strides,
+                     dilations, start_padding, end_padding, group_count):
+    """The exact int64 sums of ``(input - input_zero_point) * (filter -
+    filter_zero_point)`` over each window, plus ``bias``: (N, OC, OH, OW)."""
     batch, channels, height, width = input.shape
     out_channels, group_channels, kernel_h, kernel_w = filter.shape
     stride_h, stride_w = strides
@@ -57,5 +69,4 @@ def quantized_linear_convolution(input, input_scale, input_zero_point, filter, f
             sums.reshape(batch, out_h, out_w, per_group).transpose(0, 3, 1, 2))
     if bias is not None:
         accumulator += np.asarray(bias).astype(np.int64).reshape(1, out_channels, 1, 1)
-    multiplier = requantization_multiplier(input_scale, filter_scale, output_scale)
-    return requantize(accumulator, multiplier, output_zero_point, np.dtype(output_dtype))
+    return accumulator

@@ -3,8 +3,12 @@
 Transcribed from the DirectML reference pages
 ``DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC`` (introduced in
 ``DML_FEATURE_LEVEL_2_1``) and ``DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC``
-(2024 revision: tensor support for feature levels 2_1 and 4_0).  Slot order
-is the order of the fields in each ``*_OPERATOR_DESC`` structure.
+(2024 revision: tensor support for feature levels 2_1 and 4_0), and, for
+the integer operators ONNX's ConvInteger, MatMulInteger and
+DynamicQuantizeLinear map onto, ``DML_CONVOLUTION_INTEGER_OPERATOR_DESC`` and
+``DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC`` (2_1, and 4_0 and above) and
+``DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC`` (4_0).  Slot order is the order
+of the fields in each ``*_OPERATOR_DESC`` structure.
 """
 
 from __future__ import annotations
@@ -215,4 +219,170 @@ QUANTIZED_LINEAR_MATRIX_MULTIPLY = Operator(
     ),
 )
 
-OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY)
+_CONVOLUTION_ATTRIBUTES = tuple(a for a in QUANTIZED_LINEAR_CONVOLUTION.attributes
+                                if a.name != "output_dtype")
+
+CONVOLUTION_INTEGER = Operator(
+    name="CONVOLUTION_INTEGER",
+    function="convolution_integer",
+    source="DirectML",
+    reference="DML_CONVOLUTION_INTEGER_OPERATOR_DESC",
+    summary=(
+        "Forward convolution of integer data with the zero points subtracted: the exact "
+        "int32 sums, unrequantized (ONNX ConvInteger)."
+    ),
+    slots=(
+        Slot(name="input", source_name="InputTensor", kind=INPUT,
+             description="{ BatchCount, InputChannelCount, [InputHeight], InputWidth }",
+             shapes=(_pattern("data", "BatchCount", "InputChannelCount", "Height", "Width"),)),
+        Slot(name="input_zero_point", source_name="InputZeroPointTensor", kind=OPTIONAL,
+             description="zero point subtracted from the input", shapes=(PER_TENSOR,)),
+        Slot(name="filter", source_name="FilterTensor", kind=INPUT,
+             description="{ FilterBatchCount, FilterChannelCount, [FilterHeight], FilterWidth }",
+             shapes=(_pattern("data", "OutputChannelCount", "FilterChannelCount",
+                              "FilterHeight", "FilterWidth"),)),
+        Slot(name="filter_zero_point", source_name="FilterZeroPointTensor", kind=OPTIONAL,
+             description="zero point subtracted from the filter", shapes=(PER_TENSOR, PER_CHANNEL)),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="{ BatchCount, OutputChannelCount, [OutputHeight], OutputWidth }",
+             shapes=(_pattern("data", "BatchCount", "OutputChannelCount",
+                              "OutputHeight", "OutputWidth"),)),
+    ),
+    attributes=_CONVOLUTION_ATTRIBUTES,
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "input_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("filter", "filter_zero_point")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_2_1,
+            tensors=_rows((
+                ("input", 4, 4, QUANTIZED),
+                ("input_zero_point", 4, 4, QUANTIZED),
+                ("filter", 4, 4, QUANTIZED),
+                ("filter_zero_point", 4, 4, QUANTIZED),
+                ("output", 4, 4, ("INT32",)),
+            )),
+            attributes=tuple(a.name for a in _CONVOLUTION_ATTRIBUTES),
+            granularities=("data", "per-tensor", "per-channel"),
+        ),
+        VersionSupport(
+            version=FeatureLevel.FL_4_0,
+            tensors=_rows((
+                ("input", 3, 4, QUANTIZED),
+                ("input_zero_point", 1, 4, QUANTIZED),
+                ("filter", 3, 4, QUANTIZED),
+                ("filter_zero_point", 1, 4, QUANTIZED),
+                ("output", 3, 4, ("INT32",)),
+            )),
+            constraints=(
+                Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT,
+                           slots=("filter_zero_point", "input_zero_point")),
+                Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT,
+                           slots=("filter", "input", "output")),
+            ),
+            attributes=tuple(a.name for a in _CONVOLUTION_ATTRIBUTES),
+            granularities=("data", "per-tensor", "per-channel"),
+        ),
+    ),
+)
+
+MATRIX_MULTIPLY_INTEGER = Operator(
+    name="MATRIX_MULTIPLY_INTEGER",
+    function="matrix_multiply_integer",
+    source="DirectML",
+    reference="DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC",
+    summary=(
+        "Batched matrix multiply of integer data with the zero points subtracted: the exact "
+        "int32 products, unrequantized (ONNX MatMulInteger)."
+    ),
+    slots=(
+        Slot(name="a", source_name="ATensor", kind=INPUT,
+             description="{ BatchCount, ChannelCount, M, K }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "M", "K"),)),
+        Slot(name="a_zero_point", source_name="AZeroPointTensor", kind=OPTIONAL,
+             description="zero point subtracted from A", shapes=(PER_TENSOR, PER_ROW)),
+        Slot(name="b", source_name="BTensor", kind=INPUT,
+             description="{ BatchCount, ChannelCount, K, N }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "K", "N"),)),
+        Slot(name="b_zero_point", source_name="BZeroPointTensor", kind=OPTIONAL,
+             description="zero point subtracted from B", shapes=(PER_TENSOR, PER_COLUMN)),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="{ BatchCount, ChannelCount, M, N }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "M", "N"),)),
+    ),
+    attributes=(),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("a", "a_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("b", "b_zero_point")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_2_1,
+            tensors=_rows((
+                ("a", 4, 4, QUANTIZED),
+                ("a_zero_point", 4, 4, QUANTIZED),
+                ("b", 4, 4, QUANTIZED),
+                ("b_zero_point", 4, 4, QUANTIZED),
+                ("output", 4, 4, ("INT32",)),
+            )),
+            granularities=("data", "per-tensor", "per-row", "per-column"),
+        ),
+        VersionSupport(
+            version=FeatureLevel.FL_4_0,
+            tensors=_rows((
+                ("a", 2, 4, QUANTIZED),
+                ("a_zero_point", 1, 4, QUANTIZED),
+                ("b", 2, 4, QUANTIZED),
+                ("b_zero_point", 2, 4, QUANTIZED),
+                ("output", 2, 4, ("INT32",)),
+            )),
+            constraints=(
+                Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT,
+                           slots=("a", "b", "b_zero_point", "output")),
+            ),
+            granularities=("data", "per-tensor", "per-row", "per-column"),
+        ),
+    ),
+)
+
+DYNAMIC_QUANTIZE_LINEAR = Operator(
+    name="DYNAMIC_QUANTIZE_LINEAR",
+    function="dynamic_quantize_linear",
+    source="DirectML",
+    reference="DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC",
+    summary=(
+        "Quantize with a scale and zero point computed from the input's range (which "
+        "always includes 0): y = saturate(round(x / scale) + zero_point)."
+    ),
+    slots=(
+        Slot(name="input", source_name="InputTensor", kind=INPUT,
+             description="the values to quantize", shapes=()),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="the quantized values, shaped as the input", shapes=()),
+        Slot(name="output_scale", source_name="OutputScaleTensor", kind=OUTPUT,
+             description="the scale used (one element)", shapes=()),
+        Slot(name="output_zero_point", source_name="OutputZeroPointTensor", kind=OUTPUT,
+             description="the zero point used (one element)", shapes=()),
+    ),
+    attributes=(),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT,
+                   slots=("input", "output_scale", "output", "output_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "output_zero_point")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_4_0,
+            tensors=_rows((
+                ("input", 1, 8, ("FLOAT32", "FLOAT16")),
+                ("output", 1, 8, QUANTIZED),
+                ("output_scale", 1, 8, SCALE),
+                ("output_zero_point", 1, 8, QUANTIZED),
+            )),
+        ),
+    ),
+)
+
+OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY, CONVOLUTION_INTEGER,
+             MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR)

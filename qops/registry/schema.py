@@ -384,8 +384,8 @@ class Operator:
         names = [s.name for s in self.slots]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: repeated slot name")
-        if sum(1 for s in self.slots if s.is_output) != 1:
-            raise ValueError(f"{self.name}: needs exactly one output slot")
+        if not any(s.is_output for s in self.slots):
+            raise ValueError(f"{self.name}: needs an output slot")
         attribute_names = {a.name for a in self.attributes}
         if attribute_names & set(names):
             raise ValueError(f"{self.name}: an attribute shares a slot's name")
@@ -422,7 +422,12 @@ class Operator:
 
     @property
     def output(self) -> Slot:
+        """The main output: the first output slot (DirectML's OutputTensor)."""
         return next(s for s in self.slots if s.is_output)
+
+    @property
+    def outputs(self) -> tuple:
+        return tuple(s for s in self.slots if s.is_output)
 
     @property
     def inputs(self) -> tuple:

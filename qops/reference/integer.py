@@ -1,0 +1,59 @@
+"""The integer operators (CONVOLUTION_INTEGER, MATRIX_MULTIPLY_INTEGER,
+DYNAMIC_QUANTIZE_LINEAR), stated in NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dtypes
+from .convolution import convolution_sums
+from ._requantize import widen
+
+
+def integer_sums(accumulator):
+    """Exact sums as DirectML's INT32 output: values int32 cannot hold are an
+    error, never wrapped (onnxruntime and onnx.reference wrap them)."""
+    info = np.iinfo(np.int32)
+    if accumulator.size and (accumulator.min() < info.min or accumulator.max() > info.max):
+        from .._errors import ValidationError
+
+        raise ValidationError("an exact sum is outside int32, the output type; it would wrap")
+    return accumulator.astype(np.int32)
+
+
+def matrix_multiply_integer(a, a_zero_point, b, b_zero_point):
+    """Batched ``(a - a_zero_point) @ (b - b_zero_point)``, exact, as int32."""
+    return integer_sums(np.matmul(widen(a, a_zero_point), widen(b, b_zero_point)))
+
+
+def convolution_integer(input, input_zero_point, filter, filter_zero_point, *, strides,
+                        dilations, start_padding, end_padding, group_count):
+    """The exact sums of a grouped 2-D convolution (zero points subtracted), as int32:
+    the quantized convolution's sums before requantization."""
+    return integer_sums(convolution_sums(
+        input, input_zero_point, filter, filter_zero_point, None, strides=strides,
+        dilations=dilations, start_padding=start_padding, end_padding=end_padding,
+        group_count=group_count))
+
+
+def dynamic_quantize_linear(input, output_dtype):
+    """``(y, scale, zero_point)``: scale and zero point from the range of
+    ``input`` widened to include 0, then ``saturate(round(x / scale) + zero_point)``.
+
+    In float32 throughout (float16 input converts exactly), with ties to even,
+    as ONNX's DynamicQuantizeLinear.  ``scale`` and ``zero_point`` have one
+    element and the input's dimension count.
+    """
+    x = np.asarray(input).astype(np.float32)
+    low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
+    largest = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
+    smallest = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
+    span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
+    scale = np.float32(span / np.float32(high - low))
+    zero = np.rint(np.clip(np.float32(low) - smallest / scale, low, high))
+    with np.errstate(invalid="ignore"):
+        y = np.clip(np.rint(x / scale) + np.float32(zero), low, high)
+    shape = (1,) * x.ndim
+    dtype = np.dtype(output_dtype)
+    return (y.astype(dtype), np.full(shape, scale, np.float32),
+            np.full(shape, zero, dtype))

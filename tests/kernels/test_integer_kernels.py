@@ -1,0 +1,110 @@
+"""CONVOLUTION_INTEGER and MATRIX_MULTIPLY_INTEGER on the GEMM kernels' raw
+(int32) epilogue, for every SIMD variant and thread count."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qops.ops import integer
+
+from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
+
+
+def _exact_matmul(slots):
+    """(a - a_zp) @ (b - b_zp) in Python integers' range (int64 here is exact)."""
+    def centred(value, zero):
+        wide = value.astype(np.int64)
+        return wide if zero is None else wide - np.asarray(zero).astype(np.int64)
+
+    return np.matmul(centred(slots["a"], slots["a_zero_point"]),
+                     centred(slots["b"], slots["b_zero_point"]))
+
+
+@st.composite
+def matmul_integer_calls(draw):
+    rank = draw(st.integers(2, 4))
+    rows, depth, columns = (draw(st.integers(1, 40)) for _ in range(3))
+    batch = [draw(st.integers(1, 3)) for _ in range(rank - 2)]
+    a_batch = [b if draw(st.booleans()) else 1 for b in batch]
+    b_batch = [b if draw(st.booleans()) else 1 for b in batch]
+    a_type, b_type = (draw(st.sampled_from(TYPES)) for _ in range(2))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    a_zero_shape = (1,) * (rank - 2) + ((rows, 1) if draw(st.booleans()) else (1, 1))
+    b_zero_shape = (1,) * (rank - 2) + ((1, columns) if draw(st.booleans()) else (1, 1))
+    slots = dict(a=random_values(rng, tuple(a_batch) + (rows, depth), a_type),
+                 a_zero_point=random_values(rng, a_zero_shape, a_type),
+                 b=random_values(rng, tuple(b_batch) + (depth, columns), b_type),
+                 b_zero_point=random_values(rng, b_zero_shape, b_type))
+    if draw(st.booleans()):
+        slots["a_zero_point"] = None
+    if draw(st.booleans()):
+        slots["b_zero_point"] = None
+    return slots
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=50, deadline=None)
+@given(slots=matmul_integer_calls())
+def test_matrix_multiply_integer_every_variant_matches_exact_sums(slots, n_threads):
+    call = integer.prepare_matrix_multiply_integer(slots, {}, "4_0")
+    expected = _exact_matmul(slots)
+    assert np.array_equal(reference(call), expected)
+    for variant in VARIANTS:
+        got = run_variant(_native.run_matmul, call, variant, n_threads)
+        assert got.dtype == np.int32
+        assert np.array_equal(got, expected), variant
+
+
+@st.composite
+def convolution_integer_calls(draw):
+    groups = draw(st.integers(1, 3))
+    group_channels = draw(st.integers(1, 6))
+    per_group = draw(st.integers(1, 5))
+    kernel = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    strides = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    start = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    end = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    size = tuple(max(draw(st.integers(1, 9)), (k - 1) * d + 1)
+                 for k, d in zip(kernel, dilations))
+    x_type, w_type = (draw(st.sampled_from(TYPES)) for _ in range(2))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    out_channels = groups * per_group
+    slots = dict(
+        input=random_values(rng, (draw(st.integers(1, 2)), groups * group_channels) + size, x_type),
+        input_zero_point=random_values(rng, (1, 1, 1, 1), x_type),
+        filter=random_values(rng, (out_channels, group_channels) + kernel, w_type),
+        filter_zero_point=random_values(
+            rng, (1, out_channels, 1, 1) if draw(st.booleans()) else (1, 1, 1, 1), w_type))
+    if draw(st.booleans()):
+        slots["input_zero_point"] = None
+    attributes = dict(strides=strides, dilations=dilations, start_padding=start,
+                      end_padding=end, group_count=groups)
+    return slots, attributes
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=50, deadline=None)
+@given(case=convolution_integer_calls())
+def test_convolution_integer_every_variant_matches_the_reference(case, n_threads):
+    slots, attributes = case
+    call = integer.prepare_convolution_integer(slots, attributes, "4_0")
+    expected = reference(call)
+    assert expected.dtype == np.int32
+    for variant in VARIANTS:
+        got = run_variant(_native.run_convolution, call, variant, n_threads)
+        assert np.array_equal(got, expected), variant
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_largest_k_the_kernels_take_is_exact_at_the_int32_edge(variant):
+    """K = 33025 is the largest K whose sums always fit int32; at the extreme
+    product (255 * 255 per term) the sum is 2147450625, just under 2**31."""
+    depth = 2147483647 // (255 * 255)
+    slots = dict(a=np.full((2, depth), 255, np.uint8), a_zero_point=np.uint8(0),
+                 b=np.full((depth, 3), 0, np.uint8), b_zero_point=np.uint8(255))
+    call = integer.prepare_matrix_multiply_integer(slots, {}, "4_0")
+    assert _native._fits_int32(depth) and not _native._fits_int32(depth + 1)
+    got = run_variant(_native.run_matmul, call, variant, 2)
+    assert np.array_equal(got, np.full((2, 3), -255 * 255 * depth, np.int64))
