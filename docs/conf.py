@@ -51,10 +51,16 @@ html_theme_options = {
     "navigation_depth": 2,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
+    "header_links_before_dropdown": 8,
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version", "theme-version"],
 }
 html_show_sourcelink = False
+html_static_path = ["_static"]
+html_css_files = ["qops.css"]
+# The guide's pages have no subpages: no left sidebar for them.
+html_sidebars = {page: [] for page in ("index", "quickstart", "feature_levels", "numerics",
+                                       "onnx", "benchmarks", "cli")}
 
 # -- Cross-references -----------------------------------------------------------------
 # The build reaches no network, so there is no intersphinx inventory for the

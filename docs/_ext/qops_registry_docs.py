@@ -78,7 +78,7 @@ def _joined(words):
 
 
 def version_title(op, version):
-    """The heading of a version's table: ``DML_FEATURE_LEVEL_4_0 and above``, ``Opset 21 and above``."""
+    """A version table's heading: ``DML_FEATURE_LEVEL_4_0 and above``, ``Opset 21 and above``."""
     if op.source == "DirectML":
         return f"{version} and above"
     return f"Opset {version.number} and above"
@@ -130,9 +130,25 @@ def overview_rst(page_prefix="/operators/"):
     return _list_table(header, rows)
 
 
+#: What the symbols of the shape patterns stand for, where a name is not enough.
+SYMBOLS = {
+    "AxisLength": "``x.shape[axis]``",
+    "BlockedShape": "the shape of ``x`` with ``ceil(x.shape[axis] / block_size)`` along ``axis``",
+}
+
+
+def _sizes(pattern):
+    return "{" + ", ".join(str(s) for s in pattern.sizes) + "}"
+
+
 def _slot_shapes(slot):
-    return "; ".join(f"{p.granularity} {{{', '.join(str(s) for s in p.sizes)}}}"
+    return "; ".join(_sizes(p) if p.granularity == "data" else f"{p.granularity} {_sizes(p)}"
                      for p in slot.shapes)
+
+
+def _slot_meaning(slot):
+    # A main tensor's description is its shape, which the Shapes column shows.
+    return "" if slot.description.startswith("{") else slot.description
 
 
 def _change_lines(op, previous, row):
@@ -199,13 +215,22 @@ def operator_rst(op):
     """Slots, tensor support per version (newest first) and attributes of ``op``."""
     word = _version_word(op)
     lines = _title("Slots", "-")
-    lines += [f"Keyword arguments of :func:`qops.{op.function}`, in the order of the "
-              + ("DirectML operator description's fields." if op.source == "DirectML"
-                 else "ONNX operator's inputs and outputs."), ""]
+    lines += [f"The tensors of :func:`qops.{op.function}`, in the order of the "
+              + ("DirectML operator description's fields" if op.source == "DirectML"
+                 else "ONNX operator's inputs and outputs")
+              + ": each input is the argument of that name; the output is what the function "
+                "returns (or writes into ``out``).", ""]
     lines += _list_table(
         ("Slot", "Kind", "Shapes", "Meaning"),
-        [(_slot_cell(op, s), s.kind.value, _slot_shapes(s), s.description) for s in op.slots],
+        [(_slot_cell(op, s), s.kind.value, _slot_shapes(s), _slot_meaning(s)) for s in op.slots],
         widths=(3, 2, 4, 5))
+    if op.source == "DirectML":
+        lines += ["Shapes are written with the most dimensions a version allows; a tensor with "
+                  "fewer dimensions matches their trailing sizes.", ""]
+    symbols = sorted({size for slot in op.slots for p in slot.shapes for size in p.sizes
+                      if size in SYMBOLS})
+    for symbol in symbols:
+        lines += [f"``{symbol}`` is {SYMBOLS[symbol]}.", ""]
 
     lines += _title("Tensor support", "-")
     lines += [f"{op.name} was introduced in {op.introduced}. Each table holds from its {word} "
