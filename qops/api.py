@@ -103,6 +103,16 @@ def quantized_linear_convolution(input=None, input_scale=None, input_zero_point=
     ------
     qops.ValidationError
         For any argument the feature level does not accept; nothing is written.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image = np.arange(16, dtype=np.uint8).reshape(1, 1, 4, 4)
+    >>> box = np.ones((1, 1, 2, 2), np.int8)
+    >>> quantized_linear_convolution(input=image, input_scale=1.0, filter=box, filter_scale=1.0,
+    ...                              output_scale=4.0, strides=(2, 2))
+    array([[[[ 2,  4],
+             [10, 12]]]], dtype=uint8)
     """
     slots = dict(input=input, input_scale=input_scale, input_zero_point=input_zero_point,
                  filter=filter, filter_scale=filter_scale, filter_zero_point=filter_zero_point,
@@ -142,6 +152,16 @@ def quantized_linear_matrix_multiply(a=None, a_scale=None, a_zero_point=None, b=
     ndarray of shape (..., M, N)
         Requantized exactly as for the convolution, with
         ``m = float32(float32(a_scale * b_scale) / output_scale)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.array([[1, 2], [3, 4]], np.uint8)
+    >>> b = np.array([[1, -1], [1, 1]], np.int8)
+    >>> quantized_linear_matrix_multiply(a=a, a_scale=1.0, b=b, b_scale=1.0, output_scale=1.0,
+    ...                                  output_dtype=np.int8)
+    array([[3, 1],
+           [7, 1]], dtype=int8)
     """
     lean = _matmul_lean() if output_dtype is None and feature_level is None else None
     if lean is not None:
@@ -281,6 +301,12 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
     -------
     ndarray of x's shape and x_scale's type
         Computed in float32 and rounded once to the scale's type.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> dequantize_linear(np.array([0, 128, 255], np.uint8), 0.5, np.uint8(128))
+    array([-64. ,   0. ,  63.5], dtype=float32)
     """
     slots = dict(x=x, x_scale=x_scale, x_zero_point=x_zero_point)
     resolve_threads(n_threads)
@@ -312,10 +338,21 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     opset, out, n_threads
         As for :func:`dequantize_linear`.
 
+    Returns
+    -------
+    ndarray of x's shape
+        Of the zero point's type, else ``output_dtype``, else uint8.
+
     Notes
     -----
     Integer outputs saturate: values beyond the type's range (infinities
     included) give its minimum or maximum, and NaN gives the zero point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> quantize_linear(np.array([-1.0, 0.25, 0.75, 100.0], np.float32), 0.5, np.int8(0))
+    array([ -2,   0,   2, 127], dtype=int8)
     """
     slots = dict(x=x, y_scale=y_scale, y_zero_point=y_zero_point)
     attributes = dict(axis=axis, block_size=block_size, saturate=saturate,

@@ -96,6 +96,7 @@ class FeatureLevel(enum.Enum):
 
     @property
     def label(self) -> str:
+        """The short spelling: ``"4_0"``."""
         return f"{self.value[0]}_{self.value[1]}"
 
     def __str__(self) -> str:
@@ -144,6 +145,7 @@ class Opset:
 
     @property
     def label(self) -> str:
+        """The number as a string: ``"21"``."""
         return str(self.number)
 
     def __str__(self) -> str:
