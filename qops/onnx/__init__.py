@@ -80,10 +80,10 @@ def run_node(node, inputs, opset=None):
     inputs : sequence or dict
         The node's inputs in order (``None`` for an omitted optional one), or
         a mapping from the node's input names.  Narrow types (int4, float8,
-        float4) come as ml_dtypes arrays or as ``TensorProto``s, packed 4-bit
-        ones included.
+        float4) come as ml_dtypes arrays or as ``TensorProto`` objects, packed
+        4-bit ones included.
     opset : int, optional
-        The default domain's opset (default: :data:`NEWEST_OPSET`).
+        The default domain's opset (default: 23, the newest qops implements).
 
     Returns
     -------

@@ -6,8 +6,9 @@ dispatch, the command line and the documentation all read them; nothing else
 restates them.
 
 >>> from qops import registry
->>> [op.name for op in registry.operators()]
-['QUANTIZED_LINEAR_CONVOLUTION', 'QUANTIZED_LINEAR_MATRIX_MULTIPLY', 'DequantizeLinear', 'QuantizeLinear']
+>>> [op.name for op in registry.operators()]  # doctest: +NORMALIZE_WHITESPACE
+['QUANTIZED_LINEAR_CONVOLUTION', 'QUANTIZED_LINEAR_MATRIX_MULTIPLY', 'CONVOLUTION_INTEGER',
+ 'MATRIX_MULTIPLY_INTEGER', 'DYNAMIC_QUANTIZE_LINEAR', 'DequantizeLinear', 'QuantizeLinear']
 >>> registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY").introduced
 <FeatureLevel.FL_2_1: (2, 1)>
 """
