@@ -156,3 +156,22 @@ def test_float4_and_float8_bits_survive_a_round_trip():
     """Smoke check that narrow ml_dtypes arrays cross the API unchanged."""
     x = np.array([0.5, -1.0, 6.0], ml_dtypes.float4_e2m1fn)
     assert np.array_equal(qops.dequantize_linear(x, 1.0), x.astype(f32))
+
+
+@pytest.mark.parametrize("function", ["quantized_linear_convolution", "convolution_integer"])
+@pytest.mark.parametrize("batch", [0, 1])
+def test_padding_past_32_bit_indexing_is_refused(function, batch):
+    """Found by tools/fuzz.py: an empty batch with padding of 2**31 reached the
+    reference, whose padded copy NumPy cannot even describe."""
+    image = np.zeros((batch, 1, 1, 1), np.int8)
+    weights = np.zeros((1, 1, 1, 1), np.int8)
+    slots = (dict(input=image, input_scale=0.5, filter=weights, filter_scale=0.5,
+                  output_scale=1.0) if function == "quantized_linear_convolution"
+             else dict(input=image, filter=weights))
+    with pytest.raises(qops.ValidationError, match=r"padded input height is 2147483649.*2\*\*31"):
+        getattr(qops, function)(**slots, strides=(2**31, 2**31), end_padding=(2**31, 2**31))
+    # Just inside the limit the call is valid (and an empty batch gives an empty output).
+    if batch == 0:
+        result = getattr(qops, function)(**slots, strides=(2**30, 2**30),
+                                         end_padding=(2**31 - 2, 0))
+        assert result.shape == (0, 1, 2, 1)

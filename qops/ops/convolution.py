@@ -19,6 +19,8 @@ from ._common import finish_requantized, output_desc
 OPERATOR = registry.get("QUANTIZED_LINEAR_CONVOLUTION")
 
 SLOTS = tuple(slot.name for slot in OPERATOR.inputs)
+#: The largest padded spatial size: DirectML indexes tensors with 32-bit integers.
+INDEX_LIMIT = 2**31 - 1
 SCALES = ("input_scale", "filter_scale", "output_scale")
 _ZERO_POINTS = {"input_zero_point": "input", "filter_zero_point": "filter"}
 _PER_CHANNEL_SHORTHAND = ("filter_scale", "filter_zero_point", "bias")
@@ -98,6 +100,11 @@ def _check_geometry(op, descs, attributes, output_shape):
                  "divide", slot="group_count", given=groups)
     for axis, (dimension, size, kernel) in enumerate(
             (("height", height, kernel_h), ("width", width, kernel_w))):
+        padded = size + attributes["start_padding"][axis] + attributes["end_padding"][axis]
+        if padded > INDEX_LIMIT:
+            fail(op, f"the padded input {dimension} is {padded}; spatial sizes with their padding "
+                     f"must stay within 2**31 - 1 (32-bit indexing)", slot="end_padding",
+                 given=padded, allowed=INDEX_LIMIT)
         if kernel < 1:
             fail(op, f"filter {dimension} is 0; a filter needs at least one element per dimension",
                  slot="filter", given=descs["filter"].shape)
