@@ -208,15 +208,23 @@ def dequantize_call(draw):
 
 
 #: Calls that ran (and matched the reference) and calls rejected, per function;
-#: printed at exit with QOPS_FUZZ_STATS=1.
+#: with QOPS_FUZZ_STATS=1 printed every 500 calls and at exit (libFuzzer may
+#: end the process without running exit handlers).
 OUTCOMES = collections.Counter()
+_REPORT_EVERY = 500
 
 
 @atexit.register
 def _report():
     if os.environ.get("QOPS_FUZZ_STATS"):
-        for key, count in sorted(OUTCOMES.items()):
-            print(f"{count:>9}  {key}", file=sys.stderr)
+        summary = ", ".join(f"{key} {count}" for key, count in sorted(OUTCOMES.items()))
+        print(f"qops fuzz outcomes: {summary}", file=sys.stderr, flush=True)
+
+
+def _count(key):
+    OUTCOMES[key] += 1
+    if sum(OUTCOMES.values()) % _REPORT_EVERY == 0:
+        _report()
 
 
 MAKERS = [convolution_call, matmul_call, integer_matmul_call, integer_convolution_call,
@@ -246,7 +254,7 @@ def one_input(data):
     except qops.ValidationError:
         if out is not None and not same(out, before):
             raise AssertionError(f"{function_name}: a rejected call wrote into out")
-        OUTCOMES[function_name + " rejected"] += 1
+        _count(function_name + " rejected")
         return
     op = qops.registry.get(function_name)
     version = keywords.get("feature_level") or keywords.get("opset")
@@ -258,7 +266,7 @@ def one_input(data):
         raise AssertionError(f"{function_name}: the result differs from the reference")
     if out is not None and result is not out:
         raise AssertionError(f"{function_name}: out was not the array returned")
-    OUTCOMES[function_name + " ran"] += 1
+    _count(function_name + " ran")
 
 
 def main(argv=None):
