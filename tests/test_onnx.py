@@ -101,20 +101,26 @@ def test_unknown_operators_domains_and_opsets_are_refused():
 
 # -- QLinearConv: padding rules against onnx.reference and onnxruntime ------------------
 
-def _qlinear_conv_model(inputs, attributes, opset=21):
-    names = ["x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
-             "y_zero_point", "B"]
+def _one_node(op_type, names, inputs, attributes=None, opset=21):
+    """(node, model, feeds) of a one-node model whose given inputs are graph
+    inputs (absent ones are omitted); the output is y_zero_point's type."""
     present = [n for n in names if inputs.get(n) is not None]
-    node = helper.make_node("QLinearConv", [n if n in present else "" for n in names], ["y"],
-                            **attributes)
+    node = helper.make_node(op_type, [n if n in present else "" for n in names], ["y"],
+                            **(attributes or {}))
     infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
         np.asarray(inputs[n]).dtype), list(np.shape(inputs[n]))) for n in present]
     out_type = helper.np_dtype_to_tensor_dtype(np.asarray(inputs["y_zero_point"]).dtype)
-    graph = helper.make_graph([node], "conv", infos,
+    graph = helper.make_graph([node], op_type, infos,
                               [helper.make_tensor_value_info("y", out_type, None)])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 10
     return node, model, {n: np.asarray(inputs[n]) for n in present}
+
+
+def _qlinear_conv_model(inputs, attributes, opset=21):
+    names = ["x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
+             "y_zero_point", "B"]
+    return _one_node("QLinearConv", names, inputs, attributes, opset)
 
 
 def _run_ort(model, feeds):
@@ -199,15 +205,7 @@ def test_qlinear_conv_rejects_3d_and_a_wrong_kernel_shape():
 def _matmul_model(inputs, opset):
     names = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
              "y_zero_point"]
-    node = helper.make_node("QLinearMatMul", names, ["y"])
-    infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
-        np.asarray(inputs[n]).dtype), list(np.shape(inputs[n]))) for n in names]
-    out_type = helper.np_dtype_to_tensor_dtype(np.asarray(inputs["y_zero_point"]).dtype)
-    graph = helper.make_graph([node], "mm", infos,
-                              [helper.make_tensor_value_info("y", out_type, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return node, model, {n: np.asarray(inputs[n]) for n in names}
+    return _one_node("QLinearMatMul", names, inputs, opset=opset)
 
 
 def _matmul_inputs(rng, a_shape, b_shape, scale_dtype=np.float32, a_dtype=np.uint8,
