@@ -18,6 +18,14 @@ flags="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=al
 echo "sanitize: building in $work with $flags" >&2
 (cd "$work" && CFLAGS="$flags" LDFLAGS="$flags" python setup.py -q build_ext --inplace >/dev/null)
 
+# Make sure the instrumented build is the one that runs.
+for library in "$work"/qops/_kernels/*.so "$work"/qops/ops/*.so; do
+    if ! grep -q __asan_init "$library"; then
+        echo "sanitize: $library is not instrumented" >&2
+        exit 1
+    fi
+done
+
 asan_runtime="$(${CC:-gcc} -print-file-name=libasan.so)"
 ubsan_runtime="$(${CC:-gcc} -print-file-name=libubsan.so)"
 export LD_PRELOAD="$asan_runtime $ubsan_runtime"
