@@ -50,6 +50,21 @@ def _signed(array):
     return array.dtype == np.int8
 
 
+#: Multiply-adds that make a thread worth its start: about 15 to 30
+#: microseconds of one core, several times what opening a parallel region
+#: costs on an idle machine.  Below it a thread adds little, and on a busy
+#: machine it costs much more: every parallel region waits for all its
+#: threads, and a thread the scheduler has not run yet can hold a region for
+#: milliseconds.
+WORK_PER_THREAD = 1 << 20
+
+
+def threads_for(work, n_threads):
+    """The threads a product of ``work`` multiply-adds runs on: at most
+    ``n_threads``, one per WORK_PER_THREAD (results never depend on it)."""
+    return max(1, min(n_threads, work // WORK_PER_THREAD))
+
+
 def _bytes(array):
     return np.ascontiguousarray(array).view(np.uint8)
 
@@ -97,8 +112,10 @@ def prepare_matmul(call, variant=None):
 
     parameters = _ParameterCache(("a_scale", "a_zero_point", "b_scale", "b_zero_point",
                                   "output_scale", "output_zero_point"), requantization)
+    work = int(np.prod(call.output_shape, dtype=np.int64)) * depth
 
     def run(call, out, n_threads):
+        n_threads = threads_for(work, n_threads)
         arrays = call.arrays
         packed_b, colsum = _cached(call, ("b", variant), lambda: kernels.pack_b_batches(
             _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
@@ -259,8 +276,10 @@ def prepare_convolution(call, variant=None):
     parameters = _ParameterCache(("input_scale", "input_zero_point", "filter_scale",
                                   "filter_zero_point", "bias", "output_scale",
                                   "output_zero_point"), requantization)
+    work = int(np.prod(call.output_shape, dtype=np.int64)) * int(filter[0].size)
 
     def run(call, out, n_threads):
+        n_threads = threads_for(work, n_threads)
         arrays = call.arrays
         filter = arrays["filter"]
         packed, colsum = _cached(call, ("filter", variant),

@@ -42,6 +42,18 @@ settings.register_profile("ci", deadline=None, max_examples=150, suppress_health
 settings.register_profile("dev", deadline=None, max_examples=10, suppress_health_check=_SUPPRESS)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+
+@pytest.fixture(autouse=True)
+def threads_as_asked(monkeypatch):
+    """Products smaller than qops._native.WORK_PER_THREAD per thread run on
+    fewer threads than asked; the tests' products are small, and they ask for
+    thread counts to test the parallel paths, so every product gets them."""
+    try:
+        from qops import _native
+    except ImportError:
+        return
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+
 # -- dtypes ----------------------------------------------------------------------
 
 INT8_TYPES = (np.dtype(np.uint8), np.dtype(np.int8))

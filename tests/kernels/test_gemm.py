@@ -125,3 +125,13 @@ def test_b_wider_than_a_packing_task(variant, a_type, b_type):
     expected = reference(call)
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_matmul, call, variant, n_threads), expected)
+
+
+def test_small_products_run_on_fewer_threads(monkeypatch):
+    per_thread = 1 << 20
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", per_thread)
+    assert _native.threads_for(0, 8) == 1
+    assert _native.threads_for(per_thread - 1, 8) == 1
+    assert _native.threads_for(3 * per_thread, 8) == 3
+    assert _native.threads_for(100 * per_thread, 2) == 2
+    assert _native.threads_for(100 * per_thread, 1) == 1
