@@ -161,6 +161,12 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     # Inputs are read as unsigned bytes; a signed input is shifted by 128 and
     # so is its zero point, which leaves every difference unchanged.
     centre_zero = input_zero + (128 if input_signed else 0)
+    if DEPTHWISE_PAIRS and stride_w <= 2 and sums_fit_int32(count, bias_ptr, out_channels):
+        depthwise_pairs(image, flip_input, centre_zero, taps, filter_signed, filter_zero,
+                        kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w,
+                        pad_top, pad_left, multiplier, out_zero, bias_ptr, out, low, high,
+                        n_threads)
+        return
     # Wide enough for the padded row length at the furthest tap column.
     phase_pitch = max(ceil_div(padded_w, stride_w),
                       row_length + ((kernel_w - 1) * dilation_w) // stride_w)
@@ -220,3 +226,94 @@ cdef inline void requantize_row(const int32_t* sums, uint8_t* target, Py_ssize_t
         return
     for i in range(count):
         target[i] = <uint8_t>requantize(sums[i] + bias, multiplier, zero_point, low, high)
+
+
+cdef bint sums_fit_int32(Py_ssize_t taps, const int32_t* bias, Py_ssize_t count) noexcept nogil:
+    """Whether every channel's sum plus its bias fits int32."""
+    cdef int64_t largest = 0
+    cdef Py_ssize_t o
+    if bias != NULL:
+        for o in range(count):
+            largest = max(largest, bias[o] if bias[o] >= 0 else -<int64_t>bias[o])
+    return fits_int32(taps, largest)
+
+
+cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32_t centre_zero,
+                          const uint8_t[:, ::1] taps, bint filter_signed,
+                          const int32_t[::1] filter_zero, Py_ssize_t kernel_h,
+                          Py_ssize_t kernel_w, Py_ssize_t stride_h, Py_ssize_t stride_w,
+                          Py_ssize_t dilation_h, Py_ssize_t dilation_w, Py_ssize_t pad_top,
+                          Py_ssize_t pad_left, const float[::1] multiplier,
+                          const int32_t[::1] out_zero, const int32_t* bias,
+                          uint8_t[:, :, :, ::1] out, int32_t low, int32_t high,
+                          int n_threads) except *:
+    """depthwise2d through the pair kernel of the AVX-512 variants
+    (_depthwise_avx512.pxi), for horizontal strides 1 and 2 and sums that
+    fit int32 with their bias.
+
+    Each task centres its input channel into an int16 plane, rows `pitch`
+    apart: pad_left zeros, the centred row, zeros to the pitch; rows of
+    padding are zeros.  Only the rows the outputs read are filled."""
+    cdef Py_ssize_t batch = out.shape[0], out_channels = out.shape[1]
+    cdef Py_ssize_t out_h = out.shape[2], out_w = out.shape[3]
+    cdef Py_ssize_t channels = image.shape[1], height = image.shape[2], width = image.shape[3]
+    cdef Py_ssize_t per_channel = out_channels // channels
+    cdef bint paired = dilation_w == 1
+    cdef Py_ssize_t columns = ceil_div(kernel_w, 2) if paired else kernel_w
+    cdef Py_ssize_t terms = kernel_h * columns
+    # Blocks span 32 plane columns; the last block's loads reach 32 columns
+    # plus the furthest term and its pair partner past the block's start.
+    cdef Py_ssize_t blocks = ceil_div(out_w, 32 if stride_w == 1 else 16)
+    cdef Py_ssize_t columns_read = 32 * blocks + (kernel_w - 1) * dilation_w + 2
+    cdef Py_ssize_t pitch = round_up(columns_read, 32)
+    cdef Py_ssize_t rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    cdef Py_ssize_t job, index, o, t, kh, kw
+    cdef int32_t first, second, bias_o
+    cdef int16_t* plane
+    cdef int32_t* weights
+    cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(terms * sizeof(Py_ssize_t))
+    # Per thread: the plane, then the channel's weight pairs.
+    cdef Py_ssize_t per_thread = round_up(ceil_div(rows * pitch, 2) + terms, 16)
+    cdef int32_t* scratch = <int32_t*>malloc(n_threads * per_thread * sizeof(int32_t))
+    if scratch == NULL or offsets == NULL:
+        free(scratch)
+        free(offsets)
+        raise MemoryError()
+    for kh in range(kernel_h):
+        for t in range(columns):
+            offsets[kh * columns + t] = (kh * dilation_h * pitch
+                                         + (2 * t if paired else t * dilation_w))
+    with nogil, parallel(num_threads=n_threads):
+        plane = <int16_t*>(scratch + omp_get_thread_num() * per_thread)
+        weights = scratch + omp_get_thread_num() * per_thread + ceil_div(rows * pitch, 2)
+        for job in prange(batch * out_channels, schedule="dynamic"):
+            index = job // out_channels
+            o = job % out_channels
+            for kh in range(kernel_h):
+                for t in range(columns):
+                    kw = 2 * t if paired else t
+                    first = filter_tap(&taps[o, 0], kh * kernel_w + kw, filter_signed,
+                                       filter_zero[o])
+                    second = 0
+                    if paired and kw + 1 < kernel_w:
+                        second = filter_tap(&taps[o, 0], kh * kernel_w + kw + 1,
+                                            filter_signed, filter_zero[o])
+                    weights[kh * columns + t] = <int32_t>((<uint32_t>first & 0xFFFF)
+                                                          | (<uint32_t>second << 16))
+            depthwise_centre_plane(&image[index, o // per_channel, 0, 0], height, width,
+                                   pad_top, pad_left, rows, columns_read, pitch, flip,
+                                   centre_zero, plane)
+            bias_o = bias[o] if bias != NULL else 0
+            depthwise_pairs_plane(plane, stride_h * pitch, offsets, weights, terms, out_h,
+                                  out_w, stride_w == 1, bias_o, multiplier[o], out_zero[o],
+                                  low, high, &out[index, o, 0, 0])
+    free(scratch)
+    free(offsets)
+
+
+cdef inline int32_t filter_tap(const uint8_t* taps, Py_ssize_t t, bint filter_signed,
+                               int32_t zero) noexcept nogil:
+    """w - w_zp of tap t of a channel's taps."""
+    if filter_signed:
+        return <int8_t>taps[t] - zero
+    return taps[t] - zero
