@@ -251,9 +251,12 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32
     (_depthwise_avx512.pxi), for horizontal strides 1 and 2 and sums that
     fit int32 with their bias.
 
-    Each task centres its input channel into an int16 plane, rows `pitch`
-    apart: pad_left zeros, the centred row, zeros to the pitch; rows of
-    padding are zeros.  Only the rows the outputs read are filled."""
+    Each thread has an int16 plane, rows `pitch` apart, 64-byte aligned,
+    zeroed once; each task centres its input channel's rows into it (plane
+    row pad_top + ih, column pad_left + iw), so padding stays zero.  The
+    plane has a row for every output row rounded up to four and a column
+    for every block's loads.  Term c of a kernel row starts at column
+    offsets[c]: taps 2c and 2c + 1 paired (dilation 1), else tap c alone."""
     cdef Py_ssize_t batch = out.shape[0], out_channels = out.shape[1]
     cdef Py_ssize_t out_h = out.shape[2], out_w = out.shape[3]
     cdef Py_ssize_t channels = image.shape[1], height = image.shape[2], width = image.shape[3]
@@ -261,31 +264,57 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32
     cdef bint paired = dilation_w == 1
     cdef Py_ssize_t columns = ceil_div(kernel_w, 2) if paired else kernel_w
     cdef Py_ssize_t terms = kernel_h * columns
-    # Blocks span 32 plane columns; the last block's loads reach 32 columns
-    # plus the furthest term and its pair partner past the block's start.
-    cdef Py_ssize_t blocks = ceil_div(out_w, 32 if stride_w == 1 else 16)
+    # Blocks span 32 plane columns (stride 2: in pairs); the loads reach 32
+    # columns plus the furthest term and its pair partner past a block.
+    cdef Py_ssize_t blocks = (ceil_div(out_w, 32) if stride_w == 1
+                              else round_up(ceil_div(out_w, 16), 2))
     cdef Py_ssize_t columns_read = 32 * blocks + (kernel_w - 1) * dilation_w + 2
     cdef Py_ssize_t pitch = round_up(columns_read, 32)
-    cdef Py_ssize_t rows = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
-    cdef Py_ssize_t job, index, o, t, kh, kw
+    # Four output rows read `span` plane rows.
+    cdef Py_ssize_t span = 3 * stride_h + (kernel_h - 1) * dilation_h + 1
+    cdef Py_ssize_t rows = (round_up(out_h, 4) - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    cdef Py_ssize_t image_rows = max(0, min(height, rows - pad_top))
+    # The 32-column chunks that hold image columns, and their masks.
+    cdef Py_ssize_t first_chunk = pad_left // 32
+    cdef Py_ssize_t end_column = min(pad_left + width, columns_read)
+    cdef Py_ssize_t chunks = max(0, ceil_div(end_column, 32) - first_chunk)
+    cdef Py_ssize_t job, index, o, t, kh, kw, i, r, low_lane, high_lane
     cdef int32_t first, second, bias_o
     cdef int16_t* plane
     cdef int32_t* weights
-    cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(terms * sizeof(Py_ssize_t))
-    # Per thread: the plane, then the channel's weight pairs.
-    cdef Py_ssize_t per_thread = round_up(ceil_div(rows * pitch, 2) + terms, 16)
-    cdef int32_t* scratch = <int32_t*>malloc(n_threads * per_thread * sizeof(int32_t))
-    if scratch == NULL or offsets == NULL:
+    cdef Py_ssize_t plane_bytes = round_up(rows * pitch * sizeof(int16_t), 64)
+    cdef Py_ssize_t per_thread = plane_bytes + round_up(terms * sizeof(int32_t), 64)
+    cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(columns * sizeof(Py_ssize_t))
+    cdef int32_t* kernel_rows = <int32_t*>malloc(4 * span * sizeof(int32_t))
+    cdef uint32_t* masks = <uint32_t*>malloc(max(chunks, 1) * sizeof(uint32_t))
+    cdef uint8_t* scratch = <uint8_t*>malloc(n_threads * per_thread + 64)
+    cdef uint8_t* aligned
+    if scratch == NULL or offsets == NULL or kernel_rows == NULL or masks == NULL:
         free(scratch)
         free(offsets)
+        free(kernel_rows)
+        free(masks)
         raise MemoryError()
-    for kh in range(kernel_h):
-        for t in range(columns):
-            offsets[kh * columns + t] = (kh * dilation_h * pitch
-                                         + (2 * t if paired else t * dilation_w))
+    aligned = scratch + (64 - (<size_t>scratch) % 64) % 64
+    for t in range(columns):
+        offsets[t] = 2 * t if paired else t * dilation_w
+    # Plane row i of a group of four output rows feeds output row r with
+    # kernel row (i - r * stride_h) / dilation_h, when that is one.
+    for i in range(span):
+        for r in range(4):
+            kernel_rows[4 * i + r] = -1
+            kh = i - r * stride_h
+            if kh >= 0 and kh % dilation_h == 0 and kh // dilation_h < kernel_h:
+                kernel_rows[4 * i + r] = kh // dilation_h
+    for t in range(chunks):
+        low_lane = min(max(pad_left - 32 * (first_chunk + t), 0), 32)
+        high_lane = min(max(pad_left + width - 32 * (first_chunk + t), 0), 32)
+        masks[t] = <uint32_t>(((<uint64_t>1 << high_lane) - 1)
+                              & ~((<uint64_t>1 << low_lane) - 1))
     with nogil, parallel(num_threads=n_threads):
-        plane = <int16_t*>(scratch + omp_get_thread_num() * per_thread)
-        weights = scratch + omp_get_thread_num() * per_thread + ceil_div(rows * pitch, 2)
+        plane = <int16_t*>(aligned + omp_get_thread_num() * per_thread)
+        weights = <int32_t*>(aligned + omp_get_thread_num() * per_thread + plane_bytes)
+        memset(plane, 0, plane_bytes)
         for job in prange(batch * out_channels, schedule="dynamic"):
             index = job // out_channels
             o = job % out_channels
@@ -301,14 +330,16 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32
                     weights[kh * columns + t] = <int32_t>((<uint32_t>first & 0xFFFF)
                                                           | (<uint32_t>second << 16))
             depthwise_centre_plane(&image[index, o // per_channel, 0, 0], height, width,
-                                   pad_top, pad_left, rows, columns_read, pitch, flip,
-                                   centre_zero, plane)
+                                   pad_top, image_rows, pad_left, first_chunk, chunks, masks,
+                                   pitch, flip, centre_zero, plane)
             bias_o = bias[o] if bias != NULL else 0
-            depthwise_pairs_plane(plane, stride_h * pitch, offsets, weights, terms, out_h,
-                                  out_w, stride_w == 1, bias_o, multiplier[o], out_zero[o],
-                                  low, high, &out[index, o, 0, 0])
+            depthwise_pairs_plane(plane, pitch, stride_h, span, kernel_rows, offsets, columns,
+                                  weights, out_h, out_w, stride_w == 1, bias_o, multiplier[o],
+                                  out_zero[o], low, high, &out[index, o, 0, 0])
     free(scratch)
     free(offsets)
+    free(kernel_rows)
+    free(masks)
 
 
 cdef inline int32_t filter_tap(const uint8_t* taps, Py_ssize_t t, bint filter_signed,

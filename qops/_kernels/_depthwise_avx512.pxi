@@ -63,41 +63,64 @@ cdef extern from "<immintrin.h>" nogil:
     dw_int dw_subtract_words_masked "_mm512_maskz_sub_epi16"(dw_mask32 mask, dw_int a, dw_int b)
 
 cdef extern from *:
-    # The term loop in C: written in Cython, GCC copies the eight sums
-    # between registers on every iteration.
+    # The term loop in C: written in Cython, GCC copies the sums between
+    # registers on every iteration.
     """
     #include <stddef.h>
     #include <stdint.h>
     #include <immintrin.h>
-    static inline void qops_depthwise_sums8(const int16_t* const* p, const ptrdiff_t* offsets,
-                                            const int32_t* weights, ptrdiff_t terms,
-                                            __m512i* sums) {
-        const int16_t *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
-        const int16_t *p4 = p[4], *p5 = p[5], *p6 = p[6], *p7 = p[7];
+    /* sums[2r + v] <- sum over plane rows i < span with kh = kernel_rows[4i + r] >= 0,
+       and term columns c < columns, of the pairs at (a or b) + i * pitch + offsets[c]
+       (v = 0 or 1) times weights[kh * columns + c]. */
+    static inline void qops_depthwise_rows4(const int16_t* a, const int16_t* b,
+                                            ptrdiff_t pitch, ptrdiff_t span,
+                                            const int32_t* kernel_rows,
+                                            const ptrdiff_t* offsets, ptrdiff_t columns,
+                                            const int32_t* weights, __m512i* sums) {
         __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
         __m512i s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
         __m512i s4 = _mm512_setzero_si512(), s5 = _mm512_setzero_si512();
         __m512i s6 = _mm512_setzero_si512(), s7 = _mm512_setzero_si512();
-        for (ptrdiff_t t = 0; t < terms; t++) {
-            const __m512i w = _mm512_set1_epi32(weights[t]);
-            const ptrdiff_t o = offsets[t];
-            s0 = _mm512_dpwssd_epi32(s0, w, _mm512_loadu_si512(p0 + o));
-            s1 = _mm512_dpwssd_epi32(s1, w, _mm512_loadu_si512(p1 + o));
-            s2 = _mm512_dpwssd_epi32(s2, w, _mm512_loadu_si512(p2 + o));
-            s3 = _mm512_dpwssd_epi32(s3, w, _mm512_loadu_si512(p3 + o));
-            s4 = _mm512_dpwssd_epi32(s4, w, _mm512_loadu_si512(p4 + o));
-            s5 = _mm512_dpwssd_epi32(s5, w, _mm512_loadu_si512(p5 + o));
-            s6 = _mm512_dpwssd_epi32(s6, w, _mm512_loadu_si512(p6 + o));
-            s7 = _mm512_dpwssd_epi32(s7, w, _mm512_loadu_si512(p7 + o));
+        for (ptrdiff_t i = 0; i < span; i++) {
+            const int16_t* row_a = a + i * pitch;
+            const int16_t* row_b = b + i * pitch;
+            const int32_t k0 = kernel_rows[4 * i], k1 = kernel_rows[4 * i + 1];
+            const int32_t k2 = kernel_rows[4 * i + 2], k3 = kernel_rows[4 * i + 3];
+            for (ptrdiff_t c = 0; c < columns; c++) {
+                const __m512i x = _mm512_loadu_si512(row_a + offsets[c]);
+                const __m512i y = _mm512_loadu_si512(row_b + offsets[c]);
+                __m512i w;
+                if (k0 >= 0) {
+                    w = _mm512_set1_epi32(weights[k0 * columns + c]);
+                    s0 = _mm512_dpwssd_epi32(s0, x, w);
+                    s1 = _mm512_dpwssd_epi32(s1, y, w);
+                }
+                if (k1 >= 0) {
+                    w = _mm512_set1_epi32(weights[k1 * columns + c]);
+                    s2 = _mm512_dpwssd_epi32(s2, x, w);
+                    s3 = _mm512_dpwssd_epi32(s3, y, w);
+                }
+                if (k2 >= 0) {
+                    w = _mm512_set1_epi32(weights[k2 * columns + c]);
+                    s4 = _mm512_dpwssd_epi32(s4, x, w);
+                    s5 = _mm512_dpwssd_epi32(s5, y, w);
+                }
+                if (k3 >= 0) {
+                    w = _mm512_set1_epi32(weights[k3 * columns + c]);
+                    s6 = _mm512_dpwssd_epi32(s6, x, w);
+                    s7 = _mm512_dpwssd_epi32(s7, y, w);
+                }
+            }
         }
         sums[0] = s0; sums[1] = s1; sums[2] = s2; sums[3] = s3;
         sums[4] = s4; sums[5] = s5; sums[6] = s6; sums[7] = s7;
     }
     """
-    void depthwise_sums8 "qops_depthwise_sums8"(const int16_t* const* p,
-                                                 const Py_ssize_t* offsets,
-                                                 const int32_t* weights, Py_ssize_t terms,
-                                                 dw_int* sums) nogil
+    void depthwise_rows4 "qops_depthwise_rows4"(const int16_t* a, const int16_t* b,
+                                                 Py_ssize_t pitch, Py_ssize_t span,
+                                                 const int32_t* kernel_rows,
+                                                 const Py_ssize_t* offsets, Py_ssize_t columns,
+                                                 const int32_t* weights, dw_int* sums) nogil
 
 cdef enum:
     DEPTHWISE_PAIRS = 1
@@ -135,101 +158,75 @@ cdef inline void store_block(dw_int sums, const DepthwiseRequantization* r, uint
                      dw_low_bytes(requantize_vector(sums, r)))
 
 
-cdef struct Block:
-    # The next block of the plane: its output row and block column.
-    Py_ssize_t row
-    Py_ssize_t column
-
-
-cdef inline const int16_t* next_block(Block* block, const int16_t* plane, Py_ssize_t row_step,
-                                      Py_ssize_t per_row, Py_ssize_t out_h, uint8_t** target,
-                                      Py_ssize_t* count, Py_ssize_t width,
-                                      Py_ssize_t out_w, uint8_t* out) noexcept nogil:
-    """The plane address of `block`, its output address and count; then
-    steps `block` on, except past the last block, which repeats."""
-    cdef const int16_t* source = plane + block.row * row_step + block.column * 32
-    target[0] = out + block.row * out_w + block.column * width
-    count[0] = min(width, out_w - block.column * width)
-    if block.column + 1 < per_row:
-        block.column = block.column + 1
-    elif block.row + 1 < out_h:
-        block.row = block.row + 1
-        block.column = 0
-    return source
-
-
-cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t row_step,
-                                const Py_ssize_t* offsets, const int32_t* weights,
-                                Py_ssize_t terms, Py_ssize_t out_h, Py_ssize_t out_w,
+cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize_t stride_h,
+                                Py_ssize_t span, const int32_t* kernel_rows,
+                                const Py_ssize_t* offsets, Py_ssize_t columns,
+                                const int32_t* weights, Py_ssize_t out_h, Py_ssize_t out_w,
                                 bint interleaved, int32_t bias, float multiplier,
                                 int32_t zero_point, int32_t low, int32_t high,
                                 uint8_t* out) noexcept nogil:
     """One output plane (out_h x out_w bytes at `out`) of one channel.
 
-    Output row oh reads plane + oh * row_step; term t adds the pair of
-    elements at offsets[t] (plus 2j in lane j) times the int16 pair weights[t]
-    (first weight in the low half).  Eight vectors at a time: four stride-1
-    blocks or eight stride-2 blocks, in row order across rows; a group past
-    the last block repeats it (same sums, same bytes)."""
+    Four output rows at a time, two vectors per row: the even and odd
+    outputs of a stride-1 block, or two stride-2 blocks side by side; each
+    plane row's loads serve every output row of the four that reads it
+    (`kernel_rows`, see depthwise_pairs).  Rows past out_h and a stride-2
+    block past the row are computed from the plane's zero margin and not
+    stored."""
     cdef DepthwiseRequantization r
     cdef Py_ssize_t width = 32 if interleaved else 16   # outputs per block
     cdef Py_ssize_t per_row = (out_w + width - 1) // width
-    cdef Py_ssize_t groups = (out_h * per_row * (2 if interleaved else 1) + 7) // 8
-    cdef Py_ssize_t n[8]
-    cdef uint8_t* o[8]
-    cdef const int16_t* p[8]
+    cdef Py_ssize_t step = 1 if interleaved else 2
+    cdef Py_ssize_t oh, block, i, count
+    cdef const int16_t* a
+    cdef uint8_t* target
     cdef dw_int sums[8]
-    cdef Py_ssize_t group, i
-    cdef Block block
-    block.row = 0
-    block.column = 0
     r.bias = dw_broadcast(bias)
     r.multiplier = dw_broadcast_float(multiplier)
     r.floor_value = dw_broadcast_float(<float>(low - zero_point))
     r.ceiling_value = dw_broadcast_float(<float>(high - zero_point))
     r.zero_point = dw_broadcast(zero_point)
-    for group in range(groups):
-        if interleaved:
-            for i in range(0, 8, 2):
-                p[i] = next_block(&block, plane, row_step, per_row, out_h, &o[i], &n[i], width,
-                                  out_w, out)
-                p[i + 1] = p[i] + 1
-        else:
-            for i in range(8):
-                p[i] = next_block(&block, plane, row_step, per_row, out_h, &o[i], &n[i], width,
-                                  out_w, out)
-        depthwise_sums8(p, offsets, weights, terms, sums)
-        if interleaved:
-            for i in range(0, 8, 2):
-                store_pair_block(sums[i], sums[i + 1], &r, o[i], n[i])
-        else:
-            for i in range(8):
-                store_block(sums[i], &r, o[i], n[i])
+    for oh in range(0, out_h, 4):
+        block = 0
+        while block < per_row:
+            a = plane + oh * stride_h * pitch + block * 32
+            depthwise_rows4(a, a + (1 if interleaved else 32), pitch, span, kernel_rows,
+                            offsets, columns, weights, sums)
+            for i in range(min(<Py_ssize_t>4, out_h - oh)):
+                target = out + (oh + i) * out_w + block * width
+                count = min(width, out_w - block * width)
+                if interleaved:
+                    store_pair_block(sums[2 * i], sums[2 * i + 1], &r, target, count)
+                else:
+                    store_block(sums[2 * i], &r, target, count)
+                    if block + 1 < per_row:
+                        store_block(sums[2 * i + 1], &r, target + 16,
+                                    min(width, out_w - (block + 1) * width))
+            block = block + step
+
 
 cdef void depthwise_centre_plane(const uint8_t* source, Py_ssize_t height, Py_ssize_t width,
-                                 Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t rows,
-                                 Py_ssize_t columns, Py_ssize_t pitch, uint8_t flip,
+                                 Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t pad_left,
+                                 Py_ssize_t first_chunk, Py_ssize_t chunks,
+                                 const uint32_t* masks, Py_ssize_t pitch, uint8_t flip,
                                  int32_t zero, int16_t* plane) noexcept nogil:
-    """plane[r, c] <- (x[r - pad_top, c - pad_left] ^ flip) - zero inside the
-    image, 0 outside, for r < rows and c < columns rounded up to 32: per
-    32 columns one masked load (lanes outside the image are neither read
-    nor kept), widen, flip, subtract."""
+    """Image rows first_row .. first_row + rows - 1 of the plane (padded row
+    r holds image row r - first_row), chunks first_chunk .. first_chunk +
+    chunks - 1 of 32 columns: plane[r, c] <- (x[r - first_row, c - pad_left]
+    ^ flip) - zero inside the image, 0 outside.  Per chunk one masked load
+    (lanes outside the image are neither read nor kept; masks[k] for chunk
+    first_chunk + k), widen, flip, subtract.  The rest of the plane is
+    padding, zeroed once."""
     cdef dw_int flips = dw_broadcast_words(flip)
     cdef dw_int zeros = dw_broadcast_words(<short>zero)
-    cdef Py_ssize_t r, ih, c, low, high
-    cdef uint32_t mask
+    cdef Py_ssize_t r, k, c
     cdef int16_t* line
+    cdef const uint8_t* row
     for r in range(rows):
-        ih = r - pad_top
-        line = plane + r * pitch
-        for c in range(0, columns, 32):
-            # Lanes [low, high) of this chunk are image columns.
-            low = min(max(pad_left - c, 0), 32)
-            high = min(max(pad_left + width - c, 0), 32)
-            if ih < 0 or ih >= height or high <= low:
-                dw_store(line + c, dw_zero())
-                continue
-            mask = <uint32_t>(((<uint64_t>1 << high) - 1) & ~((<uint64_t>1 << low) - 1))
+        line = plane + (first_row + r) * pitch
+        row = source + r * width - pad_left
+        for k in range(chunks):
+            c = (first_chunk + k) * 32
             dw_store(line + c, dw_subtract_words_masked(
-                mask, dw_xor(dw_widen_bytes(dw_load_half_masked(
-                    mask, source + ih * width + c - pad_left)), flips), zeros))
+                masks[k], dw_xor(dw_widen_bytes(dw_load_half_masked(masks[k], row + c)), flips),
+                zeros))
