@@ -16,13 +16,15 @@
 #   of a load at ow0 + 1 + term offset output ow0 + 2j + 1; the two vectors'
 #   requantized bytes are interleaved on the way out.
 #
-# Either way a block of outputs spans 32 plane columns; four vectors (two
-# stride-1 blocks or four stride-2 blocks, flattened over the output rows)
-# are accumulated at a time, each term's weight pair broadcast once for the
-# four.  Requantization stays in the registers: int32 + bias, float32 scale,
-# clamp, round half to even (vcvtps2dq in the default rounding mode, as the
-# scalar rule's rounding trick assumes), zero point, low byte.  The driver
-# runs this only when every sum plus bias fits int32.
+# Either way a block of outputs spans 32 plane columns.  A pass computes
+# four output rows of two vectors (a stride-1 block's even and odd outputs,
+# or two stride-2 blocks side by side) in eight accumulators that start at
+# the bias; each plane row's loads serve all of the four rows that read it,
+# so a 3 x 3 stride-1 filter loads once per two vpdpwssd.  Requantization
+# stays in the registers: float32 scale, clamp, round half to even
+# (vcvtps2dq in the default rounding mode, as the scalar rule's rounding
+# trick assumes), zero point, low byte.  The driver runs this only when every
+# sum plus bias fits int32 (the accumulators then never wrap).
 
 from libc.stdint cimport int16_t, uint32_t, uint64_t
 
@@ -69,18 +71,17 @@ cdef extern from *:
     #include <stddef.h>
     #include <stdint.h>
     #include <immintrin.h>
-    /* sums[2r + v] <- sum over plane rows i < span with kh = kernel_rows[4i + r] >= 0,
-       and term columns c < columns, of the pairs at (a or b) + i * pitch + offsets[c]
-       (v = 0 or 1) times weights[kh * columns + c]. */
+    /* sums[2r + v] <- start + the sum over plane rows i < span with
+       kh = kernel_rows[4i + r] >= 0, and term columns c < columns, of the pairs at
+       (a or b) + i * pitch + offsets[c] (v = 0 or 1) times weights[kh * columns + c]. */
     static inline void qops_depthwise_rows4(const int16_t* a, const int16_t* b,
                                             ptrdiff_t pitch, ptrdiff_t span,
                                             const int32_t* kernel_rows,
                                             const ptrdiff_t* offsets, ptrdiff_t columns,
-                                            const int32_t* weights, __m512i* sums) {
-        __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
-        __m512i s2 = _mm512_setzero_si512(), s3 = _mm512_setzero_si512();
-        __m512i s4 = _mm512_setzero_si512(), s5 = _mm512_setzero_si512();
-        __m512i s6 = _mm512_setzero_si512(), s7 = _mm512_setzero_si512();
+                                            const int32_t* weights, __m512i start,
+                                            __m512i* sums) {
+        __m512i s0 = start, s1 = start, s2 = start, s3 = start;
+        __m512i s4 = start, s5 = start, s6 = start, s7 = start;
         for (ptrdiff_t i = 0; i < span; i++) {
             const int16_t* row_a = a + i * pitch;
             const int16_t* row_b = b + i * pitch;
@@ -120,14 +121,14 @@ cdef extern from *:
                                                  Py_ssize_t pitch, Py_ssize_t span,
                                                  const int32_t* kernel_rows,
                                                  const Py_ssize_t* offsets, Py_ssize_t columns,
-                                                 const int32_t* weights, dw_int* sums) nogil
+                                                 const int32_t* weights, dw_int start,
+                                                 dw_int* sums) nogil
 
 cdef enum:
     DEPTHWISE_PAIRS = 1
 
 
 cdef struct DepthwiseRequantization:
-    dw_int bias
     dw_float multiplier
     dw_float floor_value
     dw_float ceiling_value
@@ -136,8 +137,8 @@ cdef struct DepthwiseRequantization:
 
 cdef inline dw_int requantize_vector(dw_int sums,
                                      const DepthwiseRequantization* r) noexcept nogil:
-    """The output integers of 16 sums, as `requantize` computes them."""
-    cdef dw_float value = dw_multiply(dw_to_float(dw_add(sums, r.bias)), r.multiplier)
+    """The output integers of 16 sums (bias included), as `requantize` computes them."""
+    cdef dw_float value = dw_multiply(dw_to_float(sums), r.multiplier)
     value = dw_min(dw_max(value, r.floor_value), r.ceiling_value)
     return dw_add(dw_to_nearest(value), r.zero_point)
 
@@ -181,7 +182,7 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
     cdef const int16_t* a
     cdef uint8_t* target
     cdef dw_int sums[8]
-    r.bias = dw_broadcast(bias)
+    cdef dw_int start = dw_broadcast(bias)
     r.multiplier = dw_broadcast_float(multiplier)
     r.floor_value = dw_broadcast_float(<float>(low - zero_point))
     r.ceiling_value = dw_broadcast_float(<float>(high - zero_point))
@@ -191,7 +192,7 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
         while block < per_row:
             a = plane + oh * stride_h * pitch + block * 32
             depthwise_rows4(a, a + (1 if interleaved else 32), pitch, span, kernel_rows,
-                            offsets, columns, weights, sums)
+                            offsets, columns, weights, start, sums)
             for i in range(min(<Py_ssize_t>4, out_h - oh)):
                 target = out + (oh + i) * out_w + block * width
                 count = min(width, out_w - block * width)
