@@ -162,7 +162,7 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     # so is its zero point, which leaves every difference unchanged.
     centre_zero = input_zero + (128 if input_signed else 0)
     if DEPTHWISE_PAIRS and stride_w <= 2 and sums_fit_int32(count, bias_ptr, out_channels):
-        depthwise_pairs(image, flip_input, centre_zero, taps, filter_signed, filter_zero,
+        depthwise_pairs(image, input_signed, input_zero, taps, filter_signed, filter_zero,
                         kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w,
                         pad_top, pad_left, multiplier, out_zero, bias_ptr, out, low, high,
                         n_threads)
@@ -238,7 +238,7 @@ cdef bint sums_fit_int32(Py_ssize_t taps, const int32_t* bias, Py_ssize_t count)
     return fits_int32(taps, largest)
 
 
-cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32_t centre_zero,
+cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t input_zero,
                           const uint8_t[:, ::1] taps, bint filter_signed,
                           const int32_t[::1] filter_zero, Py_ssize_t kernel_h,
                           Py_ssize_t kernel_w, Py_ssize_t stride_h, Py_ssize_t stride_w,
@@ -252,11 +252,14 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32
     fit int32 with their bias.
 
     Each thread has an int16 plane, rows `pitch` apart, 64-byte aligned,
-    zeroed once; each task centres its input channel's rows into it (plane
-    row pad_top + ih, column pad_left + iw), so padding stays zero.  The
-    plane has a row for every output row rounded up to four and a column
-    for every block's loads.  Term c of a kernel row starts at column
-    offsets[c]: taps 2c and 2c + 1 paired (dilation 1), else tap c alone."""
+    filled with the input zero point once; each task widens its input
+    channel's rows into it (plane row pad_top + ih, column pad_left + iw), so
+    padding stays x_zp.  The plane has a row for every output row rounded
+    up to four and a column for every block's loads.  Term c of a kernel
+    row starts at column offsets[c]: taps 2c and 2c + 1 paired (dilation 1),
+    else tap c alone.  The sums are of x * (w - w_zp), x_zp included, so the
+    accumulators start at bias - x_zp * (sum of w - w_zp): modulo 2**32, and
+    exact at the end, where the value fits int32."""
     cdef Py_ssize_t batch = out.shape[0], out_channels = out.shape[1]
     cdef Py_ssize_t out_h = out.shape[2], out_w = out.shape[3]
     cdef Py_ssize_t channels = image.shape[1], height = image.shape[2], width = image.shape[3]
@@ -279,7 +282,8 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32
     cdef Py_ssize_t end_column = min(pad_left + width, columns_read)
     cdef Py_ssize_t chunks = max(0, ceil_div(end_column, 32) - first_chunk)
     cdef Py_ssize_t job, index, o, t, kh, kw, i, r, low_lane, high_lane
-    cdef int32_t first, second, bias_o
+    cdef int32_t first, second
+    cdef int64_t weight_sum
     cdef int16_t* plane
     cdef int32_t* weights
     cdef Py_ssize_t plane_bytes = round_up(rows * pitch * sizeof(int16_t), 64)
@@ -314,10 +318,12 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32
     with nogil, parallel(num_threads=n_threads):
         plane = <int16_t*>(aligned + omp_get_thread_num() * per_thread)
         weights = <int32_t*>(aligned + omp_get_thread_num() * per_thread + plane_bytes)
-        memset(plane, 0, plane_bytes)
+        for i in range(plane_bytes // sizeof(int16_t)):
+            plane[i] = <int16_t>input_zero
         for job in prange(batch * out_channels, schedule="dynamic"):
             index = job // out_channels
             o = job % out_channels
+            weight_sum = 0
             for kh in range(kernel_h):
                 for t in range(columns):
                     kw = 2 * t if paired else t
@@ -329,13 +335,15 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, uint8_t flip, int32
                                             filter_signed, filter_zero[o])
                     weights[kh * columns + t] = <int32_t>((<uint32_t>first & 0xFFFF)
                                                           | (<uint32_t>second << 16))
-            depthwise_centre_plane(&image[index, o // per_channel, 0, 0], height, width,
-                                   pad_top, image_rows, pad_left, first_chunk, chunks, masks,
-                                   pitch, flip, centre_zero, plane)
-            bias_o = bias[o] if bias != NULL else 0
+                    weight_sum = weight_sum + first + second
+            depthwise_widen_plane(&image[index, o // per_channel, 0, 0], input_signed, width,
+                                  pad_top, image_rows, pad_left, first_chunk, chunks, masks,
+                                  pitch, <uint8_t>input_zero, plane)
             depthwise_pairs_plane(plane, pitch, stride_h, span, kernel_rows, offsets, columns,
-                                  weights, out_h, out_w, stride_w == 1, bias_o, multiplier[o],
-                                  out_zero[o], low, high, &out[index, o, 0, 0])
+                                  weights, out_h, out_w, stride_w == 1,
+                                  <int32_t><uint32_t>((bias[o] if bias != NULL else 0)
+                                                      - input_zero * weight_sum),
+                                  multiplier[o], out_zero[o], low, high, &out[index, o, 0, 0])
     free(scratch)
     free(offsets)
     free(kernel_rows)

@@ -2,8 +2,9 @@
 # Included by the AVX-512 variants before _qgemm.pxi (whose _depthwise.pxi
 # drives it); the other variants include _depthwise_scalar.pxi instead.
 #
-# The driver centres one input channel into an int16 plane (x - x_zp, zero
-# padded, rows `pitch` apart).  A 32-bit lane of a 64-byte load from int16
+# The driver widens one input channel into an int16 plane (x, padded with
+# x_zp, rows `pitch` apart; x_zp times the weights' sum is taken off the
+# accumulators' start).  A 32-bit lane of a 64-byte load from int16
 # element e of that plane holds elements (e + 2j, e + 2j + 1) in lane j, and
 # vpdpwssd multiplies such a pair by a pair of int16 weights and adds both
 # products to the lane's int32 sum, exactly.  So a "term" (an element offset
@@ -58,11 +59,11 @@ cdef extern from "<immintrin.h>" nogil:
     void dw_store_half "_mm256_mask_storeu_epi8"(void* p, dw_mask32 mask, dw_half value)
     void dw_store_quarter "_mm_mask_storeu_epi8"(void* p, dw_mask16 mask, dw_quarter value)
     void dw_store "_mm512_storeu_si512"(void* p, dw_int value)
-    dw_int dw_broadcast_words "_mm512_set1_epi16"(short value)
-    dw_int dw_xor "_mm512_xor_si512"(dw_int a, dw_int b)
-    dw_half dw_load_half_masked "_mm256_maskz_loadu_epi8"(dw_mask32 mask, const void* p)
+    dw_half dw_broadcast_bytes "_mm256_set1_epi8"(char value)
+    dw_half dw_load_half_merged "_mm256_mask_loadu_epi8"(dw_half fill, dw_mask32 mask,
+                                                          const void* p)
     dw_int dw_widen_bytes "_mm512_cvtepu8_epi16"(dw_half a)
-    dw_int dw_subtract_words_masked "_mm512_maskz_sub_epi16"(dw_mask32 mask, dw_int a, dw_int b)
+    dw_int dw_widen_signed "_mm512_cvtepi8_epi16"(dw_half a)
 
 cdef extern from *:
     # The term loop in C: written in Cython, GCC copies the sums between
@@ -206,28 +207,30 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
             block = block + step
 
 
-cdef void depthwise_centre_plane(const uint8_t* source, Py_ssize_t height, Py_ssize_t width,
-                                 Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t pad_left,
-                                 Py_ssize_t first_chunk, Py_ssize_t chunks,
-                                 const uint32_t* masks, Py_ssize_t pitch, uint8_t flip,
-                                 int32_t zero, int16_t* plane) noexcept nogil:
-    """Image rows first_row .. first_row + rows - 1 of the plane (padded row
-    r holds image row r - first_row), chunks first_chunk .. first_chunk +
-    chunks - 1 of 32 columns: plane[r, c] <- (x[r - first_row, c - pad_left]
-    ^ flip) - zero inside the image, 0 outside.  Per chunk one masked load
-    (lanes outside the image are neither read nor kept; masks[k] for chunk
-    first_chunk + k), widen, flip, subtract.  The rest of the plane is
-    padding, zeroed once."""
-    cdef dw_int flips = dw_broadcast_words(flip)
-    cdef dw_int zeros = dw_broadcast_words(<short>zero)
+cdef void depthwise_widen_plane(const uint8_t* source, bint signed, Py_ssize_t width,
+                                Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t pad_left,
+                                Py_ssize_t first_chunk, Py_ssize_t chunks,
+                                const uint32_t* masks, Py_ssize_t pitch, uint8_t zero,
+                                int16_t* plane) noexcept nogil:
+    """Image rows 0 .. rows - 1 into plane rows first_row .. first_row + rows
+    - 1, chunks first_chunk .. first_chunk + chunks - 1 of 32 columns:
+    plane[r, c] <- x[r - first_row, c - pad_left] widened to int16 (signed
+    or not) inside the image, the zero point's byte widened outside.  Per
+    chunk one masked load (lanes outside the image are neither read nor
+    kept; masks[k] for chunk first_chunk + k), widen, store.  The rest of
+    the plane is padding, filled once."""
+    cdef dw_half zeros = dw_broadcast_bytes(<char>zero)
     cdef Py_ssize_t r, k, c
     cdef int16_t* line
     cdef const uint8_t* row
     for r in range(rows):
         line = plane + (first_row + r) * pitch
         row = source + r * width - pad_left
-        for k in range(chunks):
-            c = (first_chunk + k) * 32
-            dw_store(line + c, dw_subtract_words_masked(
-                masks[k], dw_xor(dw_widen_bytes(dw_load_half_masked(masks[k], row + c)), flips),
-                zeros))
+        if signed:
+            for k in range(chunks):
+                c = (first_chunk + k) * 32
+                dw_store(line + c, dw_widen_signed(dw_load_half_merged(zeros, masks[k], row + c)))
+        else:
+            for k in range(chunks):
+                c = (first_chunk + k) * 32
+                dw_store(line + c, dw_widen_bytes(dw_load_half_merged(zeros, masks[k], row + c)))

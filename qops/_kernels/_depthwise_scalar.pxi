@@ -18,9 +18,9 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
     pass
 
 
-cdef void depthwise_centre_plane(const uint8_t* source, Py_ssize_t height, Py_ssize_t width,
-                                 Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t pad_left,
-                                 Py_ssize_t first_chunk, Py_ssize_t chunks,
-                                 const uint32_t* masks, Py_ssize_t pitch, uint8_t flip,
-                                 int32_t zero, int16_t* plane) noexcept nogil:
+cdef void depthwise_widen_plane(const uint8_t* source, bint signed, Py_ssize_t width,
+                                Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t pad_left,
+                                Py_ssize_t first_chunk, Py_ssize_t chunks,
+                                const uint32_t* masks, Py_ssize_t pitch, uint8_t zero,
+                                int16_t* plane) noexcept nogil:
     pass
