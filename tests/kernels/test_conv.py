@@ -217,3 +217,65 @@ def test_depthwise_mobilenet_shapes_match(variant, stride):
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
                               expected)
+
+
+def _depthwise_call(seed, size=20, channels=6):
+    rng = np.random.default_rng(seed)
+    slots = dict(input=rng.integers(0, 256, (2, channels, size, size), dtype=np.uint8),
+                 input_scale=0.02, input_zero_point=np.uint8(100),
+                 filter=rng.integers(-128, 128, (channels, 1, 3, 3), dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, channels).astype(np.float32),
+                 bias=rng.integers(-5000, 5000, channels, dtype=np.int32), output_scale=0.05,
+                 output_zero_point=np.uint8(128))
+    attributes = dict(strides=(1, 1), start_padding=(1, 1), end_padding=(1, 1),
+                      group_count=channels)
+    return convolution.prepare(slots, attributes, "2_1")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_depthwise_calls_from_several_threads_at_once(variant):
+    """The depthwise task pool runs one call's tasks at a time; calls that find
+    it busy run their tasks themselves.  Either way every result is exact."""
+    import concurrent.futures
+    calls = [_depthwise_call(seed) for seed in range(6)]
+    expected = [reference(call) for call in calls]
+
+    def work(i):
+        return all(np.array_equal(run_variant(_native.run_depthwise, calls[i % 6], variant,
+                                              1 + i % 3), expected[i % 6])
+                   for _ in range(20))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(12)))
+
+
+@pytest.mark.skipif("avx512vnni" not in VARIANTS, reason="the task pool runs the AVX-512 kernel")
+def test_depthwise_in_a_forked_child():
+    """A child forked after the pool's threads started has none of them: its
+    calls start the pool afresh.  (Only the AVX-512 depthwise kernel runs on
+    the pool; libgomp's OpenMP threads do not survive a fork.)"""
+    import os
+    variant = "avx512vnni"
+    call = _depthwise_call(9)
+    expected = reference(call)
+    assert np.array_equal(run_variant(_native.run_depthwise, call, variant, 2), expected)
+    child = os.fork()
+    if child == 0:  # the child: report whether its result is exact, by exit status
+        same = False
+        try:
+            same = np.array_equal(run_variant(_native.run_depthwise, call, variant, 2), expected)
+        finally:
+            os._exit(0 if same else 1)
+    import signal
+    import time
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            pytest.fail("the forked child's call did not finish")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
