@@ -11,8 +11,8 @@
 # got a core is not waited for.  Which thread runs a task never changes its
 # result: tasks write disjoint outputs.
 #
-# Workers spin briefly for the next job (back-to-back calls start at once)
-# and then sleep on a condition variable.  A call finding the pool busy
+# Workers spin for the next job for 0.1 ms (back-to-back calls start at
+# once) and then sleep on a condition variable.  A call finding the pool busy
 # (another thread's call) runs its tasks itself.  Without OpenMP (the
 # build's switch for threads) or pthreads every job runs on the caller.
 
@@ -39,8 +39,16 @@ cdef extern from *:
     #define QOPS_POOL_PAUSE() ((void)0)
     #endif
 
+    #include <time.h>
     #define QOPS_POOL_MAX_WORKERS 255
-    #define QOPS_POOL_SPINS 20000
+    /* How long an idle worker spins for the next job before it sleeps. */
+    #define QOPS_POOL_SPIN_NS 100000L
+
+    static long qops_pool_nanoseconds(void) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (long)now.tv_sec * 1000000000L + now.tv_nsec;
+    }
 
     static pthread_mutex_t qops_pool_lock = PTHREAD_MUTEX_INITIALIZER;
     static pthread_cond_t qops_pool_wake = PTHREAD_COND_INITIALIZER;
@@ -67,23 +75,26 @@ cdef extern from *:
     }
 
     static void* qops_pool_worker(void* unused) {
-        unsigned long seen;
+        /* Jobs are numbered from 1: a worker started for a job may join it. */
+        unsigned long seen = 0;
         (void)unused;
         pthread_mutex_lock(&qops_pool_lock);
-        seen = qops_pool_generation;
         for (;;) {
             qops_task task;
             void* context;
             ptrdiff_t count;
             int slot, spins;
+            long start;
             if (!(qops_pool_open && qops_pool_generation != seen
                   && qops_pool_joined < qops_pool_wanted)) {
                 /* Spin a little for the next job, then sleep. */
                 pthread_mutex_unlock(&qops_pool_lock);
-                for (spins = 0; spins < QOPS_POOL_SPINS; spins++) {
-                    if (__atomic_load_n(&qops_pool_generation, __ATOMIC_RELAXED) != seen)
-                        break;
+                start = qops_pool_nanoseconds();
+                for (spins = 1; __atomic_load_n(&qops_pool_generation, __ATOMIC_RELAXED) == seen;
+                     spins++) {
                     QOPS_POOL_PAUSE();
+                    if (spins % 64 == 0 && qops_pool_nanoseconds() - start > QOPS_POOL_SPIN_NS)
+                        break;
                 }
                 pthread_mutex_lock(&qops_pool_lock);
                 while (!(qops_pool_open && qops_pool_generation != seen
