@@ -2,6 +2,11 @@
 # One input channel per group: a GEMM would have one row per group, so this
 # runs directly, one (image, output channel) plane per task.
 #
+# Two kernels.  The AVX-512 variants run horizontal strides 1 and 2 (sums
+# that fit int32 with their bias) through the pair kernel of
+# _depthwise_avx512.pxi, driven by depthwise_pairs below on the task pool of
+# _tasks.pxi.  Everything else takes the row kernel:
+#
 # Each task centres its input channel (x - x_zp, which fits int16) into a
 # zero-padded plane split by column phase: with horizontal stride s, padded
 # column c lives in phase c % s at index c // s.  Output column ow of tap
@@ -335,8 +340,8 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     fit int32 with their bias; one task per (image, output channel), on the
     task pool (_tasks.pxi).
 
-    Each thread has an int16 plane, rows `pitch` apart, 64-byte aligned,
-    filled with the input zero point once; each task widens its input
+    Each thread (pool slot) has an int16 plane, rows `pitch` apart, 64-byte
+    aligned, filled with the input zero point by its first task; each task widens its input
     channel's rows into it (plane row pad_top + ih, column pad_left + iw), so
     padding stays x_zp.  The plane has a row for every output row rounded
     up to four and a column for every block's loads.  Term c of a kernel
