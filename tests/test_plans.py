@@ -74,6 +74,30 @@ def test_per_row_scales_are_checked_element_by_element_on_a_cached_plan():
         qops.quantized_linear_matrix_multiply(**dict(slots, a_scale=bad))
 
 
+def test_scales_changed_in_place_after_passing_are_checked_again():
+    """A plan skips the checks only for the very scale values it last passed:
+    a per-channel scale changed in place to zero, then back, is refused, then
+    accepted."""
+    rng = np.random.default_rng(4)
+    slots = dict(input=rng.integers(0, 256, (1, 3, 5, 5), dtype=u8), input_scale=0.1,
+                 filter=rng.integers(-128, 128, (3, 1, 3, 3), dtype=i8),
+                 filter_scale=np.full(3, 0.1, np.float32), output_scale=0.5)
+    attributes = dict(group_count=3)
+    first = qops.quantized_linear_convolution(**slots, **attributes)
+    slots["filter_scale"][1] = 0.0
+    with pytest.raises(qops.ValidationError, match="filter_scale.*positive and finite"):
+        qops.quantized_linear_convolution(**slots, **attributes)
+    slots["filter_scale"][1] = 0.1
+    assert np.array_equal(qops.quantized_linear_convolution(**slots, **attributes), first)
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", filter=slots["filter"],
+                            filter_scale=slots["filter_scale"], **attributes)
+    compiled(input=slots["input"], input_scale=0.1, output_scale=0.5)
+    with pytest.raises(qops.ValidationError, match="output_scale.*positive and finite"):
+        compiled(input=slots["input"], input_scale=0.1, output_scale=np.float32(np.nan))
+    with pytest.raises(qops.ValidationError, match="overflows float32"):
+        compiled(input=slots["input"], input_scale=np.float32(3e38), output_scale=1e-30)
+
+
 def test_out_is_checked_on_a_cached_plan():
     rng = np.random.default_rng(4)
     slots = matmul_slots(rng)

@@ -2,6 +2,11 @@
 # One input channel per group: a GEMM would have one row per group, so this
 # runs directly, one (image, output channel) plane per task.
 #
+# Two kernels.  The AVX-512 variants run horizontal strides 1 and 2 (sums
+# that fit int32 with their bias) through the pair kernel of
+# _depthwise_avx512.pxi, driven by depthwise_pairs below on the task pool of
+# _tasks.pxi.  Everything else takes the row kernel:
+#
 # Each task centres its input channel (x - x_zp, which fits int16) into a
 # zero-padded plane split by column phase: with horizontal stride s, padded
 # column c lives in phase c % s at index c // s.  Output column ow of tap
@@ -13,6 +18,9 @@
 # most MAX_TAPS terms of magnitude <= 255 * 255: it fits int32.
 
 from libc.stdint cimport int16_t
+from libc.stdlib cimport calloc
+
+include "_tasks.pxi"
 
 cdef extern from *:
     # The centred plane never overlaps the image it is read from; saying so
@@ -161,6 +169,12 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     # Inputs are read as unsigned bytes; a signed input is shifted by 128 and
     # so is its zero point, which leaves every difference unchanged.
     centre_zero = input_zero + (128 if input_signed else 0)
+    if DEPTHWISE_PAIRS and stride_w <= 2 and sums_fit_int32(count, bias_ptr, out_channels):
+        depthwise_pairs(image, input_signed, input_zero, taps, filter_signed, filter_zero,
+                        kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w,
+                        pad_top, pad_left, multiplier, out_zero, bias_ptr, out, low, high,
+                        n_threads)
+        return
     # Wide enough for the padded row length at the furthest tap column.
     phase_pitch = max(ceil_div(padded_w, stride_w),
                       row_length + ((kernel_w - 1) * dilation_w) // stride_w)
@@ -220,3 +234,213 @@ cdef inline void requantize_row(const int32_t* sums, uint8_t* target, Py_ssize_t
         return
     for i in range(count):
         target[i] = <uint8_t>requantize(sums[i] + bias, multiplier, zero_point, low, high)
+
+
+cdef bint sums_fit_int32(Py_ssize_t taps, const int32_t* bias, Py_ssize_t count) noexcept nogil:
+    """Whether every channel's sum plus its bias fits int32."""
+    cdef int64_t largest = 0
+    cdef Py_ssize_t o
+    if bias != NULL:
+        for o in range(count):
+            largest = max(largest, bias[o] if bias[o] >= 0 else -<int64_t>bias[o])
+    return fits_int32(taps, largest)
+
+
+cdef struct DepthwiseJob:
+    # depthwise_pairs' arguments and geometry, for its tasks.
+    const uint8_t* image
+    Py_ssize_t image_stride       # bytes per image
+    Py_ssize_t plane_stride       # bytes per input channel
+    const uint8_t* taps           # kernel_h * kernel_w bytes per output channel
+    bint filter_signed
+    const int32_t* filter_zero
+    bint input_signed
+    int32_t input_zero
+    Py_ssize_t kernel_h
+    Py_ssize_t kernel_w
+    bint paired
+    Py_ssize_t columns
+    Py_ssize_t stride_h
+    bint interleaved
+    Py_ssize_t width
+    Py_ssize_t pad_top
+    Py_ssize_t pad_left
+    Py_ssize_t image_rows
+    Py_ssize_t first_chunk
+    Py_ssize_t chunks
+    const uint32_t* masks
+    const Py_ssize_t* offsets
+    const int32_t* kernel_rows
+    Py_ssize_t span
+    Py_ssize_t pitch
+    const float* multiplier
+    const int32_t* out_zero
+    const int32_t* bias
+    uint8_t* out
+    Py_ssize_t out_h
+    Py_ssize_t out_w
+    Py_ssize_t out_channels
+    Py_ssize_t per_channel
+    int32_t low
+    int32_t high
+    uint8_t* scratch              # per slot: the plane, then the weight pairs
+    Py_ssize_t per_slot
+    Py_ssize_t plane_bytes
+    uint8_t* ready                # per slot: its plane's padding is filled
+
+
+cdef void depthwise_task(void* context, Py_ssize_t job, int slot) noexcept nogil:
+    """Output channel job % out_channels of image job // out_channels."""
+    cdef DepthwiseJob* d = <DepthwiseJob*>context
+    cdef Py_ssize_t index = job // d.out_channels
+    cdef Py_ssize_t o = job % d.out_channels
+    cdef int16_t* plane = <int16_t*>(d.scratch + slot * d.per_slot)
+    cdef int32_t* weights = <int32_t*>(d.scratch + slot * d.per_slot + d.plane_bytes)
+    cdef const uint8_t* taps = d.taps + o * d.kernel_h * d.kernel_w
+    cdef Py_ssize_t i, kh, t, kw
+    cdef int32_t first, second
+    cdef int64_t weight_sum = 0
+    if not d.ready[slot]:
+        for i in range(d.plane_bytes // <Py_ssize_t>sizeof(int16_t)):
+            plane[i] = <int16_t>d.input_zero
+        d.ready[slot] = 1
+    for kh in range(d.kernel_h):
+        for t in range(d.columns):
+            kw = 2 * t if d.paired else t
+            first = filter_tap(taps, kh * d.kernel_w + kw, d.filter_signed, d.filter_zero[o])
+            second = 0
+            if d.paired and kw + 1 < d.kernel_w:
+                second = filter_tap(taps, kh * d.kernel_w + kw + 1, d.filter_signed,
+                                    d.filter_zero[o])
+            weights[kh * d.columns + t] = <int32_t>((<uint32_t>first & 0xFFFF)
+                                                    | (<uint32_t>second << 16))
+            weight_sum = weight_sum + first + second
+    depthwise_widen_plane(d.image + index * d.image_stride + (o // d.per_channel) * d.plane_stride,
+                          d.input_signed, d.width, d.pad_top, d.image_rows, d.pad_left,
+                          d.first_chunk, d.chunks, d.masks, d.pitch, <uint8_t>d.input_zero, plane)
+    depthwise_pairs_plane(plane, d.pitch, d.stride_h, d.span, d.kernel_rows, d.offsets, d.columns,
+                          weights, d.out_h, d.out_w, d.interleaved,
+                          <int32_t><uint32_t>((d.bias[o] if d.bias != NULL else 0)
+                                              - d.input_zero * weight_sum),
+                          d.multiplier[o], d.out_zero[o], d.low, d.high,
+                          d.out + job * d.out_h * d.out_w)
+
+
+cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t input_zero,
+                          const uint8_t[:, ::1] taps, bint filter_signed,
+                          const int32_t[::1] filter_zero, Py_ssize_t kernel_h,
+                          Py_ssize_t kernel_w, Py_ssize_t stride_h, Py_ssize_t stride_w,
+                          Py_ssize_t dilation_h, Py_ssize_t dilation_w, Py_ssize_t pad_top,
+                          Py_ssize_t pad_left, const float[::1] multiplier,
+                          const int32_t[::1] out_zero, const int32_t* bias,
+                          uint8_t[:, :, :, ::1] out, int32_t low, int32_t high,
+                          int n_threads) except *:
+    """depthwise2d through the pair kernel of the AVX-512 variants
+    (_depthwise_avx512.pxi), for horizontal strides 1 and 2 and sums that
+    fit int32 with their bias; one task per (image, output channel), on the
+    task pool (_tasks.pxi).
+
+    Each thread (pool slot) has an int16 plane, rows `pitch` apart, 64-byte
+    aligned, filled with the input zero point by its first task; each task widens its input
+    channel's rows into it (plane row pad_top + ih, column pad_left + iw), so
+    padding stays x_zp.  The plane has a row for every output row rounded
+    up to four and a column for every block's loads.  Term c of a kernel
+    row starts at column offsets[c]: taps 2c and 2c + 1 paired (dilation 1),
+    else tap c alone.  The sums are of x * (w - w_zp), x_zp included, so the
+    accumulators start at bias - x_zp * (sum of w - w_zp): modulo 2**32, and
+    exact at the end, where the value fits int32."""
+    cdef DepthwiseJob d
+    cdef Py_ssize_t batch = out.shape[0], out_h = out.shape[2], out_w = out.shape[3]
+    cdef Py_ssize_t height = image.shape[2], width = image.shape[3]
+    cdef Py_ssize_t blocks, columns_read, rows, end_column, i, r, t, kh, low_lane, high_lane
+    cdef int threads = max(1, n_threads)
+    d.out_channels = out.shape[1]
+    d.per_channel = d.out_channels // image.shape[1]
+    d.paired = dilation_w == 1
+    d.columns = ceil_div(kernel_w, 2) if d.paired else kernel_w
+    # Blocks span 32 plane columns (stride 2: in pairs); the loads reach 32
+    # columns plus the furthest term and its pair partner past a block.
+    blocks = ceil_div(out_w, 32) if stride_w == 1 else round_up(ceil_div(out_w, 16), 2)
+    columns_read = 32 * blocks + (kernel_w - 1) * dilation_w + 2
+    d.pitch = round_up(columns_read, 32)
+    # Four output rows read `span` plane rows.
+    d.span = 3 * stride_h + (kernel_h - 1) * dilation_h + 1
+    rows = (round_up(out_h, 4) - 1) * stride_h + (kernel_h - 1) * dilation_h + 1
+    d.image_rows = max(0, min(height, rows - pad_top))
+    # The 32-column chunks that hold image columns, and their masks.
+    d.first_chunk = pad_left // 32
+    end_column = min(pad_left + width, columns_read)
+    d.chunks = max(0, ceil_div(end_column, 32) - d.first_chunk)
+    d.plane_bytes = round_up(rows * d.pitch * sizeof(int16_t), 64)
+    d.per_slot = d.plane_bytes + round_up(kernel_h * d.columns * sizeof(int32_t), 64)
+    d.image = &image[0, 0, 0, 0]
+    d.image_stride = image.shape[1] * height * width
+    d.plane_stride = height * width
+    d.taps = &taps[0, 0]
+    d.filter_signed = filter_signed
+    d.filter_zero = &filter_zero[0]
+    d.input_signed = input_signed
+    d.input_zero = input_zero
+    d.kernel_h = kernel_h
+    d.kernel_w = kernel_w
+    d.stride_h = stride_h
+    d.interleaved = stride_w == 1
+    d.width = width
+    d.pad_top = pad_top
+    d.pad_left = pad_left
+    d.multiplier = &multiplier[0]
+    d.out_zero = &out_zero[0]
+    d.bias = bias
+    d.out = &out[0, 0, 0, 0]
+    d.out_h = out_h
+    d.out_w = out_w
+    d.low = low
+    d.high = high
+    cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(d.columns * sizeof(Py_ssize_t))
+    cdef int32_t* kernel_rows = <int32_t*>malloc(4 * d.span * sizeof(int32_t))
+    cdef uint32_t* masks = <uint32_t*>malloc(max(d.chunks, 1) * sizeof(uint32_t))
+    cdef uint8_t* ready = <uint8_t*>calloc(threads, 1)
+    cdef uint8_t* scratch = <uint8_t*>malloc(threads * d.per_slot + 64)
+    if (scratch == NULL or offsets == NULL or kernel_rows == NULL or masks == NULL
+            or ready == NULL):
+        free(scratch)
+        free(offsets)
+        free(kernel_rows)
+        free(masks)
+        free(ready)
+        raise MemoryError()
+    d.scratch = scratch + (64 - (<size_t>scratch) % 64) % 64
+    d.ready = ready
+    d.offsets = offsets
+    d.kernel_rows = kernel_rows
+    d.masks = masks
+    for t in range(d.columns):
+        offsets[t] = 2 * t if d.paired else t * dilation_w
+    # Plane row i of a group of four output rows feeds output row r with
+    # kernel row (i - r * stride_h) / dilation_h, when that is one.
+    for i in range(d.span):
+        for r in range(4):
+            kernel_rows[4 * i + r] = -1
+            kh = i - r * stride_h
+            if kh >= 0 and kh % dilation_h == 0 and kh // dilation_h < kernel_h:
+                kernel_rows[4 * i + r] = kh // dilation_h
+    for t in range(d.chunks):
+        low_lane = min(max(pad_left - 32 * (d.first_chunk + t), 0), 32)
+        high_lane = min(max(pad_left + width - 32 * (d.first_chunk + t), 0), 32)
+        masks[t] = <uint32_t>(((<uint64_t>1 << high_lane) - 1)
+                              & ~((<uint64_t>1 << low_lane) - 1))
+    with nogil:
+        run_tasks(depthwise_task, &d, batch * d.out_channels, threads)
+    free(scratch)
+    free(offsets)
+    free(kernel_rows)
+    free(masks)
+    free(ready)
+
+
+cdef inline int32_t filter_tap(const uint8_t* taps, Py_ssize_t t, bint filter_signed,
+                               int32_t zero) noexcept nogil:
+    """w - w_zp of tap t of a channel's taps."""
+    if filter_signed:
+        return <int8_t>taps[t] - zero
+    return taps[t] - zero

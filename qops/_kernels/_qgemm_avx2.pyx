@@ -91,4 +91,5 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
 
 
 include "_pack_avx2.pxi"
+include "_depthwise_scalar.pxi"
 include "_qgemm.pxi"

@@ -123,4 +123,5 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
 
 
 include "_pack_avx2.pxi"
+include "_depthwise_avx512.pxi"
 include "_qgemm.pxi"

@@ -42,4 +42,5 @@ cdef void pack_group32(const uint8_t* row0, const uint8_t* row1, const uint8_t* 
     pack_columns(row0, row1, row2, row3, NR, flip, target, sums)
 
 
+include "_depthwise_scalar.pxi"
 include "_qgemm.pxi"

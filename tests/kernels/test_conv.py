@@ -143,3 +143,139 @@ def test_conv2d_refuses_taps_past_the_row(variant):
         kernels.conv2d(image, False, 0, packed, colsum, 1, 3, 1, (1, 2), (1, 2), (0, 0), (0, 0),
                        np.zeros(4, np.int32), np.full(4, 0.01, np.float32),
                        np.zeros(4, np.int32), None, out, 0, 255, 1)
+
+
+@st.composite
+def depthwise_calls(draw):
+    """Depthwise convolutions on planes wide and tall enough for several
+    blocks of outputs per row and several groups of four output rows (the
+    AVX-512 pair kernel's units), with every border case of the padding."""
+    channels = draw(st.integers(1, 3))
+    per_channel = draw(st.integers(1, 2))
+    out_channels = channels * per_channel
+    kernel = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    strides = (draw(st.integers(1, 3)), draw(st.sampled_from((1, 1, 2, 2, 3))))
+    dilations = (draw(st.integers(1, 2)), draw(st.sampled_from((1, 1, 2, 3))))
+    start = (draw(st.integers(0, 3)), draw(st.integers(0, 40)))
+    end = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
+    span = [d * (k - 1) + 1 for d, k in zip(dilations, kernel)]
+    height = draw(st.integers(max(1, span[0] - start[0] - end[0]), 20))
+    width = draw(st.integers(max(1, span[1] - start[1] - end[1]), 100))
+    batch = draw(st.integers(1, 2))
+    in_type, filter_type, out_type = (draw(st.sampled_from(TYPES)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    channel_shape = (out_channels,) if draw(st.booleans()) else ()
+    slots = dict(
+        input=random_values(rng, (batch, channels, height, width), in_type),
+        input_scale=np.float32(rng.uniform(0.01, 0.1)),
+        input_zero_point=random_values(rng, (), in_type) if draw(st.booleans()) else None,
+        filter=random_values(rng, (out_channels, 1) + kernel, filter_type),
+        filter_scale=rng.uniform(0.01, 0.1, channel_shape).astype(np.float32),
+        filter_zero_point=(random_values(rng, channel_shape, filter_type)
+                           if draw(st.booleans()) else None),
+        bias=draw(st.sampled_from((None, 5000, 2**31 - 1))),
+        output_scale=np.float32(rng.uniform(0.2, 3.0)),
+        output_zero_point=random_values(rng, (), out_type),
+    )
+    if slots["bias"] is not None:
+        bound = slots["bias"]
+        slots["bias"] = rng.integers(-bound, bound, out_channels, dtype=np.int64).astype(np.int32)
+    attributes = dict(strides=strides, dilations=dilations, start_padding=start,
+                      end_padding=end, group_count=channels)
+    return convolution.prepare(slots, attributes, "2_1")
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=80, deadline=None)
+@given(call=depthwise_calls())
+def test_depthwise_on_wide_planes_matches_the_reference(call, n_threads):
+    expected = reference(call)
+    for variant in VARIANTS:
+        got = run_variant(_native.run_depthwise, call, variant, n_threads)
+        assert np.array_equal(got, expected), variant
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_mobilenet_shapes_match(variant, stride):
+    """The benchmark's layers (3 x 3, pad 1), with fewer channels: rows of
+    several output blocks, a last group of rows past the plane's end (55 and
+    28 output rows), saturating outputs."""
+    rng = np.random.default_rng(stride)
+    size = 110 if stride == 2 else 55
+    slots = dict(input=rng.integers(0, 256, (1, 5, size, size), dtype=np.uint8),
+                 input_scale=0.02, input_zero_point=np.uint8(128),
+                 filter=rng.integers(-128, 128, (5, 1, 3, 3), dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, 5).astype(np.float32),
+                 bias=rng.integers(-5000, 5000, 5, dtype=np.int32), output_scale=0.05,
+                 output_zero_point=np.uint8(128))
+    attributes = dict(strides=(stride, stride), start_padding=(1, 1), end_padding=(1, 1),
+                      group_count=5)
+    call = convolution.prepare(slots, attributes, "2_1")
+    expected = reference(call)
+    assert 0 < np.count_nonzero(expected == 255) < expected.size
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
+                              expected)
+
+
+def _depthwise_call(seed, size=20, channels=6):
+    rng = np.random.default_rng(seed)
+    slots = dict(input=rng.integers(0, 256, (2, channels, size, size), dtype=np.uint8),
+                 input_scale=0.02, input_zero_point=np.uint8(100),
+                 filter=rng.integers(-128, 128, (channels, 1, 3, 3), dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, channels).astype(np.float32),
+                 bias=rng.integers(-5000, 5000, channels, dtype=np.int32), output_scale=0.05,
+                 output_zero_point=np.uint8(128))
+    attributes = dict(strides=(1, 1), start_padding=(1, 1), end_padding=(1, 1),
+                      group_count=channels)
+    return convolution.prepare(slots, attributes, "2_1")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_depthwise_calls_from_several_threads_at_once(variant):
+    """The depthwise task pool runs one call's tasks at a time; calls that find
+    it busy run their tasks themselves.  Either way every result is exact."""
+    import concurrent.futures
+    calls = [_depthwise_call(seed) for seed in range(6)]
+    expected = [reference(call) for call in calls]
+
+    def work(i):
+        return all(np.array_equal(run_variant(_native.run_depthwise, calls[i % 6], variant,
+                                              1 + i % 3), expected[i % 6])
+                   for _ in range(20))
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(12)))
+
+
+@pytest.mark.skipif("avx512vnni" not in VARIANTS, reason="the task pool runs the AVX-512 kernel")
+def test_depthwise_in_a_forked_child():
+    """A child forked after the pool's threads started has none of them: its
+    calls start the pool afresh.  (Only the AVX-512 depthwise kernel runs on
+    the pool; libgomp's OpenMP threads do not survive a fork.)"""
+    import os
+    variant = "avx512vnni"
+    call = _depthwise_call(9)
+    expected = reference(call)
+    assert np.array_equal(run_variant(_native.run_depthwise, call, variant, 2), expected)
+    child = os.fork()
+    if child == 0:  # the child: report whether its result is exact, by exit status
+        same = False
+        try:
+            same = np.array_equal(run_variant(_native.run_depthwise, call, variant, 2), expected)
+        finally:
+            os._exit(0 if same else 1)
+    import signal
+    import time
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            pytest.fail("the forked child's call did not finish")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
