@@ -28,7 +28,7 @@ def kernel(name, extra_flags=()):
                      **settings)
 
 
-extensions = [kernel("_openmp")]
+extensions = [kernel("_openmp"), kernel("_quantize")]
 for variant, flags in SIMD_VARIANTS.items():
     if not os.path.exists(os.path.join("qops", "_kernels", f"_qgemm_{variant}.pyx")):
         continue

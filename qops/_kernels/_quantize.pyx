@@ -1,0 +1,600 @@
+# cython: language_level=3
+"""QuantizeLinear and DequantizeLinear: typed loops over raw bytes.
+
+The glue (qops._quantize_native) views every array as bytes or float32
+vectors and describes the tensor as (outer, axis, inner) with how a row
+finds its scale; nothing here validates.  Work is split into rows that never
+share an output element, so results do not depend on the thread count.
+
+Each row is processed in pieces of at most ``PIECE`` elements through a
+float32 buffer on the thread's stack: load (and widen) the input, compute,
+then convert to the output type.  Every stage is a plain loop the compiler
+vectorizes; conversions follow the bit-level rules of NumPy (float16) and
+ml_dtypes (bfloat16, float8, float4), rounding to nearest even.
+"""
+
+from cython.parallel cimport prange
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
+
+from ._openmp_helpers cimport omp_get_max_threads  # noqa: F401  (OpenMP shim first)
+
+
+cdef extern from *:
+    """
+    #include <string.h>
+    static inline uint32_t qops_bits_of(float value) {
+        uint32_t bits; memcpy(&bits, &value, sizeof bits); return bits;
+    }
+    static inline float qops_float_of(uint32_t bits) {
+        float value; memcpy(&value, &bits, sizeof value); return value;
+    }
+    """
+    uint32_t bits_of "qops_bits_of"(float value) noexcept nogil
+    float float_of "qops_float_of"(uint32_t bits) noexcept nogil
+
+
+# Input kinds of DequantizeLinear's x (the glue's table must match).
+cpdef enum:
+    X_INT8 = 0
+    X_UINT8 = 1
+    X_INT16 = 2
+    X_UINT16 = 3
+    X_INT32 = 4
+    X_INT4 = 5
+    X_UINT4 = 6
+    X_TABLE = 7     # float8 / float4: one float32 per byte value
+
+# Float kinds: QuantizeLinear's x and division, DequantizeLinear's output.
+cpdef enum:
+    F_FLOAT32 = 0
+    F_FLOAT16 = 1
+    F_BFLOAT16 = 2
+
+# QuantizeLinear's output kinds.
+cpdef enum:
+    Q_INT8 = 0
+    Q_UINT8 = 1
+    Q_INT16 = 2
+    Q_UINT16 = 3
+    Q_INT4 = 4
+    Q_UINT4 = 5
+    Q_E4M3FN = 6
+    Q_E4M3FNUZ = 7
+    Q_E5M2 = 8
+    Q_E5M2FNUZ = 9
+    Q_E2M1 = 10
+
+cdef enum:
+    PIECE = 512
+    # Fewer elements than this run on the calling thread: a parallel region
+    # costs more than it saves.
+    PARALLEL_MIN = 32768
+
+# 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude below
+# 2**22 to an integer, half to even (the default rounding mode), in plain
+# SSE2 arithmetic the compiler vectorizes.
+cdef float ROUNDER = 12582912.0
+
+
+# -- conversions --------------------------------------------------------------------
+
+cdef inline float round_to_integer(float value) noexcept nogil:
+    """Half to even; ``|value| < 2**22``."""
+    return (value + ROUNDER) - ROUNDER
+
+
+cdef inline uint16_t float16_bits(float value) noexcept nogil:
+    """float32 to float16 as NumPy converts: nearest even, overflow to
+    infinity, NaN keeping the payload's top bits (and staying NaN)."""
+    cdef uint32_t bits = bits_of(value)
+    cdef uint32_t sign = (bits >> 16) & 0x8000
+    cdef uint32_t magnitude = bits & 0x7fffffff
+    cdef uint32_t result
+    if magnitude > 0x7f800000:
+        result = 0x7c00 | ((magnitude & 0x007fffff) >> 13)
+        if result == 0x7c00:
+            result = 0x7c01
+    elif magnitude >= 0x477ff000:      # 65520 and up round to infinity
+        result = 0x7c00
+    elif magnitude < 0x38800000:       # below 2**-14: a subnormal, in units of 2**-24
+        result = <uint32_t>round_to_integer(float_of(magnitude) * 16777216.0)
+    else:
+        result = ((magnitude + 0xfff + ((magnitude >> 13) & 1)) >> 13) - (112 << 10)
+    return <uint16_t>(sign | result)
+
+
+cdef inline float float16_value(uint16_t half) noexcept nogil:
+    cdef uint32_t sign = (<uint32_t>half & 0x8000) << 16
+    cdef uint32_t magnitude = half & 0x7fff
+    if magnitude >= 0x7c00:            # infinity and NaN (payload kept)
+        return float_of(sign | 0x7f800000 | ((magnitude & 0x3ff) << 13))
+    if magnitude < 0x400:              # zero and subnormals: exact in float32
+        return float_of(sign | bits_of(<float>magnitude * <float>5.9604644775390625e-08))
+    return float_of(sign | ((magnitude << 13) + (112 << 23)))
+
+
+cdef inline uint16_t bfloat16_bits(float value) noexcept nogil:
+    """float32 to bfloat16 as ml_dtypes converts: nearest even; NaN becomes
+    the quiet NaN of its sign."""
+    cdef uint32_t bits = bits_of(value)
+    if (bits & 0x7fffffff) > 0x7f800000:
+        return <uint16_t>(((bits >> 16) & 0x8000) | 0x7fc0)
+    return <uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16)
+
+
+cdef inline float bfloat16_value(uint16_t value) noexcept nogil:
+    return float_of(<uint32_t>value << 16)
+
+
+cdef inline float round_to(float value, int kind) noexcept nogil:
+    """``value`` rounded to float16 or bfloat16 (and back); float32 as is."""
+    if kind == F_FLOAT16:
+        return float16_value(float16_bits(value))
+    if kind == F_BFLOAT16:
+        return bfloat16_value(bfloat16_bits(value))
+    return value
+
+
+cdef struct NarrowFloat:
+    # How ml_dtypes stores one float8 / float4 type.
+    int mantissa           # mantissa bits
+    int bias               # exponent bias
+    uint32_t largest       # code of the largest finite magnitude
+    uint32_t sign_bit      # 0x80, or 0x8 for float4
+    uint32_t overflow      # code beyond the largest (NaN or infinity; float4 saturates)
+    uint32_t nan           # code of NaN (with the sign for the types that have signed NaN)
+    bint unsigned_special  # fnuz: one NaN 0x80, no negative zero
+    bint nan_is_zero       # float4 has no NaN: ml_dtypes gives the zero of the opposite sign
+
+
+cdef NarrowFloat narrow_float(int kind) noexcept nogil:
+    cdef NarrowFloat t
+    t.unsigned_special = False
+    t.nan_is_zero = False
+    t.sign_bit = 0x80
+    if kind == Q_E4M3FN:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 3, 7, 0x7e, 0x7f, 0x7f
+    elif kind == Q_E4M3FNUZ:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 3, 8, 0x7f, 0x80, 0x80
+        t.unsigned_special = True
+    elif kind == Q_E5M2:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 2, 15, 0x7b, 0x7c, 0x7e
+    elif kind == Q_E5M2FNUZ:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 2, 16, 0x7f, 0x80, 0x80
+        t.unsigned_special = True
+    else:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 1, 1, 0x7, 0x7, 0x0
+        t.sign_bit = 0x8
+        t.nan_is_zero = True
+    return t
+
+
+cdef inline uint8_t narrow_bits(float value, const NarrowFloat* t) noexcept nogil:
+    """float32 to a float8 / float4 code, nearest even, without saturation
+    (out of range gives ``t.overflow``), as ml_dtypes converts."""
+    cdef uint32_t bits = bits_of(value)
+    cdef uint32_t magnitude = bits & 0x7fffffff
+    cdef uint32_t sign = t.sign_bit if bits >> 31 else 0
+    cdef int shift = 23 - t.mantissa
+    cdef uint32_t code
+    if magnitude > 0x7f800000:
+        if t.nan_is_zero:
+            return <uint8_t>(sign ^ t.sign_bit)
+        return <uint8_t>(t.nan if t.unsigned_special else sign | t.nan)
+    if magnitude < <uint32_t>(128 - t.bias) << 23:
+        # Below the smallest normal: a count of the smallest subnormal, which
+        # is also the code (2**mantissa is the smallest normal's code).
+        code = <uint32_t>round_to_integer(
+            float_of(magnitude) * float_of(<uint32_t>(127 + t.bias - 1 + t.mantissa) << 23))
+    else:
+        code = ((magnitude + (<uint32_t>1 << (shift - 1)) - 1 + ((magnitude >> shift) & 1))
+                >> shift) - (<uint32_t>(127 - t.bias) << t.mantissa)
+    if code > t.largest:
+        return <uint8_t>(t.overflow if t.unsigned_special else sign | t.overflow)
+    if code == 0 and t.unsigned_special:
+        return 0
+    return <uint8_t>(sign | code)
+
+
+# -- DequantizeLinear ---------------------------------------------------------------------
+
+cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                           Py_ssize_t count, const float* scale, const float* zero, bint vector,
+                           const float* table, uint8_t* out, int out_kind) noexcept nogil:
+    """Elements ``start .. start + count`` (count <= PIECE) of x into out."""
+    cdef float buffer[PIECE]
+    cdef float* values = buffer
+    cdef Py_ssize_t j, first
+    cdef float s, z
+    cdef uint32_t byte
+    cdef uint16_t* halves
+    if out_kind == F_FLOAT32:
+        values = (<float*>out) + start
+    # Load, widened to float32 (exact for every type but int32, which rounds
+    # once, as NumPy's conversion does).
+    if packed:
+        # Two elements a byte, the first in the low nibble.
+        j = 0
+        if start & 1 and count > 0:
+            byte = x[start >> 1] >> 4
+            values[0] = table[byte]
+            j = 1
+        first = (start + j) >> 1
+        while j + 1 < count:
+            byte = x[first]
+            values[j] = table[byte & 0xf]
+            values[j + 1] = table[byte >> 4]
+            first += 1
+            j += 2
+        if j < count:
+            values[j] = table[x[first] & 0xf]
+    elif x_kind == X_INT8:
+        for j in range(count):
+            values[j] = (<const int8_t*>x)[start + j]
+    elif x_kind == X_UINT8:
+        for j in range(count):
+            values[j] = x[start + j]
+    elif x_kind == X_INT16:
+        for j in range(count):
+            values[j] = (<const int16_t*>x)[start + j]
+    elif x_kind == X_UINT16:
+        for j in range(count):
+            values[j] = (<const uint16_t*>x)[start + j]
+    elif x_kind == X_INT32:
+        for j in range(count):
+            values[j] = <float>(<const int32_t*>x)[start + j]
+    elif x_kind == X_INT4:
+        for j in range(count):
+            values[j] = <float>(<int32_t>((x[start + j] & 0xf) ^ 8) - 8)
+    elif x_kind == X_UINT4:
+        for j in range(count):
+            values[j] = x[start + j] & 0xf
+    else:
+        for j in range(count):
+            values[j] = table[x[start + j]]
+    # (x - zero point) * scale in float32; an absent zero point is 0, and
+    # x - 0 is x (-0 and NaN included).
+    if vector:
+        for j in range(count):
+            values[j] = (values[j] - zero[j]) * scale[j]
+    else:
+        s = scale[0]
+        z = zero[0]
+        for j in range(count):
+            values[j] = (values[j] - z) * s
+    if out_kind == F_FLOAT16:
+        halves = (<uint16_t*>out) + start
+        for j in range(count):
+            halves[j] = float16_bits(values[j])
+    elif out_kind == F_BFLOAT16:
+        halves = (<uint16_t*>out) + start
+        for j in range(count):
+            halves[j] = bfloat16_bits(values[j])
+
+
+cdef inline void dequantize_row(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                                Py_ssize_t count, const float* scale, const float* zero,
+                                bint vector, const float* table, uint8_t* out,
+                                int out_kind) noexcept nogil:
+    cdef Py_ssize_t done = 0, step
+    while done < count:
+        step = min(<Py_ssize_t>PIECE, count - done)
+        dequantize_piece(x, x_kind, packed, start + done, step, scale, zero, vector, table, out,
+                         out_kind)
+        if vector:
+            scale += step
+            zero += step
+        done += step
+
+
+cdef inline void row_geometry(Py_ssize_t r, bint segments, Py_ssize_t axis_len,
+                              Py_ssize_t inner, Py_ssize_t block, Py_ssize_t param_outer,
+                              Py_ssize_t param_axis, Py_ssize_t* start, Py_ssize_t* count,
+                              Py_ssize_t* param) noexcept nogil:
+    """Row ``r``'s first element, length and parameter offset.
+
+    ``segments``: x is (outer, axis_len) and a row is one block along the
+    axis (one scale).  Otherwise x is (outer, axis_len, inner) and a row is
+    the ``inner`` elements of one (outer, axis) index."""
+    cdef Py_ssize_t blocks, o, a
+    if segments:
+        blocks = (axis_len + block - 1) // block
+        o = r // blocks
+        a = r - o * blocks
+        start[0] = o * axis_len + a * block
+        count[0] = min(block, axis_len - a * block)
+        param[0] = o * param_outer + a * param_axis
+    else:
+        o = r // axis_len
+        a = r - o * axis_len
+        start[0] = r * inner
+        count[0] = inner
+        param[0] = o * param_outer + (a // block) * param_axis
+
+
+def row_count(bint segments, Py_ssize_t outer, Py_ssize_t axis_len, Py_ssize_t block):
+    if segments:
+        return outer * ((axis_len + block - 1) // block)
+    return outer * axis_len
+
+
+cdef struct Job:
+    # One call: the inputs' and outputs' addresses, the kinds, and the row
+    # geometry of row_geometry().
+    const uint8_t* x
+    int x_kind
+    bint packed
+    int compute
+    const float* table
+    const float* scale
+    const float* zero
+    uint8_t* out
+    int out_kind
+    bint saturate
+    bint zero_point_given
+    bint segments
+    Py_ssize_t axis_len
+    Py_ssize_t inner
+    Py_ssize_t block
+    Py_ssize_t param_outer
+    Py_ssize_t param_axis
+    bint vector
+
+
+cdef void dequantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
+    cdef Py_ssize_t start, count, param
+    row_geometry(r, job.segments, job.axis_len, job.inner, job.block, job.param_outer,
+                 job.param_axis, &start, &count, &param)
+    dequantize_row(job.x, job.x_kind, job.packed, start, count, job.scale + param,
+                   job.zero + param, job.vector, job.table, job.out, job.out_kind)
+
+
+cdef Job make_job(const uint8_t[::1] x, const float[::1] scale, const float[::1] zero,
+                  uint8_t[::1] out, bint segments, Py_ssize_t axis_len, Py_ssize_t inner,
+                  Py_ssize_t block, Py_ssize_t param_outer, Py_ssize_t param_axis, bint vector):
+    cdef Job job
+    job.x_kind = 0
+    job.packed = False
+    job.compute = F_FLOAT32
+    job.table = NULL
+    job.out_kind = 0
+    job.saturate = False
+    job.zero_point_given = False
+    job.x = &x[0] if x.shape[0] else NULL
+    job.scale = &scale[0]
+    job.zero = &zero[0]
+    job.out = &out[0] if out.shape[0] else NULL
+    job.segments = segments
+    job.axis_len = axis_len
+    job.inner = inner
+    job.block = block
+    job.param_outer = param_outer
+    job.param_axis = param_axis
+    job.vector = vector
+    return job
+
+
+def dequantize(const uint8_t[::1] x, int x_kind, bint packed, const float[::1] table,
+               const float[::1] scale, const float[::1] zero, bint segments, Py_ssize_t outer,
+               Py_ssize_t axis_len, Py_ssize_t inner, Py_ssize_t block, Py_ssize_t param_outer,
+               Py_ssize_t param_axis, bint vector, uint8_t[::1] out, int out_kind,
+               int n_threads):
+    """DequantizeLinear over the whole tensor (see :func:`row_geometry`).
+
+    ``x``: the elements' bytes (two 4-bit elements a byte when ``packed``);
+    ``table``: float32 of each byte value for ``X_TABLE`` and packed input;
+    ``scale`` / ``zero``: float32, indexed by the row's parameter offset
+    (``vector``: one per element of the row); ``out``: the output's bytes.
+    """
+    cdef Py_ssize_t rows = row_count(segments, outer, axis_len, block)
+    cdef Py_ssize_t total = outer * axis_len * (1 if segments else inner)
+    cdef Py_ssize_t r
+    cdef Job job
+    if rows == 0 or total == 0:
+        return
+    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, param_outer,
+                   param_axis, vector)
+    job.x_kind = x_kind
+    job.packed = packed
+    job.table = &table[0]
+    job.out_kind = out_kind
+    if n_threads <= 1 or total < PARALLEL_MIN or rows == 1:
+        with nogil:
+            for r in range(rows):
+                dequantize_job_row(&job, r)
+        return
+    for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
+        dequantize_job_row(&job, r)
+
+
+# -- QuantizeLinear ---------------------------------------------------------------------------
+
+cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t start,
+                         Py_ssize_t count, const float* scale, const float* zero, bint vector,
+                         uint8_t* out, int out_kind, bint saturate,
+                         bint zero_point_given) noexcept nogil:
+    cdef float buffer[PIECE]
+    cdef const float* source = buffer
+    cdef float* values = buffer
+    cdef Py_ssize_t j
+    cdef float s, z, q, low, high, largest
+    cdef uint8_t* bytes_out
+    cdef uint16_t* words_out
+    cdef uint8_t mask
+    cdef NarrowFloat t
+    # x, widened to float32 and rounded to the division's type.
+    if x_kind == F_FLOAT32:
+        source = (<const float*>x) + start
+        if compute != F_FLOAT32:
+            for j in range(count):
+                values[j] = round_to(source[j], compute)
+            source = values
+    elif x_kind == F_FLOAT16:
+        for j in range(count):
+            values[j] = float16_value((<const uint16_t*>x)[start + j])
+        if compute == F_BFLOAT16:
+            for j in range(count):
+                values[j] = round_to(values[j], compute)
+    else:
+        for j in range(count):
+            values[j] = bfloat16_value((<const uint16_t*>x)[start + j])
+        if compute == F_FLOAT16:
+            for j in range(count):
+                values[j] = round_to(values[j], compute)
+    # The division, in float32 and then rounded to the division's type: for
+    # float16 and bfloat16 that is the correctly rounded quotient (float32
+    # carries more than twice their digits), as NumPy and ml_dtypes divide.
+    if vector:
+        for j in range(count):
+            values[j] = source[j] / scale[j]
+    else:
+        s = scale[0]
+        for j in range(count):
+            values[j] = source[j] / s
+    if compute != F_FLOAT32:
+        for j in range(count):
+            values[j] = round_to(values[j], compute)
+
+    bytes_out = out + start
+    words_out = (<uint16_t*>out) + start
+    if out_kind <= Q_UINT4:
+        if out_kind == Q_INT8:
+            low, high = -128.0, 127.0
+        elif out_kind == Q_UINT8:
+            low, high = 0.0, 255.0
+        elif out_kind == Q_INT16:
+            low, high = -32768.0, 32767.0
+        elif out_kind == Q_UINT16:
+            low, high = 0.0, 65535.0
+        elif out_kind == Q_INT4:
+            low, high = -8.0, 7.0
+        else:
+            low, high = 0.0, 15.0
+        # Round half to even, add the zero point, saturate; NaN counts as 0.
+        # Clamping to +-70000 first keeps the rounding trick in range without
+        # changing any saturated result (|zero point| <= 65535).
+        z = zero[0]
+        for j in range(count):
+            q = values[j]
+            q = q if q == q else <float>0.0
+            q = q if q > <float>-70000.0 else <float>-70000.0
+            q = q if q < <float>70000.0 else <float>70000.0
+            if vector:
+                z = zero[j]
+            q = round_to_integer(q) + z
+            q = q if q > low else low
+            values[j] = q if q < high else high
+        if out_kind == Q_INT16 or out_kind == Q_UINT16:
+            for j in range(count):
+                words_out[j] = <uint16_t><int32_t>values[j]
+        else:
+            # ml_dtypes keeps a 4-bit value in the low nibble of its byte.
+            mask = 0xf if out_kind == Q_INT4 else 0xff
+            for j in range(count):
+                bytes_out[j] = (<uint8_t><int32_t>values[j]) & mask
+        return
+
+    t = narrow_float(out_kind)
+    if out_kind == Q_E2M1:
+        # ONNX adds the (zero) zero point before the cast: -0 becomes +0.
+        if zero_point_given:
+            for j in range(count):
+                if values[j] == 0:
+                    values[j] = 0.0
+    elif saturate:
+        # Clamp to the largest finite value (infinities too); NaN stays NaN.
+        largest = float_of(((<uint32_t>(127 + (t.largest >> t.mantissa) - t.bias)) << 23)
+                           | ((t.largest & ((1u << t.mantissa) - 1)) << (23 - t.mantissa)))
+        for j in range(count):
+            q = values[j]
+            if q > largest:
+                values[j] = largest
+            elif q < -largest:
+                values[j] = -largest
+    for j in range(count):
+        bytes_out[j] = narrow_bits(values[j], &t)
+
+
+cdef inline void quantize_row(const uint8_t* x, int x_kind, int compute, Py_ssize_t start,
+                              Py_ssize_t count, const float* scale, const float* zero,
+                              bint vector, uint8_t* out, int out_kind, bint saturate,
+                              bint zero_point_given) noexcept nogil:
+    cdef Py_ssize_t done = 0, step
+    while done < count:
+        step = min(<Py_ssize_t>PIECE, count - done)
+        quantize_piece(x, x_kind, compute, start + done, step, scale, zero, vector, out,
+                       out_kind, saturate, zero_point_given)
+        if vector:
+            scale += step
+            zero += step
+        done += step
+
+
+cdef void quantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
+    cdef Py_ssize_t start, count, param
+    row_geometry(r, job.segments, job.axis_len, job.inner, job.block, job.param_outer,
+                 job.param_axis, &start, &count, &param)
+    quantize_row(job.x, job.x_kind, job.compute, start, count, job.scale + param,
+                 job.zero + param, job.vector, job.out, job.out_kind, job.saturate,
+                 job.zero_point_given)
+
+
+def quantize(const uint8_t[::1] x, int x_kind, int compute, const float[::1] scale,
+             const float[::1] zero, bint segments, Py_ssize_t outer, Py_ssize_t axis_len,
+             Py_ssize_t inner, Py_ssize_t block, Py_ssize_t param_outer, Py_ssize_t param_axis,
+             bint vector, uint8_t[::1] out, int out_kind, bint saturate, bint zero_point_given,
+             int n_threads):
+    """QuantizeLinear over the whole tensor (rows as for :func:`dequantize`).
+
+    ``scale``: float32 values already rounded to the division's type
+    ``compute``; ``zero``: the zero points as float32 (0 when absent).
+    """
+    cdef Py_ssize_t rows = row_count(segments, outer, axis_len, block)
+    cdef Py_ssize_t total = outer * axis_len * (1 if segments else inner)
+    cdef Py_ssize_t r
+    cdef Job job
+    if rows == 0 or total == 0:
+        return
+    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, param_outer,
+                   param_axis, vector)
+    job.x_kind = x_kind
+    job.compute = compute
+    job.out_kind = out_kind
+    job.saturate = saturate
+    job.zero_point_given = zero_point_given
+    if n_threads <= 1 or total < PARALLEL_MIN or rows == 1:
+        with nogil:
+            for r in range(rows):
+                quantize_job_row(&job, r)
+        return
+    for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
+        quantize_job_row(&job, r)
+
+
+# -- conversions exposed for the tests ------------------------------------------------------
+
+def convert_float32(const float[::1] values, int kind, uint8_t[::1] out):
+    """float32 values to float16 / bfloat16 (``F_*``, two bytes each) or a
+    float8 / float4 code (``Q_E*``, one byte each), without saturation."""
+    cdef Py_ssize_t j
+    cdef NarrowFloat t
+    cdef uint16_t* words = <uint16_t*>&out[0]
+    with nogil:
+        if kind == F_FLOAT16:
+            for j in range(values.shape[0]):
+                words[j] = float16_bits(values[j])
+        elif kind == F_BFLOAT16:
+            for j in range(values.shape[0]):
+                words[j] = bfloat16_bits(values[j])
+        else:
+            t = narrow_float(kind)
+            for j in range(values.shape[0]):
+                out[j] = narrow_bits(values[j], &t)
+
+
+def widen_float16(const uint16_t[::1] values, float[::1] out):
+    """float16 bits to float32, as NumPy converts."""
+    cdef Py_ssize_t j
+    with nogil:
+        for j in range(values.shape[0]):
+            out[j] = float16_value(values[j])
