@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from . import _dtypes
-from ._kernels import _quantize as _k
+from . import _dtypes, _simd
+from ._kernels import _quantize_portable as _k  # the kind constants every variant shares
 from .reference.quantize import division_type
 
 _X_KINDS = {
@@ -29,8 +29,10 @@ _Q_KINDS = {
 }
 _FOUR_BIT = ("INT4", "UINT4", "FLOAT4E2M1")
 
-#: Elements per row of a per-tensor call: rows are what threads share out.
-_PER_TENSOR_ROW = 16384
+#: Elements per row of a per-tensor call, and about how many a row of blocks
+#: along the last axis takes: rows are what threads share out.
+_ROW = 16384
+_BLOCK_ROW = 4096
 
 
 def _table(name):
@@ -58,24 +60,24 @@ def _layout(shape, granularity, axis, block_size):
     """Keyword arguments of the kernels' row geometry for x of ``shape``."""
     size = math.prod(shape)
     if granularity == "per-tensor":
-        return dict(segments=True, outer=1, axis_len=size, inner=1,
-                    block=min(_PER_TENSOR_ROW, max(size, 1)), param_outer=0, param_axis=0,
-                    vector=False)
+        return dict(segments=True, outer=1, axis_len=size, inner=1, block=min(_ROW, max(size, 1)),
+                    group=1, param_outer=0, param_axis=0, vector=False)
     outer = math.prod(shape[:axis])
     length = shape[axis]
     inner = math.prod(shape[axis + 1:])
     if granularity == "per-axis":
         if inner == 1:  # the last axis, in effect: one scale per element of each row
             return dict(segments=False, outer=outer, axis_len=1, inner=length, block=1,
-                        param_outer=0, param_axis=0, vector=True)
-        return dict(segments=False, outer=outer, axis_len=length, inner=inner, block=1,
+                        group=1, param_outer=0, param_axis=0, vector=True)
+        return dict(segments=False, outer=outer, axis_len=length, inner=inner, block=1, group=1,
                     param_outer=0, param_axis=1, vector=False)
     blocks = -(-length // block_size)
-    if inner == 1:  # a row is one block of consecutive elements
+    if inner == 1:  # blocks of consecutive elements, a row of them at a time
         return dict(segments=True, outer=outer, axis_len=length, inner=1, block=block_size,
-                    param_outer=blocks, param_axis=1, vector=False)
+                    group=max(1, _BLOCK_ROW // block_size), param_outer=blocks, param_axis=1,
+                    vector=False)
     return dict(segments=False, outer=outer, axis_len=length, inner=inner, block=block_size,
-                param_outer=blocks * inner, param_axis=inner, vector=True)
+                group=1, param_outer=blocks * inner, param_axis=inner, vector=True)
 
 
 def _parameter(value, dtype=np.float32):
@@ -90,7 +92,7 @@ def _zero(zero_point, quantized_name, size):
     return _parameter(zero_point)
 
 
-def run_dequantize(call, out, n_threads):
+def run_dequantize(call, out, n_threads, variant=None):
     arrays = call.arrays
     x = arrays["x"]
     name = _dtypes.name_of(x.dtype)
@@ -99,12 +101,12 @@ def run_dequantize(call, out, n_threads):
                      call.attributes["block_size"])
     kind = _X_KINDS.get(name, _k.X_TABLE)
     table = _TABLES.get(name, _NO_TABLE) if kind == _k.X_TABLE else _NO_TABLE
-    _k.dequantize(_raw(x), kind, False, table, scale,
+    _simd.quantize_module(variant).dequantize(_raw(x), kind, False, table, scale,
                   _zero(arrays["x_zero_point"], name, scale.size), **layout, out=_raw(out),
                   out_kind=_FLOAT_KINDS[_dtypes.name_of(out.dtype)], n_threads=n_threads)
 
 
-def run_quantize(call, out, n_threads):
+def run_quantize(call, out, n_threads, variant=None):
     arrays = call.arrays
     x, scale, zero_point = arrays["x"], arrays["y_scale"], arrays["y_zero_point"]
     precision = call.attributes["precision"]
@@ -115,7 +117,7 @@ def run_quantize(call, out, n_threads):
     scale = _parameter(np.asarray(scale).astype(compute))
     layout = _layout(x.shape, call.granularity["y_scale"], call.attributes["axis"],
                      call.attributes["block_size"])
-    _k.quantize(_raw(x), _FLOAT_KINDS[_dtypes.name_of(x.dtype)],
+    _simd.quantize_module(variant).quantize(_raw(x), _FLOAT_KINDS[_dtypes.name_of(x.dtype)],
                 _FLOAT_KINDS[_dtypes.name_of(compute)], scale,
                 _zero(zero_point, out_name, scale.size), **layout, out=_raw(out),
                 out_kind=_Q_KINDS[out_name], saturate=bool(call.attributes["saturate"]),

@@ -1,7 +1,8 @@
 """The compiled QuantizeLinear / DequantizeLinear kernels against the NumPy
-reference (which matches onnx.reference), bit for bit, at one and two
-threads; and their float conversions against NumPy and ml_dtypes
-themselves, over every float16 / bfloat16 value and random float32 bits."""
+reference (which matches onnx.reference), bit for bit, for every variant
+this machine runs at one and two threads; and their float conversions
+against NumPy and ml_dtypes themselves, over every float16 / bfloat16 value
+and random float32 bits."""
 
 import ml_dtypes
 import numpy as np
@@ -9,9 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qops import _dispatch
-from qops._kernels import _quantize as K
+from qops import _dispatch, _quantize_native, _simd
 from qops.ops import quantize as ops
+
+VARIANTS = _simd.quantize_variants()
+K = _simd.quantize_module("portable")  # the kind constants, the same in every variant
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 FLOATS = (F32, F16, BF16)
@@ -46,9 +49,13 @@ def assert_same_bits(got, expected, context=""):
 def run_both(call):
     expected = _dispatch.execute(call, implementation="reference")
     assert _dispatch.select(call).name == "kernels"
-    for threads in (1, 2):
-        got = _dispatch.execute(call, implementation="kernels", n_threads=threads)
-        assert_same_bits(got, expected, f"{threads} threads")
+    run = (_quantize_native.run_quantize if call.operator.name == "QuantizeLinear"
+           else _quantize_native.run_dequantize)
+    for variant in VARIANTS:
+        for threads in (1, 2):
+            got = np.empty(call.output_shape, call.output_dtype)
+            run(call, got, threads, variant=variant)
+            assert_same_bits(got, expected, f"{variant}, {threads} threads")
 
 
 # -- conversions ------------------------------------------------------------------------------------
@@ -70,33 +77,36 @@ def _float32_samples():
 SAMPLES = _float32_samples()
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("kind,dtype", [(K.F_FLOAT16, F16), (K.F_BFLOAT16, BF16)],
                          ids=["float16", "bfloat16"])
-def test_float32_to_16_bit_floats_as_numpy_and_ml_dtypes(kind, dtype):
+def test_float32_to_16_bit_floats_as_numpy_and_ml_dtypes(kind, dtype, variant):
     out = np.empty(SAMPLES.size * 2, np.uint8)
-    K.convert_float32(SAMPLES, kind, out)
+    _simd.quantize_module(variant).convert_float32(SAMPLES, kind, out)
     with np.errstate(all="ignore"):
         expected = SAMPLES.astype(dtype).view(np.uint16)
     assert_same_bits(out.view(np.uint16), expected, str(dtype))
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", FLOAT8 + (F4,), ids=str)
-def test_float32_to_narrow_floats_as_ml_dtypes(dtype):
+def test_float32_to_narrow_floats_as_ml_dtypes(dtype, variant):
     """Without saturation: overflow gives infinity or NaN (float4 saturates),
     NaN its type's NaN, every tie to even."""
     kind = {FLOAT8[0]: K.Q_E4M3FN, FLOAT8[1]: K.Q_E4M3FNUZ, FLOAT8[2]: K.Q_E5M2,
             FLOAT8[3]: K.Q_E5M2FNUZ, F4: K.Q_E2M1}[dtype]
     out = np.empty(SAMPLES.size, np.uint8)
-    K.convert_float32(SAMPLES, kind, out)
+    _simd.quantize_module(variant).convert_float32(SAMPLES, kind, out)
     with np.errstate(all="ignore"):
         expected = SAMPLES.astype(dtype).view(np.uint8)
     assert_same_bits(out, expected, str(dtype))
 
 
-def test_float16_to_float32_as_numpy():
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_float16_to_float32_as_numpy(variant):
     halves = np.arange(65536, dtype=np.uint16)
     out = np.empty(65536, np.float32)
-    K.widen_float16(halves, out)
+    _simd.quantize_module(variant).widen_float16(halves, out)
     assert_same_bits(out, halves.view(np.float16).astype(np.float32))
 
 

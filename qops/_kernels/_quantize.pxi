@@ -1,17 +1,17 @@
-# cython: language_level=3
-"""QuantizeLinear and DequantizeLinear: typed loops over raw bytes.
-
-The glue (qops._quantize_native) views every array as bytes or float32
-vectors and describes the tensor as (outer, axis, inner) with how a row
-finds its scale; nothing here validates.  Work is split into rows that never
-share an output element, so results do not depend on the thread count.
-
-Each row is processed in pieces of at most ``PIECE`` elements through a
-float32 buffer on the thread's stack: load (and widen) the input, compute,
-then convert to the output type.  Every stage is a plain loop the compiler
-vectorizes; conversions follow the bit-level rules of NumPy (float16) and
-ml_dtypes (bfloat16, float8, float4), rounding to nearest even.
-"""
+# QuantizeLinear and DequantizeLinear: typed loops over raw bytes, included
+# by one module per instruction set (_quantize_<variant>.pyx), each compiled
+# with its variant's flags so the same loops vectorize for it.
+#
+# The glue (qops._quantize_native) views every array as bytes or float32
+# vectors and describes the tensor as (outer, axis, inner) with how a row
+# finds its scale; nothing here validates.  Work is split into rows that never
+# share an output element, so results do not depend on the thread count.
+#
+# Each row is processed in pieces of at most ``PIECE`` elements through a
+# float32 buffer on the thread's stack: load (and widen) the input, compute,
+# then convert to the output type.  Every stage is a plain loop the compiler
+# vectorizes; conversions follow the bit-level rules of NumPy (float16) and
+# ml_dtypes (bfloat16, float8, float4), rounding to nearest even.
 
 from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
@@ -70,17 +70,13 @@ cdef enum:
     # costs more than it saves.
     PARALLEL_MIN = 32768
 
-# 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude below
-# 2**22 to an integer, half to even (the default rounding mode), in plain
-# SSE2 arithmetic the compiler vectorizes.
-cdef float ROUNDER = 12582912.0
-
-
 # -- conversions --------------------------------------------------------------------
 
 cdef inline float round_to_integer(float value) noexcept nogil:
-    """Half to even; ``|value| < 2**22``."""
-    return (value + ROUNDER) - ROUNDER
+    """Half to even for ``|value| < 2**22``: adding and subtracting 1.5 * 2**23
+    rounds in the default rounding mode, in arithmetic the compiler
+    vectorizes (no rounding instruction needed)."""
+    return (value + <float>12582912.0) - <float>12582912.0
 
 
 cdef inline uint16_t float16_bits(float value) noexcept nogil:
@@ -196,7 +192,84 @@ cdef inline uint8_t narrow_bits(float value, const NarrowFloat* t) noexcept nogi
     return <uint8_t>(sign | code)
 
 
+cdef inline float to_integer(float q, float zero, float low, float high) noexcept nogil:
+    """Round half to even, add the zero point, saturate to [low, high]; NaN
+    counts as 0.  Clamping to +-70000 first keeps the rounding trick in range
+    without changing any saturated result (|zero point| <= 65535)."""
+    q = q if q == q else <float>0.0
+    q = q if q > <float>-70000.0 else <float>-70000.0
+    q = q if q < <float>70000.0 else <float>70000.0
+    q = round_to_integer(q) + zero
+    q = q if q > low else low
+    return q if q < high else high
+
+
 # -- DequantizeLinear ---------------------------------------------------------------------
+
+cdef inline float int4_value(uint32_t nibble) noexcept nogil:
+    return <float>(<int32_t>(nibble ^ 8) - 8)
+
+
+cdef inline void dequantize_span(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                          Py_ssize_t count, float s, float z, const float* table,
+                          float* out) noexcept nogil:
+    """One scale, float32 output: elements ``start .. start + count`` in one
+    pass, (x - z) * s (the common case, so no staging buffer)."""
+    cdef Py_ssize_t i, j, first, pairs
+    cdef uint32_t byte
+    out += start
+    if packed:
+        # Two elements a byte, the first in the low nibble.
+        j = 0
+        if start & 1 and count > 0:
+            out[0] = (table[x[start >> 1] >> 4] - z) * s
+            j = 1
+        first = (start + j) >> 1
+        pairs = (count - j) >> 1
+        if x_kind == X_INT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                out[j + 2 * i] = (int4_value(byte & 0xf) - z) * s
+                out[j + 2 * i + 1] = (int4_value(byte >> 4) - z) * s
+        elif x_kind == X_UINT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                out[j + 2 * i] = (<float>(byte & 0xf) - z) * s
+                out[j + 2 * i + 1] = (<float>(byte >> 4) - z) * s
+        else:
+            for i in range(pairs):
+                byte = x[first + i]
+                out[j + 2 * i] = (table[byte & 0xf] - z) * s
+                out[j + 2 * i + 1] = (table[byte >> 4] - z) * s
+        j += 2 * pairs
+        if j < count:
+            out[j] = (table[x[first + pairs] & 0xf] - z) * s
+        return
+    if x_kind == X_INT8:
+        for j in range(count):
+            out[j] = (<float>(<const int8_t*>x)[start + j] - z) * s
+    elif x_kind == X_UINT8:
+        for j in range(count):
+            out[j] = (<float>x[start + j] - z) * s
+    elif x_kind == X_INT16:
+        for j in range(count):
+            out[j] = (<float>(<const int16_t*>x)[start + j] - z) * s
+    elif x_kind == X_UINT16:
+        for j in range(count):
+            out[j] = (<float>(<const uint16_t*>x)[start + j] - z) * s
+    elif x_kind == X_INT32:
+        for j in range(count):
+            out[j] = (<float>(<const int32_t*>x)[start + j] - z) * s
+    elif x_kind == X_INT4:
+        for j in range(count):
+            out[j] = (int4_value(x[start + j] & 0xf) - z) * s
+    elif x_kind == X_UINT4:
+        for j in range(count):
+            out[j] = (<float>(x[start + j] & 0xf) - z) * s
+    else:
+        for j in range(count):
+            out[j] = (table[x[start + j]] - z) * s
+
 
 cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
                            Py_ssize_t count, const float* scale, const float* zero, bint vector,
@@ -208,6 +281,9 @@ cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t
     cdef float s, z
     cdef uint32_t byte
     cdef uint16_t* halves
+    if out_kind == F_FLOAT32 and not vector:
+        dequantize_span(x, x_kind, packed, start, count, scale[0], zero[0], table, <float*>out)
+        return
     if out_kind == F_FLOAT32:
         values = (<float*>out) + start
     # Load, widened to float32 (exact for every type but int32, which rounds
@@ -245,7 +321,7 @@ cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t
             values[j] = <float>(<const int32_t*>x)[start + j]
     elif x_kind == X_INT4:
         for j in range(count):
-            values[j] = <float>(<int32_t>((x[start + j] & 0xf) ^ 8) - 8)
+            values[j] = int4_value(x[start + j] & 0xf)
     elif x_kind == X_UINT4:
         for j in range(count):
             values[j] = x[start + j] & 0xf
@@ -277,6 +353,9 @@ cdef inline void dequantize_row(const uint8_t* x, int x_kind, bint packed, Py_ss
                                 bint vector, const float* table, uint8_t* out,
                                 int out_kind) noexcept nogil:
     cdef Py_ssize_t done = 0, step
+    if out_kind == F_FLOAT32 and not vector:
+        dequantize_span(x, x_kind, packed, start, count, scale[0], zero[0], table, <float*>out)
+        return
     while done < count:
         step = min(<Py_ssize_t>PIECE, count - done)
         dequantize_piece(x, x_kind, packed, start + done, step, scale, zero, vector, table, out,
@@ -287,40 +366,9 @@ cdef inline void dequantize_row(const uint8_t* x, int x_kind, bint packed, Py_ss
         done += step
 
 
-cdef inline void row_geometry(Py_ssize_t r, bint segments, Py_ssize_t axis_len,
-                              Py_ssize_t inner, Py_ssize_t block, Py_ssize_t param_outer,
-                              Py_ssize_t param_axis, Py_ssize_t* start, Py_ssize_t* count,
-                              Py_ssize_t* param) noexcept nogil:
-    """Row ``r``'s first element, length and parameter offset.
-
-    ``segments``: x is (outer, axis_len) and a row is one block along the
-    axis (one scale).  Otherwise x is (outer, axis_len, inner) and a row is
-    the ``inner`` elements of one (outer, axis) index."""
-    cdef Py_ssize_t blocks, o, a
-    if segments:
-        blocks = (axis_len + block - 1) // block
-        o = r // blocks
-        a = r - o * blocks
-        start[0] = o * axis_len + a * block
-        count[0] = min(block, axis_len - a * block)
-        param[0] = o * param_outer + a * param_axis
-    else:
-        o = r // axis_len
-        a = r - o * axis_len
-        start[0] = r * inner
-        count[0] = inner
-        param[0] = o * param_outer + (a // block) * param_axis
-
-
-def row_count(bint segments, Py_ssize_t outer, Py_ssize_t axis_len, Py_ssize_t block):
-    if segments:
-        return outer * ((axis_len + block - 1) // block)
-    return outer * axis_len
-
-
 cdef struct Job:
     # One call: the inputs' and outputs' addresses, the kinds, and the row
-    # geometry of row_geometry().
+    # geometry (see row_geometry).
     const uint8_t* x
     int x_kind
     bint packed
@@ -336,22 +384,76 @@ cdef struct Job:
     Py_ssize_t axis_len
     Py_ssize_t inner
     Py_ssize_t block
+    Py_ssize_t group
     Py_ssize_t param_outer
     Py_ssize_t param_axis
     bint vector
 
 
+cdef inline void row_geometry(const Job* job, Py_ssize_t r, Py_ssize_t* start,
+                              Py_ssize_t* count, Py_ssize_t* param) noexcept nogil:
+    """Row ``r``'s first element, length and parameter offset.
+
+    ``segments``: x is (outer, axis_len), cut along the axis into blocks of
+    ``block`` elements (the last may be shorter) with one scale each, and a
+    row is ``group`` consecutive blocks of one outer index; block k of the
+    row has its scale at ``param + k * param_axis``.  Otherwise x is (outer,
+    axis_len, inner) and a row is the ``inner`` elements of one (outer, axis)
+    index, with one scale (or, ``vector``, one per element) at ``param``."""
+    cdef Py_ssize_t blocks, groups, o, a
+    if job.segments:
+        blocks = (job.axis_len + job.block - 1) // job.block
+        groups = (blocks + job.group - 1) // job.group
+        o = r // groups
+        a = (r - o * groups) * job.group  # the row's first block
+        start[0] = o * job.axis_len + a * job.block
+        count[0] = min(job.group * job.block, job.axis_len - a * job.block)
+        param[0] = o * job.param_outer + a * job.param_axis
+    else:
+        o = r // job.axis_len
+        a = r - o * job.axis_len
+        start[0] = r * job.inner
+        count[0] = job.inner
+        param[0] = o * job.param_outer + (a // job.block) * job.param_axis
+
+
+cdef Py_ssize_t row_count(const Job* job, Py_ssize_t outer) noexcept nogil:
+    cdef Py_ssize_t blocks
+    if job.segments:
+        blocks = (job.axis_len + job.block - 1) // job.block
+        return outer * ((blocks + job.group - 1) // job.group)
+    return outer * job.axis_len
+
+
 cdef void dequantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
-    cdef Py_ssize_t start, count, param
-    row_geometry(r, job.segments, job.axis_len, job.inner, job.block, job.param_outer,
-                 job.param_axis, &start, &count, &param)
-    dequantize_row(job.x, job.x_kind, job.packed, start, count, job.scale + param,
-                   job.zero + param, job.vector, job.table, job.out, job.out_kind)
+    cdef Py_ssize_t start, count, param, done = 0, step
+    row_geometry(job, r, &start, &count, &param)
+    if not job.segments:
+        dequantize_row(job.x, job.x_kind, job.packed, start, count, job.scale + param,
+                       job.zero + param, job.vector, job.table, job.out, job.out_kind)
+        return
+    if job.out_kind == F_FLOAT32:
+        # Short blocks (32 elements is typical): one pass each, inlined, so
+        # the compiler can take the type tests out of the loop over blocks.
+        while done < count:
+            step = min(job.block, count - done)
+            dequantize_span(job.x, job.x_kind, job.packed, start + done, step,
+                            job.scale[param], job.zero[param], job.table, <float*>job.out)
+            param += job.param_axis
+            done += step
+        return
+    while done < count:
+        step = min(job.block, count - done)
+        dequantize_row(job.x, job.x_kind, job.packed, start + done, step, job.scale + param,
+                       job.zero + param, False, job.table, job.out, job.out_kind)
+        param += job.param_axis
+        done += step
 
 
 cdef Job make_job(const uint8_t[::1] x, const float[::1] scale, const float[::1] zero,
                   uint8_t[::1] out, bint segments, Py_ssize_t axis_len, Py_ssize_t inner,
-                  Py_ssize_t block, Py_ssize_t param_outer, Py_ssize_t param_axis, bint vector):
+                  Py_ssize_t block, Py_ssize_t group, Py_ssize_t param_outer,
+                  Py_ssize_t param_axis, bint vector):
     cdef Job job
     job.x_kind = 0
     job.packed = False
@@ -368,6 +470,7 @@ cdef Job make_job(const uint8_t[::1] x, const float[::1] scale, const float[::1]
     job.axis_len = axis_len
     job.inner = inner
     job.block = block
+    job.group = group
     job.param_outer = param_outer
     job.param_axis = param_axis
     job.vector = vector
@@ -376,9 +479,9 @@ cdef Job make_job(const uint8_t[::1] x, const float[::1] scale, const float[::1]
 
 def dequantize(const uint8_t[::1] x, int x_kind, bint packed, const float[::1] table,
                const float[::1] scale, const float[::1] zero, bint segments, Py_ssize_t outer,
-               Py_ssize_t axis_len, Py_ssize_t inner, Py_ssize_t block, Py_ssize_t param_outer,
-               Py_ssize_t param_axis, bint vector, uint8_t[::1] out, int out_kind,
-               int n_threads):
+               Py_ssize_t axis_len, Py_ssize_t inner, Py_ssize_t block, Py_ssize_t group,
+               Py_ssize_t param_outer, Py_ssize_t param_axis, bint vector, uint8_t[::1] out,
+               int out_kind, int n_threads):
     """DequantizeLinear over the whole tensor (see :func:`row_geometry`).
 
     ``x``: the elements' bytes (two 4-bit elements a byte when ``packed``);
@@ -386,14 +489,14 @@ def dequantize(const uint8_t[::1] x, int x_kind, bint packed, const float[::1] t
     ``scale`` / ``zero``: float32, indexed by the row's parameter offset
     (``vector``: one per element of the row); ``out``: the output's bytes.
     """
-    cdef Py_ssize_t rows = row_count(segments, outer, axis_len, block)
     cdef Py_ssize_t total = outer * axis_len * (1 if segments else inner)
-    cdef Py_ssize_t r
+    cdef Py_ssize_t r, rows
     cdef Job job
-    if rows == 0 or total == 0:
+    if total == 0:
         return
-    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, param_outer,
+    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, group, param_outer,
                    param_axis, vector)
+    rows = row_count(&job, outer)
     job.x_kind = x_kind
     job.packed = packed
     job.table = &table[0]
@@ -470,20 +573,13 @@ cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t s
             low, high = -8.0, 7.0
         else:
             low, high = 0.0, 15.0
-        # Round half to even, add the zero point, saturate; NaN counts as 0.
-        # Clamping to +-70000 first keeps the rounding trick in range without
-        # changing any saturated result (|zero point| <= 65535).
-        z = zero[0]
-        for j in range(count):
-            q = values[j]
-            q = q if q == q else <float>0.0
-            q = q if q > <float>-70000.0 else <float>-70000.0
-            q = q if q < <float>70000.0 else <float>70000.0
-            if vector:
-                z = zero[j]
-            q = round_to_integer(q) + z
-            q = q if q > low else low
-            values[j] = q if q < high else high
+        if vector:
+            for j in range(count):
+                values[j] = to_integer(values[j], zero[j], low, high)
+        else:
+            z = zero[0]
+            for j in range(count):
+                values[j] = to_integer(values[j], z, low, high)
         if out_kind == Q_INT16 or out_kind == Q_UINT16:
             for j in range(count):
                 words_out[j] = <uint16_t><int32_t>values[j]
@@ -531,32 +627,40 @@ cdef inline void quantize_row(const uint8_t* x, int x_kind, int compute, Py_ssiz
 
 
 cdef void quantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
-    cdef Py_ssize_t start, count, param
-    row_geometry(r, job.segments, job.axis_len, job.inner, job.block, job.param_outer,
-                 job.param_axis, &start, &count, &param)
-    quantize_row(job.x, job.x_kind, job.compute, start, count, job.scale + param,
-                 job.zero + param, job.vector, job.out, job.out_kind, job.saturate,
-                 job.zero_point_given)
+    cdef Py_ssize_t start, count, param, done = 0, step
+    row_geometry(job, r, &start, &count, &param)
+    if not job.segments:
+        quantize_row(job.x, job.x_kind, job.compute, start, count, job.scale + param,
+                     job.zero + param, job.vector, job.out, job.out_kind, job.saturate,
+                     job.zero_point_given)
+        return
+    while done < count:
+        step = min(job.block, count - done)
+        quantize_row(job.x, job.x_kind, job.compute, start + done, step, job.scale + param,
+                     job.zero + param, False, job.out, job.out_kind, job.saturate,
+                     job.zero_point_given)
+        param += job.param_axis
+        done += step
 
 
 def quantize(const uint8_t[::1] x, int x_kind, int compute, const float[::1] scale,
              const float[::1] zero, bint segments, Py_ssize_t outer, Py_ssize_t axis_len,
-             Py_ssize_t inner, Py_ssize_t block, Py_ssize_t param_outer, Py_ssize_t param_axis,
-             bint vector, uint8_t[::1] out, int out_kind, bint saturate, bint zero_point_given,
-             int n_threads):
+             Py_ssize_t inner, Py_ssize_t block, Py_ssize_t group, Py_ssize_t param_outer,
+             Py_ssize_t param_axis, bint vector, uint8_t[::1] out, int out_kind, bint saturate,
+             bint zero_point_given, int n_threads):
     """QuantizeLinear over the whole tensor (rows as for :func:`dequantize`).
 
     ``scale``: float32 values already rounded to the division's type
     ``compute``; ``zero``: the zero points as float32 (0 when absent).
     """
-    cdef Py_ssize_t rows = row_count(segments, outer, axis_len, block)
     cdef Py_ssize_t total = outer * axis_len * (1 if segments else inner)
-    cdef Py_ssize_t r
+    cdef Py_ssize_t r, rows
     cdef Job job
-    if rows == 0 or total == 0:
+    if total == 0:
         return
-    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, param_outer,
+    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, group, param_outer,
                    param_axis, vector)
+    rows = row_count(&job, outer)
     job.x_kind = x_kind
     job.compute = compute
     job.out_kind = out_kind
