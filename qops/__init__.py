@@ -17,6 +17,7 @@ from ._errors import (
     UnsupportedError,
     ValidationError,
 )
+from ._packing import Packed4Bit, pack_4bit, unpack_4bit
 from ._validation import TensorDesc
 from .api import (
     Validated,
@@ -38,6 +39,9 @@ __all__ = [
     "quantized_linear_matrix_multiply",
     "dequantize_linear",
     "quantize_linear",
+    "pack_4bit",
+    "unpack_4bit",
+    "Packed4Bit",
     "validate",
     "Validated",
     "compile",

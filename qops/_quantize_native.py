@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from . import _dtypes, _simd
+from ._packing import Packed4Bit
 from ._kernels import _quantize_portable as _k  # the kind constants every variant shares
 from .reference.quantize import division_type
 
@@ -95,15 +96,18 @@ def _zero(zero_point, quantized_name, size):
 def run_dequantize(call, out, n_threads, variant=None):
     arrays = call.arrays
     x = arrays["x"]
+    packed = isinstance(x, Packed4Bit)
     name = _dtypes.name_of(x.dtype)
     scale = _parameter(arrays["x_scale"])
     layout = _layout(x.shape, call.granularity["x_scale"], call.attributes["axis"],
                      call.attributes["block_size"])
     kind = _X_KINDS.get(name, _k.X_TABLE)
-    table = _TABLES.get(name, _NO_TABLE) if kind == _k.X_TABLE else _NO_TABLE
-    _simd.quantize_module(variant).dequantize(_raw(x), kind, False, table, scale,
-                  _zero(arrays["x_zero_point"], name, scale.size), **layout, out=_raw(out),
-                  out_kind=_FLOAT_KINDS[_dtypes.name_of(out.dtype)], n_threads=n_threads)
+    # Packed nibbles at odd positions are read through the table, whatever the type.
+    table = _TABLES.get(name, _NO_TABLE) if packed or kind == _k.X_TABLE else _NO_TABLE
+    kernels = _simd.quantize_module(variant)
+    kernels.dequantize(x.raw if packed else _raw(x), kind, packed, table, scale,
+                       _zero(arrays["x_zero_point"], name, scale.size), **layout, out=_raw(out),
+                       out_kind=_FLOAT_KINDS[_dtypes.name_of(out.dtype)], n_threads=n_threads)
 
 
 def run_quantize(call, out, n_threads, variant=None):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qops import _dispatch, _quantize_native, _simd
+from qops import Packed4Bit, _dispatch, _quantize_native, _simd
 from qops.ops import quantize as ops
 
 VARIANTS = _simd.quantize_variants()
@@ -24,6 +24,7 @@ FLOAT8 = tuple(np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e
                                      ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz))
 F4 = np.dtype(ml_dtypes.float4_e2m1fn)
 QUANTIZED = INTEGERS + FLOAT8 + (F4,)
+FOUR_BIT = (INTEGERS[4], INTEGERS[5], F4)
 DEQUANTIZED = QUANTIZED + (np.dtype(np.int32),)
 
 
@@ -174,6 +175,13 @@ def zero_points(rng, shape, dtype):
     return random_integers(rng, shape, dtype)
 
 
+def pack_nibbles(x):
+    """ONNX's layout: element 2i in the low nibble of byte i, 2i + 1 in the high."""
+    nibbles = [int(b) & 0xF for b in np.ascontiguousarray(x).reshape(-1).view(np.uint8)]
+    nibbles += [0] * (len(nibbles) % 2)
+    return np.array([lo | (hi << 4) for lo, hi in zip(nibbles[0::2], nibbles[1::2])], np.uint8)
+
+
 def strided(array, rng):
     """The same values as a non-contiguous view (every other element of a
     larger array), when the array has a dimension to stride."""
@@ -219,6 +227,12 @@ def test_dequantize_kernel_matches_the_reference(layout, x_type, scale_type, wit
     call = ops.prepare_dequantize(dict(x=x, x_scale=scale, x_zero_point=zero_point),
                                   attributes, 23)
     run_both(call)
+    if x_type in FOUR_BIT:
+        # The same values packed two to a byte (packed here, independently of qops).
+        packed = Packed4Bit(pack_nibbles(x), x_type, x.shape)
+        call = ops.prepare_dequantize(dict(x=packed, x_scale=scale, x_zero_point=zero_point),
+                                      attributes, 23)
+        run_both(call)
 
 
 # -- tensors large enough for both threads, every row geometry -----------------------------------
@@ -257,6 +271,19 @@ def test_dequantize_large_tensors(shape, attributes, param_shape, x_type, scale_
     call = ops.prepare_dequantize(dict(x=x, x_scale=scale, x_zero_point=zero_point),
                                   attributes, 23)
     run_both(call)
+
+
+@pytest.mark.parametrize("shape,attributes,param_shape", GEOMETRIES)
+@pytest.mark.parametrize("x_type", FOUR_BIT, ids=str)
+@pytest.mark.parametrize("scale_type", FLOATS, ids=str)
+def test_dequantize_packed_large_tensors(shape, attributes, param_shape, x_type, scale_type):
+    rng = np.random.default_rng(3)
+    x = quantized_values(rng, shape, x_type)
+    scale = positive_scales(rng, param_shape, scale_type)
+    zero_point = zero_points(rng, param_shape, x_type)
+    packed = Packed4Bit(pack_nibbles(x), x_type, shape)
+    run_both(ops.prepare_dequantize(dict(x=packed, x_scale=scale, x_zero_point=zero_point),
+                                    attributes, 23))
 
 
 def test_int32_with_a_zero_point_and_a_16_bit_scale_stays_with_the_reference():
