@@ -93,39 +93,64 @@ def _zero(zero_point, quantized_name, size):
     return _parameter(zero_point)
 
 
-def run_dequantize(call, out, n_threads, variant=None):
-    arrays = call.arrays
-    x = arrays["x"]
+def prepare_dequantize(call, variant=None):
+    """``run(call, out, n_threads)`` for dequantize calls of this signature:
+    the kinds, the row geometry and the kernels chosen once."""
+    x = call.arrays["x"]
     packed = isinstance(x, Packed4Bit)
     name = _dtypes.name_of(x.dtype)
-    scale = _parameter(arrays["x_scale"])
-    layout = _layout(x.shape, call.granularity["x_scale"], call.attributes["axis"],
-                     call.attributes["block_size"])
     kind = _X_KINDS.get(name, _k.X_TABLE)
     # Packed nibbles at odd positions are read through the table, whatever the type.
     table = _TABLES.get(name, _NO_TABLE) if packed or kind == _k.X_TABLE else _NO_TABLE
-    kernels = _simd.quantize_module(variant)
-    kernels.dequantize(x.raw if packed else _raw(x), kind, packed, table, scale,
-                       _zero(arrays["x_zero_point"], name, scale.size), **layout, out=_raw(out),
-                       out_kind=_FLOAT_KINDS[_dtypes.name_of(out.dtype)], n_threads=n_threads)
+    layout = _layout(x.shape, call.granularity["x_scale"], call.attributes["axis"],
+                     call.attributes["block_size"])
+    out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
+    dequantize = _simd.quantize_module(variant).dequantize
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        x = arrays["x"]
+        scale = _parameter(arrays["x_scale"])
+        dequantize(x.raw if packed else _raw(x), kind, packed, table, scale,
+                   _zero(arrays["x_zero_point"], name, scale.size), **layout, out=_raw(out),
+                   out_kind=out_kind, n_threads=n_threads)
+
+    return run
+
+
+def prepare_quantize(call, variant=None):
+    """``run(call, out, n_threads)`` for quantize calls of this signature."""
+    arrays = call.arrays
+    x = arrays["x"]
+    precision = call.attributes["precision"]
+    compute = division_type(x.dtype, np.asarray(arrays["y_scale"]).dtype,
+                            _dtypes.to_numpy(precision) if precision else None)
+    out_name = _dtypes.name_of(call.output_dtype)
+    layout = _layout(x.shape, call.granularity["y_scale"], call.attributes["axis"],
+                     call.attributes["block_size"])
+    kinds = dict(x_kind=_FLOAT_KINDS[_dtypes.name_of(x.dtype)],
+                 compute=_FLOAT_KINDS[_dtypes.name_of(compute)], out_kind=_Q_KINDS[out_name],
+                 saturate=bool(call.attributes["saturate"]))
+    quantize = _simd.quantize_module(variant).quantize
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        zero_point = arrays["y_zero_point"]
+        # The scale in the division's type, carried as float32 (exact).
+        scale = _parameter(np.asarray(arrays["y_scale"]).astype(compute))
+        quantize(_raw(arrays["x"]), scale=scale, zero=_zero(zero_point, out_name, scale.size),
+                 **layout, out=_raw(out), zero_point_given=zero_point is not None,
+                 n_threads=n_threads, **kinds)
+
+    return run
+
+
+def run_dequantize(call, out, n_threads, variant=None):
+    prepare_dequantize(call, variant)(call, out, n_threads)
 
 
 def run_quantize(call, out, n_threads, variant=None):
-    arrays = call.arrays
-    x, scale, zero_point = arrays["x"], arrays["y_scale"], arrays["y_zero_point"]
-    precision = call.attributes["precision"]
-    compute = division_type(x.dtype, np.asarray(scale).dtype,
-                            _dtypes.to_numpy(precision) if precision else None)
-    out_name = _dtypes.name_of(out.dtype)
-    # The scale in the division's type, carried as float32 (exact).
-    scale = _parameter(np.asarray(scale).astype(compute))
-    layout = _layout(x.shape, call.granularity["y_scale"], call.attributes["axis"],
-                     call.attributes["block_size"])
-    _simd.quantize_module(variant).quantize(_raw(x), _FLOAT_KINDS[_dtypes.name_of(x.dtype)],
-                _FLOAT_KINDS[_dtypes.name_of(compute)], scale,
-                _zero(zero_point, out_name, scale.size), **layout, out=_raw(out),
-                out_kind=_Q_KINDS[out_name], saturate=bool(call.attributes["saturate"]),
-                zero_point_given=zero_point is not None, n_threads=n_threads)
+    prepare_quantize(call, variant)(call, out, n_threads)
 
 
 def _dequantize_supported(call):
@@ -148,9 +173,10 @@ def _quantize_supported(call):
 def register(dispatch):
     """Put the quantize kernels ahead of the reference at the dispatch point."""
     dispatch.register("DequantizeLinear", "kernels", run_dequantize, priority=10,
-                      supports=_dequantize_supported)
+                      supports=_dequantize_supported, prepare=prepare_dequantize)
     dispatch.register("QuantizeLinear", "kernels", run_quantize, priority=10,
-                      supports=_quantize_supported)
+                      supports=_quantize_supported, prepare=prepare_quantize)
 
 
-__all__ = ["run_dequantize", "run_quantize", "register"]
+__all__ = ["prepare_dequantize", "prepare_quantize", "run_dequantize", "run_quantize",
+           "register"]

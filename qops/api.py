@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _dtypes, registry
+from . import _dtypes, registry
 from ._config import resolve_threads
 from ._errors import DTypeValidationError, ValidationError
 from ._validation import TensorDesc, fail, resolve_version, shape_text
@@ -24,6 +24,10 @@ from .ops._plans import PlanCache
 # checks only its values.
 _CONVOLUTION_PLANS = PlanCache(_convolution.prepare, _convolution.SCALES)
 _MATMUL_PLANS = PlanCache(_matmul.prepare, _matmul.SCALES)
+_DEQUANTIZE_PLANS = PlanCache(_quantize.prepare_dequantize, ("x_scale",),
+                              check_values=_quantize.recheck_values)
+_QUANTIZE_PLANS = PlanCache(_quantize.prepare_quantize, ("y_scale",),
+                            check_values=_quantize.recheck_values)
 
 __all__ = [
     "quantized_linear_convolution",
@@ -174,9 +178,8 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
     A product beyond a float16 output's range is infinity.
     """
     slots = dict(x=x, x_scale=x_scale, x_zero_point=x_zero_point)
-    resolve_threads(n_threads)
-    call = _quantize.prepare_dequantize(slots, dict(axis=axis, block_size=block_size), opset, out=out)
-    return _dispatch.execute(call, out=out, n_threads=n_threads)
+    return _DEQUANTIZE_PLANS.run(slots, dict(axis=axis, block_size=block_size), opset, out=out,
+                                 n_threads=resolve_threads(n_threads))
 
 
 def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,
@@ -219,9 +222,8 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     slots = dict(x=x, y_scale=y_scale, y_zero_point=y_zero_point)
     attributes = dict(axis=axis, block_size=block_size, saturate=saturate,
                       output_dtype=output_dtype, precision=precision)
-    resolve_threads(n_threads)
-    call = _quantize.prepare_quantize(slots, attributes, opset, out=out)
-    return _dispatch.execute(call, out=out, n_threads=n_threads)
+    return _QUANTIZE_PLANS.run(slots, attributes, opset, out=out,
+                               n_threads=resolve_threads(n_threads))
 
 
 # -- validate -------------------------------------------------------------------

@@ -271,39 +271,38 @@ cdef inline void dequantize_span(const uint8_t* x, int x_kind, bint packed, Py_s
             out[j] = (table[x[start + j]] - z) * s
 
 
-cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
-                           Py_ssize_t count, const float* scale, const float* zero, bint vector,
-                           const float* table, uint8_t* out, int out_kind) noexcept nogil:
-    """Elements ``start .. start + count`` (count <= PIECE) of x into out."""
-    cdef float buffer[PIECE]
-    cdef float* values = buffer
-    cdef Py_ssize_t j, first
-    cdef float s, z
+cdef void load_values(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                      Py_ssize_t count, const float* table, float* values) noexcept nogil:
+    """Elements ``start .. start + count`` of x widened to float32 (exact for
+    every type but int32, which rounds once, as NumPy's conversion does)."""
+    cdef Py_ssize_t i, j, first, pairs
     cdef uint32_t byte
-    cdef uint16_t* halves
-    if out_kind == F_FLOAT32 and not vector:
-        dequantize_span(x, x_kind, packed, start, count, scale[0], zero[0], table, <float*>out)
-        return
-    if out_kind == F_FLOAT32:
-        values = (<float*>out) + start
-    # Load, widened to float32 (exact for every type but int32, which rounds
-    # once, as NumPy's conversion does).
     if packed:
         # Two elements a byte, the first in the low nibble.
         j = 0
         if start & 1 and count > 0:
-            byte = x[start >> 1] >> 4
-            values[0] = table[byte]
+            values[0] = table[x[start >> 1] >> 4]
             j = 1
         first = (start + j) >> 1
-        while j + 1 < count:
-            byte = x[first]
-            values[j] = table[byte & 0xf]
-            values[j + 1] = table[byte >> 4]
-            first += 1
-            j += 2
+        pairs = (count - j) >> 1
+        if x_kind == X_INT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                values[j + 2 * i] = int4_value(byte & 0xf)
+                values[j + 2 * i + 1] = int4_value(byte >> 4)
+        elif x_kind == X_UINT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                values[j + 2 * i] = <float>(byte & 0xf)
+                values[j + 2 * i + 1] = <float>(byte >> 4)
+        else:
+            for i in range(pairs):
+                byte = x[first + i]
+                values[j + 2 * i] = table[byte & 0xf]
+                values[j + 2 * i + 1] = table[byte >> 4]
+        j += 2 * pairs
         if j < count:
-            values[j] = table[x[first] & 0xf]
+            values[j] = table[x[first + pairs] & 0xf]
     elif x_kind == X_INT8:
         for j in range(count):
             values[j] = (<const int8_t*>x)[start + j]
@@ -328,6 +327,23 @@ cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t
     else:
         for j in range(count):
             values[j] = table[x[start + j]]
+
+
+cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                           Py_ssize_t count, const float* scale, const float* zero, bint vector,
+                           const float* table, uint8_t* out, int out_kind) noexcept nogil:
+    """Elements ``start .. start + count`` (count <= PIECE) of x into out."""
+    cdef float buffer[PIECE]
+    cdef float* values = buffer
+    cdef Py_ssize_t j
+    cdef float s, z
+    cdef uint16_t* halves
+    if out_kind == F_FLOAT32 and not vector:
+        dequantize_span(x, x_kind, packed, start, count, scale[0], zero[0], table, <float*>out)
+        return
+    if out_kind == F_FLOAT32:
+        values = (<float*>out) + start
+    load_values(x, x_kind, packed, start, count, table, values)
     # (x - zero point) * scale in float32; an absent zero point is 0, and
     # x - 0 is x (-0 and NaN included).
     if vector:
@@ -425,6 +441,32 @@ cdef Py_ssize_t row_count(const Job* job, Py_ssize_t outer) noexcept nogil:
     return outer * job.axis_len
 
 
+cdef void dequantize_blocks(const Job* job, Py_ssize_t start, Py_ssize_t count,
+                           Py_ssize_t param) noexcept nogil:
+    """A row of short blocks (at most PIECE / 2 elements each), float32
+    output: the values widened a piece of whole blocks at a time, then each
+    block scaled out of that buffer, which no other pointer can alias: the
+    per-block loop needs no overlap checks."""
+    cdef float buffer[PIECE]
+    cdef Py_ssize_t per_piece = (PIECE // job.block) * job.block
+    cdef Py_ssize_t done = 0, n, b, j, end
+    cdef float s, z
+    cdef float* out = (<float*>job.out) + start
+    while done < count:
+        n = min(per_piece, count - done)
+        load_values(job.x, job.x_kind, job.packed, start + done, n, job.table, buffer)
+        b = 0
+        while b < n:
+            end = min(b + job.block, n)
+            s = job.scale[param]
+            z = job.zero[param]
+            for j in range(b, end):
+                out[done + j] = (buffer[j] - z) * s
+            param += job.param_axis
+            b = end
+        done += n
+
+
 cdef void dequantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
     cdef Py_ssize_t start, count, param, done = 0, step
     row_geometry(job, r, &start, &count, &param)
@@ -432,9 +474,10 @@ cdef void dequantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
         dequantize_row(job.x, job.x_kind, job.packed, start, count, job.scale + param,
                        job.zero + param, job.vector, job.table, job.out, job.out_kind)
         return
+    if job.out_kind == F_FLOAT32 and job.block <= PIECE // 2:
+        dequantize_blocks(job, start, count, param)
+        return
     if job.out_kind == F_FLOAT32:
-        # Short blocks (32 elements is typical): one pass each, inlined, so
-        # the compiler can take the type tests out of the loop over blocks.
         while done < count:
             step = min(job.block, count - done)
             dequantize_span(job.x, job.x_kind, job.packed, start + done, step,
@@ -512,6 +555,47 @@ def dequantize(const uint8_t[::1] x, int x_kind, bint packed, const float[::1] t
 
 # -- QuantizeLinear ---------------------------------------------------------------------------
 
+cdef inline void integer_range(int out_kind, float* low, float* high) noexcept nogil:
+    if out_kind == Q_INT8:
+        low[0], high[0] = -128.0, 127.0
+    elif out_kind == Q_UINT8:
+        low[0], high[0] = 0.0, 255.0
+    elif out_kind == Q_INT16:
+        low[0], high[0] = -32768.0, 32767.0
+    elif out_kind == Q_UINT16:
+        low[0], high[0] = 0.0, 65535.0
+    elif out_kind == Q_INT4:
+        low[0], high[0] = -8.0, 7.0
+    else:
+        low[0], high[0] = 0.0, 15.0
+
+
+cdef void quantize_float32_to_integers(const float* x, Py_ssize_t count, const float* scale,
+                                       const float* zero, bint vector, uint8_t* out,
+                                       int out_kind) noexcept nogil:
+    """float32 x, float32 division, an integer output: the common case in
+    one pass per element (x and out already offset to the row)."""
+    cdef Py_ssize_t j
+    cdef float s = scale[0], z = zero[0], low, high
+    cdef uint16_t* words = <uint16_t*>out
+    # ml_dtypes keeps a 4-bit value in the low nibble of its byte.
+    cdef uint8_t mask = 0xf if out_kind == Q_INT4 else 0xff
+    integer_range(out_kind, &low, &high)
+    if out_kind == Q_INT16 or out_kind == Q_UINT16:
+        if vector:
+            for j in range(count):
+                words[j] = <uint16_t><int32_t>to_integer(x[j] / scale[j], zero[j], low, high)
+        else:
+            for j in range(count):
+                words[j] = <uint16_t><int32_t>to_integer(x[j] / s, z, low, high)
+    elif vector:
+        for j in range(count):
+            out[j] = (<uint8_t><int32_t>to_integer(x[j] / scale[j], zero[j], low, high)) & mask
+    else:
+        for j in range(count):
+            out[j] = (<uint8_t><int32_t>to_integer(x[j] / s, z, low, high)) & mask
+
+
 cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t start,
                          Py_ssize_t count, const float* scale, const float* zero, bint vector,
                          uint8_t* out, int out_kind, bint saturate,
@@ -561,18 +645,7 @@ cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t s
     bytes_out = out + start
     words_out = (<uint16_t*>out) + start
     if out_kind <= Q_UINT4:
-        if out_kind == Q_INT8:
-            low, high = -128.0, 127.0
-        elif out_kind == Q_UINT8:
-            low, high = 0.0, 255.0
-        elif out_kind == Q_INT16:
-            low, high = -32768.0, 32767.0
-        elif out_kind == Q_UINT16:
-            low, high = 0.0, 65535.0
-        elif out_kind == Q_INT4:
-            low, high = -8.0, 7.0
-        else:
-            low, high = 0.0, 15.0
+        integer_range(out_kind, &low, &high)
         if vector:
             for j in range(count):
                 values[j] = to_integer(values[j], zero[j], low, high)
@@ -616,6 +689,11 @@ cdef inline void quantize_row(const uint8_t* x, int x_kind, int compute, Py_ssiz
                               bint vector, uint8_t* out, int out_kind, bint saturate,
                               bint zero_point_given) noexcept nogil:
     cdef Py_ssize_t done = 0, step
+    if x_kind == F_FLOAT32 and compute == F_FLOAT32 and out_kind <= Q_UINT4:
+        quantize_float32_to_integers((<const float*>x) + start, count, scale, zero, vector,
+                                     out + start * (2 if out_kind == Q_INT16
+                                                    or out_kind == Q_UINT16 else 1), out_kind)
+        return
     while done < count:
         step = min(<Py_ssize_t>PIECE, count - done)
         quantize_piece(x, x_kind, compute, start + done, step, scale, zero, vector, out,
