@@ -287,8 +287,12 @@ def qops_runners(case, constants, runtime, attributes, threads):
     import qops
 
     if case.is_quantize:
+        # Into a preallocated output (out=), as onnxruntime's runs reuse its
+        # arena: a fresh 64 MB array would time the page faults of the
+        # allocation, not the kernel.
         function = qops.quantize_linear if case.kind == "quantize" else qops.dequantize_linear
-        return lambda: function(**runtime, **attributes, n_threads=threads), None
+        out = function(**runtime, **attributes, n_threads=threads)
+        return lambda: function(**runtime, **attributes, out=out, n_threads=threads), None
     if case.kind == "conv":
         plain = lambda: qops.quantized_linear_convolution(  # noqa: E731
             **runtime, **constants, **attributes, n_threads=threads)

@@ -849,3 +849,30 @@ def test_packed_x_is_validated_like_an_array():
     with pytest.raises(qops.ValidationError):
         qops.dequantize_linear(packed, np.float32(1.0), out=out)       # wrong shape
     assert np.asarray(packed).dtype == U4 and np.asarray(packed).shape == (5,)
+
+
+# -- calls like an earlier one: validated signature, values checked each time -----------------------
+
+def test_a_remembered_signature_still_checks_the_values():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    good = qops.quantize_linear(x, np.float32(0.5), np.int8(0))
+    assert good.tolist() == [[2, 4], [6, 8]]
+    for bad_scale in (np.float32(0.0), np.float32(-1.0), np.float32(np.nan), np.float32(np.inf)):
+        with pytest.raises(qops.ValidationError):
+            qops.quantize_linear(x, bad_scale, np.int8(0))
+    q = np.array([[1, 2], [3, 4]], np.int32)
+    assert qops.dequantize_linear(q, np.float32(2.0), np.int32(0)).tolist() == [[2, 4], [6, 8]]
+    with pytest.raises(qops.ValidationError, match="must be 0"):
+        qops.dequantize_linear(q, np.float32(2.0), np.int32(3))
+    qops.quantize_linear(np.ones(2, np.float32), np.float32(1.0), np.zeros((), E4M3FN))
+    with pytest.raises(qops.ValidationError, match="must be 0"):
+        qops.quantize_linear(np.ones(2, np.float32), np.float32(1.0), np.ones((), E4M3FN))
+
+
+def test_saturate_true_and_false_are_different_signatures():
+    x = np.array([1000.0, -1000.0, np.inf], np.float32)
+    zp = np.zeros((), E4M3FN)
+    clamped = qops.quantize_linear(x, np.float32(1.0), zp, saturate=True)
+    unclamped = qops.quantize_linear(x, np.float32(1.0), zp, saturate=False)
+    assert clamped.astype(np.float32).tolist() == [448.0, -448.0, 448.0]
+    assert np.isnan(unclamped.astype(np.float32)).all()

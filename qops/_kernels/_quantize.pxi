@@ -194,11 +194,10 @@ cdef inline uint8_t narrow_bits(float value, const NarrowFloat* t) noexcept nogi
 
 cdef inline float to_integer(float q, float zero, float low, float high) noexcept nogil:
     """Round half to even, add the zero point, saturate to [low, high]; NaN
-    counts as 0.  Clamping to +-70000 first keeps the rounding trick in range
-    without changing any saturated result (|zero point| <= 65535)."""
+    counts as 0.  Beyond 2**22 in magnitude the rounding trick is inexact,
+    but its result keeps the sign and stays beyond 2**21, far outside every
+    range, so it saturates exactly as the true value would (infinities too)."""
     q = q if q == q else <float>0.0
-    q = q if q > <float>-70000.0 else <float>-70000.0
-    q = q if q < <float>70000.0 else <float>70000.0
     q = round_to_integer(q) + zero
     q = q if q > low else low
     return q if q < high else high
