@@ -9,6 +9,8 @@ from setuptools import Extension, setup
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tools"))
 
 from build_helpers import (  # noqa: E402
+    QUANTIZE_FLAGS,
+    QUANTIZE_VARIANTS,
     SIMD_VARIANTS,
     compiler_accepts,
     cython_directives,
@@ -42,6 +44,11 @@ for variant, flags in SIMD_VARIANTS.items():
     else:
         print(f"qops build: compiler rejects {' '.join(flags)}; no {variant} kernels",
               file=sys.stderr)
+quantize_flags = QUANTIZE_FLAGS if compiler_accepts(QUANTIZE_FLAGS) else []
+for variant in QUANTIZE_VARIANTS:
+    flags = SIMD_VARIANTS[variant]
+    if compiler_accepts(flags):
+        extensions.append(kernel(f"_quantize_{variant}", flags + quantize_flags))
 
 setup(ext_modules=cythonize(extensions, compiler_directives=cython_directives(),
                             include_path=[os.path.dirname(os.path.abspath(__file__))]))

@@ -19,6 +19,7 @@ from ._errors import (
     UnsupportedError,
     ValidationError,
 )
+from ._packing import Packed4Bit, pack_4bit, unpack_4bit
 from ._validation import TensorDesc
 from .api import (
     Validated,
@@ -46,6 +47,9 @@ __all__ = [
     "convolution_integer",
     "matrix_multiply_integer",
     "dynamic_quantize_linear",
+    "pack_4bit",
+    "unpack_4bit",
+    "Packed4Bit",
     "validate",
     "Validated",
     "compile",

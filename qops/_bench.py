@@ -1,5 +1,7 @@
 """``python -m qops bench``: qops against onnxruntime (and onnx.reference) on
-the convolution and matrix-multiply cases of typical networks.
+the convolution and matrix-multiply cases of typical networks, and on
+QuantizeLinear / DequantizeLinear of an activation and of a blocked int4
+weight (with the bytes each moves per second).
 
 Every figure is measured in the same run as the peer it is compared with;
 the machine is shared, so ratios mean more than absolute times.  Needs the
@@ -23,7 +25,10 @@ DEFAULT_PEAK_GOPS = 930.0
 
 @dataclass(frozen=True)
 class Case:
-    """One benchmark case: a convolution (NCHW, OIHW) or a matrix multiply."""
+    """One benchmark case: a convolution (NCHW, OIHW), a matrix multiply, or
+    a quantize / dequantize of ``x_shape`` (per tensor, per axis 1, or in
+    blocks of ``block`` along axis 1; ``quantized`` is the integer type,
+    ``packed`` gives dequantize the 4-bit input two to a byte)."""
 
     name: str
     kind: str
@@ -39,6 +44,35 @@ class Case:
     a_shape: tuple = ()
     b_shape: tuple = ()
     small: bool = False
+    x_shape: tuple = ()
+    granularity: str = "per-tensor"
+    block: int = 0
+    quantized: str = "uint8"
+    packed: bool = False
+
+    @property
+    def is_quantize(self):
+        return self.kind in ("quantize", "dequantize")
+
+    def bytes_moved(self):
+        """Bytes read and written: x, the output, scales and zero points
+        (4-bit values count half a byte when packed, one byte unpacked)."""
+        count = math.prod(self.x_shape)
+        params = self._parameter_count()
+        if self.quantized == "int4":
+            quantized = (count + 1) // 2 if self.packed else count
+            params_bytes = params * 4 + (params if not self.packed else (params + 1) // 2)
+        else:
+            quantized = count
+            params_bytes = params * 5
+        return quantized + 4 * count + params_bytes
+
+    def _parameter_count(self):
+        if self.granularity == "per-tensor":
+            return 1
+        if self.granularity == "per-axis":
+            return self.x_shape[1]
+        return self.x_shape[0] * -(-self.x_shape[1] // self.block) * math.prod(self.x_shape[2:])
 
     def output_size(self):
         span = self.dilation * (self.kernel - 1) + 1
@@ -50,6 +84,8 @@ class Case:
             out = self.output_size()
             return (2 * self.batch * self.out_channels * out * out
                     * (self.channels // self.groups) * self.kernel * self.kernel)
+        if self.is_quantize:
+            return 0
         batch = int(np.prod(np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])))
         return 2 * batch * self.a_shape[-2] * self.a_shape[-1] * self.b_shape[-1]
 
@@ -77,13 +113,24 @@ CASES = (
     Case(name="attn_batched", kind="matmul", a_shape=(1, 12, 128, 64), b_shape=(1, 12, 64, 128)),
     Case(name="square_1024", kind="matmul", a_shape=(1024, 1024), b_shape=(1024, 1024)),
     Case(name="tiny_4", kind="matmul", a_shape=(4, 4), b_shape=(4, 4), small=True),
+    Case(name="quantize_f32_u8", kind="quantize", x_shape=(1, 256, 56, 56)),
+    Case(name="dequantize_u8_f32", kind="dequantize", x_shape=(1, 256, 56, 56)),
+    Case(name="quantize_f32_u8_per_axis", kind="quantize", x_shape=(1, 256, 56, 56),
+         granularity="per-axis"),
+    Case(name="dequantize_int4_blocked", kind="dequantize", x_shape=(4096, 4096),
+         granularity="blocked", block=32, quantized="int4"),
+    Case(name="dequantize_int4_blocked_packed", kind="dequantize", x_shape=(4096, 4096),
+         granularity="blocked", block=32, quantized="int4", packed=True),
 )
 
 
 def operands(case, seed=0):
     """(constants, runtime slots, attributes) for qops, uint8 activations,
-    int8 per-channel filters (per-tensor B), uint8 output."""
+    int8 per-channel filters (per-tensor B), uint8 output; for the quantize
+    cases ({}, the call's slots, its attributes)."""
     rng = np.random.default_rng(seed)
+    if case.is_quantize:
+        return _quantize_operands(case, rng)
     if case.kind == "conv":
         constants = dict(
             filter=rng.integers(-128, 128, (case.out_channels, case.channels // case.groups,
@@ -105,6 +152,65 @@ def operands(case, seed=0):
                    a_zero_point=np.uint8(128), output_scale=np.float32(0.5),
                    output_zero_point=np.uint8(128))
     return constants, runtime, {}
+
+
+def _quantize_operands(case, rng):
+    import ml_dtypes
+
+    import qops
+
+    shape = case.x_shape
+    quantized = np.dtype(ml_dtypes.int4) if case.quantized == "int4" else np.dtype(case.quantized)
+    info = ml_dtypes.iinfo(quantized)
+    low, high = int(info.min), int(info.max) + 1
+    if case.granularity == "per-tensor":
+        scale, zero_point = np.float32(0.02), np.asarray(128, quantized)
+        attributes = {}
+    elif case.granularity == "per-axis":
+        scale = rng.uniform(0.01, 0.03, shape[1]).astype(np.float32)
+        zero_point = rng.integers(low, high, shape[1]).astype(quantized)
+        attributes = {"axis": 1}
+    else:
+        blocks = list(shape)
+        blocks[1] = -(-shape[1] // case.block)
+        scale = rng.uniform(0.01, 0.03, blocks).astype(np.float32)
+        zero_point = rng.integers(low, high, blocks).astype(quantized)
+        attributes = {"axis": 1, "block_size": case.block}
+    if case.kind == "quantize":
+        runtime = {"x": rng.standard_normal(shape).astype(np.float32) * 3.0, "y_scale": scale,
+                   "y_zero_point": zero_point}
+        return {}, runtime, attributes
+    x = rng.integers(low, high, shape).astype(quantized)
+    if case.packed:
+        x = qops.Packed4Bit(qops.pack_4bit(x), quantized, shape)
+    return {}, {"x": x, "x_scale": scale, "x_zero_point": zero_point}, attributes
+
+
+def _quantize_onnx_model(case, runtime, attributes):
+    """A one-node QuantizeLinear / DequantizeLinear model.  4-bit tensors are
+    initializers (onnxruntime takes no int4 arrays as inputs); the scale is
+    an input, so nothing is folded at session creation."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from . import _dtypes
+    from ._packing import FOUR_BIT_TYPES
+
+    names = list(runtime)
+    values = {k: np.asarray(v) for k, v in runtime.items()}  # packed x: its values
+    constant = [k for k in names if _dtypes.name_of(values[k].dtype) in FOUR_BIT_TYPES]
+    inputs = [k for k in names if k not in constant]
+    op = "QuantizeLinear" if case.kind == "quantize" else "DequantizeLinear"
+    node = helper.make_node(op, names, ["y"], **attributes)
+    out_type = TensorProto.UINT8 if case.kind == "quantize" else TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node], case.name,
+        [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(values[k].dtype),
+                                       list(values[k].shape)) for k in inputs],
+        [helper.make_tensor_value_info("y", out_type, None)],
+        initializer=[numpy_helper.from_array(values[k], k) for k in constant])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model, {k: values[k] for k in inputs}
 
 
 def _onnx_model(case, constants, runtime, attributes, constant_weights):
@@ -155,7 +261,10 @@ def _onnx_model(case, constants, runtime, attributes, constant_weights):
 def onnxruntime_runner(case, constants, runtime, attributes, constant_weights, threads):
     import onnxruntime
 
-    model, feeds = _onnx_model(case, constants, runtime, attributes, constant_weights)
+    if case.is_quantize:
+        model, feeds = _quantize_onnx_model(case, runtime, attributes)
+    else:
+        model, feeds = _onnx_model(case, constants, runtime, attributes, constant_weights)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -173,8 +282,17 @@ def reference_runner(case, constants, runtime, attributes):
 
 
 def qops_runners(case, constants, runtime, attributes, threads):
+    """(the plain function, the compiled operator) as callables; the quantize
+    operators do not compile (None)."""
     import qops
 
+    if case.is_quantize:
+        # Into a preallocated output (out=), as onnxruntime's runs reuse its
+        # arena: a fresh 64 MB array would time the page faults of the
+        # allocation, not the kernel.
+        function = qops.quantize_linear if case.kind == "quantize" else qops.dequantize_linear
+        out = function(**runtime, **attributes, n_threads=threads)
+        return lambda: function(**runtime, **attributes, out=out, n_threads=threads), None
     if case.kind == "conv":
         plain = lambda: qops.quantized_linear_convolution(  # noqa: E731
             **runtime, **constants, **attributes, n_threads=threads)
@@ -206,8 +324,35 @@ def best_time(function, budget=0.25, repeats=5):
 def _progress(index, total, name, stream):
     width = 30
     done = int(width * index / total)
-    stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {index}/{total} {name:<16}")
+    stream.write(f"\r[{'#' * done}{'.' * (width - done)}] {index}/{total} {name:<30}")
     stream.flush()
+
+
+def _same_bits(a, b):
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint8),
+                                                                         b.view(np.uint8))
+
+
+def _quantize_row(case, runtime, attributes, threads, budget):
+    """qops against onnxruntime on one quantize / dequantize case."""
+    plain, _ = qops_runners(case, {}, runtime, attributes, threads)
+    # qops is timed before onnxruntime's session exists: once it has run,
+    # its worker threads spin for a while and take the second core from any
+    # other thread pool (on a 2-core machine an OpenMP region then waits a
+    # scheduler period for its second thread).
+    row = {"case": case.name, "gop": 0.0}
+    row["qops"] = best_time(plain, budget)
+    ort = onnxruntime_runner(case, {}, runtime, attributes, False, threads)
+    row["agree"] = _same_bits(plain(), ort())
+    row["ort"] = best_time(ort, budget)
+    row["speed_vs_ort"] = row["ort"] / row["qops"]
+    row["gbps"] = case.bytes_moved() / row["qops"] / 1e9
+    row["ort_gbps"] = case.bytes_moved() / row["ort"] / 1e9
+    for key in ("qops_compiled", "ort_constant", "gops", "gops_compiled", "peak",
+                "speed_vs_ort_constant"):
+        row[key] = None
+    return row
 
 
 def run(cases=CASES, threads=2, budget=0.25, peak_gops=DEFAULT_PEAK_GOPS, progress=sys.stderr):
@@ -217,6 +362,9 @@ def run(cases=CASES, threads=2, budget=0.25, peak_gops=DEFAULT_PEAK_GOPS, progre
         if progress:
             _progress(index, len(cases), case.name, progress)
         constants, runtime, attributes = operands(case)
+        if case.is_quantize:
+            rows.append(_quantize_row(case, runtime, attributes, threads, budget))
+            continue
         plain, compiled = qops_runners(case, constants, runtime, attributes, threads)
         ort_plain = onnxruntime_runner(case, constants, runtime, attributes, False, threads)
         ort_constant = onnxruntime_runner(case, constants, runtime, attributes, True, threads)
@@ -235,6 +383,7 @@ def run(cases=CASES, threads=2, budget=0.25, peak_gops=DEFAULT_PEAK_GOPS, progre
         row["peak"] = row["gops_compiled"] / peak_gops
         row["speed_vs_ort"] = row["ort"] / row["qops"]
         row["speed_vs_ort_constant"] = row["ort_constant"] / row["qops_compiled"]
+        row["gbps"] = row["ort_gbps"] = None
         rows.append(row)
     if progress:
         _progress(len(cases), len(cases), "done", progress)
@@ -247,21 +396,33 @@ def geometric_mean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def _cell(value, form):
+    """A table cell; blank where the case has no such figure."""
+    return "" if value is None else form.format(value)
+
+
 def table(rows):
     """A Markdown table of the measurements."""
     header = ("case", "qops ms", "ORT ms", "qops vs ORT", "compiled ms", "ORT const ms",
-              "compiled vs ORT const", "GOPS", "GOPS compiled", "% peak", "matches ORT")
+              "compiled vs ORT const", "GOPS", "GOPS compiled", "% peak", "GB/s", "ORT GB/s",
+              "matches ORT")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         lines.append("| " + " | ".join([
             row["case"], f"{row['qops'] * 1e3:.3f}", f"{row['ort'] * 1e3:.3f}",
-            f"{row['speed_vs_ort']:.2f}x", f"{row['qops_compiled'] * 1e3:.3f}",
-            f"{row['ort_constant'] * 1e3:.3f}", f"{row['speed_vs_ort_constant']:.2f}x",
-            f"{row['gops']:.1f}", f"{row['gops_compiled']:.1f}", f"{100 * row['peak']:.0f}%",
+            f"{row['speed_vs_ort']:.2f}x",
+            _cell(row["qops_compiled"] and row["qops_compiled"] * 1e3, "{:.3f}"),
+            _cell(row["ort_constant"] and row["ort_constant"] * 1e3, "{:.3f}"),
+            _cell(row["speed_vs_ort_constant"], "{:.2f}x"),
+            _cell(row["gops"], "{:.1f}"), _cell(row["gops_compiled"], "{:.1f}"),
+            _cell(row["peak"] and 100 * row["peak"], "{:.0f}%"),
+            _cell(row.get("gbps"), "{:.1f}"), _cell(row.get("ort_gbps"), "{:.1f}"),
             "yes" if row["agree"] else "NO"]) + " |")
+    compiled = [r["speed_vs_ort_constant"] for r in rows if r["speed_vs_ort_constant"]]
     lines.append("| geometric mean | | | "
                  f"{geometric_mean(r['speed_vs_ort'] for r in rows):.2f}x | | | "
-                 f"{geometric_mean(r['speed_vs_ort_constant'] for r in rows):.2f}x | | | | |")
+                 + (f"{geometric_mean(compiled):.2f}x" if compiled else "")
+                 + " | | | | | | |")
     small = [r for r in rows if "reference" in r]
     for row in small:
         lines.append(f"\n{row['case']}: onnx.reference {row['reference'] * 1e3:.3f} ms; "
@@ -281,7 +442,7 @@ def chart(rows, path):
     figure, axes = plt.subplots(figsize=(11, 4.5))
     axes.bar(positions - 0.2, [r["speed_vs_ort"] for r in rows], 0.4,
              label="qops function / ORT, weights as inputs")
-    axes.bar(positions + 0.2, [r["speed_vs_ort_constant"] for r in rows], 0.4,
+    axes.bar(positions + 0.2, [r["speed_vs_ort_constant"] or np.nan for r in rows], 0.4,
              label="qops compiled / ORT, constant weights")
     axes.axhline(1.0, color="black", linewidth=0.8)
     axes.set_yscale("log")

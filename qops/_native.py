@@ -389,3 +389,5 @@ def register(dispatch):
                                              and _is_depthwise(call)
                                              and call.arrays["filter"][0].size <= 4096),
                       prepare=prepare_depthwise)
+    from . import _quantize_native
+    _quantize_native.register(dispatch)

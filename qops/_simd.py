@@ -1,5 +1,6 @@
 """Which compiled GEMM variant runs: the best the CPU supports, or the one
-``QOPS_SIMD`` names (it may only lower the choice)."""
+``QOPS_SIMD`` names (it may only lower the choice).  The quantize /
+dequantize kernels follow the same choice (:func:`quantize_module`)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,40 @@ def module(name=None):
     if name not in _modules:
         available()
     return _modules[name]
+
+
+#: The quantize kernels' build of each GEMM variant (AMX adds nothing to them).
+_QUANTIZE_BUILD = {"amx": "avx512vnni"}
+_quantize_modules = {}
+
+
+def quantize_variants() -> tuple:
+    """The quantize kernels' variants this CPU runs, best first."""
+    names = []
+    for name in available():
+        name = _QUANTIZE_BUILD.get(name, name)
+        if name not in names and _quantize_module_of(name) is not None:
+            names.append(name)
+    return tuple(names)
+
+
+def _quantize_module_of(name):
+    if name not in _quantize_modules:
+        try:
+            _quantize_modules[name] = importlib.import_module(f"qops._kernels._quantize_{name}")
+        except ImportError:
+            _quantize_modules[name] = None
+    return _quantize_modules[name]
+
+
+def quantize_module(name=None):
+    """The quantize kernels for variant ``name`` (default: the selected
+    one's), or the best built one below it."""
+    name = _QUANTIZE_BUILD.get(name or selected(), name or selected())
+    module = _quantize_module_of(name)
+    if module is None:
+        lower = [n for n in quantize_variants() if VARIANTS.index(n) > VARIANTS.index(name)]
+        if not lower:
+            raise ImportError("no compiled quantize kernels: rebuild qops (pip install -e .)")
+        module = _quantize_module_of(lower[0])
+    return module

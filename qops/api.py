@@ -37,6 +37,11 @@ def _matmul_lean():
         _MATMUL_LEAN.append(lean_cache())
     return _MATMUL_LEAN[0]
 
+_DEQUANTIZE_PLANS = PlanCache(_quantize.prepare_dequantize, ("x_scale",),
+                              check_values=_quantize.recheck_values)
+_QUANTIZE_PLANS = PlanCache(_quantize.prepare_quantize, ("y_scale",),
+                            check_values=_quantize.recheck_values)
+
 __all__ = [
     "quantized_linear_convolution",
     "quantized_linear_matrix_multiply",
@@ -278,9 +283,11 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
 
     Parameters
     ----------
-    x : ndarray
+    x : ndarray or Packed4Bit
         int8, uint8, int32 (from opset 10), float8 (19), int16, uint16, int4,
-        uint4 (21) or float4e2m1 (23); the narrow types as ml_dtypes arrays.
+        uint4 (21) or float4e2m1 (23); the narrow types as ml_dtypes arrays,
+        or the 4-bit types packed two to a byte as ONNX stores them
+        (:class:`qops.Packed4Bit`, read in place without an unpacked copy).
     x_scale : number or ndarray of float32, float16 or bfloat16
         A scalar (per tensor), a 1-d array of ``x.shape[axis]`` (per axis,
         from opset 13) or an array of x's rank with
@@ -302,6 +309,12 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
     ndarray of x's shape and x_scale's type
         Computed in float32 and rounded once to the scale's type.
 
+    Notes
+    -----
+    Every value of every type has a defined result: float8 NaN gives NaN
+    and float8 infinity (e5m2) infinity, scaled; float4e2m1 has neither.
+    A product beyond a float16 output's range is infinity.
+
     Examples
     --------
     >>> import numpy as np
@@ -309,9 +322,8 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
     slots = dict(x=x, x_scale=x_scale, x_zero_point=x_zero_point)
-    resolve_threads(n_threads)
-    call = _quantize.prepare_dequantize(slots, dict(axis=axis, block_size=block_size), opset, out=out)
-    return _dispatch.execute(call, out=out, n_threads=n_threads)
+    return _DEQUANTIZE_PLANS.run(slots, dict(axis=axis, block_size=block_size), opset, out=out,
+                                 n_threads=resolve_threads(n_threads))
 
 
 def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,
@@ -346,7 +358,15 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     Notes
     -----
     Integer outputs saturate: values beyond the type's range (infinities
-    included) give its minimum or maximum, and NaN gives the zero point.
+    included) give its minimum or maximum, and NaN gives the zero point;
+    int4 and uint4 never wrap around.  float8 outputs: NaN stays NaN (the
+    fnuz types' one NaN); with ``saturate`` (the default) every other value
+    beyond the largest finite one (448 for e4m3fn, 240 for e4m3fnuz, 57344
+    for the e5m2 types), infinities included, gives that value with its
+    sign; without it, e5m2 overflows to infinity and the others to NaN.
+    float4e2m1 has no infinity or NaN: out of range gives +-6, and NaN gives
+    a zero (-0 for a positive NaN, as ml_dtypes converts).  All of this is
+    what ``onnx.reference`` computes.
 
     Examples
     --------
@@ -357,9 +377,8 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     slots = dict(x=x, y_scale=y_scale, y_zero_point=y_zero_point)
     attributes = dict(axis=axis, block_size=block_size, saturate=saturate,
                       output_dtype=output_dtype, precision=precision)
-    resolve_threads(n_threads)
-    call = _quantize.prepare_quantize(slots, attributes, opset, out=out)
-    return _dispatch.execute(call, out=out, n_threads=n_threads)
+    return _QUANTIZE_PLANS.run(slots, attributes, opset, out=out,
+                               n_threads=resolve_threads(n_threads))
 
 
 # -- validate -------------------------------------------------------------------

@@ -131,3 +131,16 @@ def test_bench_runs_a_case_and_checks_it_against_onnxruntime(tmp_path):
     assert len(rows) == 2 and all(row.rstrip(" |").endswith("yes") for row in rows)
     assert "geometric mean" in table
     assert run("bench", "no_such_case").returncode == 2
+
+
+def test_bench_runs_a_quantize_case_and_reports_bytes_per_second(tmp_path):
+    pytest.importorskip("onnxruntime")
+    result = run("bench", "dequantize_u8_f32", "--budget", "0.01", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    table = (tmp_path / "bench.md").read_text()
+    header = next(line for line in table.splitlines() if line.startswith("| case"))
+    row = next(line for line in table.splitlines() if line.startswith("| dequantize_u8_f32"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    names = [c.strip() for c in header.strip("|").split("|")]
+    assert cells[-1] == "yes"
+    assert float(cells[names.index("GB/s")]) > 0 and float(cells[names.index("ORT GB/s")]) > 0

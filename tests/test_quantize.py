@@ -748,3 +748,131 @@ def test_out_untouched_on_failure(problem):
 def test_opset_rejects_what_it_lacks(opset, call):
     with pytest.raises(qops.UnsupportedError):
         call()
+
+
+# -- 4-bit types packed two to a byte ---------------------------------------------------------------
+
+FOUR_BIT = (I4, U4, F4)
+
+
+def onnx_packed_bytes(x):
+    """ONNX's own packing of a 4-bit array (onnx.numpy_helper)."""
+    from onnx import numpy_helper
+    return np.frombuffer(numpy_helper.from_array(np.asarray(x)).raw_data, np.uint8)
+
+
+@pytest.mark.parametrize("x_type", FOUR_BIT, ids=tid)
+@pytest.mark.parametrize("shape", [(0,), (1,), (5,), (2, 3), (3, 3, 3), (4096 + 1,)], ids=str)
+def test_pack_4bit_is_onnx_packing(x_type, shape):
+    rng = np.random.default_rng(len(shape))
+    x = rng.integers(0, 16, shape).astype(np.uint8).view(x_type)
+    raw = qops.pack_4bit(x)
+    assert raw.dtype == np.uint8 and raw.shape == (-(-x.size // 2),)
+    assert np.array_equal(raw, onnx_packed_bytes(x))
+    back = qops.unpack_4bit(raw, x_type, shape)
+    assert back.dtype == x_type and back.shape == shape
+    assert_bits_equal(back, x, "round trip")
+    # non-contiguous input: packed in C order of its elements
+    if x.ndim == 2:
+        assert np.array_equal(qops.pack_4bit(x.T), onnx_packed_bytes(np.ascontiguousarray(x.T)))
+
+
+def test_pack_4bit_nibble_order_by_hand():
+    x = np.array([1, 2, -1, -8, 7], I4)
+    # first element low: 0x21; then -1 = 0xF, -8 = 0x8: 0x8F; odd count: 0x07
+    assert qops.pack_4bit(x).tolist() == [0x21, 0x8F, 0x07]
+    assert qops.unpack_4bit(bytes([0x21, 0x8F, 0x07]), "int4", (5,)).astype(int).tolist() == \
+        [1, 2, -1, -8, 7]
+
+
+@pytest.mark.parametrize("bad", ["count", "dtype", "raw dtype", "shape"])
+def test_unpack_4bit_rejects_what_does_not_fit(bad):
+    raw, dtype, shape = np.zeros(3, np.uint8), I4, (5,)
+    if bad == "count":
+        shape = (7,)
+    elif bad == "dtype":
+        dtype = np.int8
+    elif bad == "raw dtype":
+        raw = np.zeros(3, np.int16)
+    else:
+        shape = (-1, 5)
+    with pytest.raises(qops.ValidationError):
+        qops.unpack_4bit(raw, dtype, shape)
+    with pytest.raises(qops.ValidationError):
+        qops.Packed4Bit(raw, dtype, shape)
+    with pytest.raises(qops.ValidationError):
+        qops.pack_4bit(np.zeros(4, np.int8))
+
+
+@pytest.mark.parametrize("x_type", FOUR_BIT, ids=tid)
+@given(data=st.data())
+def test_dequantize_packed_matches_onnx_reference(x_type, data):
+    """Packed bytes (ONNX's packing) dequantize exactly as the unpacked array
+    does on onnx.reference, every granularity, one and two threads."""
+    case = data.draw(dequantize_cases(opset=23, x_type=x_type), label="case")
+    x, scale, zero_point = materialize_dequantize(case)
+    layout = case["layout"]
+    zp = zero_point if case["with_zero_point"] else None
+    expected = run_reference("DequantizeLinear", {"x": x, "x_scale": scale, "x_zero_point": zp},
+                             onnx_attributes(23, layout), opset=23,
+                             output_dtype=case["scale_type"])
+    packed = qops.Packed4Bit(onnx_packed_bytes(x), x_type, x.shape)
+    for n_threads in (1, 2):
+        got = qops.dequantize_linear(packed, scale, zp, opset=23, n_threads=n_threads,
+                                     **qops_layout_kwargs(layout))
+        assert_bits_equal(got, expected, f"packed {case}")
+
+
+def test_dequantize_packed_large_blocked_weight():
+    """The shape the benchmark uses, smaller: blocks of 32 along the last
+    axis of a packed int4 weight with an odd row length (rows start mid-byte)."""
+    rng = np.random.default_rng(4)
+    x = rng.integers(-8, 8, (257, 129)).astype(I4)
+    scale = scales(rng, F32, (257, 5), "random")
+    zp = zero_points(rng, I4, (257, 5))
+    expected = run_reference("DequantizeLinear", {"x": x, "x_scale": scale, "x_zero_point": zp},
+                             {"axis": 1, "block_size": 32}, opset=23, output_dtype=F32)
+    packed = qops.Packed4Bit(onnx_packed_bytes(x), I4, x.shape)
+    for n_threads in (1, 2):
+        got = qops.dequantize_linear(packed, scale, zp, axis=1, block_size=32,
+                                     n_threads=n_threads)
+        assert_bits_equal(got, expected, "packed int4 blocked")
+
+
+def test_packed_x_is_validated_like_an_array():
+    packed = qops.Packed4Bit(np.zeros(3, np.uint8), U4, (5,))
+    with pytest.raises(qops.UnsupportedError):
+        qops.dequantize_linear(packed, np.float32(1.0), opset=19)      # uint4 arrives in 21
+    with pytest.raises(qops.ValidationError):
+        qops.quantize_linear(packed, np.float32(1.0))                  # not a quantize input
+    out = packed.raw[:0].view(np.float32)
+    with pytest.raises(qops.ValidationError):
+        qops.dequantize_linear(packed, np.float32(1.0), out=out)       # wrong shape
+    assert np.asarray(packed).dtype == U4 and np.asarray(packed).shape == (5,)
+
+
+# -- calls like an earlier one: validated signature, values checked each time -----------------------
+
+def test_a_remembered_signature_still_checks_the_values():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    good = qops.quantize_linear(x, np.float32(0.5), np.int8(0))
+    assert good.tolist() == [[2, 4], [6, 8]]
+    for bad_scale in (np.float32(0.0), np.float32(-1.0), np.float32(np.nan), np.float32(np.inf)):
+        with pytest.raises(qops.ValidationError):
+            qops.quantize_linear(x, bad_scale, np.int8(0))
+    q = np.array([[1, 2], [3, 4]], np.int32)
+    assert qops.dequantize_linear(q, np.float32(2.0), np.int32(0)).tolist() == [[2, 4], [6, 8]]
+    with pytest.raises(qops.ValidationError, match="must be 0"):
+        qops.dequantize_linear(q, np.float32(2.0), np.int32(3))
+    qops.quantize_linear(np.ones(2, np.float32), np.float32(1.0), np.zeros((), E4M3FN))
+    with pytest.raises(qops.ValidationError, match="must be 0"):
+        qops.quantize_linear(np.ones(2, np.float32), np.float32(1.0), np.ones((), E4M3FN))
+
+
+def test_saturate_true_and_false_are_different_signatures():
+    x = np.array([1000.0, -1000.0, np.inf], np.float32)
+    zp = np.zeros((), E4M3FN)
+    clamped = qops.quantize_linear(x, np.float32(1.0), zp, saturate=True)
+    unclamped = qops.quantize_linear(x, np.float32(1.0), zp, saturate=False)
+    assert clamped.astype(np.float32).tolist() == [448.0, -448.0, 448.0]
+    assert np.isnan(unclamped.astype(np.float32)).all()

@@ -45,3 +45,15 @@ def test_the_compile_example_equals_the_function():
     first = namespace["y"]
     exec(compile(blocks[1], "README compile example", "exec"), namespace)
     assert np.array_equal(namespace["y"], first)
+
+
+def test_the_packing_example_does_what_its_comments_say():
+    import qops
+
+    block = next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "pack_4bit" in b)
+    namespace = {"np": np, "qops": qops}
+    exec(compile(block, "README packing example", "exec"), namespace)
+    assert namespace["raw"].tolist() == [0xE1, 0x83, 0x07]
+    assert np.array_equal(qops.unpack_4bit(namespace["raw"], "int4", namespace["w"].shape),
+                          namespace["w"])
+    assert namespace["y"].tolist() == [[0.5, -1.0, 1.5, -4.0, 3.5]]

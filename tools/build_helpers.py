@@ -10,7 +10,9 @@
 * SIMD variants: each GEMM variant is its own extension compiled with its
   own instruction-set flags (``SIMD_VARIANTS``); a variant whose flags the
   compiler rejects is left out, and the portable one is always built.  Which
-  one runs is decided at import from the CPU's features.
+  one runs is decided at import from the CPU's features.  The quantize /
+  dequantize kernels are built for the same variants (but AMX, which adds
+  nothing to them), plus ``QUANTIZE_FLAGS``.
 """
 
 from __future__ import annotations
@@ -96,6 +98,17 @@ SIMD_VARIANTS = {
     "avx512vnni": _AVX512,
     "amx": _AVX512 + ["-mamx-tile", "-mamx-int8"],
 }
+
+
+#: Extra flags of the quantize / dequantize kernels.  ``-fno-trapping-math``
+#: lets the compiler turn their float selects (clamps, NaN tests) into vector
+#: blends; no kernel reads the floating-point exception flags, and results do
+#: not change.  ``-ffp-contract=off`` keeps every product and sum rounded on
+#: its own, as NumPy computes them (no fused multiply-add).
+QUANTIZE_FLAGS = ["-fno-trapping-math", "-ffp-contract=off"]
+
+#: The variants the quantize kernels are built for.
+QUANTIZE_VARIANTS = ("portable", "avx2", "avx512vnni")
 
 
 def compiler_accepts(flags):

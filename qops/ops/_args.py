@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import _dtypes
 from .._errors import DTypeValidationError
+from .._packing import Packed4Bit
 from .._validation import Desc, TensorDesc, fail, shape_text
 from ..registry.schema import Operator
 
@@ -72,6 +73,8 @@ def as_tensor(op: Operator, slot: str, value):
         return None
     if isinstance(value, TensorDesc):
         return Slotted(None, desc_of(value))
+    if isinstance(value, Packed4Bit):  # kept packed: DequantizeLinear's kernels read it as is
+        return Slotted(value, desc_of(value))
     if _is_python_number(value):
         fail(op, f"{slot} must be an array, not the number {value!r}", slot=slot, given=value)
     try:
@@ -146,6 +149,8 @@ def check_out(op: Operator, out, shape, dtype, inputs):
     if not out.flags.writeable:
         fail(op, "out is read-only", slot="out")
     for name, array in inputs.items():
+        if isinstance(array, Packed4Bit):
+            array = array.raw
         if isinstance(array, np.ndarray) and np.may_share_memory(out, array):
             fail(op, f"out overlaps {name}; pass a separate array", slot="out", given=name)
 

@@ -18,6 +18,7 @@ import threading
 import numpy as np
 
 from .. import _dispatch
+from .._packing import Packed4Bit
 from ..registry import FeatureLevel
 from . import _args
 from ._common import check_multiplier, check_scale_values
@@ -63,6 +64,8 @@ def _slot_signature(value):
 def _attribute_signature(value):
     if value is None or type(value) in (int, str):
         return value
+    if type(value) is bool:  # kept apart from the integers 0 and 1
+        return (bool, value)
     if type(value) in (tuple, list) and all(type(item) is int for item in value):
         return tuple(value)
     if isinstance(value, FeatureLevel):
@@ -84,7 +87,9 @@ def signature(slots, attributes, feature_level):
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """One validated signature: each slot's array layout, the scale slots to
-    check per call, and the prepared implementation."""
+    check per call, and the prepared implementation.  ``check_values``, when
+    given, replaces the scale and multiplier checks: it is called with the
+    template and the call's arrays and checks every value that can fail."""
 
     template: _args.Call
     layout: tuple     # (slot, dtype, shape) for every slot, shape None when absent
@@ -95,6 +100,7 @@ class Plan:
     # again without the checks, which cost more than the comparison when a
     # scale is per channel.  One entry, replaced whole: safe across threads.
     passed: list = dataclasses.field(default_factory=lambda: [None], compare=False)
+    check_values: object = None
 
     def __call__(self, slots, out, n_threads, packed=None):
         arrays = {}
@@ -102,15 +108,22 @@ class Plan:
             if shape is None:
                 arrays[name] = None
                 continue
-            value = np.asarray(slots.get(name), dtype)
+            value = slots.get(name)
+            if isinstance(value, Packed4Bit):  # read packed by the kernels
+                arrays[name] = value
+                continue
+            value = np.asarray(value, dtype)
             arrays[name] = value if value.shape == shape else value.reshape(shape)
         operator = self.template.operator
-        scale_bytes = tuple(arrays[name].tobytes() for name in self.scales)
-        if scale_bytes != self.passed[0]:
-            for name in self.scales:
-                check_scale_values(operator, name, arrays[name])
-            check_multiplier(operator, *(arrays[name] for name in self.scales), self.scales)
-            self.passed[0] = scale_bytes
+        if self.check_values is not None:
+            self.check_values(self.template, arrays)
+        else:
+            scale_bytes = tuple(arrays[name].tobytes() for name in self.scales)
+            if scale_bytes != self.passed[0]:
+                for name in self.scales:
+                    check_scale_values(operator, name, arrays[name])
+                check_multiplier(operator, *(arrays[name] for name in self.scales), self.scales)
+                self.passed[0] = scale_bytes
         template = self.template
         call = _args.Call(operator, template.version, arrays, template.attributes,
                           template.output_shape, template.output_dtype, template.granularity,
@@ -126,9 +139,10 @@ class Plan:
 class PlanCache:
     """Plans by signature, for one operator (and one compiled operator's constants)."""
 
-    def __init__(self, prepare, scales):
+    def __init__(self, prepare, scales, check_values=None):
         self._prepare = prepare
         self._scales = scales
+        self._check_values = check_values
         self._plans = {}
         self._lock = threading.Lock()
 
@@ -164,7 +178,7 @@ class PlanCache:
                        for name, array in call.arrays.items())
         template = dataclasses.replace(call, arrays=None, packed=None)
         return Plan(template=template, layout=layout, scales=self._scales,
-                    run=_dispatch.prepare(call),
+                    run=_dispatch.prepare(call), check_values=self._check_values,
                     lean=None if slots is None else _lean_plan(slots, call))
 
     def clear(self):

@@ -155,6 +155,18 @@ def _granularity(op, version, x_desc, scale_desc, scale_name, attributes):
              "blocked quantization and needs block_size", slot=scale_name, given=scale_shape)
 
 
+def recheck_values(template, arrays):
+    """The value checks of a call whose signature was validated before
+    (qops.ops._plans): the scale, and a zero point that must be 0."""
+    op = template.operator
+    scale_name, zero_name = (("x_scale", "x_zero_point") if op is DEQUANTIZE
+                             else ("y_scale", "y_zero_point"))
+    check_scale_values(op, scale_name, arrays[scale_name])
+    if arrays[zero_name] is not None:
+        quantized = (arrays["x"].dtype if op is DEQUANTIZE else template.output_dtype)
+        _check_zero_point(op, zero_name, arrays[zero_name], _dtypes.name_of(quantized))
+
+
 def _check_zero_point(op, name, zero_point, quantized_type):
     """int32, float8 and float4 zero points exist only as 0 (ONNX)."""
     if quantized_type == "INT32" or quantized_type in _dtypes.NARROW_FLOATS:

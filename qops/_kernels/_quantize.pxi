@@ -1,0 +1,781 @@
+# QuantizeLinear and DequantizeLinear: typed loops over raw bytes, included
+# by one module per instruction set (_quantize_<variant>.pyx), each compiled
+# with its variant's flags so the same loops vectorize for it.
+#
+# The glue (qops._quantize_native) views every array as bytes or float32
+# vectors and describes the tensor as (outer, axis, inner) with how a row
+# finds its scale; nothing here validates.  Work is split into rows that never
+# share an output element, so results do not depend on the thread count.
+#
+# Each row is processed in pieces of at most ``PIECE`` elements through a
+# float32 buffer on the thread's stack: load (and widen) the input, compute,
+# then convert to the output type.  Every stage is a plain loop the compiler
+# vectorizes; conversions follow the bit-level rules of NumPy (float16) and
+# ml_dtypes (bfloat16, float8, float4), rounding to nearest even.
+
+from cython.parallel cimport prange
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
+
+from ._openmp_helpers cimport omp_get_max_threads  # noqa: F401  (OpenMP shim first)
+
+
+cdef extern from *:
+    """
+    #include <string.h>
+    static inline uint32_t qops_bits_of(float value) {
+        uint32_t bits; memcpy(&bits, &value, sizeof bits); return bits;
+    }
+    static inline float qops_float_of(uint32_t bits) {
+        float value; memcpy(&value, &bits, sizeof value); return value;
+    }
+    """
+    uint32_t bits_of "qops_bits_of"(float value) noexcept nogil
+    float float_of "qops_float_of"(uint32_t bits) noexcept nogil
+
+
+# Input kinds of DequantizeLinear's x (the glue's table must match).
+cpdef enum:
+    X_INT8 = 0
+    X_UINT8 = 1
+    X_INT16 = 2
+    X_UINT16 = 3
+    X_INT32 = 4
+    X_INT4 = 5
+    X_UINT4 = 6
+    X_TABLE = 7     # float8 / float4: one float32 per byte value
+
+# Float kinds: QuantizeLinear's x and division, DequantizeLinear's output.
+cpdef enum:
+    F_FLOAT32 = 0
+    F_FLOAT16 = 1
+    F_BFLOAT16 = 2
+
+# QuantizeLinear's output kinds.
+cpdef enum:
+    Q_INT8 = 0
+    Q_UINT8 = 1
+    Q_INT16 = 2
+    Q_UINT16 = 3
+    Q_INT4 = 4
+    Q_UINT4 = 5
+    Q_E4M3FN = 6
+    Q_E4M3FNUZ = 7
+    Q_E5M2 = 8
+    Q_E5M2FNUZ = 9
+    Q_E2M1 = 10
+
+cdef enum:
+    PIECE = 512
+    # Fewer elements than this run on the calling thread: a parallel region
+    # costs more than it saves.
+    PARALLEL_MIN = 32768
+
+# -- conversions --------------------------------------------------------------------
+
+cdef inline float round_to_integer(float value) noexcept nogil:
+    """Half to even for ``|value| < 2**22``: adding and subtracting 1.5 * 2**23
+    rounds in the default rounding mode, in arithmetic the compiler
+    vectorizes (no rounding instruction needed)."""
+    return (value + <float>12582912.0) - <float>12582912.0
+
+
+cdef inline uint16_t float16_bits(float value) noexcept nogil:
+    """float32 to float16 as NumPy converts: nearest even, overflow to
+    infinity, NaN keeping the payload's top bits (and staying NaN)."""
+    cdef uint32_t bits = bits_of(value)
+    cdef uint32_t sign = (bits >> 16) & 0x8000
+    cdef uint32_t magnitude = bits & 0x7fffffff
+    cdef uint32_t result
+    if magnitude > 0x7f800000:
+        result = 0x7c00 | ((magnitude & 0x007fffff) >> 13)
+        if result == 0x7c00:
+            result = 0x7c01
+    elif magnitude >= 0x477ff000:      # 65520 and up round to infinity
+        result = 0x7c00
+    elif magnitude < 0x38800000:       # below 2**-14: a subnormal, in units of 2**-24
+        result = <uint32_t>round_to_integer(float_of(magnitude) * 16777216.0)
+    else:
+        result = ((magnitude + 0xfff + ((magnitude >> 13) & 1)) >> 13) - (112 << 10)
+    return <uint16_t>(sign | result)
+
+
+cdef inline float float16_value(uint16_t half) noexcept nogil:
+    cdef uint32_t sign = (<uint32_t>half & 0x8000) << 16
+    cdef uint32_t magnitude = half & 0x7fff
+    if magnitude >= 0x7c00:            # infinity and NaN (payload kept)
+        return float_of(sign | 0x7f800000 | ((magnitude & 0x3ff) << 13))
+    if magnitude < 0x400:              # zero and subnormals: exact in float32
+        return float_of(sign | bits_of(<float>magnitude * <float>5.9604644775390625e-08))
+    return float_of(sign | ((magnitude << 13) + (112 << 23)))
+
+
+cdef inline uint16_t bfloat16_bits(float value) noexcept nogil:
+    """float32 to bfloat16 as ml_dtypes converts: nearest even; NaN becomes
+    the quiet NaN of its sign."""
+    cdef uint32_t bits = bits_of(value)
+    if (bits & 0x7fffffff) > 0x7f800000:
+        return <uint16_t>(((bits >> 16) & 0x8000) | 0x7fc0)
+    return <uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16)
+
+
+cdef inline float bfloat16_value(uint16_t value) noexcept nogil:
+    return float_of(<uint32_t>value << 16)
+
+
+cdef inline float round_to(float value, int kind) noexcept nogil:
+    """``value`` rounded to float16 or bfloat16 (and back); float32 as is."""
+    if kind == F_FLOAT16:
+        return float16_value(float16_bits(value))
+    if kind == F_BFLOAT16:
+        return bfloat16_value(bfloat16_bits(value))
+    return value
+
+
+cdef struct NarrowFloat:
+    # How ml_dtypes stores one float8 / float4 type.
+    int mantissa           # mantissa bits
+    int bias               # exponent bias
+    uint32_t largest       # code of the largest finite magnitude
+    uint32_t sign_bit      # 0x80, or 0x8 for float4
+    uint32_t overflow      # code beyond the largest (NaN or infinity; float4 saturates)
+    uint32_t nan           # code of NaN (with the sign for the types that have signed NaN)
+    bint unsigned_special  # fnuz: one NaN 0x80, no negative zero
+    bint nan_is_zero       # float4 has no NaN: ml_dtypes gives the zero of the opposite sign
+
+
+cdef NarrowFloat narrow_float(int kind) noexcept nogil:
+    cdef NarrowFloat t
+    t.unsigned_special = False
+    t.nan_is_zero = False
+    t.sign_bit = 0x80
+    if kind == Q_E4M3FN:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 3, 7, 0x7e, 0x7f, 0x7f
+    elif kind == Q_E4M3FNUZ:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 3, 8, 0x7f, 0x80, 0x80
+        t.unsigned_special = True
+    elif kind == Q_E5M2:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 2, 15, 0x7b, 0x7c, 0x7e
+    elif kind == Q_E5M2FNUZ:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 2, 16, 0x7f, 0x80, 0x80
+        t.unsigned_special = True
+    else:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 1, 1, 0x7, 0x7, 0x0
+        t.sign_bit = 0x8
+        t.nan_is_zero = True
+    return t
+
+
+cdef inline uint8_t narrow_bits(float value, const NarrowFloat* t) noexcept nogil:
+    """float32 to a float8 / float4 code, nearest even, without saturation
+    (out of range gives ``t.overflow``), as ml_dtypes converts."""
+    cdef uint32_t bits = bits_of(value)
+    cdef uint32_t magnitude = bits & 0x7fffffff
+    cdef uint32_t sign = t.sign_bit if bits >> 31 else 0
+    cdef int shift = 23 - t.mantissa
+    cdef uint32_t code
+    if magnitude > 0x7f800000:
+        if t.nan_is_zero:
+            return <uint8_t>(sign ^ t.sign_bit)
+        return <uint8_t>(t.nan if t.unsigned_special else sign | t.nan)
+    if magnitude < <uint32_t>(128 - t.bias) << 23:
+        # Below the smallest normal: a count of the smallest subnormal, which
+        # is also the code (2**mantissa is the smallest normal's code).
+        code = <uint32_t>round_to_integer(
+            float_of(magnitude) * float_of(<uint32_t>(127 + t.bias - 1 + t.mantissa) << 23))
+    else:
+        code = ((magnitude + (<uint32_t>1 << (shift - 1)) - 1 + ((magnitude >> shift) & 1))
+                >> shift) - (<uint32_t>(127 - t.bias) << t.mantissa)
+    if code > t.largest:
+        return <uint8_t>(t.overflow if t.unsigned_special else sign | t.overflow)
+    if code == 0 and t.unsigned_special:
+        return 0
+    return <uint8_t>(sign | code)
+
+
+cdef inline float to_integer(float q, float zero, float low, float high) noexcept nogil:
+    """Round half to even, add the zero point, saturate to [low, high]; NaN
+    counts as 0.  Beyond 2**22 in magnitude the rounding trick is inexact,
+    but its result keeps the sign and stays beyond 2**21, far outside every
+    range, so it saturates exactly as the true value would (infinities too)."""
+    q = q if q == q else <float>0.0
+    q = round_to_integer(q) + zero
+    q = q if q > low else low
+    return q if q < high else high
+
+
+# -- DequantizeLinear ---------------------------------------------------------------------
+
+cdef inline float int4_value(uint32_t nibble) noexcept nogil:
+    return <float>(<int32_t>(nibble ^ 8) - 8)
+
+
+cdef inline void dequantize_span(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                          Py_ssize_t count, float s, float z, const float* table,
+                          float* out) noexcept nogil:
+    """One scale, float32 output: elements ``start .. start + count`` in one
+    pass, (x - z) * s (the common case, so no staging buffer)."""
+    cdef Py_ssize_t i, j, first, pairs
+    cdef uint32_t byte
+    out += start
+    if packed:
+        # Two elements a byte, the first in the low nibble.
+        j = 0
+        if start & 1 and count > 0:
+            out[0] = (table[x[start >> 1] >> 4] - z) * s
+            j = 1
+        first = (start + j) >> 1
+        pairs = (count - j) >> 1
+        if x_kind == X_INT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                out[j + 2 * i] = (int4_value(byte & 0xf) - z) * s
+                out[j + 2 * i + 1] = (int4_value(byte >> 4) - z) * s
+        elif x_kind == X_UINT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                out[j + 2 * i] = (<float>(byte & 0xf) - z) * s
+                out[j + 2 * i + 1] = (<float>(byte >> 4) - z) * s
+        else:
+            for i in range(pairs):
+                byte = x[first + i]
+                out[j + 2 * i] = (table[byte & 0xf] - z) * s
+                out[j + 2 * i + 1] = (table[byte >> 4] - z) * s
+        j += 2 * pairs
+        if j < count:
+            out[j] = (table[x[first + pairs] & 0xf] - z) * s
+        return
+    if x_kind == X_INT8:
+        for j in range(count):
+            out[j] = (<float>(<const int8_t*>x)[start + j] - z) * s
+    elif x_kind == X_UINT8:
+        for j in range(count):
+            out[j] = (<float>x[start + j] - z) * s
+    elif x_kind == X_INT16:
+        for j in range(count):
+            out[j] = (<float>(<const int16_t*>x)[start + j] - z) * s
+    elif x_kind == X_UINT16:
+        for j in range(count):
+            out[j] = (<float>(<const uint16_t*>x)[start + j] - z) * s
+    elif x_kind == X_INT32:
+        for j in range(count):
+            out[j] = (<float>(<const int32_t*>x)[start + j] - z) * s
+    elif x_kind == X_INT4:
+        for j in range(count):
+            out[j] = (int4_value(x[start + j] & 0xf) - z) * s
+    elif x_kind == X_UINT4:
+        for j in range(count):
+            out[j] = (<float>(x[start + j] & 0xf) - z) * s
+    else:
+        for j in range(count):
+            out[j] = (table[x[start + j]] - z) * s
+
+
+cdef void load_values(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                      Py_ssize_t count, const float* table, float* values) noexcept nogil:
+    """Elements ``start .. start + count`` of x widened to float32 (exact for
+    every type but int32, which rounds once, as NumPy's conversion does)."""
+    cdef Py_ssize_t i, j, first, pairs
+    cdef uint32_t byte
+    if packed:
+        # Two elements a byte, the first in the low nibble.
+        j = 0
+        if start & 1 and count > 0:
+            values[0] = table[x[start >> 1] >> 4]
+            j = 1
+        first = (start + j) >> 1
+        pairs = (count - j) >> 1
+        if x_kind == X_INT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                values[j + 2 * i] = int4_value(byte & 0xf)
+                values[j + 2 * i + 1] = int4_value(byte >> 4)
+        elif x_kind == X_UINT4:
+            for i in range(pairs):
+                byte = x[first + i]
+                values[j + 2 * i] = <float>(byte & 0xf)
+                values[j + 2 * i + 1] = <float>(byte >> 4)
+        else:
+            for i in range(pairs):
+                byte = x[first + i]
+                values[j + 2 * i] = table[byte & 0xf]
+                values[j + 2 * i + 1] = table[byte >> 4]
+        j += 2 * pairs
+        if j < count:
+            values[j] = table[x[first + pairs] & 0xf]
+    elif x_kind == X_INT8:
+        for j in range(count):
+            values[j] = (<const int8_t*>x)[start + j]
+    elif x_kind == X_UINT8:
+        for j in range(count):
+            values[j] = x[start + j]
+    elif x_kind == X_INT16:
+        for j in range(count):
+            values[j] = (<const int16_t*>x)[start + j]
+    elif x_kind == X_UINT16:
+        for j in range(count):
+            values[j] = (<const uint16_t*>x)[start + j]
+    elif x_kind == X_INT32:
+        for j in range(count):
+            values[j] = <float>(<const int32_t*>x)[start + j]
+    elif x_kind == X_INT4:
+        for j in range(count):
+            values[j] = int4_value(x[start + j] & 0xf)
+    elif x_kind == X_UINT4:
+        for j in range(count):
+            values[j] = x[start + j] & 0xf
+    else:
+        for j in range(count):
+            values[j] = table[x[start + j]]
+
+
+cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                           Py_ssize_t count, const float* scale, const float* zero, bint vector,
+                           const float* table, uint8_t* out, int out_kind) noexcept nogil:
+    """Elements ``start .. start + count`` (count <= PIECE) of x into out."""
+    cdef float buffer[PIECE]
+    cdef float* values = buffer
+    cdef Py_ssize_t j
+    cdef float s, z
+    cdef uint16_t* halves
+    if out_kind == F_FLOAT32 and not vector:
+        dequantize_span(x, x_kind, packed, start, count, scale[0], zero[0], table, <float*>out)
+        return
+    if out_kind == F_FLOAT32:
+        values = (<float*>out) + start
+    load_values(x, x_kind, packed, start, count, table, values)
+    # (x - zero point) * scale in float32; an absent zero point is 0, and
+    # x - 0 is x (-0 and NaN included).
+    if vector:
+        for j in range(count):
+            values[j] = (values[j] - zero[j]) * scale[j]
+    else:
+        s = scale[0]
+        z = zero[0]
+        for j in range(count):
+            values[j] = (values[j] - z) * s
+    if out_kind == F_FLOAT16:
+        halves = (<uint16_t*>out) + start
+        for j in range(count):
+            halves[j] = float16_bits(values[j])
+    elif out_kind == F_BFLOAT16:
+        halves = (<uint16_t*>out) + start
+        for j in range(count):
+            halves[j] = bfloat16_bits(values[j])
+
+
+cdef inline void dequantize_row(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+                                Py_ssize_t count, const float* scale, const float* zero,
+                                bint vector, const float* table, uint8_t* out,
+                                int out_kind) noexcept nogil:
+    cdef Py_ssize_t done = 0, step
+    if out_kind == F_FLOAT32 and not vector:
+        dequantize_span(x, x_kind, packed, start, count, scale[0], zero[0], table, <float*>out)
+        return
+    while done < count:
+        step = min(<Py_ssize_t>PIECE, count - done)
+        dequantize_piece(x, x_kind, packed, start + done, step, scale, zero, vector, table, out,
+                         out_kind)
+        if vector:
+            scale += step
+            zero += step
+        done += step
+
+
+cdef struct Job:
+    # One call: the inputs' and outputs' addresses, the kinds, and the row
+    # geometry (see row_geometry).
+    const uint8_t* x
+    int x_kind
+    bint packed
+    int compute
+    const float* table
+    const float* scale
+    const float* zero
+    uint8_t* out
+    int out_kind
+    bint saturate
+    bint zero_point_given
+    bint segments
+    Py_ssize_t axis_len
+    Py_ssize_t inner
+    Py_ssize_t block
+    Py_ssize_t group
+    Py_ssize_t param_outer
+    Py_ssize_t param_axis
+    bint vector
+
+
+cdef inline void row_geometry(const Job* job, Py_ssize_t r, Py_ssize_t* start,
+                              Py_ssize_t* count, Py_ssize_t* param) noexcept nogil:
+    """Row ``r``'s first element, length and parameter offset.
+
+    ``segments``: x is (outer, axis_len), cut along the axis into blocks of
+    ``block`` elements (the last may be shorter) with one scale each, and a
+    row is ``group`` consecutive blocks of one outer index; block k of the
+    row has its scale at ``param + k * param_axis``.  Otherwise x is (outer,
+    axis_len, inner) and a row is the ``inner`` elements of one (outer, axis)
+    index, with one scale (or, ``vector``, one per element) at ``param``."""
+    cdef Py_ssize_t blocks, groups, o, a
+    if job.segments:
+        blocks = (job.axis_len + job.block - 1) // job.block
+        groups = (blocks + job.group - 1) // job.group
+        o = r // groups
+        a = (r - o * groups) * job.group  # the row's first block
+        start[0] = o * job.axis_len + a * job.block
+        count[0] = min(job.group * job.block, job.axis_len - a * job.block)
+        param[0] = o * job.param_outer + a * job.param_axis
+    else:
+        o = r // job.axis_len
+        a = r - o * job.axis_len
+        start[0] = r * job.inner
+        count[0] = job.inner
+        param[0] = o * job.param_outer + (a // job.block) * job.param_axis
+
+
+cdef Py_ssize_t row_count(const Job* job, Py_ssize_t outer) noexcept nogil:
+    cdef Py_ssize_t blocks
+    if job.segments:
+        blocks = (job.axis_len + job.block - 1) // job.block
+        return outer * ((blocks + job.group - 1) // job.group)
+    return outer * job.axis_len
+
+
+cdef void dequantize_blocks(const Job* job, Py_ssize_t start, Py_ssize_t count,
+                           Py_ssize_t param) noexcept nogil:
+    """A row of short blocks (at most PIECE / 2 elements each), float32
+    output: the values widened a piece of whole blocks at a time, then each
+    block scaled out of that buffer, which no other pointer can alias: the
+    per-block loop needs no overlap checks."""
+    cdef float buffer[PIECE]
+    cdef Py_ssize_t per_piece = (PIECE // job.block) * job.block
+    cdef Py_ssize_t done = 0, n, b, j, end
+    cdef float s, z
+    cdef float* out = (<float*>job.out) + start
+    while done < count:
+        n = min(per_piece, count - done)
+        load_values(job.x, job.x_kind, job.packed, start + done, n, job.table, buffer)
+        b = 0
+        while b < n:
+            end = min(b + job.block, n)
+            s = job.scale[param]
+            z = job.zero[param]
+            for j in range(b, end):
+                out[done + j] = (buffer[j] - z) * s
+            param += job.param_axis
+            b = end
+        done += n
+
+
+cdef void dequantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
+    cdef Py_ssize_t start, count, param, done = 0, step
+    row_geometry(job, r, &start, &count, &param)
+    if not job.segments:
+        dequantize_row(job.x, job.x_kind, job.packed, start, count, job.scale + param,
+                       job.zero + param, job.vector, job.table, job.out, job.out_kind)
+        return
+    if job.out_kind == F_FLOAT32 and job.block <= PIECE // 2:
+        dequantize_blocks(job, start, count, param)
+        return
+    if job.out_kind == F_FLOAT32:
+        while done < count:
+            step = min(job.block, count - done)
+            dequantize_span(job.x, job.x_kind, job.packed, start + done, step,
+                            job.scale[param], job.zero[param], job.table, <float*>job.out)
+            param += job.param_axis
+            done += step
+        return
+    while done < count:
+        step = min(job.block, count - done)
+        dequantize_row(job.x, job.x_kind, job.packed, start + done, step, job.scale + param,
+                       job.zero + param, False, job.table, job.out, job.out_kind)
+        param += job.param_axis
+        done += step
+
+
+cdef Job make_job(const uint8_t[::1] x, const float[::1] scale, const float[::1] zero,
+                  uint8_t[::1] out, bint segments, Py_ssize_t axis_len, Py_ssize_t inner,
+                  Py_ssize_t block, Py_ssize_t group, Py_ssize_t param_outer,
+                  Py_ssize_t param_axis, bint vector):
+    cdef Job job
+    job.x_kind = 0
+    job.packed = False
+    job.compute = F_FLOAT32
+    job.table = NULL
+    job.out_kind = 0
+    job.saturate = False
+    job.zero_point_given = False
+    job.x = &x[0] if x.shape[0] else NULL
+    job.scale = &scale[0]
+    job.zero = &zero[0]
+    job.out = &out[0] if out.shape[0] else NULL
+    job.segments = segments
+    job.axis_len = axis_len
+    job.inner = inner
+    job.block = block
+    job.group = group
+    job.param_outer = param_outer
+    job.param_axis = param_axis
+    job.vector = vector
+    return job
+
+
+def dequantize(const uint8_t[::1] x, int x_kind, bint packed, const float[::1] table,
+               const float[::1] scale, const float[::1] zero, bint segments, Py_ssize_t outer,
+               Py_ssize_t axis_len, Py_ssize_t inner, Py_ssize_t block, Py_ssize_t group,
+               Py_ssize_t param_outer, Py_ssize_t param_axis, bint vector, uint8_t[::1] out,
+               int out_kind, int n_threads):
+    """DequantizeLinear over the whole tensor (see :func:`row_geometry`).
+
+    ``x``: the elements' bytes (two 4-bit elements a byte when ``packed``);
+    ``table``: float32 of each byte value for ``X_TABLE`` and packed input;
+    ``scale`` / ``zero``: float32, indexed by the row's parameter offset
+    (``vector``: one per element of the row); ``out``: the output's bytes.
+    """
+    cdef Py_ssize_t total = outer * axis_len * (1 if segments else inner)
+    cdef Py_ssize_t r, rows
+    cdef Job job
+    if total == 0:
+        return
+    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, group, param_outer,
+                   param_axis, vector)
+    rows = row_count(&job, outer)
+    job.x_kind = x_kind
+    job.packed = packed
+    job.table = &table[0]
+    job.out_kind = out_kind
+    if n_threads <= 1 or total < PARALLEL_MIN or rows == 1:
+        with nogil:
+            for r in range(rows):
+                dequantize_job_row(&job, r)
+        return
+    for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
+        dequantize_job_row(&job, r)
+
+
+# -- QuantizeLinear ---------------------------------------------------------------------------
+
+cdef inline void integer_range(int out_kind, float* low, float* high) noexcept nogil:
+    if out_kind == Q_INT8:
+        low[0], high[0] = -128.0, 127.0
+    elif out_kind == Q_UINT8:
+        low[0], high[0] = 0.0, 255.0
+    elif out_kind == Q_INT16:
+        low[0], high[0] = -32768.0, 32767.0
+    elif out_kind == Q_UINT16:
+        low[0], high[0] = 0.0, 65535.0
+    elif out_kind == Q_INT4:
+        low[0], high[0] = -8.0, 7.0
+    else:
+        low[0], high[0] = 0.0, 15.0
+
+
+cdef void quantize_float32_to_integers(const float* x, Py_ssize_t count, const float* scale,
+                                       const float* zero, bint vector, uint8_t* out,
+                                       int out_kind) noexcept nogil:
+    """float32 x, float32 division, an integer output: the common case in
+    one pass per element (x and out already offset to the row)."""
+    cdef Py_ssize_t j
+    cdef float s = scale[0], z = zero[0], low, high
+    cdef uint16_t* words = <uint16_t*>out
+    # ml_dtypes keeps a 4-bit value in the low nibble of its byte.
+    cdef uint8_t mask = 0xf if out_kind == Q_INT4 else 0xff
+    integer_range(out_kind, &low, &high)
+    if out_kind == Q_INT16 or out_kind == Q_UINT16:
+        if vector:
+            for j in range(count):
+                words[j] = <uint16_t><int32_t>to_integer(x[j] / scale[j], zero[j], low, high)
+        else:
+            for j in range(count):
+                words[j] = <uint16_t><int32_t>to_integer(x[j] / s, z, low, high)
+    elif vector:
+        for j in range(count):
+            out[j] = (<uint8_t><int32_t>to_integer(x[j] / scale[j], zero[j], low, high)) & mask
+    else:
+        for j in range(count):
+            out[j] = (<uint8_t><int32_t>to_integer(x[j] / s, z, low, high)) & mask
+
+
+cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t start,
+                         Py_ssize_t count, const float* scale, const float* zero, bint vector,
+                         uint8_t* out, int out_kind, bint saturate,
+                         bint zero_point_given) noexcept nogil:
+    cdef float buffer[PIECE]
+    cdef const float* source = buffer
+    cdef float* values = buffer
+    cdef Py_ssize_t j
+    cdef float s, z, q, low, high, largest
+    cdef uint8_t* bytes_out
+    cdef uint16_t* words_out
+    cdef uint8_t mask
+    cdef NarrowFloat t
+    # x, widened to float32 and rounded to the division's type.
+    if x_kind == F_FLOAT32:
+        source = (<const float*>x) + start
+        if compute != F_FLOAT32:
+            for j in range(count):
+                values[j] = round_to(source[j], compute)
+            source = values
+    elif x_kind == F_FLOAT16:
+        for j in range(count):
+            values[j] = float16_value((<const uint16_t*>x)[start + j])
+        if compute == F_BFLOAT16:
+            for j in range(count):
+                values[j] = round_to(values[j], compute)
+    else:
+        for j in range(count):
+            values[j] = bfloat16_value((<const uint16_t*>x)[start + j])
+        if compute == F_FLOAT16:
+            for j in range(count):
+                values[j] = round_to(values[j], compute)
+    # The division, in float32 and then rounded to the division's type: for
+    # float16 and bfloat16 that is the correctly rounded quotient (float32
+    # carries more than twice their digits), as NumPy and ml_dtypes divide.
+    if vector:
+        for j in range(count):
+            values[j] = source[j] / scale[j]
+    else:
+        s = scale[0]
+        for j in range(count):
+            values[j] = source[j] / s
+    if compute != F_FLOAT32:
+        for j in range(count):
+            values[j] = round_to(values[j], compute)
+
+    bytes_out = out + start
+    words_out = (<uint16_t*>out) + start
+    if out_kind <= Q_UINT4:
+        integer_range(out_kind, &low, &high)
+        if vector:
+            for j in range(count):
+                values[j] = to_integer(values[j], zero[j], low, high)
+        else:
+            z = zero[0]
+            for j in range(count):
+                values[j] = to_integer(values[j], z, low, high)
+        if out_kind == Q_INT16 or out_kind == Q_UINT16:
+            for j in range(count):
+                words_out[j] = <uint16_t><int32_t>values[j]
+        else:
+            # ml_dtypes keeps a 4-bit value in the low nibble of its byte.
+            mask = 0xf if out_kind == Q_INT4 else 0xff
+            for j in range(count):
+                bytes_out[j] = (<uint8_t><int32_t>values[j]) & mask
+        return
+
+    t = narrow_float(out_kind)
+    if out_kind == Q_E2M1:
+        # ONNX adds the (zero) zero point before the cast: -0 becomes +0.
+        if zero_point_given:
+            for j in range(count):
+                if values[j] == 0:
+                    values[j] = 0.0
+    elif saturate:
+        # Clamp to the largest finite value (infinities too); NaN stays NaN.
+        largest = float_of(((<uint32_t>(127 + (t.largest >> t.mantissa) - t.bias)) << 23)
+                           | ((t.largest & ((1u << t.mantissa) - 1)) << (23 - t.mantissa)))
+        for j in range(count):
+            q = values[j]
+            if q > largest:
+                values[j] = largest
+            elif q < -largest:
+                values[j] = -largest
+    for j in range(count):
+        bytes_out[j] = narrow_bits(values[j], &t)
+
+
+cdef inline void quantize_row(const uint8_t* x, int x_kind, int compute, Py_ssize_t start,
+                              Py_ssize_t count, const float* scale, const float* zero,
+                              bint vector, uint8_t* out, int out_kind, bint saturate,
+                              bint zero_point_given) noexcept nogil:
+    cdef Py_ssize_t done = 0, step
+    if x_kind == F_FLOAT32 and compute == F_FLOAT32 and out_kind <= Q_UINT4:
+        quantize_float32_to_integers((<const float*>x) + start, count, scale, zero, vector,
+                                     out + start * (2 if out_kind == Q_INT16
+                                                    or out_kind == Q_UINT16 else 1), out_kind)
+        return
+    while done < count:
+        step = min(<Py_ssize_t>PIECE, count - done)
+        quantize_piece(x, x_kind, compute, start + done, step, scale, zero, vector, out,
+                       out_kind, saturate, zero_point_given)
+        if vector:
+            scale += step
+            zero += step
+        done += step
+
+
+cdef void quantize_job_row(const Job* job, Py_ssize_t r) noexcept nogil:
+    cdef Py_ssize_t start, count, param, done = 0, step
+    row_geometry(job, r, &start, &count, &param)
+    if not job.segments:
+        quantize_row(job.x, job.x_kind, job.compute, start, count, job.scale + param,
+                     job.zero + param, job.vector, job.out, job.out_kind, job.saturate,
+                     job.zero_point_given)
+        return
+    while done < count:
+        step = min(job.block, count - done)
+        quantize_row(job.x, job.x_kind, job.compute, start + done, step, job.scale + param,
+                     job.zero + param, False, job.out, job.out_kind, job.saturate,
+                     job.zero_point_given)
+        param += job.param_axis
+        done += step
+
+
+def quantize(const uint8_t[::1] x, int x_kind, int compute, const float[::1] scale,
+             const float[::1] zero, bint segments, Py_ssize_t outer, Py_ssize_t axis_len,
+             Py_ssize_t inner, Py_ssize_t block, Py_ssize_t group, Py_ssize_t param_outer,
+             Py_ssize_t param_axis, bint vector, uint8_t[::1] out, int out_kind, bint saturate,
+             bint zero_point_given, int n_threads):
+    """QuantizeLinear over the whole tensor (rows as for :func:`dequantize`).
+
+    ``scale``: float32 values already rounded to the division's type
+    ``compute``; ``zero``: the zero points as float32 (0 when absent).
+    """
+    cdef Py_ssize_t total = outer * axis_len * (1 if segments else inner)
+    cdef Py_ssize_t r, rows
+    cdef Job job
+    if total == 0:
+        return
+    job = make_job(x, scale, zero, out, segments, axis_len, inner, block, group, param_outer,
+                   param_axis, vector)
+    rows = row_count(&job, outer)
+    job.x_kind = x_kind
+    job.compute = compute
+    job.out_kind = out_kind
+    job.saturate = saturate
+    job.zero_point_given = zero_point_given
+    if n_threads <= 1 or total < PARALLEL_MIN or rows == 1:
+        with nogil:
+            for r in range(rows):
+                quantize_job_row(&job, r)
+        return
+    for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
+        quantize_job_row(&job, r)
+
+
+# -- conversions exposed for the tests ------------------------------------------------------
+
+def convert_float32(const float[::1] values, int kind, uint8_t[::1] out):
+    """float32 values to float16 / bfloat16 (``F_*``, two bytes each) or a
+    float8 / float4 code (``Q_E*``, one byte each), without saturation."""
+    cdef Py_ssize_t j
+    cdef NarrowFloat t
+    cdef uint16_t* words = <uint16_t*>&out[0]
+    with nogil:
+        if kind == F_FLOAT16:
+            for j in range(values.shape[0]):
+                words[j] = float16_bits(values[j])
+        elif kind == F_BFLOAT16:
+            for j in range(values.shape[0]):
+                words[j] = bfloat16_bits(values[j])
+        else:
+            t = narrow_float(kind)
+            for j in range(values.shape[0]):
+                out[j] = narrow_bits(values[j], &t)
+
+
+def widen_float16(const uint16_t[::1] values, float[::1] out):
+    """float16 bits to float32, as NumPy converts."""
+    cdef Py_ssize_t j
+    with nogil:
+        for j in range(values.shape[0]):
+            out[j] = float16_value(values[j])

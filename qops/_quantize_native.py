@@ -1,0 +1,182 @@
+"""QuantizeLinear / DequantizeLinear calls into the compiled kernels.
+
+Nothing here validates (qops.ops.quantize has) and nothing loops over
+elements: this layer views arrays as bytes, turns scales and zero points into
+float32 vectors, and describes the tensor's shape as the rows the kernels
+split between threads (see ``qops._kernels._quantize.row_geometry``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import _dtypes, _simd
+from ._packing import Packed4Bit
+from ._kernels import _quantize_portable as _k  # the kind constants every variant shares
+from .reference.quantize import division_type
+
+_X_KINDS = {
+    "INT8": _k.X_INT8, "UINT8": _k.X_UINT8, "INT16": _k.X_INT16, "UINT16": _k.X_UINT16,
+    "INT32": _k.X_INT32, "INT4": _k.X_INT4, "UINT4": _k.X_UINT4,
+}
+_FLOAT_KINDS = {"FLOAT32": _k.F_FLOAT32, "FLOAT16": _k.F_FLOAT16, "BFLOAT16": _k.F_BFLOAT16}
+_Q_KINDS = {
+    "INT8": _k.Q_INT8, "UINT8": _k.Q_UINT8, "INT16": _k.Q_INT16, "UINT16": _k.Q_UINT16,
+    "INT4": _k.Q_INT4, "UINT4": _k.Q_UINT4, "FLOAT8E4M3FN": _k.Q_E4M3FN,
+    "FLOAT8E4M3FNUZ": _k.Q_E4M3FNUZ, "FLOAT8E5M2": _k.Q_E5M2, "FLOAT8E5M2FNUZ": _k.Q_E5M2FNUZ,
+    "FLOAT4E2M1": _k.Q_E2M1,
+}
+_FOUR_BIT = ("INT4", "UINT4", "FLOAT4E2M1")
+
+#: Elements per row of a per-tensor call, and about how many a row of blocks
+#: along the last axis takes: rows are what threads share out.
+_ROW = 16384
+_BLOCK_ROW = 4096
+
+
+def _table(name):
+    """float32 of every byte value of a float8 type, or of every nibble of a
+    4-bit type (as ml_dtypes converts them: NaN payloads included)."""
+    dtype = _dtypes.to_numpy(name)
+    count = 16 if name in _FOUR_BIT else 256
+    values = np.arange(count, dtype=np.uint8).view(dtype).astype(np.float32)
+    return np.ascontiguousarray(np.resize(values, 256))
+
+
+_TABLES = {name: _table(name) for name in _FOUR_BIT + tuple(sorted(_dtypes.FLOAT8))}
+_NO_TABLE = np.zeros(1, np.float32)
+
+
+def _raw(array):
+    """A C-contiguous copy or view of ``array``'s elements as flat bytes."""
+    array = np.ascontiguousarray(array).reshape(-1)
+    if array.dtype.itemsize == 1:
+        return array.view(np.uint8)
+    return array.view(np.uint16 if array.dtype.itemsize == 2 else np.uint32).view(np.uint8)
+
+
+def _layout(shape, granularity, axis, block_size):
+    """Keyword arguments of the kernels' row geometry for x of ``shape``."""
+    size = math.prod(shape)
+    if granularity == "per-tensor":
+        return dict(segments=True, outer=1, axis_len=size, inner=1, block=min(_ROW, max(size, 1)),
+                    group=1, param_outer=0, param_axis=0, vector=False)
+    outer = math.prod(shape[:axis])
+    length = shape[axis]
+    inner = math.prod(shape[axis + 1:])
+    if granularity == "per-axis":
+        if inner == 1:  # the last axis, in effect: one scale per element of each row
+            return dict(segments=False, outer=outer, axis_len=1, inner=length, block=1,
+                        group=1, param_outer=0, param_axis=0, vector=True)
+        return dict(segments=False, outer=outer, axis_len=length, inner=inner, block=1, group=1,
+                    param_outer=0, param_axis=1, vector=False)
+    blocks = -(-length // block_size)
+    if inner == 1:  # blocks of consecutive elements, a row of them at a time
+        return dict(segments=True, outer=outer, axis_len=length, inner=1, block=block_size,
+                    group=max(1, _BLOCK_ROW // block_size), param_outer=blocks, param_axis=1,
+                    vector=False)
+    return dict(segments=False, outer=outer, axis_len=length, inner=inner, block=block_size,
+                group=1, param_outer=blocks * inner, param_axis=inner, vector=True)
+
+
+def _parameter(value, dtype=np.float32):
+    return np.ascontiguousarray(np.asarray(value).astype(dtype).reshape(-1))
+
+
+def _zero(zero_point, quantized_name, size):
+    """The zero point as float32 (exact for the integer types); the float
+    types' and int32's are 0, which ONNX leaves out."""
+    if zero_point is None or quantized_name not in _X_KINDS or quantized_name == "INT32":
+        return np.zeros(size, np.float32)
+    return _parameter(zero_point)
+
+
+def prepare_dequantize(call, variant=None):
+    """``run(call, out, n_threads)`` for dequantize calls of this signature:
+    the kinds, the row geometry and the kernels chosen once."""
+    x = call.arrays["x"]
+    packed = isinstance(x, Packed4Bit)
+    name = _dtypes.name_of(x.dtype)
+    kind = _X_KINDS.get(name, _k.X_TABLE)
+    # Packed nibbles at odd positions are read through the table, whatever the type.
+    table = _TABLES.get(name, _NO_TABLE) if packed or kind == _k.X_TABLE else _NO_TABLE
+    layout = _layout(x.shape, call.granularity["x_scale"], call.attributes["axis"],
+                     call.attributes["block_size"])
+    out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
+    dequantize = _simd.quantize_module(variant).dequantize
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        x = arrays["x"]
+        scale = _parameter(arrays["x_scale"])
+        dequantize(x.raw if packed else _raw(x), kind, packed, table, scale,
+                   _zero(arrays["x_zero_point"], name, scale.size), **layout, out=_raw(out),
+                   out_kind=out_kind, n_threads=n_threads)
+
+    return run
+
+
+def prepare_quantize(call, variant=None):
+    """``run(call, out, n_threads)`` for quantize calls of this signature."""
+    arrays = call.arrays
+    x = arrays["x"]
+    precision = call.attributes["precision"]
+    compute = division_type(x.dtype, np.asarray(arrays["y_scale"]).dtype,
+                            _dtypes.to_numpy(precision) if precision else None)
+    out_name = _dtypes.name_of(call.output_dtype)
+    layout = _layout(x.shape, call.granularity["y_scale"], call.attributes["axis"],
+                     call.attributes["block_size"])
+    kinds = dict(x_kind=_FLOAT_KINDS[_dtypes.name_of(x.dtype)],
+                 compute=_FLOAT_KINDS[_dtypes.name_of(compute)], out_kind=_Q_KINDS[out_name],
+                 saturate=bool(call.attributes["saturate"]))
+    quantize = _simd.quantize_module(variant).quantize
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        zero_point = arrays["y_zero_point"]
+        # The scale in the division's type, carried as float32 (exact).
+        scale = _parameter(np.asarray(arrays["y_scale"]).astype(compute))
+        quantize(_raw(arrays["x"]), scale=scale, zero=_zero(zero_point, out_name, scale.size),
+                 **layout, out=_raw(out), zero_point_given=zero_point is not None,
+                 n_threads=n_threads, **kinds)
+
+    return run
+
+
+def run_dequantize(call, out, n_threads, variant=None):
+    prepare_dequantize(call, variant)(call, out, n_threads)
+
+
+def run_quantize(call, out, n_threads, variant=None):
+    prepare_quantize(call, variant)(call, out, n_threads)
+
+
+def _dequantize_supported(call):
+    arrays = call.arrays
+    x = arrays["x"]
+    if x.size == 0:
+        return False
+    # int32 with a zero point: ONNX's reference subtracts in float64 and
+    # rounds the product to the output type once; float32 output only.
+    if (arrays["x_zero_point"] is not None and x.dtype == np.int32
+            and np.asarray(arrays["x_scale"]).dtype != np.float32):
+        return False
+    return True
+
+
+def _quantize_supported(call):
+    return call.arrays["x"].size > 0
+
+
+def register(dispatch):
+    """Put the quantize kernels ahead of the reference at the dispatch point."""
+    dispatch.register("DequantizeLinear", "kernels", run_dequantize, priority=10,
+                      supports=_dequantize_supported, prepare=prepare_dequantize)
+    dispatch.register("QuantizeLinear", "kernels", run_quantize, priority=10,
+                      supports=_quantize_supported, prepare=prepare_quantize)
+
+
+__all__ = ["prepare_dequantize", "prepare_quantize", "run_dequantize", "run_quantize",
+           "register"]

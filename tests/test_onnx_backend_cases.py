@@ -1,0 +1,96 @@
+"""ONNX's own backend node test cases for QuantizeLinear and DequantizeLinear,
+regenerated from the installed onnx with
+``onnx.backend.test.case.node.collect_testcases`` and run through qops.
+
+Each case is one node with its inputs and expected output (written by ONNX's
+authors); qops runs it at opset 23, the newest it implements (the cases are
+generated at onnx's newest opset, whose only additions to these two operators
+are the 2-bit types), and must give the expected bits.  Cases of types qops
+does not have (int2 / uint2) are skipped, saying so.
+"""
+
+import functools
+import warnings
+
+import numpy as np
+import pytest
+from onnx import helper, numpy_helper
+
+import qops
+from conftest import assert_bits_equal
+
+OPERATORS = ("QuantizeLinear", "DequantizeLinear")
+
+
+@functools.lru_cache(maxsize=None)
+def _cases():
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the generators of other operators' cases warn
+        cases = collect_testcases()
+    found = {}
+    for case in cases:
+        nodes = case.model.graph.node
+        if len(nodes) == 1 and nodes[0].op_type in OPERATORS:
+            found[case.name] = case
+    return found
+
+
+def _case_names():
+    return sorted(_cases())
+
+
+def _array(value):
+    """A data set entry as an array (TensorProto for the ml_dtypes types)."""
+    if isinstance(value, np.ndarray) or np.isscalar(value) or isinstance(value, np.generic):
+        return np.asarray(value)
+    return numpy_helper.to_array(value)
+
+
+def _qops_dtype(array):
+    """The registry's name of the array's type (None for one it lacks)."""
+    return qops._dtypes.name_of(array.dtype)
+
+
+def test_the_cases_were_found():
+    names = _case_names()
+    assert sum(n.startswith("test_quantizelinear") for n in names) >= 10
+    assert sum(n.startswith("test_dequantizelinear") for n in names) >= 10
+
+
+@pytest.mark.parametrize("name", _case_names())
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_onnx_backend_case(name, n_threads):
+    case = _cases()[name]
+    node = case.model.graph.node[0]
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    (inputs, outputs), = case.data_sets[:1]
+    arrays = [_array(v) for v in inputs]
+    expected = _array(outputs[0])
+    if any(_qops_dtype(a) is None for a in arrays + [expected]):
+        pytest.skip(f"{name}: a type qops does not implement "
+                    f"({', '.join(str(a.dtype) for a in arrays + [expected])})")
+    given = dict(zip(node.input, arrays))
+    slots = [given.get(node.input[i]) if i < len(node.input) else None for i in range(3)]
+    if slots[2] is not None and slots[2].shape == (1,) and slots[1].shape == ():
+        # Some cases pair a scalar scale with a one-element zero point; qops
+        # requires the two shapes to be equal (ONNX: "shape must match
+        # x_scale"), so the zero point is given as the scalar it stands for.
+        slots[2] = slots[2].reshape(())
+    kwargs = {}
+    if "axis" in attributes:
+        kwargs["axis"] = attributes["axis"]
+    if "block_size" in attributes:
+        kwargs["block_size"] = attributes["block_size"]
+    if node.op_type == "QuantizeLinear":
+        if "saturate" in attributes:
+            kwargs["saturate"] = bool(attributes["saturate"])
+        if "output_dtype" in attributes:
+            kwargs["output_dtype"] = helper.tensor_dtype_to_np_dtype(attributes["output_dtype"])
+        if "precision" in attributes:
+            kwargs["precision"] = helper.tensor_dtype_to_np_dtype(attributes["precision"])
+        got = qops.quantize_linear(*slots, opset=23, n_threads=n_threads, **kwargs)
+    else:
+        got = qops.dequantize_linear(*slots, opset=23, n_threads=n_threads, **kwargs)
+    assert_bits_equal(got, expected, name)
