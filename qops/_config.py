@@ -11,14 +11,20 @@ from ._errors import ValidationError
 
 
 
+_OPENMP = []
+
+
 def _openmp_module():
     """The compiled OpenMP helper, imported on first use so that importing qops
-    (and its registry) loads nothing compiled; ``None`` in an unbuilt checkout."""
-    try:
-        from ._kernels import _openmp
-    except ImportError:
-        return None
-    return _openmp
+    (and its registry) loads nothing compiled; ``None`` in an unbuilt checkout.
+    Looked up once: every call without ``n_threads`` asks for it."""
+    if not _OPENMP:
+        try:
+            from ._kernels import _openmp
+        except ImportError:
+            _openmp = None
+        _OPENMP.append(_openmp)
+    return _OPENMP[0]
 
 __all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "config", "show_config"]
 
