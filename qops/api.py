@@ -271,10 +271,11 @@ def dynamic_quantize_linear(input, *, output_dtype=None, feature_level=None, n_t
     call = _integer.prepare_dynamic_quantize(
         {"input": input}, {"output_dtype": output_dtype}, feature_level)
     x = np.asarray(call.arrays["input"], np.float32)
-    _, scale, zero_point = reference.dynamic_quantize_linear(x, call.output_dtype)
+    scale, zero_point = reference.dynamic_quantize_parameters(x, call.output_dtype)
     # The quantization itself is QuantizeLinear's rule, and runs where it does.
-    y = quantize_linear(x, scale.reshape(()), zero_point.reshape(()), n_threads=n_threads)
-    return y, scale, zero_point
+    y = quantize_linear(x, scale, zero_point, n_threads=n_threads)
+    one = (1,) * x.ndim
+    return y, np.full(one, scale, np.float32), np.full(one, zero_point, call.output_dtype)
 
 
 def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, opset=None, out=None,

@@ -41,6 +41,14 @@ def _finish(op, version, given, descs, attributes, output_shape, granularity, ou
                       output_dtype=output_dtype, granularity=granularity)
 
 
+def _zero_points(op, slots, given, paired):
+    """Each zero point as a parameter whose Python-number shorthand takes the
+    type of the tensor it pairs with (``paired``: zero point -> tensor)."""
+    for name, tensor in paired.items():
+        given[name] = _args.as_parameter(op, name, slots.get(name),
+                                         number_dtype=_args.registry_dtype(given[tensor]))
+
+
 # -- CONVOLUTION_INTEGER -------------------------------------------------------------------
 
 def _four_d(item, one_d, at_axis=2):
@@ -74,9 +82,7 @@ def prepare_convolution_integer(slots: dict, attributes: dict, feature_level=Non
                          "one value per attribute", slot=name, given=value)
             attributes[name] = (_NEUTRAL[name], *value)
     attributes = check_attributes(op, version, attributes)
-    for name, paired in (("input_zero_point", "input"), ("filter_zero_point", "filter")):
-        given[name] = _args.as_parameter(op, name, slots.get(name),
-                                         number_dtype=_args.registry_dtype(given[paired]))
+    _zero_points(op, slots, given, {"input_zero_point": "input", "filter_zero_point": "filter"})
     rank = given["input"].desc.ndim if given["input"] is not None else 4
     for name in ("input_zero_point", "filter_zero_point"):
         item = given[name]
@@ -110,9 +116,8 @@ def prepare_convolution_integer(slots: dict, attributes: dict, feature_level=Non
     granularity = check_patterns(op, version, square_descs,
                                  {"OutputChannelCount": square_descs["filter"].shape[0]},
                                  ("input_zero_point", "filter_zero_point"))
-    call = _finish(op, version, square, square_descs, attributes, visible_shape, granularity,
+    return _finish(op, version, square, square_descs, attributes, visible_shape, granularity,
                    out)
-    return call
 
 
 # -- MATRIX_MULTIPLY_INTEGER ---------------------------------------------------------------
@@ -124,9 +129,7 @@ def prepare_matrix_multiply_integer(slots: dict, attributes: dict, feature_level
     version = resolve_version(op, feature_level)
     attributes = check_attributes(op, version, attributes)
     given = {name: _args.as_tensor(op, name, slots.get(name)) for name in ("a", "b")}
-    for name, paired in (("a_zero_point", "a"), ("b_zero_point", "b")):
-        given[name] = _args.as_parameter(op, name, slots.get(name),
-                                         number_dtype=_args.registry_dtype(given[paired]))
+    _zero_points(op, slots, given, {"a_zero_point": "a", "b_zero_point": "b"})
     rank = given["a"].desc.ndim if given["a"] is not None else 4
     for name in ("a_zero_point", "b_zero_point"):
         item = given[name]

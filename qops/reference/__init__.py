@@ -9,7 +9,8 @@ arguments.
 """
 
 from .convolution import quantized_linear_convolution
-from .integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
+from .integer import (convolution_integer, dynamic_quantize_linear, dynamic_quantize_parameters,
+                      matrix_multiply_integer)
 from .matmul import quantized_linear_matrix_multiply
 from .quantize import dequantize_linear, quantize_linear
 from ._requantize import requantize, requantization_multiplier
@@ -22,6 +23,7 @@ __all__ = [
     "convolution_integer",
     "matrix_multiply_integer",
     "dynamic_quantize_linear",
+    "dynamic_quantize_parameters",
     "requantize",
     "requantization_multiplier",
 ]

@@ -36,24 +36,30 @@ def convolution_integer(input, input_zero_point, filter, filter_zero_point, *, s
         group_count=group_count))
 
 
-def dynamic_quantize_linear(input, output_dtype):
-    """``(y, scale, zero_point)``: scale and zero point from the range of
-    ``input`` widened to include 0, then ``saturate(round(x / scale) + zero_point)``.
-
-    In float32 throughout (float16 input converts exactly), with ties to even,
-    as ONNX's DynamicQuantizeLinear.  ``scale`` and ``zero_point`` have one
-    element and the input's dimension count.
-    """
-    x = np.asarray(input).astype(np.float32)
+def dynamic_quantize_parameters(input, output_dtype):
+    """``(scale, zero_point)`` of DYNAMIC_QUANTIZE_LINEAR: from the range of
+    ``input`` widened to include 0, in float32, ties to even, as ONNX's
+    DynamicQuantizeLinear.  Both are scalars (``float32`` and ``output_dtype``)."""
+    x = np.asarray(input)
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
     largest = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
     smallest = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
     span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
     scale = np.float32(span / np.float32(high - low))
     zero = np.rint(np.clip(np.float32(low) - smallest / scale, low, high))
+    return scale, np.dtype(output_dtype).type(zero)
+
+
+def dynamic_quantize_linear(input, output_dtype):
+    """``(y, scale, zero_point)``: :func:`dynamic_quantize_parameters`, then
+    ``saturate(round(x / scale) + zero_point)`` in float32 (float16 input
+    converts exactly).  ``scale`` and ``zero_point`` have one element and the
+    input's dimension count."""
+    x = np.asarray(input).astype(np.float32)
+    scale, zero = dynamic_quantize_parameters(x, output_dtype)
+    low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
     with np.errstate(invalid="ignore"):
         y = np.clip(np.rint(x / scale) + np.float32(zero), low, high)
     shape = (1,) * x.ndim
     dtype = np.dtype(output_dtype)
-    return (y.astype(dtype), np.full(shape, scale, np.float32),
-            np.full(shape, zero, dtype))
+    return (y.astype(dtype), np.full(shape, scale, np.float32), np.full(shape, zero, dtype))

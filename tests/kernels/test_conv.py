@@ -10,6 +10,31 @@ from qops.ops import convolution
 
 from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
+
+def _convolution_call(draw, rng, image_shape, filter_shape, types, channel_shape, attributes):
+    """A validated convolution call of random values: optional zero points, a
+    bias of none, small or near-int32 values (the last takes the int64
+    epilogue), per-tensor or per-channel (``channel_shape``) filter parameters."""
+    in_type, filter_type, out_type = types
+    out_channels = filter_shape[0]
+    slots = dict(
+        input=random_values(rng, image_shape, in_type),
+        input_scale=np.float32(rng.uniform(0.01, 0.1)),
+        input_zero_point=random_values(rng, (), in_type) if draw(st.booleans()) else None,
+        filter=random_values(rng, filter_shape, filter_type),
+        filter_scale=rng.uniform(0.01, 0.1, channel_shape).astype(np.float32),
+        filter_zero_point=(random_values(rng, channel_shape, filter_type)
+                           if draw(st.booleans()) else None),
+        bias=draw(st.sampled_from((None, 5000, 2**31 - 1))),
+        output_scale=np.float32(rng.uniform(0.2, 3.0)),
+        output_zero_point=random_values(rng, (), out_type),
+    )
+    if slots["bias"] is not None:
+        bound = slots["bias"]
+        slots["bias"] = rng.integers(-bound, bound, out_channels, dtype=np.int64).astype(np.int32)
+    return convolution.prepare(slots, attributes, "2_1")
+
+
 @st.composite
 def conv_calls(draw):
     groups = draw(st.integers(1, 3))
@@ -31,24 +56,11 @@ def conv_calls(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     per_channel = draw(st.booleans())
     channel_shape = (out_channels,) if per_channel else ()
-    slots = dict(
-        input=random_values(rng, (batch, channels, height, width), in_type),
-        input_scale=np.float32(rng.uniform(0.01, 0.1)),
-        input_zero_point=random_values(rng, (), in_type) if draw(st.booleans()) else None,
-        filter=random_values(rng, (out_channels, group_channels) + kernel, filter_type),
-        filter_scale=rng.uniform(0.01, 0.1, channel_shape).astype(np.float32),
-        filter_zero_point=random_values(rng, channel_shape, filter_type) if draw(st.booleans()) else None,
-        bias=draw(st.sampled_from((None, 5000, 2**31 - 1))),
-        output_scale=np.float32(rng.uniform(0.2, 3.0)),
-        output_zero_point=random_values(rng, (), out_type),
-    )
-    if slots["bias"] is not None:
-        # A bias near the int32 limit takes the int64 epilogue.
-        bound = slots["bias"]
-        slots["bias"] = rng.integers(-bound, bound, out_channels, dtype=np.int64).astype(np.int32)
-    attributes = dict(strides=strides, dilations=dilations, start_padding=start,
-                      end_padding=end, group_count=groups)
-    return convolution.prepare(slots, attributes, "2_1")
+    return _convolution_call(draw, rng, (batch, channels, height, width),
+                             (out_channels, group_channels) + kernel, (in_type, filter_type, out_type),
+                             channel_shape, dict(strides=strides, dilations=dilations,
+                                                 start_padding=start, end_padding=end,
+                                                 group_count=groups))
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
@@ -165,24 +177,11 @@ def depthwise_calls(draw):
     in_type, filter_type, out_type = (draw(st.sampled_from(TYPES)) for _ in range(3))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     channel_shape = (out_channels,) if draw(st.booleans()) else ()
-    slots = dict(
-        input=random_values(rng, (batch, channels, height, width), in_type),
-        input_scale=np.float32(rng.uniform(0.01, 0.1)),
-        input_zero_point=random_values(rng, (), in_type) if draw(st.booleans()) else None,
-        filter=random_values(rng, (out_channels, 1) + kernel, filter_type),
-        filter_scale=rng.uniform(0.01, 0.1, channel_shape).astype(np.float32),
-        filter_zero_point=(random_values(rng, channel_shape, filter_type)
-                           if draw(st.booleans()) else None),
-        bias=draw(st.sampled_from((None, 5000, 2**31 - 1))),
-        output_scale=np.float32(rng.uniform(0.2, 3.0)),
-        output_zero_point=random_values(rng, (), out_type),
-    )
-    if slots["bias"] is not None:
-        bound = slots["bias"]
-        slots["bias"] = rng.integers(-bound, bound, out_channels, dtype=np.int64).astype(np.int32)
-    attributes = dict(strides=strides, dilations=dilations, start_padding=start,
-                      end_padding=end, group_count=channels)
-    return convolution.prepare(slots, attributes, "2_1")
+    return _convolution_call(draw, rng, (batch, channels, height, width),
+                             (out_channels, 1) + kernel, (in_type, filter_type, out_type),
+                             channel_shape, dict(strides=strides, dilations=dilations,
+                                                 start_padding=start, end_padding=end,
+                                                 group_count=channels))
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
