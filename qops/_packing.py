@@ -18,6 +18,8 @@ import numpy as np
 from . import _dtypes
 from ._errors import DTypeValidationError, ValidationError
 
+_FLOAT4 = np.dtype(_dtypes.to_numpy("FLOAT4E2M1"))
+
 __all__ = ["pack_4bit", "unpack_4bit", "Packed4Bit"]
 
 FOUR_BIT_TYPES = ("INT4", "UINT4", "FLOAT4E2M1")
@@ -66,7 +68,13 @@ def pack_4bit(x):
     """
     x = np.asarray(x)
     _four_bit_dtype(x.dtype, "pack_4bit")
-    nibbles = np.ascontiguousarray(x).reshape(-1).view(np.uint8) & np.uint8(0x0F)
+    codes = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    if x.dtype == _FLOAT4:
+        # ml_dtypes reads a float4 byte's sign from all four high bits, not
+        # bit 3 alone (0x12 is -1.0): keep the value it shows, not the bits.
+        nibbles = (codes & np.uint8(0x07)) | ((codes > 7).view(np.uint8) << np.uint8(3))
+    else:
+        nibbles = codes & np.uint8(0x0F)  # int4 and uint4 are their low nibble
     if nibbles.size % 2:
         nibbles = np.concatenate([nibbles, np.zeros(1, np.uint8)])
     return nibbles[0::2] | (nibbles[1::2] << np.uint8(4))

@@ -37,12 +37,15 @@ _BLOCK_ROW = 4096
 
 
 def _table(name):
-    """float32 of every byte value of a float8 type, or of every nibble of a
-    4-bit type (as ml_dtypes converts them: NaN payloads included)."""
-    dtype = _dtypes.to_numpy(name)
-    count = 16 if name in _FOUR_BIT else 256
-    values = np.arange(count, dtype=np.uint8).view(dtype).astype(np.float32)
-    return np.ascontiguousarray(np.resize(values, 256))
+    """float32 of every byte value of a float8 or 4-bit type, as ml_dtypes
+    converts them (NaN payloads included).
+
+    An unpacked float4 array's byte is read whole: ml_dtypes takes the sign
+    from any of its four high bits.  Packed nibbles index the first sixteen
+    entries, which are the canonical codes.
+    """
+    values = np.arange(256, dtype=np.uint8).view(_dtypes.to_numpy(name)).astype(np.float32)
+    return np.ascontiguousarray(values)
 
 
 _TABLES = {name: _table(name) for name in _FOUR_BIT + tuple(sorted(_dtypes.FLOAT8))}

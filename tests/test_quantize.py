@@ -785,6 +785,23 @@ def test_pack_4bit_nibble_order_by_hand():
         [1, 2, -1, -8, 7]
 
 
+@pytest.mark.parametrize("x_type", FOUR_BIT, ids=tid)
+def test_every_byte_of_an_unpacked_4bit_array_reads_as_ml_dtypes_shows_it(x_type):
+    """A 4-bit array made by viewing bytes can hold codes beyond its four
+    bits; ml_dtypes gives each byte a value (float4 takes its sign from any
+    high bit: 0x12 is -1.0), and dequantize and pack_4bit keep that value."""
+    x = np.arange(256, dtype=np.uint8).view(x_type)
+    shown = x.astype(np.float32)
+    zero = np.zeros((), x_type)
+    got = qops.dequantize_linear(x, np.float32(0.5), zero)
+    assert_bits_equal(got, shown * np.float32(0.5), "unpacked bytes")
+    raw = qops.pack_4bit(x)
+    assert_bits_equal(qops.unpack_4bit(raw, x_type, x.shape).astype(np.float32), shown,
+                      "packed nibbles")
+    packed = qops.dequantize_linear(qops.Packed4Bit(raw, x_type, x.shape), np.float32(0.5), zero)
+    assert_bits_equal(packed, got, "packed bytes")
+
+
 @pytest.mark.parametrize("bad", ["count", "dtype", "raw dtype", "shape"])
 def test_unpack_4bit_rejects_what_does_not_fit(bad):
     raw, dtype, shape = np.zeros(3, np.uint8), I4, (5,)
