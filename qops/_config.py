@@ -12,6 +12,7 @@ from ._errors import ValidationError
 
 
 _OPENMP = []
+_OPENMP_ENABLED = [False]
 
 
 def _openmp_module():
@@ -24,6 +25,7 @@ def _openmp_module():
         except ImportError:
             _openmp = None
         _OPENMP.append(_openmp)
+        _OPENMP_ENABLED[0] = bool(_openmp is not None and _openmp.openmp_enabled())
     return _OPENMP[0]
 
 __all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "config", "show_config"]
@@ -35,12 +37,15 @@ MAX_THREADS = 4096
 
 
 def _default_threads():
+    # Every call without n_threads asks: OpenMP's own answer is cheap (a
+    # C call, not an environment lookup), holds OMP_NUM_THREADS as the
+    # runtime read it at start, and follows threadpoolctl's limits.
+    openmp = _openmp_module()
+    if openmp is not None and _OPENMP_ENABLED[0]:
+        return max(1, openmp.max_threads())
     value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if value.isdigit() and int(value) >= 1:
         return int(value)
-    openmp = _openmp_module()
-    if openmp is not None and openmp.openmp_enabled():
-        return max(1, openmp.max_threads())
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:
@@ -64,7 +69,9 @@ def _check_threads(n, name):
 def get_num_threads() -> int:
     """The number of threads kernels use when a call gives no ``n_threads``.
 
-    Defaults to ``OMP_NUM_THREADS`` when set, else the cores this process may run on.
+    Defaults to OpenMP's team size: ``OMP_NUM_THREADS`` when it was set as
+    the process started, else the cores this process may run on (or a
+    limit threadpoolctl sets).
     """
     return _num_threads if _num_threads is not None else _default_threads()
 

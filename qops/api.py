@@ -37,6 +37,26 @@ def _matmul_lean():
         _MATMUL_LEAN.append(lean_cache())
     return _MATMUL_LEAN[0]
 
+# Per-tensor float32 to int8 / uint8 quantization at the defaults: checked
+# and run in C (qops.ops._lean.quantize_per_tensor) with the selected
+# kernels' entry, found on first use; ``None`` when not built.
+_QUANTIZE_LEAN = []
+
+
+def _quantize_lean():
+    if not _QUANTIZE_LEAN:
+        try:
+            from . import _simd
+            from .ops._lean import quantize_per_tensor
+
+            entry = _simd.quantize_module(None).lean_entry()
+        except ImportError:
+            _QUANTIZE_LEAN.append(None)
+        else:
+            _QUANTIZE_LEAN.append((quantize_per_tensor, entry))
+    return _QUANTIZE_LEAN[0]
+
+
 _DEQUANTIZE_PLANS = PlanCache(_quantize.prepare_dequantize, ("x_scale",),
                               check_values=_quantize.recheck_values)
 _QUANTIZE_PLANS = PlanCache(_quantize.prepare_quantize, ("y_scale",),
@@ -375,6 +395,16 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     >>> quantize_linear(np.array([-1.0, 0.25, 0.75, 100.0], np.float32), 0.5, np.int8(0))
     array([ -2,   0,   2, 127], dtype=int8)
     """
+    if (type(axis) is int and axis == 1 and type(block_size) is int and block_size == 0
+            and (saturate is True or saturate is False) and output_dtype is None
+            and precision is None and opset is None):
+        lean = _quantize_lean()
+        if lean is not None:
+            run, entry = lean
+            result = run(entry, x, y_scale, y_zero_point, out,
+                         resolve_threads() if n_threads is None else n_threads)
+            if result is not None:
+                return result
     slots = dict(x=x, y_scale=y_scale, y_zero_point=y_zero_point)
     attributes = dict(axis=axis, block_size=block_size, saturate=saturate,
                       output_dtype=output_dtype, precision=precision)

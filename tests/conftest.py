@@ -1,7 +1,8 @@
 """Shared helpers for the differential tests.
 
-* Hypothesis profiles: ``default`` (modest, the normal run) and ``ci``
-  (more examples); pick one with ``HYPOTHESIS_PROFILE=ci``.
+* Hypothesis profiles: ``default`` (modest, the normal run), ``ci`` (more
+  examples) and ``long`` (many more, run by hand through
+  ``benchmarks/long_tests.py``); pick one with ``HYPOTHESIS_PROFILE=ci``.
 * One-node ONNX models of QLinearConv, QLinearMatMul, QuantizeLinear and
   DequantizeLinear, run on onnxruntime (:func:`run_ort`) and on
   ``onnx.reference.ReferenceEvaluator`` (:func:`run_reference`).
@@ -39,6 +40,8 @@ settings.register_profile("default", deadline=None, max_examples=40, suppress_he
                           print_blob=True)
 settings.register_profile("ci", deadline=None, max_examples=150, suppress_health_check=_SUPPRESS,
                           print_blob=True)
+settings.register_profile("long", deadline=None, max_examples=1000,
+                          suppress_health_check=_SUPPRESS, print_blob=True)
 settings.register_profile("dev", deadline=None, max_examples=10, suppress_health_check=_SUPPRESS)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 

@@ -13,6 +13,7 @@
 # vectorizes; conversions follow the bit-level rules of NumPy (float16) and
 # ml_dtypes (bfloat16, float8, float4), rounding to nearest even.
 
+from cpython.pycapsule cimport PyCapsule_New
 from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
 
@@ -64,11 +65,17 @@ cpdef enum:
     Q_E5M2FNUZ = 9
     Q_E2M1 = 10
 
+# The capsule name of the lean path's entry; its C type is
+# qops.ops._lean.QuantizeTensor.
+cdef const char* LEAN_ENTRY = b"qops._kernels.quantize_float32_tensor"
+
 cdef enum:
     PIECE = 512
     # Fewer elements than this run on the calling thread: a parallel region
     # costs more than it saves.
     PARALLEL_MIN = 32768
+    # Elements per row of a per-tensor call (qops._quantize_native._ROW).
+    ROW = 16384
 
 # -- conversions --------------------------------------------------------------------
 
@@ -750,6 +757,27 @@ def quantize(const uint8_t[::1] x, int x_kind, int compute, const float[::1] sca
         return
     for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
         quantize_job_row(&job, r)
+
+
+# -- the lean path's entry -----------------------------------------------------------------
+
+cdef void quantize_float32_tensor(const float* x, Py_ssize_t count, float scale, float zero,
+                                  uint8_t* out, int out_kind, int n_threads) noexcept nogil:
+    """Per-tensor QuantizeLinear of float32 ``x`` to an integer type, as
+    :func:`quantize` computes it for that call; reached from qops.ops._lean
+    through :func:`lean_entry` without building any Python object."""
+    cdef Py_ssize_t rows = (count + ROW - 1) // ROW, r
+    if n_threads <= 1 or count < PARALLEL_MIN or rows == 1:
+        quantize_float32_to_integers(x, count, &scale, &zero, False, out, out_kind)
+        return
+    for r in prange(rows, num_threads=n_threads, schedule="static"):
+        quantize_float32_to_integers(x + r * ROW, min(<Py_ssize_t>ROW, count - r * ROW), &scale,
+                                     &zero, False, out + r * ROW, out_kind)
+
+
+def lean_entry():
+    """A capsule holding :func:`quantize_float32_tensor` (``LEAN_ENTRY``)."""
+    return PyCapsule_New(<void*>quantize_float32_tensor, LEAN_ENTRY, NULL)
 
 
 # -- conversions exposed for the tests ------------------------------------------------------

@@ -106,7 +106,11 @@ def as_parameter(op: Operator, slot: str, value, *, number_dtype):
                  slot=slot, given=value, allowed=(low, high))
     elif isinstance(value, complex):
         fail(op, f"{slot} must be real, not {value!r}", slot=slot, given=value)
-    array = np.array(value, dtype=dtype)
+    # A float past the type's range becomes infinity, which the value
+    # checks then reject with the reason; NumPy's overflow warning would
+    # only repeat it.
+    with np.errstate(over="ignore"):
+        array = np.array(value, dtype=dtype)
     return Slotted(array, desc_of(array))
 
 

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The lean per-call path of small matrix multiplies.
+"""The lean per-call paths: small matrix multiplies, per-tensor quantization.
 
 For a few thousand multiply-adds a call's time is its overhead: building
 slot dictionaries, computing a plan signature, converting arrays, deriving
@@ -19,6 +19,7 @@ error a user should see.
 cimport cython
 cimport numpy as cnp
 from cpython.float cimport PyFloat_AS_DOUBLE
+from cpython.pycapsule cimport PyCapsule_GetPointer
 from libc.math cimport INFINITY
 from libc.stdint cimport int8_t, int32_t, uint8_t
 
@@ -350,3 +351,118 @@ def lean_plan(dict slots, call):
     return LeanMatmul(tuple(f[0] for f in forms), tuple(f[1] for f in forms),
                       tuple(f[2] for f in forms), a, b, out_shape, call.output_dtype,
                       strides[0], strides[1], int(info.min), int(info.max))
+
+
+# -- QuantizeLinear, per tensor ------------------------------------------------------------
+#
+# float32 x to int8 or uint8 with one scale is the commonest QuantizeLinear,
+# and a large one still spends a tenth of its time in the validating path
+# (slot dictionaries, plan signature, parameter arrays, kernel keywords).
+# Its form is fixed, so no learning is needed: a call whose every argument
+# has one of the forms below would pass validation except for values, which
+# are checked here; anything else answers None and takes the full path.
+
+ctypedef void (*QuantizeTensor)(const float* x, Py_ssize_t count, float scale, float zero,
+                                uint8_t* out, int out_kind, int n_threads) noexcept nogil
+
+cdef const char* QUANTIZE_ENTRY = b"qops._kernels.quantize_float32_tensor"
+# The kernels' output kinds (qops._kernels._quantize.pxi).
+cdef int Q_INT8 = 0, Q_UINT8 = 1
+
+
+cdef bint scale_value(object value, float* scale, int* rank):
+    """A per-tensor float32 scale in a form validation converts without loss
+    of meaning: a Python float, a float32 scalar, a float32 array of shape
+    () or (1,).  The value is float32, as validation converts it."""
+    if type(value) is float:
+        scale[0] = <float>PyFloat_AS_DOUBLE(value)
+        rank[0] = 0
+        return True
+    if type(value) is np.float32:
+        cnp.PyArray_ScalarAsCtype(value, scale)
+        rank[0] = 0
+        return True
+    if behaved(value, cnp.NPY_FLOAT32, 0) or (
+            behaved(value, cnp.NPY_FLOAT32, 1) and cnp.PyArray_DIMS(<cnp.ndarray>value)[0] == 1):
+        scale[0] = (<float*>cnp.PyArray_DATA(<cnp.ndarray>value))[0]
+        rank[0] = cnp.PyArray_NDIM(<cnp.ndarray>value)
+        return True
+    return False
+
+
+cdef bint zero_point_value(object value, int rank, float* zero, int* out_type):
+    """An int8 or uint8 zero point of the scale's shape, or none (uint8 output)."""
+    cdef void* data
+    cdef int typenum
+    cdef uint8_t byte
+    if value is None:
+        zero[0] = 0
+        out_type[0] = cnp.NPY_UINT8
+        return True
+    if type(value) is np.uint8 or type(value) is np.int8:
+        if rank != 0:
+            return False
+        typenum = cnp.NPY_UINT8 if type(value) is np.uint8 else cnp.NPY_INT8
+        cnp.PyArray_ScalarAsCtype(value, &byte)
+        data = &byte
+    elif behaved(value, cnp.NPY_UINT8, rank) or behaved(value, cnp.NPY_INT8, rank):
+        if rank == 1 and cnp.PyArray_DIMS(<cnp.ndarray>value)[0] != 1:
+            return False
+        typenum = cnp.PyArray_TYPE(<cnp.ndarray>value)
+        data = cnp.PyArray_DATA(<cnp.ndarray>value)
+    else:
+        return False
+    # (Not one conditional expression: Cython would give it one 8-bit type.)
+    if typenum == cnp.NPY_INT8:
+        zero[0] = (<int8_t*>data)[0]
+    else:
+        zero[0] = (<uint8_t*>data)[0]
+    out_type[0] = typenum
+    return True
+
+
+def quantize_per_tensor(object entry, x, y_scale, y_zero_point, out, n_threads):
+    """``qops.quantize_linear(x, y_scale, y_zero_point, out=out,
+    n_threads=n_threads)`` with every other argument at its default, or
+    ``None`` when the call is not of the lean form or a value would fail.
+
+    ``entry``: the selected kernels' :func:`lean_entry` capsule;
+    ``n_threads``: resolved by the caller when not given.
+    """
+    cdef float scale, zero
+    cdef int rank, out_type
+    cdef QuantizeTensor kernel
+    cdef cnp.ndarray source, result
+    cdef Py_ssize_t count
+    cdef int threads
+    if not (type(x) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_FLOAT32
+            and cnp.PyArray_ISCARRAY_RO(<cnp.ndarray>x) and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>x)):
+        return None
+    source = <cnp.ndarray>x
+    count = cnp.PyArray_SIZE(source)
+    if count == 0:
+        return None
+    if not (scale_value(y_scale, &scale, &rank) and 0.0 < scale < INFINITY):
+        return None
+    if not zero_point_value(y_zero_point, rank, &zero, &out_type):
+        return None
+    if not (type(n_threads) is int and 1 <= n_threads <= MAX_THREADS):
+        return None
+    threads = n_threads
+    if out is None:
+        result = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(source), cnp.PyArray_DIMS(source), out_type, 0)
+    else:
+        if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == out_type
+                and cnp.PyArray_NDIM(<cnp.ndarray>out) == cnp.PyArray_NDIM(source)
+                and cnp.PyArray_ISCARRAY(<cnp.ndarray>out)
+                and same_dims(<cnp.ndarray>out, cnp.PyArray_DIMS(source), cnp.PyArray_NDIM(source))):
+            return None
+        result = <cnp.ndarray>out
+        if overlaps(result, x) or overlaps(result, y_scale) or overlaps(result, y_zero_point):
+            return None
+    kernel = <QuantizeTensor>PyCapsule_GetPointer(entry, QUANTIZE_ENTRY)
+    with nogil:
+        kernel(<const float*>cnp.PyArray_DATA(source), count, scale, zero,
+               <uint8_t*>cnp.PyArray_DATA(result), Q_INT8 if out_type == cnp.NPY_INT8 else Q_UINT8,
+               threads)
+    return result
