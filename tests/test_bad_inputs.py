@@ -58,6 +58,15 @@ def quantize_call():
         y_zero_point=rng.integers(-10, 10, 5).astype(i8)), dict(axis=1)
 
 
+def quantize_per_tensor_call():
+    """The lean path's form (qops/ops/_lean.pyx): every bad input must
+    still get the validating path's answer."""
+    rng = np.random.default_rng(6)
+    return "quantize_linear", dict(
+        x=rng.normal(0, 3, (2, 5, 4)).astype(np.float32), y_scale=np.float32(0.04),
+        y_zero_point=u8(120)), {}
+
+
 def dequantize_call():
     rng = np.random.default_rng(5)
     return "dequantize_linear", dict(
@@ -67,8 +76,11 @@ def dequantize_call():
 
 
 CALLS = [conv_call, matmul_call, conv_integer_call, matmul_integer_call, quantize_call,
-         dequantize_call]
-IDS = [make()[0] for make in CALLS]
+         dequantize_call, quantize_per_tensor_call]
+# By function name (the tests below look calls up by it), the second form of
+# a function by its own.
+IDS = [make()[0] if make is not quantize_per_tensor_call else "quantize_linear_per_tensor"
+       for make in CALLS]
 
 
 def main_slot(slots):
