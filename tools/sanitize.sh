@@ -31,9 +31,12 @@ ubsan_runtime="$(${CC:-gcc} -print-file-name=libubsan.so)"
 export LD_PRELOAD="$asan_runtime $ubsan_runtime"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-# The tests that build extensions themselves would build uninstrumented copies.
+# The tests that build extensions themselves would build uninstrumented
+# copies; the resident-memory tests would measure ASan's allocator, whose
+# quarantine keeps freed blocks (to catch their later use) by design.
 cd "$work"
 PYTHONPATH="$work" python -m pytest -q -p no:cacheprovider \
     --deselect tests/test_config.py::test_the_kernels_build_without_openmp \
     --deselect tests/test_config.py::test_a_debug_build_passes_the_kernel_tests \
+    --deselect tests/test_threads.py::test_ten_thousand_calls_do_not_grow_the_process \
     "${@:-tests}"
