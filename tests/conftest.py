@@ -251,6 +251,17 @@ def matmul_ort_supported(a, b, y, per_column=False):
 _UINT_OF_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
+def run_in_threads(work, count):
+    """``work(index)`` for index 0 .. count - 1, each on its own thread, all at once."""
+    import threading
+
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def bits(array):
     """The raw bits of ``array`` as an unsigned integer array of the same item
     size.  int4/uint4/float4 occupy one byte each in ml_dtypes; their unused

@@ -1,13 +1,13 @@
 """qops.compile: constants bound and packed once, results equal to the plain functions."""
 
-import threading
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qops
+
+from conftest import run_in_threads
 
 u8, i8, f32 = np.uint8, np.int8, np.float32
 
@@ -73,11 +73,7 @@ def test_calls_from_several_threads_agree():
         for _ in range(5):
             results[index] = compiled(a=inputs[index], a_scale=0.05, output_scale=1.0)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(inputs))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, len(inputs))
     assert all(np.array_equal(r, e) for r, e in zip(results, expected))
 
 

@@ -5,7 +5,6 @@ value checks only.  These tests hold it to the same results as the NumPy
 reference and onnxruntime, and to the same errors as the validating path.
 """
 
-import threading
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from hypothesis import strategies as st
 import qops
 from qops import api, reference
 
-from conftest import matmul_ort_supported, run_ort
+from conftest import matmul_ort_supported, run_in_threads, run_ort
 
 _lean = pytest.importorskip("qops.ops._lean")
 
@@ -348,9 +347,5 @@ def test_concurrent_lean_calls_agree_with_serial_ones():
                                       wanted[index]):
                     failures.append(index)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(worker, 4)
     assert not failures

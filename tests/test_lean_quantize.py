@@ -7,7 +7,6 @@ it is the path such calls take, and that every call it does not take (other
 forms, bad values) gets the validating path's result or error.
 """
 
-import threading
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 import qops
 from qops import _simd, api, reference
 
-from conftest import assert_bits_equal, run_reference
+from conftest import assert_bits_equal, run_in_threads, run_reference
 
 _lean = pytest.importorskip("qops.ops._lean")
 
@@ -244,9 +243,5 @@ def test_concurrent_lean_calls_agree_with_serial_ones(entry):
                                   serial[index % len(cases)]):
                 failures.append(index)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(worker, 8)
     assert not failures

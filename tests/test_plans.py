@@ -1,13 +1,13 @@
 """The plan cache: a signature is validated once; values are checked every call."""
 
-import threading
-
 import numpy as np
 import pytest
 
 import qops
 from qops import api, reference
 from qops.ops import _plans
+
+from conftest import run_in_threads
 
 u8, i8 = np.uint8, np.int8
 
@@ -174,11 +174,7 @@ def test_concurrent_calls_on_one_plan_agree():
             if not np.array_equal(got, expected[index]):
                 failures.append(index)
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(work, len(cases))
     assert failures == []
     assert len(api._MATMUL_PLANS) == 1
 
