@@ -31,6 +31,14 @@ ubsan_runtime="$(${CC:-gcc} -print-file-name=libubsan.so)"
 export LD_PRELOAD="$asan_runtime $ubsan_runtime"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# ... and is the one Python imports (not an installed copy).
+loaded="$(cd "$work" && PYTHONPATH="$work" python -c \
+    'import qops._kernels._openmp as m; print(m.__file__)')"
+case "$loaded" in
+    "$work"/*) ;;
+    *) echo "sanitize: the tests would import $loaded, not the instrumented build" >&2; exit 1 ;;
+esac
+
 # The tests that build extensions themselves would build uninstrumented
 # copies; the resident-memory tests would measure ASan's allocator, whose
 # quarantine keeps freed blocks (to catch their later use) by design.
