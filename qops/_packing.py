@@ -18,11 +18,23 @@ import numpy as np
 from . import _dtypes
 from ._errors import DTypeValidationError, ValidationError
 
-_FLOAT4 = np.dtype(_dtypes.to_numpy("FLOAT4E2M1"))
-
 __all__ = ["pack_4bit", "unpack_4bit", "Packed4Bit"]
 
 FOUR_BIT_TYPES = ("INT4", "UINT4", "FLOAT4E2M1")
+
+
+def _nibble_of_byte(name):
+    """The 4-bit code of the value ml_dtypes reads from each byte of an
+    unpacked array.  An array made by viewing bytes may hold any byte, and
+    ml_dtypes gives each a value (a float4 takes its sign from any of the
+    four high bits: 0x12 is -1.0); converting that value back gives its code."""
+    dtype = _dtypes.to_numpy(name)
+    values = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
+    return values.astype(dtype).view(np.uint8) & np.uint8(0x0F)
+
+
+_NIBBLE_OF_BYTE = {np.dtype(_dtypes.to_numpy(name)): _nibble_of_byte(name)
+                   for name in FOUR_BIT_TYPES}
 
 
 def _four_bit_dtype(dtype, where):
@@ -69,12 +81,7 @@ def pack_4bit(x):
     x = np.asarray(x)
     _four_bit_dtype(x.dtype, "pack_4bit")
     codes = np.ascontiguousarray(x).reshape(-1).view(np.uint8)
-    if x.dtype == _FLOAT4:
-        # ml_dtypes reads a float4 byte's sign from all four high bits, not
-        # bit 3 alone (0x12 is -1.0): keep the value it shows, not the bits.
-        nibbles = (codes & np.uint8(0x07)) | ((codes > 7).view(np.uint8) << np.uint8(3))
-    else:
-        nibbles = codes & np.uint8(0x0F)  # int4 and uint4 are their low nibble
+    nibbles = _NIBBLE_OF_BYTE[x.dtype][codes]
     if nibbles.size % 2:
         nibbles = np.concatenate([nibbles, np.zeros(1, np.uint8)])
     return nibbles[0::2] | (nibbles[1::2] << np.uint8(4))

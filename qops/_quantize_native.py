@@ -30,9 +30,9 @@ _Q_KINDS = {
 }
 _FOUR_BIT = ("INT4", "UINT4", "FLOAT4E2M1")
 
-#: Elements per row of a per-tensor call, and about how many a row of blocks
-#: along the last axis takes: rows are what threads share out.
-_ROW = 16384
+#: Elements per row of a per-tensor call (the kernels' own), and about how
+#: many a row of blocks along the last axis takes: rows are what threads share out.
+_ROW = _k.ROW
 _BLOCK_ROW = 4096
 
 

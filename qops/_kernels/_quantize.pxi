@@ -74,7 +74,10 @@ cdef enum:
     # Fewer elements than this run on the calling thread: a parallel region
     # costs more than it saves.
     PARALLEL_MIN = 32768
-    # Elements per row of a per-tensor call (qops._quantize_native._ROW).
+
+# Elements per row of a per-tensor call: rows are what threads share out
+# (the glue reads it too).
+cpdef enum:
     ROW = 16384
 
 # -- conversions --------------------------------------------------------------------
@@ -762,11 +765,13 @@ def quantize(const uint8_t[::1] x, int x_kind, int compute, const float[::1] sca
 # -- the lean path's entry -----------------------------------------------------------------
 
 cdef void quantize_float32_tensor(const float* x, Py_ssize_t count, float scale, float zero,
-                                  uint8_t* out, int out_kind, int n_threads) noexcept nogil:
-    """Per-tensor QuantizeLinear of float32 ``x`` to an integer type, as
-    :func:`quantize` computes it for that call; reached from qops.ops._lean
-    through :func:`lean_entry` without building any Python object."""
+                                  uint8_t* out, bint to_int8, int n_threads) noexcept nogil:
+    """Per-tensor QuantizeLinear of float32 ``x`` to int8 (``to_int8``) or
+    uint8, as :func:`quantize` computes it for that call; reached from
+    qops.ops._lean through :func:`lean_entry` without building any Python
+    object."""
     cdef Py_ssize_t rows = (count + ROW - 1) // ROW, r
+    cdef int out_kind = Q_INT8 if to_int8 else Q_UINT8
     if n_threads <= 1 or count < PARALLEL_MIN or rows == 1:
         quantize_float32_to_integers(x, count, &scale, &zero, False, out, out_kind)
         return

@@ -363,11 +363,9 @@ def lean_plan(dict slots, call):
 # are checked here; anything else answers None and takes the full path.
 
 ctypedef void (*QuantizeTensor)(const float* x, Py_ssize_t count, float scale, float zero,
-                                uint8_t* out, int out_kind, int n_threads) noexcept nogil
+                                uint8_t* out, bint to_int8, int n_threads) noexcept nogil
 
 cdef const char* QUANTIZE_ENTRY = b"qops._kernels.quantize_float32_tensor"
-# The kernels' output kinds (qops._kernels._quantize.pxi).
-cdef int Q_INT8 = 0, Q_UINT8 = 1
 
 
 cdef bint scale_value(object value, float* scale, int* rank):
@@ -463,6 +461,5 @@ def quantize_per_tensor(object entry, x, y_scale, y_zero_point, out, n_threads):
     kernel = <QuantizeTensor>PyCapsule_GetPointer(entry, QUANTIZE_ENTRY)
     with nogil:
         kernel(<const float*>cnp.PyArray_DATA(source), count, scale, zero,
-               <uint8_t*>cnp.PyArray_DATA(result), Q_INT8 if out_type == cnp.NPY_INT8 else Q_UINT8,
-               threads)
+               <uint8_t*>cnp.PyArray_DATA(result), out_type == cnp.NPY_INT8, threads)
     return result
