@@ -164,6 +164,17 @@ def test_dynamic_quantize_linear_equals_onnx_reference_bit_for_bit(values):
     assert zero_point[0] == want[2]
 
 
+@pytest.mark.parametrize("values", [[1.401298464324817e-45], [-1e-44, 2e-45, 0.0], [-3e-45]])
+def test_dynamic_quantize_linear_of_a_subnormal_range_equals_onnx_reference(values):
+    """span / 255 underflows to a zero scale, which QuantizeLinear refuses."""
+    x = np.array(values, np.float32)
+    y, scale, zero_point = qops.dynamic_quantize_linear(x)
+    want = _reference_dynamic_quantize(x)
+    assert np.array_equal(y, want[0])
+    assert scale.view(np.uint32)[0] == np.asarray(want[1], np.float32).view(np.uint32)
+    assert zero_point[0] == want[2]
+
+
 def test_dynamic_quantize_linear_cases_onnxruntime_and_types():
     x = np.array([[-1.5, 0.0, 0.25], [3.0, 2.5, -0.75]], np.float32)
     y, scale, zero_point = qops.dynamic_quantize_linear(x)

@@ -46,7 +46,12 @@ def dynamic_quantize_parameters(input, output_dtype):
     smallest = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
     span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
     scale = np.float32(span / np.float32(high - low))
-    zero = np.rint(np.clip(np.float32(low) - smallest / scale, low, high))
+    # A subnormal span makes the scale 0, and ONNX's arithmetic goes on: a
+    # zero minimum gives 0 / 0, NaN, which its clamp (min and max, each
+    # keeping the bound when a comparison fails) turns into the top of the range.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        initial = np.float32(low) - smallest / scale
+    zero = np.float32(high) if np.isnan(initial) else np.rint(np.clip(initial, low, high))
     return scale, np.dtype(output_dtype).type(zero)
 
 
@@ -58,7 +63,7 @@ def dynamic_quantize_linear(input, output_dtype):
     x = np.asarray(input).astype(np.float32)
     scale, zero = dynamic_quantize_parameters(x, output_dtype)
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
-    with np.errstate(invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero scale: see above
         y = np.clip(np.rint(x / scale) + np.float32(zero), low, high)
     shape = (1,) * x.ndim
     dtype = np.dtype(output_dtype)
