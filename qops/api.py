@@ -292,13 +292,13 @@ def dynamic_quantize_linear(input, *, output_dtype=None, feature_level=None, n_t
         {"input": input}, {"output_dtype": output_dtype}, feature_level)
     x = np.asarray(call.arrays["input"], np.float32)
     scale, zero_point = reference.dynamic_quantize_parameters(x, call.output_dtype)
-    if scale > 0:
+    if 0 < scale < np.inf:
         # The quantization itself is QuantizeLinear's rule, and runs where it does.
         y = quantize_linear(x, scale, zero_point, n_threads=n_threads)
     else:
-        # A range inside float32's subnormals: span / 255 underflows to 0 and
-        # ONNX divides by zero, which QuantizeLinear refuses as a scale; the
-        # reference computes what ONNX does.
+        # A range inside float32's subnormals (span / 255 underflows to 0) or
+        # past its largest value (the span overflows): QuantizeLinear refuses
+        # such a scale, and ONNX's arithmetic goes on; the reference follows it.
         y = reference.dynamic_quantize_linear(x, call.output_dtype)[0]
     one = (1,) * x.ndim
     return y, np.full(one, scale, np.float32), np.full(one, zero_point, call.output_dtype)

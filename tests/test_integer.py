@@ -164,9 +164,11 @@ def test_dynamic_quantize_linear_equals_onnx_reference_bit_for_bit(values):
     assert zero_point[0] == want[2]
 
 
-@pytest.mark.parametrize("values", [[1.401298464324817e-45], [-1e-44, 2e-45, 0.0], [-3e-45]])
-def test_dynamic_quantize_linear_of_a_subnormal_range_equals_onnx_reference(values):
-    """span / 255 underflows to a zero scale, which QuantizeLinear refuses."""
+@pytest.mark.parametrize("values", [[1.401298464324817e-45], [-1e-44, 2e-45, 0.0], [-3e-45],
+                                    [3e38, -3e38, 1.0, 0.0], [-3.4e38, 1e38]])
+def test_dynamic_quantize_linear_of_a_range_beyond_float32_equals_onnx_reference(values):
+    """span / 255 underflows to a zero scale, or the span overflows to an
+    infinite one; QuantizeLinear refuses both."""
     x = np.array(values, np.float32)
     y, scale, zero_point = qops.dynamic_quantize_linear(x)
     want = _reference_dynamic_quantize(x)

@@ -30,7 +30,7 @@ with atheris.instrument_imports():
     import numpy as np
 
     import qops
-    from qops import _dispatch
+    from qops import _dispatch, reference
     from qops.api import _PREPARE
 
 DTYPES = [np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64, np.float16, np.float32,
@@ -207,6 +207,15 @@ def dequantize_call(draw):
     return "dequantize_linear", slots, {}, keywords
 
 
+def dynamic_quantize_call(draw):
+    x = draw.array(draw.shape(draw.integer(0, 4)), draw.dtype([np.float32, np.float16],
+                                                              [np.float64, np.int32]))
+    attributes = dict(output_dtype=draw.pick([None, np.uint8, np.int8, np.int16])
+                      if draw.hostile else None)
+    return "dynamic_quantize_linear", dict(input=x), attributes, dict(
+        feature_level=draw.pick(LEVELS) if draw.hostile else None)
+
+
 #: Calls that ran (and matched the reference) and calls rejected, per function;
 #: with QOPS_FUZZ_STATS=1 printed every 500 calls and at exit (libFuzzer may
 #: end the process without running exit handlers).
@@ -228,7 +237,9 @@ def _count(key):
 
 
 MAKERS = [convolution_call, matmul_call, integer_matmul_call, integer_convolution_call,
-          quantize_call, dequantize_call]
+          quantize_call, dequantize_call, dynamic_quantize_call]
+#: Functions that take no out= (they return several arrays).
+NO_OUT = {"dynamic_quantize_linear"}
 
 
 def same(actual, expected):
@@ -245,12 +256,14 @@ def one_input(data):
     function_name, slots, attributes, keywords = draw.pick(MAKERS)(draw)
     function = getattr(qops, function_name)
     out = None
-    if draw.hostile and draw.flag():
+    if draw.hostile and draw.flag() and function_name not in NO_OUT:
         out = draw.array(draw.shape(draw.integer(0, 4)), draw.pick(DTYPES))
     before = None if out is None else out.copy()
     threads = draw.pick([None, 1, 2])
+    if function_name not in NO_OUT:
+        keywords = dict(keywords, out=out)
     try:
-        result = function(**slots, **attributes, **keywords, out=out, n_threads=threads)
+        result = function(**slots, **attributes, **keywords, n_threads=threads)
     except qops.ValidationError:
         if out is not None and not same(out, before):
             raise AssertionError(f"{function_name}: a rejected call wrote into out")
@@ -258,8 +271,15 @@ def one_input(data):
         return
     op = qops.registry.get(function_name)
     version = keywords.get("feature_level") or keywords.get("opset")
-    extra = {k: v for k, v in keywords.items() if k not in ("feature_level", "opset")}
+    extra = {k: v for k, v in keywords.items() if k not in ("feature_level", "opset", "out")}
     call = _PREPARE[op.name](slots, dict(attributes, **extra), version)
+    if function_name == "dynamic_quantize_linear":
+        expected = reference.dynamic_quantize_linear(
+            np.asarray(call.arrays["input"], np.float32), call.output_dtype)
+        if not all(map(same, result, expected)):
+            raise AssertionError(f"{function_name}: the result differs from the reference")
+        _count(function_name + " ran")
+        return
     expected = _dispatch.execute(call, implementation="reference")
     if not same(np.asarray(result).reshape(expected.shape) if np.size(result) == expected.size
                 else result, expected):

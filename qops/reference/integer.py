@@ -44,12 +44,13 @@ def dynamic_quantize_parameters(input, output_dtype):
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
     largest = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
     smallest = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
-    span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
-    scale = np.float32(span / np.float32(high - low))
-    # A subnormal span makes the scale 0, and ONNX's arithmetic goes on: a
-    # zero minimum gives 0 / 0, NaN, which its clamp (min and max, each
+    # A span past float32's largest value makes the scale infinite, a
+    # subnormal one makes it 0, and ONNX's arithmetic goes on: a zero minimum
+    # over a zero scale is 0 / 0, NaN, which its clamp (min and max, each
     # keeping the bound when a comparison fails) turns into the top of the range.
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
+        scale = np.float32(span / np.float32(high - low))
         initial = np.float32(low) - smallest / scale
     zero = np.float32(high) if np.isnan(initial) else np.rint(np.clip(initial, low, high))
     return scale, np.dtype(output_dtype).type(zero)
@@ -63,8 +64,9 @@ def dynamic_quantize_linear(input, output_dtype):
     x = np.asarray(input).astype(np.float32)
     scale, zero = dynamic_quantize_parameters(x, output_dtype)
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
-    with np.errstate(divide="ignore", invalid="ignore"):  # a zero scale: see above
-        y = np.clip(np.rint(x / scale) + np.float32(zero), low, high)
-    shape = (1,) * x.ndim
     dtype = np.dtype(output_dtype)
-    return (y.astype(dtype), np.full(shape, scale, np.float32), np.full(shape, zero, dtype))
+    # A zero scale (see above) makes 0 / 0 NaN, which ONNX casts as the platform does.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.clip(np.rint(x / scale) + np.float32(zero), low, high).astype(dtype)
+    shape = (1,) * x.ndim
+    return y, np.full(shape, scale, np.float32), np.full(shape, zero, dtype)
