@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._requantize import requantization_multiplier, requantize, widen
+from ._requantize import exact_products, requantization_multiplier, requantize, widen
 
 
 def output_size(size, kernel, stride, dilation, start, end):
@@ -64,7 +64,7 @@ def convolution_sums(input, input_zero_point, filter, filter_zero_point, bias, *
             batch * out_h * out_w, group_channels * kernel_h * kernel_w)
         kernel = weights[group * per_group:(group + 1) * per_group].reshape(
             per_group, group_channels * kernel_h * kernel_w)
-        sums = columns @ kernel.T  # (N*OH*OW, per_group), exact in int64
+        sums = exact_products(columns, kernel.T)  # (N*OH*OW, per_group)
         accumulator[:, group * per_group:(group + 1) * per_group] = (
             sums.reshape(batch, out_h, out_w, per_group).transpose(0, 3, 1, 2))
     if bias is not None:

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import _dtypes
 from .convolution import convolution_sums
-from ._requantize import widen
+from ._requantize import exact_products, widen
 
 
 def integer_sums(accumulator):
@@ -23,7 +23,7 @@ def integer_sums(accumulator):
 
 def matrix_multiply_integer(a, a_zero_point, b, b_zero_point):
     """Batched ``(a - a_zero_point) @ (b - b_zero_point)``, exact, as int32."""
-    return integer_sums(np.matmul(widen(a, a_zero_point), widen(b, b_zero_point)))
+    return integer_sums(exact_products(widen(a, a_zero_point), widen(b, b_zero_point)))
 
 
 def convolution_integer(input, input_zero_point, filter, filter_zero_point, *, strides,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._requantize import requantization_multiplier, requantize, widen
+from ._requantize import exact_products, requantization_multiplier, requantize, widen
 
 
 def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
@@ -18,6 +18,6 @@ def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zer
     """
     # int64 holds any sum a real input can produce: |term| <= 255 * 255, so
     # overflow would need K above 10**14.
-    accumulator = np.matmul(widen(a, a_zero_point), widen(b, b_zero_point))
+    accumulator = exact_products(widen(a, a_zero_point), widen(b, b_zero_point))
     multiplier = requantization_multiplier(a_scale, b_scale, output_scale)
     return requantize(accumulator, multiplier, output_zero_point, np.dtype(output_dtype))
