@@ -1,6 +1,9 @@
 """The integer operators through the public API: CONVOLUTION_INTEGER,
-MATRIX_MULTIPLY_INTEGER and DYNAMIC_QUANTIZE_LINEAR against onnxruntime,
-onnx.reference and exact sums; their validation and their int32 limit."""
+MATRIX_MULTIPLY_INTEGER and DYNAMIC_QUANTIZE_LINEAR against exact sums and
+onnx.reference, with onnxruntime compared by the rule of tests/peers.py; their
+validation and their int32 limit."""
+
+import functools
 
 import numpy as np
 import pytest
@@ -10,7 +13,8 @@ from hypothesis import strategies as st
 import qops
 from qops import _dispatch
 
-from conftest import run_ort, run_reference
+import oracles
+from conftest import judge, run_ort, run_reference
 
 u8, i8 = np.uint8, np.int8
 
@@ -29,11 +33,12 @@ def test_matrix_multiply_integer_equals_onnx_matmul_integer(a_type, b_type):
     a_zero, b_zero = _ints(rng, a_type, ()), _ints(rng, b_type, (4,))
     got = qops.matrix_multiply_integer(a, a_zero, b.reshape(1, 7, 4), b_zero.reshape(1, 1, 4))
     inputs = {"A": a, "B": b, "a_zero_point": a_zero, "b_zero_point": b_zero}
-    want = run_reference("MatMulInteger", inputs, opset=10, output_dtype=np.int32)
-    assert got.dtype == np.int32 and np.array_equal(got, want)
-    if a_type == u8:  # onnxruntime's CPU kernel takes uint8 A only
-        assert np.array_equal(got, run_ort("MatMulInteger", inputs, opset=10,
-                                           output_dtype=np.int32))
+    exact = ((a.astype(np.int64) - int(a_zero)) @ (b.astype(np.int64) - b_zero.astype(np.int64))
+             ).astype(np.int32)
+    judge(got, exact, context="MatMulInteger",
+          peer=lambda: run_ort("MatMulInteger", inputs, opset=10, output_dtype=np.int32))
+    assert np.array_equal(got, run_reference("MatMulInteger", inputs, opset=10,
+                                             output_dtype=np.int32))
 
 
 def test_matrix_multiply_integer_feature_levels():
@@ -85,15 +90,19 @@ def test_convolution_integer_equals_onnx_conv_integer(seed, stride, pad, kernel,
     assert got.dtype == np.int32 and np.array_equal(got, want)
 
 
-def test_convolution_integer_uint8_equals_onnxruntime():
+@pytest.mark.parametrize("w_type", [u8, i8])
+def test_convolution_integer_equals_exact_sums_and_onnxruntime_where_it_is_exact(w_type):
     rng = np.random.default_rng(2)
-    x, w = _ints(rng, u8, (2, 3, 8, 8)), _ints(rng, u8, (5, 3, 3, 3))
-    inputs = {"x": x, "w": w, "x_zero_point": np.uint8(100), "w_zero_point": np.uint8(120)}
-    got = qops.convolution_integer(x, np.uint8(100), w, np.uint8(120), start_padding=(1, 1),
+    x, w = _ints(rng, u8, (2, 3, 8, 8)), _ints(rng, w_type, (5, 3, 3, 3))
+    w_zero = w_type(120 if w_type == u8 else -7)
+    inputs = {"x": x, "w": w, "x_zero_point": np.uint8(100), "w_zero_point": w_zero}
+    got = qops.convolution_integer(x, np.uint8(100), w, w_zero, start_padding=(1, 1),
                                    end_padding=(1, 1))
-    want = run_ort("ConvInteger", inputs, {"pads": [1, 1, 1, 1]}, opset=10,
-                   output_dtype=np.int32)
-    assert np.array_equal(got, want)
+    exact = oracles.convolution_sums(x, 100, w, int(w_zero), None, starts=(1, 1), ends=(1, 1),
+                                     strides=(1, 1), dilations=(1, 1), group=1)
+    judge(got, exact.astype(np.int32), context="ConvInteger",
+          peer=lambda: run_ort("ConvInteger", inputs, {"pads": [1, 1, 1, 1]}, opset=10,
+                               output_dtype=np.int32))
 
 
 def test_one_dimensional_convolution_integer_from_feature_level_4_0():
@@ -180,8 +189,12 @@ def test_dynamic_quantize_linear_of_a_range_beyond_float32_equals_onnx_reference
 def test_dynamic_quantize_linear_cases_onnxruntime_and_types():
     x = np.array([[-1.5, 0.0, 0.25], [3.0, 2.5, -0.75]], np.float32)
     y, scale, zero_point = qops.dynamic_quantize_linear(x)
-    ort = _onnxruntime_dynamic_quantize(x)
-    assert np.array_equal(y, ort[0]) and scale[0, 0] == ort[1] and zero_point[0, 0] == ort[2]
+    want = _reference_dynamic_quantize(x)
+    peer_outputs = functools.cache(lambda: _onnxruntime_dynamic_quantize(x))
+    for index, (got, oracle) in enumerate(zip((y, scale.reshape(()), zero_point.reshape(())),
+                                              want)):
+        judge(got, np.asarray(oracle), context="DynamicQuantizeLinear",
+              peer=lambda: np.asarray(peer_outputs()[index]))
     # A constant input has an empty range: the scale is 1 / 255.
     _, constant_scale, _ = qops.dynamic_quantize_linear(np.zeros(4, np.float32))
     assert constant_scale[0] == np.float32(1.0) / np.float32(255)

@@ -1,4 +1,8 @@
-"""qops.onnx: ONNX nodes on qops, ONNX's own backend cases, the reference evaluator and the CLI."""
+"""qops.onnx: ONNX nodes on qops, ONNX's own backend cases, the reference evaluator and the CLI.
+
+QLinearConv and QLinearMatMul nodes, and a whole quantized CNN, are judged
+against the exact statements of tests/oracles.py; onnxruntime is compared by
+the rule of tests/peers.py (where its own output is exact)."""
 
 import subprocess
 import sys
@@ -16,7 +20,8 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 import qops  # noqa: E402
 import qops.onnx  # noqa: E402
 
-from conftest import assert_bits_equal  # noqa: E402
+import oracles  # noqa: E402
+from conftest import assert_bits_equal, judge  # noqa: E402
 
 #: Backend cases of types newer than the opsets qops implements (10 to 23):
 #: int2 and uint2 arrived with QuantizeLinear / DequantizeLinear 25.
@@ -99,7 +104,7 @@ def test_unknown_operators_domains_and_opsets_are_refused():
                            [np.zeros(2, np.float32), np.float32(1)], opset=9)
 
 
-# -- QLinearConv: padding rules against onnx.reference and onnxruntime ------------------
+# -- QLinearConv: padding rules against the exact oracle, onnx.reference and onnxruntime ---
 
 def _one_node(op_type, names, inputs, attributes=None, opset=21):
     """(node, model, feeds) of a one-node model whose given inputs are graph
@@ -145,7 +150,7 @@ def _conv_inputs(rng, spatial, channels=4, out_channels=6, kernel=3, group=1, pe
 @pytest.mark.parametrize("auto_pad", ["NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"])
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("kernel", [2, 3])
-def test_qlinear_conv_padding_rules_match_onnxruntime_exactly(auto_pad, stride, kernel):
+def test_qlinear_conv_padding_rules_are_onnx_s_exactly(auto_pad, stride, kernel):
     rng = np.random.default_rng(kernel * 10 + stride)
     inputs = _conv_inputs(rng, (9, 8), kernel=kernel)
     attributes = {"auto_pad": auto_pad, "strides": [stride, stride],
@@ -154,9 +159,9 @@ def test_qlinear_conv_padding_rules_match_onnxruntime_exactly(auto_pad, stride, 
         attributes["pads"] = [1, 0, 2, 1]
     node, model, feeds = _qlinear_conv_model(inputs, attributes)
     got = qops.onnx.run_node(node, [feeds.get(n) for n in node.input])[0]
-    want = _run_ort(model, feeds)
-    assert got.shape == want.shape
-    assert np.array_equal(got, want)
+    exact = oracles.qlinear_conv(**feeds, **{k: v for k, v in attributes.items()
+                                             if k != "kernel_shape"})
+    judge(got, exact, peer=lambda: _run_ort(model, feeds), context=f"QLinearConv {auto_pad}")
     reference = ReferenceEvaluator(model).run(None, feeds)[0]
     assert np.abs(got.astype(int) - reference.astype(int)).max() <= 1
 
@@ -185,7 +190,8 @@ def test_qlinear_conv_1d_groups_and_per_tensor_weights():
     reference = ReferenceEvaluator(model).run(None, feeds)[0]
     assert got.shape == reference.shape == (2, 4, 9)
     assert np.abs(got.astype(int) - reference.astype(int)).max() <= 1
-    assert np.array_equal(got, _run_ort(model, feeds))
+    exact = oracles.qlinear_conv(**feeds, group=2, pads=[1, 1], dilations=[2])
+    judge(got, exact, peer=lambda: _run_ort(model, feeds), context="1-D QLinearConv")
 
 
 def test_qlinear_conv_rejects_3d_and_a_wrong_kernel_shape():
@@ -237,9 +243,9 @@ def test_qlinear_matmul_broadcasts_like_numpy_matmul(a_shape, b_shape):
     inputs = _matmul_inputs(rng, a_shape, b_shape)
     node, model, feeds = _matmul_model(inputs, 21)
     got = qops.onnx.run_node(node, list(feeds.values()))[0]
-    want = _run_ort(model, feeds)
-    assert got.shape == want.shape == np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
-    assert np.array_equal(got, want)
+    assert got.shape == np.matmul(np.zeros(a_shape), np.zeros(b_shape)).shape
+    judge(got, oracles.qlinear_matmul(**feeds), peer=lambda: _run_ort(model, feeds),
+          context="QLinearMatMul")
 
 
 def test_qlinear_matmul_per_row_and_per_column_parameters_match_the_reference():
@@ -314,7 +320,10 @@ def quantized_cnn(tmp_path_factory):
     return path
 
 
-def test_a_quantized_cnn_runs_three_ways_and_qops_equals_onnxruntime(quantized_cnn):
+def test_a_quantized_cnn_runs_three_ways_and_qops_equals_the_exact_model(quantized_cnn):
+    """The exact model is onnx.reference's evaluator with QLinearConv and
+    QLinearMatMul replaced by tests/oracles.py's statements; onnxruntime is
+    compared with it by the rule."""
     ort = pytest.importorskip("onnxruntime")
     model = onnx.load(quantized_cnn)
     op_types = [node.op_type for node in model.graph.node]
@@ -325,11 +334,13 @@ def test_a_quantized_cnn_runs_three_ways_and_qops_equals_onnxruntime(quantized_c
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     plain = ReferenceEvaluator(model)
     with_qops = ReferenceEvaluator(model, new_ops=qops.onnx.reference_ops())
-    for _ in range(3):
+    exact = ReferenceEvaluator(model, new_ops=oracles.exact_operators())
+    for index in range(3):
         x = rng.normal(0, 1, (1, 3, 16, 16)).astype(np.float32)
-        expected = session.run(None, {"x": x})[0]
+        expected = exact.run(None, {"x": x})[0]
         got = with_qops.run(None, {"x": x})[0]
-        assert np.array_equal(got, expected)
+        judge(got, expected, peer=lambda: session.run(None, {"x": x})[0],
+              context=f"quantized CNN, input {index}")
         reference = plain.run(None, {"x": x})[0]
         # The reference evaluator requantizes in float64 with the zero point
         # before rounding: each quantized value within 1, scaled by y's scale.

@@ -9,7 +9,8 @@
   ``x / scale`` inside the int32 range for integer outputs: beyond it (and
   for NaN) ``onnx.reference`` casts out of range, which is undefined.
 * qops's own saturation for those inputs, from first principles.
-* onnxruntime: bit for bit for the 8/16-bit integer types it has kernels for.
+* onnxruntime: a peer for the 8/16-bit integer types it has kernels for,
+  compared by the rule of tests/peers.py (onnx.reference is the oracle).
 * Properties: the round trip is within scale / 2; thread count is irrelevant.
 
 The type tables below are copied from the seed page (004, DequantizeLinear)
@@ -25,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import qops
-from conftest import assert_bits_equal, int_range, onnx_type, run_ort, run_reference
+from conftest import assert_bits_equal, int_range, judge, onnx_type, run_ort, run_reference
 
 OPSETS = (10, 13, 19, 21, 23)
 
@@ -595,20 +596,24 @@ def _ort_case(rng, y_type, granularity):
 
 
 @pytest.mark.parametrize("opset,y_type,granularity", _ort_params())
-def test_quantize_matches_onnxruntime(opset, y_type, granularity):
+def test_quantize_equals_onnx_reference_and_onnxruntime_where_it_is_exact(opset, y_type,
+                                                                          granularity):
     rng = np.random.default_rng(opset * 100 + len(granularity))
     for _ in range(4):
         layout, x, scale, zp = _ort_case(rng, y_type, granularity)
         inputs = {"x": x, "y_scale": scale, "y_zero_point": zp}
-        expected = run_ort("QuantizeLinear", inputs, onnx_attributes(opset, layout), opset=opset,
-                           output_dtype=y_type)
+        attributes = onnx_attributes(opset, layout)
         got = qops.quantize_linear(x, scale, zp, opset=opset, **qops_layout_kwargs(layout))
-        assert_bits_equal(got, expected, "qops vs onnxruntime QuantizeLinear")
+        judge(got, run_reference("QuantizeLinear", inputs, attributes, opset=opset,
+                                 output_dtype=y_type), context="QuantizeLinear",
+              peer=lambda: run_ort("QuantizeLinear", inputs, attributes, opset=opset,
+                                   output_dtype=y_type))
 
 
 @pytest.mark.parametrize("opset,x_type,granularity", _ort_params() + [
     pytest.param(opset, I32, "tensor", id=f"opset{opset}-int32-tensor") for opset in OPSETS])
-def test_dequantize_matches_onnxruntime(opset, x_type, granularity):
+def test_dequantize_equals_onnx_reference_and_onnxruntime_where_it_is_exact(opset, x_type,
+                                                                            granularity):
     rng = np.random.default_rng(opset * 7 + len(granularity))
     for _ in range(4):
         layout, _, scale, zp = _ort_case(rng, U8 if x_type == I32 else x_type, granularity)
@@ -616,10 +621,12 @@ def test_dequantize_matches_onnxruntime(opset, x_type, granularity):
         x = np.asarray(rng.integers(low, high + 1, size=layout["shape"], dtype=np.int64)).astype(x_type)
         zp = None if x_type == I32 else zp
         inputs = {"x": x, "x_scale": scale, "x_zero_point": zp}
-        expected = run_ort("DequantizeLinear", inputs, onnx_attributes(opset, layout), opset=opset,
-                           output_dtype=F32)
+        attributes = onnx_attributes(opset, layout)
         got = qops.dequantize_linear(x, scale, zp, opset=opset, **qops_layout_kwargs(layout))
-        assert_bits_equal(got, expected, "qops vs onnxruntime DequantizeLinear")
+        judge(got, run_reference("DequantizeLinear", inputs, attributes, opset=opset,
+                                 output_dtype=F32), context="DequantizeLinear",
+              peer=lambda: run_ort("DequantizeLinear", inputs, attributes, opset=opset,
+                                   output_dtype=F32))
 
 
 # -- properties ------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The registry tables against the seed documents, row by row.
 
 Every expected value below is transcribed by hand from the seed pages
-(``/work/shared/seeds``): 000 (DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC),
+(``../shared/seeds`` beside the project): 000 (DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC),
 002 (DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC, feature levels 2_1 and
 4_0) and 004 (ONNX DequantizeLinear, opsets 10..23), or read from
 ``onnx.defs`` (QuantizeLinear, which has no seed page).  Where the seed files
@@ -37,7 +37,9 @@ from qops.registry.schema import (
 
 CONV = "QUANTIZED_LINEAR_CONVOLUTION"
 MATMUL = "QUANTIZED_LINEAR_MATRIX_MULTIPLY"
-SEEDS = "/work/shared/seeds"
+#: The seed pages, beside the project's folder (``../shared/seeds`` from its root).
+SEEDS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                                      os.pardir, "shared", "seeds"))
 
 # ---------------------------------------------------------------------------
 # Seed 000: DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC, "Tensor support"
@@ -252,9 +254,11 @@ def _slot_by_source(op, source_name):
 # ---------------------------------------------------------------------------
 
 def _seed(prefix):
+    if not os.path.isdir(SEEDS):
+        pytest.skip(f"the seed pages are not beside this checkout ({SEEDS} is absent)")
     paths = glob.glob(os.path.join(SEEDS, f"{prefix}_*.txt"))
     if not paths:
-        pytest.skip(f"seed {prefix} not available")
+        pytest.skip(f"seed {prefix} is not among the pages in {SEEDS}")
     with open(paths[0], encoding="utf-8") as handle:
         return handle.read()
 

@@ -2,6 +2,7 @@
 another exception and never a wrong answer."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -147,9 +148,23 @@ def test_low_rank_shape_options_are_not_repeated():
     assert str(error.value).count("(1,)") == 1
 
 
-def test_show_config_names_the_simd_variant_in_use():
-    from qops import _simd
-    assert qops._config.config()["simd"].startswith(_simd.selected())
+def test_show_config_names_the_kernels_that_really_run():
+    """In a process forced to the portable variant, show_config says so and
+    the kernels a call runs are the portable module's (the variant a call
+    used is read back from the module that did the work, not from the
+    selection show_config reports)."""
+    code = ("import numpy as np, qops; from qops import _native\n"
+            "used = []\n"
+            "real = _native._simd.module\n"
+            "def spy(name=None):\n"
+            "    module = real(name); used.append(module.__name__); return module\n"
+            "_native._simd.module = spy\n"
+            "a = np.ones((64, 64), np.uint8)\n"
+            "qops.quantized_linear_matrix_multiply(a, 1.0, None, a.astype(np.int8), 1.0, None, 64.0)\n"
+            "print(qops._config.config()['simd'].split()[0], sorted(set(used)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env=dict(os.environ, QOPS_SIMD="portable"), cwd="/")
+    assert out.stdout.split(None, 1) == ["portable", "['qops._kernels._qgemm_portable']\n"]
 
 
 def test_float4_and_float8_bits_survive_a_round_trip():

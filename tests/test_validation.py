@@ -1,6 +1,6 @@
 """Every validation rule: accepted and rejected calls, exception classes, messages.
 
-Expectations come from the contract (/work/shared/API.md) and the seed pages:
+Expectations come from the contract (``../shared/API.md`` beside the project) and the seed pages:
 000 (convolution), 002 (matrix multiply, feature levels 2_1 and 4_0) and 004
 (DequantizeLinear, opsets 10..23); QuantizeLinear's type lists come from
 ``onnx.defs``.  Each rejected case asserts the exception class and the key parts

@@ -1,11 +1,15 @@
 """The compiled matrix-multiply kernels against the NumPy reference, for every
 SIMD variant and thread count."""
 
+import glob
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qops import _simd
 from qops._simd import VARIANTS as ALL_VARIANTS
 from qops.ops import matmul
 
@@ -74,9 +78,53 @@ def test_k_beyond_the_int32_chunk_is_exact(variant, a_type, b_type):
     assert np.array_equal(got, reference(call))
 
 
-def test_every_buildable_variant_is_known():
-    assert set(VARIANTS) <= set(ALL_VARIANTS)
-    assert "portable" in VARIANTS
+def _cpu_flags():
+    """The instruction-set flags Linux reports for this CPU (None elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
+
+
+def test_the_variants_that_run_are_the_ones_this_cpu_has_and_the_build_made():
+    """Told from the operating system's CPU flags and the extension files on
+    disk, not from the detection the selection itself uses."""
+    flags = _cpu_flags()
+    if flags is None:
+        pytest.skip("no /proc/cpuinfo: the CPU's flags are not known independently here")
+    has = {"portable": True, "avx2": {"avx2", "fma"} <= flags,
+           "avx512vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags,
+           "amx": {"amx_tile", "amx_int8"} <= flags and "avx512_vnni" in flags}
+    folder = os.path.dirname(_simd.__file__)
+    built = {name for name in ALL_VARIANTS
+             if glob.glob(os.path.join(folder, "_kernels", f"_qgemm_{name}.*.so"))
+             or glob.glob(os.path.join(folder, "_kernels", f"_qgemm_{name}.*.pyd"))}
+    for name in ALL_VARIANTS:
+        if name == "amx":  # the operating system may still refuse the tile state
+            assert name not in VARIANTS or (has[name] and name in built)
+        else:
+            assert (name in VARIANTS) == (has[name] and name in built), name
+    assert VARIANTS == tuple(n for n in ALL_VARIANTS if n in VARIANTS), "best first"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_probes_the_peak_of_its_own_instructions(variant):
+    kernels = _simd.module(variant)
+    instruction = {"amx": "tdpbusd", "avx512vnni": "vpdpbusd", "avx2": "vpmaddwd",
+                   "portable": "multiply-add" if "plain C" in kernels.PROBE_MIX else "pmaddwd"}
+    assert instruction[variant] in kernels.PROBE_MIX
+    gops = kernels.peak_gops(1, 0.03)
+    assert 0 < gops < float("inf")
+    # Every chain of every round ran: the loop's own sum counts them.
+    for rounds in (1, 7, 1000):
+        expected = (rounds * kernels.PROBE_RESULT_PER_ROUND + 2**31) % 2**32 - 2**31
+        assert kernels.probe_result(rounds) == expected, rounds
+    with pytest.raises(ValueError, match="at least 1"):
+        kernels.peak_gops(0)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
