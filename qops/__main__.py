@@ -81,7 +81,7 @@ def _from_json(path):
 def _command_info(args):
     from . import show_config
 
-    show_config()
+    show_config(peak=args.peak)
     return 0
 
 
@@ -168,6 +168,8 @@ def build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     info = commands.add_parser("info", help="versions, OpenMP, threads, SIMD level")
+    info.add_argument("--peak", action="store_true",
+                      help="also measure the SIMD level's multiply-add ceiling (about 0.3 s)")
     info.set_defaults(run=_command_info)
 
     ops = commands.add_parser("ops", help="the registry's operators and tensor-support tables")
@@ -191,14 +193,18 @@ def build_parser():
 
     bench = commands.add_parser(
         "bench", help="time qops against onnxruntime (needs the bench extra)",
-        description="Time the convolution and matrix-multiply cases against onnxruntime in the "
-                    "same run; write a Markdown table and a PNG chart.")
+        description="Time the convolution, matrix-multiply, quantize and dequantize cases "
+                    "against onnxruntime in the same run, judge every output against the exact "
+                    "result, and measure the kernel variant's peak for the '% peak' column; "
+                    "write a Markdown table and a PNG chart.  Exit status 1 when a qops output "
+                    "is not exact.")
     bench.add_argument("cases", nargs="*", help="case names (default: all)")
     bench.add_argument("--threads", type=int, default=2)
     bench.add_argument("--budget", type=float, default=0.25,
                        help="seconds of timing per implementation and case")
-    bench.add_argument("--peak-gops", type=float, default=930.0,
-                       help="the machine's VNNI peak, for the percent-of-peak column")
+    bench.add_argument("--simd", metavar="VARIANT",
+                       help="run the kernels of this variant (one the CPU runs, e.g. avx2 on a "
+                            "VNNI machine) instead of the best")
     bench.add_argument("--out", default="benchmarks/results", help="directory for bench.md/png")
     bench.set_defaults(run=_command_bench)
 

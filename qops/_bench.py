@@ -4,23 +4,26 @@ QuantizeLinear / DequantizeLinear of an activation and of a blocked int4
 weight (with the bytes each moves per second).
 
 Every figure is measured in the same run as the peer it is compared with;
-the machine is shared, so ratios mean more than absolute times.  Needs the
-``bench`` extra (onnx, onnxruntime, matplotlib).
+the machine is shared, so ratios mean more than absolute times.  Every
+output is judged against an exact oracle (:mod:`qops.reference`), qops' and
+onnxruntime's alike: onnxruntime is a peer, and on CPUs without VNNI its
+u8 x s8 kernels saturate int16 pair sums.  The exit status depends on qops
+alone.  '% peak' divides the compiled GOPS by the ceiling of the kernel
+variant's own multiply-add instructions, measured by a probe in the same
+run (``peak_gops`` of the variant's module).  Needs the ``bench`` extra
+(onnx, onnxruntime, matplotlib).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import platform
 import sys
 import time
 from dataclasses import dataclass
 
 import numpy as np
-
-#: The AVX-512 VNNI peak of the 2-core machine the benchmark targets were set
-#: on, about 930 GOPS (override with --peak-gops); CPUs with AMX-INT8 pass it.
-DEFAULT_PEAK_GOPS = 930.0
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,48 @@ def _quantize_operands(case, rng):
     return {}, {"x": x, "x_scale": scale, "x_zero_point": zero_point}, attributes
 
 
+def exact_output(case, constants, runtime, attributes):
+    """The case's exact output by :mod:`qops.reference` (NumPy: exact integer
+    sums, then the contract's float32 steps), to judge every result against."""
+    from . import reference
+
+    if case.is_quantize:
+        return _exact_quantize_output(case, runtime, attributes)
+
+    def per_tensor(value, rank=4):
+        return np.asarray(value).reshape((1,) * rank)
+
+    if case.kind == "conv":
+        channels = (1, case.out_channels, 1, 1)
+        return reference.quantized_linear_convolution(
+            runtime["input"], per_tensor(runtime["input_scale"]),
+            per_tensor(runtime["input_zero_point"]), constants["filter"],
+            constants["filter_scale"].reshape(channels), None,
+            constants["bias"].reshape(channels), per_tensor(runtime["output_scale"]),
+            per_tensor(runtime["output_zero_point"]), strides=attributes["strides"],
+            dilations=attributes["dilations"], start_padding=attributes["start_padding"],
+            end_padding=attributes["end_padding"], group_count=attributes["group_count"],
+            output_dtype=np.dtype(np.uint8))
+    rank = len(case.a_shape)
+    return reference.quantized_linear_matrix_multiply(
+        runtime["a"], per_tensor(runtime["a_scale"], rank),
+        per_tensor(runtime["a_zero_point"], rank), constants["b"],
+        per_tensor(constants["b_scale"], rank), None, per_tensor(runtime["output_scale"], rank),
+        per_tensor(runtime["output_zero_point"], rank), output_dtype=np.dtype(np.uint8))
+
+
+def _exact_quantize_output(case, runtime, attributes):
+    from . import reference
+
+    axis, block = attributes.get("axis", 1), attributes.get("block_size", 0)
+    if case.kind == "quantize":
+        return reference.quantize_linear(runtime["x"], runtime["y_scale"],
+                                         runtime["y_zero_point"], axis=axis, block_size=block)
+    x = np.asarray(runtime["x"])  # a packed 4-bit tensor unpacks to its values
+    return reference.dequantize_linear(x, runtime["x_scale"], runtime["x_zero_point"], axis=axis,
+                                       block_size=block)
+
+
 def _quantize_onnx_model(case, runtime, attributes):
     """A one-node QuantizeLinear / DequantizeLinear model.  4-bit tensors are
     initializers (onnxruntime takes no int4 arrays as inputs); the scale is
@@ -334,29 +379,124 @@ def _same_bits(a, b):
                                                                          b.view(np.uint8))
 
 
+def _exact(result, oracle):
+    """Whether ``result`` has the oracle's bytes (a reshape aside: onnxruntime
+    and qops agree on the element order)."""
+    result = np.asarray(result)
+    return result.size == oracle.size and _same_bits(result.reshape(oracle.shape), oracle)
+
+
+# -- the machine ----------------------------------------------------------------------------
+
+def cpu_name():
+    """The CPU's model name, and on Linux its family and model numbers (a
+    hypervisor often shows only the vendor's brand)."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+                if not line.strip():
+                    break
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']}, model {fields['model']})"
+    return name
+
+
+def has_dot_product():
+    """Whether the CPU has an 8-bit dot-product instruction (AVX-512 VNNI or
+    AVX-VNNI), with which onnxruntime's u8 x s8 kernels are exact; ``None``
+    where the operating system does not say."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool({"avx512_vnni", "avx_vnni"} & flags)
+    except OSError:
+        pass
+    return None
+
+
+def machine(threads, probe_seconds=0.3):
+    """What the figures were measured on: the CPU, its instruction sets, the
+    kernel variant in use and the measured ceiling of that variant's
+    multiply-add instructions on ``threads`` threads."""
+    from . import _simd
+    from ._kernels import _openmp
+
+    variant = _simd.selected()
+    module = _simd.module(variant)
+    features = _openmp.cpu_features()
+    return {
+        "cpu": cpu_name(),
+        "instruction sets": [name for name in _simd.VARIANTS if features.get(name)],
+        "variant": variant,
+        "available": list(_simd.available()),
+        "threads": threads,
+        "dot product": has_dot_product(),
+        "peak_gops": module.peak_gops(threads, probe_seconds),
+        "peak_mix": module.PROBE_MIX,
+    }
+
+
+def machine_line(info):
+    sets = ", ".join(name for name in info["instruction sets"] if name != "portable") or "none"
+    dot = {True: "yes", False: "no", None: "unknown"}[info.get("dot product")]
+    return (f"Measured on {info['cpu']}; SIMD: {sets}; 8-bit dot product (VNNI): {dot}; "
+            f"{info['threads']} threads; qops kernels "
+            f"{info['variant']} (available: {', '.join(info['available'])}); the {info['variant']} "
+            f"peak, {info['peak_mix']}, measured {info['peak_gops']:.1f} GOPS.")
+
+
+# -- measuring ------------------------------------------------------------------------------
+
+def _peer(make, oracle):
+    """onnxruntime's runner made by ``make`` and whether its output is exact,
+    or ``(None, "error")`` when it cannot run (the peer's failure is
+    reported, not the run's)."""
+    try:
+        runner = make()
+        exact = _exact(runner(), oracle)
+    except Exception as error:  # noqa: BLE001 - onnxruntime raises its own types
+        print(f"onnxruntime failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return None, "error"
+    return runner, exact
+
+
+def _ratio(numerator, denominator):
+    return None if numerator is None or denominator is None else numerator / denominator
+
+
 def _quantize_row(case, runtime, attributes, threads, budget):
     """qops against onnxruntime on one quantize / dequantize case."""
     plain, _ = qops_runners(case, {}, runtime, attributes, threads)
+    oracle = exact_output(case, {}, runtime, attributes)
     # qops is timed before onnxruntime's session exists: once it has run,
     # its worker threads spin for a while and take the second core from any
     # other thread pool (on a 2-core machine an OpenMP region then waits a
     # scheduler period for its second thread).
-    row = {"case": case.name, "gop": 0.0}
+    row = {"case": case.name, "gop": 0.0, "exact": _exact(plain(), oracle)}
     row["qops"] = best_time(plain, budget)
-    ort = onnxruntime_runner(case, {}, runtime, attributes, False, threads)
-    row["agree"] = _same_bits(plain(), ort())
-    row["ort"] = best_time(ort, budget)
-    row["speed_vs_ort"] = row["ort"] / row["qops"]
+    ort, row["ort_exact"] = _peer(
+        lambda: onnxruntime_runner(case, {}, runtime, attributes, False, threads), oracle)
+    row["ort"] = best_time(ort, budget) if ort else None
+    row["speed_vs_ort"] = _ratio(row["ort"], row["qops"])
     row["gbps"] = case.bytes_moved() / row["qops"] / 1e9
-    row["ort_gbps"] = case.bytes_moved() / row["ort"] / 1e9
+    row["ort_gbps"] = _ratio(case.bytes_moved() / 1e9, row["ort"])
     for key in ("qops_compiled", "ort_constant", "gops", "gops_compiled", "peak",
                 "speed_vs_ort_constant"):
         row[key] = None
     return row
 
 
-def run(cases=CASES, threads=2, budget=0.25, peak_gops=DEFAULT_PEAK_GOPS, progress=sys.stderr):
-    """Measure every case; returns one dict per case."""
+def run(cases=CASES, threads=2, budget=0.25, peak_gops=None, progress=sys.stderr):
+    """Measure every case; returns one dict per case.  ``peak_gops`` is the
+    ceiling '% peak' divides by (None: no such column)."""
     rows = []
     for index, case in enumerate(cases):
         if progress:
@@ -365,24 +505,27 @@ def run(cases=CASES, threads=2, budget=0.25, peak_gops=DEFAULT_PEAK_GOPS, progre
         if case.is_quantize:
             rows.append(_quantize_row(case, runtime, attributes, threads, budget))
             continue
+        oracle = exact_output(case, constants, runtime, attributes)
         plain, compiled = qops_runners(case, constants, runtime, attributes, threads)
-        ort_plain = onnxruntime_runner(case, constants, runtime, attributes, False, threads)
-        ort_constant = onnxruntime_runner(case, constants, runtime, attributes, True, threads)
-        expected = ort_constant()
-        agree = (np.array_equal(plain().reshape(expected.shape), expected)
-                 and np.array_equal(compiled().reshape(expected.shape), expected))
-        row = {"case": case.name, "gop": case.operations() / 1e9, "agree": agree}
+        ort_plain, plain_exact = _peer(lambda: onnxruntime_runner(
+            case, constants, runtime, attributes, False, threads), oracle)
+        ort_constant, constant_exact = _peer(lambda: onnxruntime_runner(
+            case, constants, runtime, attributes, True, threads), oracle)
+        row = {"case": case.name, "gop": case.operations() / 1e9,
+               "exact": _exact(plain(), oracle) and _exact(compiled(), oracle),
+               "ort_exact": ("error" if "error" in (plain_exact, constant_exact)
+                             else plain_exact and constant_exact)}
         for key, function in (("qops", plain), ("qops_compiled", compiled),
                               ("ort", ort_plain), ("ort_constant", ort_constant)):
-            row[key] = best_time(function, budget)
+            row[key] = best_time(function, budget) if function else None
         if case.small:
             row["reference"] = best_time(reference_runner(case, constants, runtime, attributes),
                                          budget)
         row["gops"] = case.operations() / row["qops"] / 1e9
         row["gops_compiled"] = case.operations() / row["qops_compiled"] / 1e9
-        row["peak"] = row["gops_compiled"] / peak_gops
-        row["speed_vs_ort"] = row["ort"] / row["qops"]
-        row["speed_vs_ort_constant"] = row["ort_constant"] / row["qops_compiled"]
+        row["peak"] = row["gops_compiled"] / peak_gops if peak_gops else None
+        row["speed_vs_ort"] = _ratio(row["ort"], row["qops"])
+        row["speed_vs_ort_constant"] = _ratio(row["ort_constant"], row["qops_compiled"])
         row["gbps"] = row["ort_gbps"] = None
         rows.append(row)
     if progress:
@@ -401,36 +544,48 @@ def _cell(value, form):
     return "" if value is None else form.format(value)
 
 
-def table(rows):
-    """A Markdown table of the measurements."""
+def _yes(value):
+    return "yes" if value else "NO"
+
+
+def _peer_cell(value):
+    return value if isinstance(value, str) else ("yes" if value else "no")
+
+
+def table(rows, info=None):
+    """A Markdown table of the measurements, after a line naming the machine
+    (``info``, from :func:`machine`)."""
     header = ("case", "qops ms", "ORT ms", "qops vs ORT", "compiled ms", "ORT const ms",
               "compiled vs ORT const", "GOPS", "GOPS compiled", "% peak", "GB/s", "ORT GB/s",
-              "matches ORT")
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+              "exact", "ORT exact")
+    lines = ([machine_line(info), ""] if info else []) + [
+        "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         lines.append("| " + " | ".join([
-            row["case"], f"{row['qops'] * 1e3:.3f}", f"{row['ort'] * 1e3:.3f}",
-            f"{row['speed_vs_ort']:.2f}x",
+            row["case"], f"{row['qops'] * 1e3:.3f}",
+            _cell(row["ort"] and row["ort"] * 1e3, "{:.3f}"),
+            _cell(row["speed_vs_ort"], "{:.2f}x"),
             _cell(row["qops_compiled"] and row["qops_compiled"] * 1e3, "{:.3f}"),
             _cell(row["ort_constant"] and row["ort_constant"] * 1e3, "{:.3f}"),
             _cell(row["speed_vs_ort_constant"], "{:.2f}x"),
             _cell(row["gops"], "{:.1f}"), _cell(row["gops_compiled"], "{:.1f}"),
             _cell(row["peak"] and 100 * row["peak"], "{:.0f}%"),
             _cell(row.get("gbps"), "{:.1f}"), _cell(row.get("ort_gbps"), "{:.1f}"),
-            "yes" if row["agree"] else "NO"]) + " |")
+            _yes(row["exact"]), _peer_cell(row["ort_exact"])]) + " |")
     # One mean per kind of case: the convolution and matrix-multiply cases
     # (which have a compiled pairing) and the quantize / dequantize ones.
     for label, group in (("geometric mean, convolution and matrix multiply",
-                          [r for r in rows if r["speed_vs_ort_constant"]]),
+                          [r for r in rows if r["gop"]]),
                          ("geometric mean, quantize and dequantize",
-                          [r for r in rows if not r["speed_vs_ort_constant"]])):
-        if not group:
+                          [r for r in rows if not r["gop"]])):
+        plain = [r["speed_vs_ort"] for r in group if r["speed_vs_ort"]]
+        if not plain:
             continue
         compiled = [r["speed_vs_ort_constant"] for r in group if r["speed_vs_ort_constant"]]
         lines.append(f"| {label} | | | "
-                     f"{geometric_mean(r['speed_vs_ort'] for r in group):.2f}x | | | "
+                     f"{geometric_mean(plain):.2f}x | | | "
                      + (f"{geometric_mean(compiled):.2f}x" if compiled else "")
-                     + " | | | | | | |")
+                     + " | | | | | | | |")
     small = [r for r in rows if "reference" in r]
     for row in small:
         lines.append(f"\n{row['case']}: onnx.reference {row['reference'] * 1e3:.3f} ms; "
@@ -448,7 +603,7 @@ def chart(rows, path):
     names = [r["case"] for r in rows]
     positions = np.arange(len(rows))
     figure, axes = plt.subplots(figsize=(11, 4.5))
-    axes.bar(positions - 0.2, [r["speed_vs_ort"] for r in rows], 0.4,
+    axes.bar(positions - 0.2, [r["speed_vs_ort"] or np.nan for r in rows], 0.4,
              label="qops function / ORT, weights as inputs")
     axes.bar(positions + 0.2, [r["speed_vs_ort_constant"] or np.nan for r in rows], 0.4,
              label="qops compiled / ORT, constant weights")
@@ -461,6 +616,22 @@ def chart(rows, path):
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def choose_variant(name):
+    """Make the kernels run variant ``name`` in this process (``QOPS_SIMD``);
+    an error message, or ``None`` when done."""
+    from . import _simd
+
+    runnable = _simd.available()
+    if name not in runnable:
+        return (f"--simd {name}: this machine runs {', '.join(runnable)} "
+                f"(known variants: {', '.join(_simd.VARIANTS)})")
+    if _simd._selected is not None and _simd._selected != name:
+        return (f"--simd {name}: this process already runs {_simd._selected}; start a new "
+                "process (python -m qops bench --simd ...)")
+    os.environ["QOPS_SIMD"] = name
+    return None
 
 
 def main(args):
@@ -476,8 +647,14 @@ def main(args):
         print("error: the benchmark needs the bench extra: pip install -e \".[bench]\"",
               file=sys.stderr)
         return 2
-    rows = run(selected, threads=args.threads, budget=args.budget, peak_gops=args.peak_gops)
-    text = table(rows)
+    if getattr(args, "simd", None):
+        problem = choose_variant(args.simd)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+    info = machine(args.threads)
+    rows = run(selected, threads=args.threads, budget=args.budget, peak_gops=info["peak_gops"])
+    text = table(rows, info)
     print(text)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench.md"), "w") as handle:
@@ -486,4 +663,8 @@ def main(args):
         chart(rows, os.path.join(args.out, "bench.png"))
     except ImportError:
         print("(no chart: matplotlib is not installed)", file=sys.stderr)
-    return 0 if all(r["agree"] for r in rows) else 1
+    wrong = [r["case"] for r in rows if not r["exact"]]
+    if wrong:
+        print(f"qops differs from the exact result on: {', '.join(wrong)}", file=sys.stderr)
+        return 1
+    return 0

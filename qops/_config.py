@@ -89,15 +89,19 @@ def resolve_threads(n_threads=None) -> int:
     return _check_threads(n_threads, "n_threads")
 
 
-def config() -> dict:
-    """What :func:`show_config` prints, as a dictionary."""
+def config(peak=False) -> dict:
+    """What :func:`show_config` prints, as a dictionary.
+
+    With ``peak``, also the measured ceiling of the selected kernel
+    variant's multiply-add instructions on the default thread count (a
+    probe of about 0.3 s; see ``python -m qops bench``)."""
     import ml_dtypes
     import numpy
 
     from . import __version__, _dispatch
 
     openmp = _openmp_module()
-    return {
+    info = {
         "qops": __version__,
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -110,6 +114,19 @@ def config() -> dict:
         "simd": _simd_text(),
         "implementations": _dispatch.summary(),
     }
+    if peak:
+        info["peak"] = _peak_text(info["threads"])
+    return info
+
+
+def _peak_text(threads):
+    from . import _simd
+
+    try:
+        module = _simd.module()
+    except ImportError:
+        return "not measured (kernels not built)"
+    return f"{module.peak_gops(threads, 0.3):.1f} GOPS on {threads} threads ({module.PROBE_MIX})"
 
 
 def _simd_text():
@@ -122,10 +139,12 @@ def _simd_text():
     return f"{chosen} (available: {', '.join(_simd.available())})"
 
 
-def show_config(file=None) -> None:
-    """Print versions, whether OpenMP is on, the thread count and the SIMD level."""
+def show_config(file=None, peak=False) -> None:
+    """Print versions, whether OpenMP is on, the thread count and the SIMD
+    level; with ``peak``, also the measured ceiling of that level's
+    multiply-add instructions (about 0.3 s)."""
     out = file or sys.stdout
-    info = config()
+    info = config(peak=peak)
     width = max(len(key) for key in info)
     for key, value in info.items():
         if isinstance(value, bool):

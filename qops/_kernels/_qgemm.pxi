@@ -1003,4 +1003,54 @@ cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t g
                                    pad_value, buffer)
 
 
+# -- the peak probe ---------------------------------------------------------------------
+
+cdef long long probe_on_threads(long long rounds, int n_threads) noexcept nogil:
+    cdef int thread
+    cdef long long sink = 0
+    for thread in prange(n_threads, num_threads=n_threads, schedule="static"):
+        sink += probe_kernel(rounds)
+    return sink
+
+
+def peak_gops(int n_threads=1, double seconds=0.2):
+    """The variant's arithmetic ceiling, in GOPS (two operations per
+    multiply-add): a register-resident loop of its micro-kernel's own
+    multiply-add instructions (PROBE_MIX) on ``n_threads`` threads at once,
+    the best of three runs of about ``seconds / 3`` each.  A kernel's share
+    of it is the '% peak' of ``python -m qops bench``."""
+    import time
+
+    cdef long long rounds = 1024
+    cdef double elapsed = 0.0
+    if n_threads < 1:
+        raise ValueError("n_threads must be at least 1")
+    while True:  # calibrate on one thread: runs long enough to time
+        start = time.perf_counter()
+        with nogil:
+            probe_on_threads(rounds, 1)
+        elapsed = time.perf_counter() - start
+        if elapsed > 0.005 or rounds > (1 << 40):
+            break
+        rounds = rounds * 4
+    rounds = max(1, <long long>(rounds * (seconds / 3.0) / max(elapsed, 1e-9)))
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        with nogil:
+            probe_on_threads(rounds, n_threads)
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * PROBE_MULTIPLY_ADDS * rounds * n_threads / best / 1e9
+
+
+def probe_result(long long rounds):
+    """The probe loop's own result after ``rounds`` rounds on one thread:
+    ``rounds * PROBE_RESULT_PER_ROUND`` (as int32) when every chain of every
+    round ran, the check that the loop timed is the loop counted."""
+    cdef long long value
+    with nogil:
+        value = probe_kernel(rounds)
+    return value
+
+
 include "_depthwise.pxi"

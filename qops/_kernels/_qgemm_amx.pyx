@@ -140,6 +140,43 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
     _tile_stored(3, tile + 16 * NR + 16, NR * 4)
 
 
+# The peak probe (peak_gops in _qgemm.pxi): the micro-kernel's four
+# tdpbusd per block on tiles loaded once, from bytes of 1 (each element of
+# a sum tile gains 64 a round).  A module-level buffer, filled when the
+# module loads: a local one, written only for the tile loads, was dropped
+# by the compiler as a dead store.
+cdef uint8_t PROBE_ONES[16 * 64]
+memset(PROBE_ONES, 1, sizeof(PROBE_ONES))
+
+
+cdef long long probe_kernel(long long rounds) noexcept nogil:
+    cdef int32_t sums[16 * 16]
+    cdef long long i
+    configure_tiles()
+    _tile_zero(0)
+    _tile_zero(1)
+    _tile_zero(2)
+    _tile_zero(3)
+    _tile_loadd(4, PROBE_ONES, 64)
+    _tile_loadd(5, PROBE_ONES, 64)
+    _tile_loadd(6, PROBE_ONES, 64)
+    _tile_loadd(7, PROBE_ONES, 64)
+    for i in range(rounds):
+        _tile_dpbusd(0, 4, 6)
+        _tile_dpbusd(1, 4, 7)
+        _tile_dpbusd(2, 5, 6)
+        _tile_dpbusd(3, 5, 7)
+    _tile_stored(0, sums, 64)
+    return sums[0]
+
+
+# Multiply-adds per probe round: four tdpbusd of 16 x 16 x 64 byte products.
+PROBE_MULTIPLY_ADDS = 4 * 16 * 16 * 64
+PROBE_MIX = "tdpbusd (AMX-INT8 tiles, exact)"
+# What one round adds to the probe's result: one tdpbusd into tile 0, 64 per element.
+PROBE_RESULT_PER_ROUND = 64
+
+
 include "_pack_avx2.pxi"
 include "_depthwise_avx512.pxi"
 include "_qgemm.pxi"

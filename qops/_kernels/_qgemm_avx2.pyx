@@ -90,6 +90,63 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
                 tile[r * NR + first + i] = lanes[2 * i] + lanes[2 * i + 1]
 
 
+# The peak probe (peak_gops in _qgemm.pxi): six independent vpmaddwd +
+# vpaddd chains on register-resident int16 operands, the micro-kernel's own
+# arithmetic without its loads.  Written in assembly with fixed registers:
+# compiled from intrinsics, the loop had accumulators spilled to the stack
+# and timed store forwarding instead of the multiplier.
+cdef extern from *:
+    """
+    static long long qops_probe_avx2(long long rounds) {
+        int sink = 0;
+        if (rounds <= 0) return 0;
+        __asm__ volatile(
+            "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t"
+            "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t"
+            "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t"
+            "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t"
+            "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t"
+            "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t"
+            "vpcmpeqd %%ymm6, %%ymm6, %%ymm6\\n\\t"
+            "vpcmpeqd %%ymm7, %%ymm7, %%ymm7\\n\\t"
+            "1:\\n\\t"
+            "vpmaddwd %%ymm7, %%ymm6, %%ymm8\\n\\t"
+            "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t"
+            "vpmaddwd %%ymm7, %%ymm6, %%ymm9\\n\\t"
+            "vpaddd %%ymm9, %%ymm1, %%ymm1\\n\\t"
+            "vpmaddwd %%ymm7, %%ymm6, %%ymm10\\n\\t"
+            "vpaddd %%ymm10, %%ymm2, %%ymm2\\n\\t"
+            "vpmaddwd %%ymm7, %%ymm6, %%ymm11\\n\\t"
+            "vpaddd %%ymm11, %%ymm3, %%ymm3\\n\\t"
+            "vpmaddwd %%ymm7, %%ymm6, %%ymm12\\n\\t"
+            "vpaddd %%ymm12, %%ymm4, %%ymm4\\n\\t"
+            "vpmaddwd %%ymm7, %%ymm6, %%ymm13\\n\\t"
+            "vpaddd %%ymm13, %%ymm5, %%ymm5\\n\\t"
+            "dec %[rounds]\\n\\t"
+            "jnz 1b\\n\\t"
+            "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t"
+            "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t"
+            "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t"
+            "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t"
+            "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t"
+            "vmovd %%xmm0, %[sink]\\n\\t"
+            "vzeroupper\\n\\t"
+            : [rounds] "+r"(rounds), [sink] "=r"(sink)
+            :
+            : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+              "xmm10", "xmm11", "xmm12", "xmm13", "cc");
+        return sink;
+    }
+    """
+    long long probe_kernel "qops_probe_avx2"(long long rounds) noexcept nogil
+
+# Multiply-adds per probe round: six vpmaddwd of 16 int16 products each.
+PROBE_MULTIPLY_ADDS = 6 * 16
+PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
+# What one round adds to the probe's result: six chains, (-1)(-1) * 2 in a lane each.
+PROBE_RESULT_PER_ROUND = 6 * 2
+
+
 include "_pack_avx2.pxi"
 include "_depthwise_scalar.pxi"
 include "_qgemm.pxi"
