@@ -12,7 +12,9 @@ Where ONNX and DirectML differ, the adapter follows ONNX:
 
 * ONNX scales may be float16 or bfloat16 (QLinearMatMul from opset 21);
   they convert to float32 exactly, and the requantization rule of
-  ``API.md`` then applies, so results equal onnxruntime's.
+  ``API.md`` then applies: the exact result, which onnxruntime's kernels
+  give wherever their integer sums are exact (not always on CPUs without
+  VNNI, whose u8 x s8 kernels saturate 16-bit pair sums).
 * ONNX tensors of any rank broadcast like ``numpy.matmul``; DirectML's
   matrix multiply takes operands of one rank from 2 to 4: operands are
   given leading ones, 1-D operands become a row or column and the added
