@@ -23,21 +23,26 @@ options, openmp = extension_options()
 print(f"qops build: OpenMP {'on' if openmp else 'off'}", file=sys.stderr)
 
 
-def kernel(name, extra_flags=(), package="_kernels", numpy_headers=False):
+KERNELS = "qops.backends.native.kernels"
+
+
+def kernel(name, extra_flags=(), package=KERNELS, numpy_headers=False):
     settings = copy.deepcopy(options)
     settings["extra_compile_args"] = settings["extra_compile_args"] + list(extra_flags)
     if numpy_headers:
         import numpy
 
         settings["include_dirs"] = [numpy.get_include()]
-    return Extension(f"qops.{package}.{name}", [os.path.join("qops", package, f"{name}.pyx")],
+    return Extension(f"{package}.{name}", [os.path.join(*package.split("."), f"{name}.pyx")],
                      **settings)
 
 
-# The lean per-call path (qops.ops._lean) reads arrays through NumPy's C API.
-extensions = [kernel("_openmp"), kernel("_small"), kernel("_lean", package="ops", numpy_headers=True)]
+# The lean per-call paths (qops.backends.native._lean) read arrays through NumPy's C API.
+# The pool is one extension that every kernel module cimports: one per process.
+extensions = [kernel("_openmp"), kernel("_qops_pool"), kernel("_small"),
+              kernel("_lean", package="qops.backends.native", numpy_headers=True)]
 for variant, flags in SIMD_VARIANTS.items():
-    if not os.path.exists(os.path.join("qops", "_kernels", f"_qgemm_{variant}.pyx")):
+    if not os.path.exists(os.path.join(*KERNELS.split("."), f"_qgemm_{variant}.pyx")):
         continue
     if compiler_accepts(flags):
         extensions.append(kernel(f"_qgemm_{variant}", flags))

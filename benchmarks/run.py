@@ -5,7 +5,7 @@ Results go to benchmarks/results/bench.md and bench.png.
 
 import sys
 
-from qops.__main__ import main
+from qops.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main(["bench", *sys.argv[1:]]))

@@ -10,31 +10,16 @@ levels and ONNX opsets by a declarative registry (:mod:`qops.registry`).
 
 __version__ = "0.1.0"
 
-from . import registry
-from ._config import get_num_threads, set_num_threads, show_config
-from ._errors import (
-    DTypeUnsupportedError,
-    DTypeValidationError,
-    QopsError,
-    UnsupportedError,
-    ValidationError,
-)
-from ._packing import Packed4Bit, pack_4bit, unpack_4bit
-from ._validation import TensorDesc
-from .api import (
-    Validated,
-    convolution_integer,
-    dynamic_quantize_linear,
-    matrix_multiply_integer,
-    dequantize_linear,
-    quantize_linear,
-    quantized_linear_convolution,
-    quantized_linear_matrix_multiply,
-    validate,
-)
-from .compiled import CompiledOperator, compile
-from .registry.schema import FeatureLevel, Opset
-from . import reference
+from qops import registry
+from qops.config import show_config
+from qops.threads import get_num_threads, set_num_threads
+from qops.errors import DTypeUnsupportedError, DTypeValidationError, QopsError, UnsupportedError, ValidationError
+from qops.ops.packing import Packed4Bit, pack_4bit, unpack_4bit
+from qops.ops.validation import TensorDesc
+from qops.ops.api import Validated, convolution_integer, dynamic_quantize_linear, matrix_multiply_integer, dequantize_linear, quantize_linear, quantized_linear_convolution, quantized_linear_matrix_multiply, validate
+from qops.ops.compiled import CompiledOperator, compile
+from qops.registry.schema import FeatureLevel, Opset
+from qops import reference
 
 __all__ = [
     "__version__",

@@ -51,11 +51,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 @pytest.fixture(autouse=True)
 def threads_as_asked(monkeypatch):
-    """Products smaller than qops._native.WORK_PER_THREAD per thread run on
+    """Products smaller than qops.backends.native.gemm.WORK_PER_THREAD per thread run on
     fewer threads than asked; the tests' products are small, and they ask for
     thread counts to test the parallel paths, so every product gets them."""
     try:
-        from qops import _native
+        from qops.backends.native import gemm as _native
     except ImportError:
         return
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import qops
-from qops import _dispatch
-from qops.api import _PREPARE
+from qops.backends import dispatch as _dispatch
+from qops.ops.api import _PREPARE
 
 u8, i8 = np.uint8, np.int8
 

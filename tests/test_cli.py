@@ -27,7 +27,7 @@ def test_info_reports_openmp_and_threads():
     result = run("info")
     assert result.returncode == 0
     assert "openmp" in result.stdout and "threads" in result.stdout
-    expected = "yes" if qops._config.config()["openmp"] else "no"
+    expected = "yes" if qops.config.config()["openmp"] else "no"
     line = next(l for l in result.stdout.splitlines() if l.startswith("openmp"))
     assert line.split()[-1] == expected
 
@@ -146,7 +146,7 @@ def test_bench_judges_every_case_against_the_exact_result(tmp_path):
     # onnxruntime's exactness is reported, whatever it is on this CPU.
     assert all(row["ORT exact"] in ("yes", "no") for row in rows.values())
     # The machine it ran on, and the probe of the selected variant's peak.
-    from qops import _simd
+    from qops.backends.native import variants as _simd
     assert first.startswith("Measured on ") and f"qops kernels {_simd.selected()}" in first
     assert _simd.module().PROBE_MIX in first and " GOPS" in first
     assert float(rows["attn_batched"]["% peak"].rstrip("%")) > 0
@@ -155,7 +155,7 @@ def test_bench_judges_every_case_against_the_exact_result(tmp_path):
 
 def test_bench_runs_a_lower_variant_and_refuses_one_the_cpu_lacks(tmp_path):
     pytest.importorskip("onnxruntime")
-    from qops import _simd
+    from qops.backends.native import variants as _simd
     result = run("bench", "tiny_4", "--budget", "0.01", "--simd", "portable", "--out",
                  str(tmp_path))
     assert result.returncode == 0, result.stderr
@@ -170,7 +170,7 @@ def test_bench_runs_a_lower_variant_and_refuses_one_the_cpu_lacks(tmp_path):
 def _bench_in_process(monkeypatch, tmp_path, case="attn_batched"):
     import argparse
 
-    from qops import _bench
+    from qops.cli import bench as _bench
 
     monkeypatch.setattr(_bench, "machine", lambda threads: {
         "cpu": "test CPU", "instruction sets": ["portable"], "variant": "portable",
@@ -226,7 +226,7 @@ def test_info_can_measure_the_peak():
     result = run("info", "--peak")
     assert result.returncode == 0
     line = next(l for l in result.stdout.splitlines() if l.startswith("peak"))
-    from qops import _simd
+    from qops.backends.native import variants as _simd
     assert " GOPS on " in line and _simd.module().PROBE_MIX in line
 
 

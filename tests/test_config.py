@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 import qops
-from qops._kernels import _openmp
+from qops.backends.native.kernels import _openmp, _qops_pool
 
 
 @pytest.mark.skipif(bool(os.environ.get("OMP_THREAD_LIMIT") or os.environ.get("OMP_DYNAMIC")),
@@ -17,18 +17,18 @@ from qops._kernels import _openmp
 def test_kernels_are_compiled_and_report_openmp():
     """show_config's OpenMP line (the build's flag) agrees with what a
     parallel loop does: two threads with OpenMP, one without."""
-    info = qops._config.config()
+    info = qops.config.config()
     assert info["kernels built"] is True
-    assert info["openmp"] == (_openmp.threads_used(2) == 2)
+    assert info["openmp"] == (_qops_pool.threads_used(2) == 2)
     text = io.StringIO()
     qops.show_config(file=text)
     assert ("openmp" in text.getvalue()) and str(qops.get_num_threads()) in text.getvalue()
 
 
 @pytest.mark.skipif(not _openmp.openmp_enabled(), reason="built without OpenMP")
-def test_openmp_runs_a_parallel_loop_on_the_requested_threads():
-    assert _openmp.threads_used(1) == 1
-    assert _openmp.threads_used(2) == 2
+def test_the_pool_runs_a_job_on_the_requested_threads():
+    assert _qops_pool.threads_used(1) == 1
+    assert _qops_pool.threads_used(2) == 2
 
 
 def test_set_and_get_num_threads_round_trip():
@@ -37,7 +37,7 @@ def test_set_and_get_num_threads_round_trip():
         qops.set_num_threads(3)
         assert qops.get_num_threads() == 3
     finally:
-        qops._config._num_threads = None
+        qops.threads.reset_num_threads()
     assert qops.get_num_threads() == before
 
 
@@ -73,21 +73,25 @@ def test_the_kernels_build_without_openmp(tmp_path):
     assert "OpenMP off" in build.stderr
     probe = textwrap.dedent("""
         import importlib.util, glob, sys
-        path = glob.glob(sys.argv[1] + "/qops/_kernels/_openmp*.so")[0]
-        spec = importlib.util.spec_from_file_location("qops._kernels._openmp", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        print(module.openmp_enabled(), module.threads_used(2), module.max_threads())
+        def load(name):
+            path = glob.glob(sys.argv[1] + f"/qops/backends/native/kernels/{name}*.so")[0]
+            spec = importlib.util.spec_from_file_location(f"qops.backends.native.kernels.{name}",
+                                                          path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+        openmp, pool = load("_openmp"), load("_qops_pool")
+        print(openmp.openmp_enabled(), pool.threads_used(2), openmp.max_threads(), pool.enabled())
     """)
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "lib")], capture_output=True,
                          text=True, check=True, cwd="/")
-    assert out.stdout.split() == ["False", "1", "1"]
+    assert out.stdout.split() == ["False", "1", "1", "False"]
 
 
 @pytest.mark.parametrize("forced", ["portable", "avx2", "avx512vnni"])
 def test_qops_simd_forces_a_variant_this_machine_runs(forced):
-    from qops import _simd
-    code = "import qops; print(qops._config.config()['simd'].split()[0])"
+    from qops.backends.native import variants as _simd
+    code = "import qops; print(qops.config.config()['simd'].split()[0])"
     env = dict(os.environ, QOPS_SIMD=forced)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True, cwd="/")
@@ -98,13 +102,13 @@ def test_qops_simd_forces_a_variant_this_machine_runs(forced):
 
 
 def test_an_unknown_qops_simd_warns_and_uses_the_best():
-    from qops import _simd
-    code = "import warnings; warnings.simplefilter('error'); from qops import _simd; _simd.selected()"
+    from qops.backends.native import variants as _simd
+    code = "import warnings; warnings.simplefilter('error'); from qops.backends.native import variants; variants.selected()"
     env = dict(os.environ, QOPS_SIMD="sse9")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          cwd="/")
     assert out.returncode != 0 and "QOPS_SIMD='sse9'" in out.stderr
-    code = "from qops import _simd; print(_simd.selected())"
+    code = "from qops.backends.native import variants; print(variants.selected())"
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], env=env,
                          capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip() == _simd.available()[0]
@@ -122,7 +126,7 @@ def test_a_debug_build_passes_the_kernel_tests(tmp_path):
     subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace"], cwd=copy,
                    env=env, check=True, capture_output=True, timeout=1800)
     env = dict(env, PYTHONPATH=str(copy))
-    probe = subprocess.run([sys.executable, "-c", "import qops; print(qops._config.config()['debug build'])"],
+    probe = subprocess.run([sys.executable, "-c", "import qops; print(qops.config.config()['debug build'])"],
                            cwd=copy, env=env, capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "True"
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import qops
-from qops import _dtypes, registry
+from qops.registry import dtypes as _dtypes
+from qops import registry
 from qops.registry.schema import DATA_TYPES, ConstraintKind
 
 SMALL = np.array([0.0, 1.0, 2.0, 3.0, 1.0, 0.0, 2.0, 1.0])
@@ -147,13 +148,13 @@ def test_declared_combinations_run_and_undeclared_raise(case):
     assert result.dtype == _dtypes.to_numpy(dtypes[output])
     # The dispatched result agrees with the reference statement of the operator.
     call = _prepare(op, kwargs)
-    expected = qops._dispatch.execute(call, implementation="reference")
+    expected = qops.backends.dispatch.execute(call, implementation="reference")
     assert result.shape == expected.shape
     assert np.array_equal(result.view(np.uint8), expected.view(np.uint8))
 
 
 def _prepare(op, kwargs):
-    from qops.api import _PREPARE
+    from qops.ops.api import _PREPARE
 
     kwargs = dict(kwargs)
     version = kwargs.pop("feature_level", None) or kwargs.pop("opset", None)

@@ -38,7 +38,7 @@ from docutils.parsers.rst import roles
 
 import qops
 from qops import registry
-from qops.__main__ import build_parser, main
+from qops.cli.main import build_parser, main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
@@ -113,7 +113,7 @@ MODULES = _package_modules()
 
 def test_the_modules_are_the_checkout_s():
     assert os.path.dirname(qops.__file__) == os.path.join(ROOT, "qops")
-    assert "qops" in MODULES and "qops.api" in MODULES and "qops.registry" in MODULES
+    assert "qops" in MODULES and "qops.ops.api" in MODULES and "qops.registry" in MODULES
 
 
 @pytest.mark.parametrize("name", MODULES)

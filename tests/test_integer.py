@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qops
-from qops import _dispatch
+from qops.backends import dispatch as _dispatch
 
 import oracles
 from conftest import judge, run_ort, run_reference

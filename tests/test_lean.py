@@ -12,11 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qops
-from qops import api, reference
+from qops.ops import api
+from qops import reference
 
 from conftest import judge, run_in_threads, run_ort
 
-_lean = pytest.importorskip("qops.ops._lean")
+_lean = pytest.importorskip("qops.backends.native._lean")
 
 u8, i8 = np.uint8, np.int8
 MATMUL = "QUANTIZED_LINEAR_MATRIX_MULTIPLY"
@@ -107,7 +108,7 @@ def test_the_lean_path_equals_the_packed_kernels():
     qops.quantized_linear_matrix_multiply(**slots)
     lean = lean_run(slots)
     assert lean is not None
-    kernels = qops._dispatch.execute(
+    kernels = qops.backends.dispatch.execute(
         qops.ops.matmul.prepare(dict(slots), {"output_dtype": None}), implementation="kernels")
     assert np.array_equal(lean, kernels)
 

@@ -14,11 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import qops
-from qops import _simd, api, reference
+from qops.backends.native import variants as _simd
+from qops.ops import api
+from qops import reference
 
 from conftest import assert_bits_equal, run_in_threads, run_reference
 
-_lean = pytest.importorskip("qops.ops._lean")
+_lean = pytest.importorskip("qops.backends.native._lean")
 
 u8, i8 = np.uint8, np.int8
 
@@ -180,7 +182,7 @@ def test_other_forms_take_the_validating_path_with_its_result_or_error(change):
 
     def full():
         return api._QUANTIZE_PLANS.run(dict(slots), dict(attributes), opset, out=None,
-                                       n_threads=qops._config.resolve_threads(n_threads))
+                                       n_threads=qops.threads.resolve_threads(n_threads))
 
     try:
         expected = full()

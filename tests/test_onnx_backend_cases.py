@@ -50,7 +50,7 @@ def _array(value):
 
 def _qops_dtype(array):
     """The registry's name of the array's type (None for one it lacks)."""
-    return qops._dtypes.name_of(array.dtype)
+    return qops.registry.dtypes.name_of(array.dtype)
 
 
 def test_the_cases_were_found():

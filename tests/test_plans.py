@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import qops
-from qops import api, reference
-from qops.ops import _plans
+from qops.ops import api
+from qops import reference
+from qops.ops import plans as _plans
 
 from conftest import run_in_threads
 

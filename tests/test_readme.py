@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from qops._render import overview
+from qops.registry.render import overview
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = open(os.path.join(ROOT, "README.md")).read()

@@ -22,18 +22,7 @@ import pytest
 
 import qops
 from qops import FeatureLevel, registry
-from qops.registry.schema import (
-    Attribute,
-    Constraint,
-    ConstraintKind,
-    Operator,
-    Opset,
-    ShapePattern,
-    Slot,
-    SlotKind,
-    TensorSupport,
-    VersionSupport,
-)
+from qops.registry.schema import Attribute, Constraint, ConstraintKind, Operator, Opset, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
 
 CONV = "QUANTIZED_LINEAR_CONVOLUTION"
 MATMUL = "QUANTIZED_LINEAR_MATRIX_MULTIPLY"
@@ -820,7 +809,7 @@ def test_registry_imports_nothing_compiled():
     result = _run("""
         import sys
         import qops.registry
-        loaded = sorted(m for m in sys.modules if m == "qops._kernels" or m.startswith("qops._kernels."))
+        loaded = sorted(m for m in sys.modules if m == "qops.backends.native.kernels" or m.startswith("qops.backends.native.kernels."))
         print(loaded)
         assert not loaded, loaded
     """)
@@ -831,7 +820,7 @@ def test_registry_readable_without_kernels():
     """With the compiled kernels unavailable, the registry still loads and reads."""
     result = _run("""
         import sys
-        sys.modules["qops._kernels"] = None  # any import of it fails
+        sys.modules["qops.backends.native.kernels"] = None  # any import of it fails
         from qops import registry
         op = registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY")
         print(op.support(registry.FeatureLevel.FL_4_0).tensor("a").dims_text())

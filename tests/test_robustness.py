@@ -153,7 +153,7 @@ def test_show_config_names_the_kernels_that_really_run():
     the kernels a call runs are the portable module's (the variant a call
     used is read back from the module that did the work, not from the
     selection show_config reports)."""
-    code = ("import numpy as np, qops; from qops import _native\n"
+    code = ("import numpy as np, qops; from qops.backends.native import gemm as _native\n"
             "used = []\n"
             "real = _native._simd.module\n"
             "def spy(name=None):\n"
@@ -161,10 +161,10 @@ def test_show_config_names_the_kernels_that_really_run():
             "_native._simd.module = spy\n"
             "a = np.ones((64, 64), np.uint8)\n"
             "qops.quantized_linear_matrix_multiply(a, 1.0, None, a.astype(np.int8), 1.0, None, 64.0)\n"
-            "print(qops._config.config()['simd'].split()[0], sorted(set(used)))")
+            "print(qops.config.config()['simd'].split()[0], sorted(set(used)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(os.environ, QOPS_SIMD="portable"), cwd="/")
-    assert out.stdout.split(None, 1) == ["portable", "['qops._kernels._qgemm_portable']\n"]
+    assert out.stdout.split(None, 1) == ["portable", "['qops.backends.native.kernels._qgemm_portable']\n"]
 
 
 def test_float4_and_float8_bits_survive_a_round_trip():

@@ -16,7 +16,8 @@ import pytest
 import oracles
 import qops
 from conftest import judge, run_ort
-from qops import _native, _simd, api
+from qops.backends.native import gemm as _native, variants as _simd
+from qops.ops import api
 from qops.ops import convolution, integer, matmul
 
 #: Every kernel variant this machine runs.

@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import qops
-from qops import _config
+from qops import threads as _threads
 
 from test_bad_inputs import CALLS, IDS, expected, run
 
-openmp = pytest.importorskip("qops._kernels._openmp")
+openmp = pytest.importorskip("qops.backends.native.kernels._openmp")
+pool = pytest.importorskip("qops.backends.native.kernels._qops_pool")
 
 
 @pytest.mark.parametrize("make", CALLS, ids=IDS)
@@ -43,20 +44,20 @@ def test_n_threads_and_set_num_threads_are_honoured_in_worker_threads():
     if not openmp.openmp_enabled():
         pytest.skip("built without OpenMP")
     seen = {}
-    saved = _config._num_threads
+    saved = pool.configured()
 
     def worker():
-        seen["explicit"] = openmp.threads_used(2)
+        seen["explicit"] = pool.threads_used(2)
         qops.set_num_threads(1)
         seen["default"] = qops.get_num_threads()
-        seen["used"] = openmp.threads_used(qops.get_num_threads())
+        seen["used"] = pool.threads_used(qops.get_num_threads())
 
     try:
         thread = threading.Thread(target=worker)
         thread.start()
         thread.join()
     finally:
-        _config._num_threads = saved
+        pool.set_num_threads(saved)
     assert seen == {"explicit": 2, "default": 1, "used": 1}
 
 
@@ -66,8 +67,8 @@ def test_threadpoolctl_sees_and_limits_the_openmp_pool():
         pytest.skip("built without OpenMP")
     if os.environ.get("OMP_NUM_THREADS"):
         pytest.skip("OMP_NUM_THREADS fixes the default")
-    saved = _config._num_threads
-    _config._num_threads = None
+    saved = pool.configured()
+    _threads.reset_num_threads()
     try:
         pools = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "openmp"]
         assert pools, "qops' OpenMP runtime is not visible to threadpoolctl"
@@ -78,7 +79,7 @@ def test_threadpoolctl_sees_and_limits_the_openmp_pool():
                                   expected(name, slots, attributes))
         assert qops.get_num_threads() == max(1, openmp.max_threads())
     finally:
-        _config._num_threads = saved
+        pool.set_num_threads(saved)
 
 
 def _resident_bytes():

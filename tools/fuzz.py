@@ -30,8 +30,9 @@ with atheris.instrument_imports():
     import numpy as np
 
     import qops
-    from qops import _dispatch, reference
-    from qops.api import _PREPARE
+    from qops.backends import dispatch as _dispatch
+    from qops import reference
+    from qops.ops.api import _PREPARE
 
 DTYPES = [np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64, np.float16, np.float32,
           np.float64, np.bool_, ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.float8_e4m3fn,

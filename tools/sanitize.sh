@@ -19,7 +19,7 @@ echo "sanitize: building in $work with $flags" >&2
 (cd "$work" && CFLAGS="$flags" LDFLAGS="$flags" python setup.py -q build_ext --inplace >/dev/null)
 
 # Make sure the instrumented build is the one that runs.
-for library in "$work"/qops/_kernels/*.so "$work"/qops/ops/*.so; do
+for library in "$work"/qops/backends/native/kernels/*.so "$work"/qops/backends/native/*.so; do
     if ! grep -q __asan_init "$library"; then
         echo "sanitize: $library is not instrumented" >&2
         exit 1
@@ -33,7 +33,7 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # ... and is the one Python imports (not an installed copy).
 loaded="$(cd "$work" && PYTHONPATH="$work" python -c \
-    'import qops._kernels._openmp as m; print(m.__file__)')"
+    'import qops.backends.native.kernels._openmp as m; print(m.__file__)')"
 case "$loaded" in
     "$work"/*) ;;
     *) echo "sanitize: the tests would import $loaded, not the instrumented build" >&2; exit 1 ;;

@@ -194,7 +194,7 @@ def changes_rst(op):
 
 def dtypes_rst():
     """Each registry data type, the array type that holds it and its range."""
-    from qops import _dtypes
+    from qops.registry import dtypes as _dtypes
 
     rows = []
     for name in _registry().DATA_TYPES:

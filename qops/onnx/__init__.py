@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._errors import UnsupportedError, ValidationError
-from ._nodes import ADAPTERS, NEWEST_OPSET
+from qops.errors import UnsupportedError, ValidationError
+from qops.onnx._nodes import ADAPTERS, NEWEST_OPSET
 
 __all__ = ["run_node", "reference_ops", "supported_operators", "operator_version", "NEWEST_OPSET"]
 
@@ -139,6 +139,6 @@ def reference_ops():
     list of type
         One ``onnx.reference.op_run.OpRun`` subclass per supported operator.
     """
-    from ._reference import operator_classes
+    from qops.onnx._reference import operator_classes
 
     return operator_classes()

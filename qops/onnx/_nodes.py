@@ -30,8 +30,8 @@ import math
 
 import numpy as np
 
-from .. import api
-from .._errors import UnsupportedError, ValidationError
+from qops.ops import api
+from qops.errors import UnsupportedError, ValidationError
 
 #: The newest opset these adapters know; ``run_node`` defaults to it.
 NEWEST_OPSET = 23

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ._nodes import ADAPTERS
+from qops.onnx._nodes import ADAPTERS
 
 
 def operator_classes(timings=None):
@@ -15,7 +15,7 @@ def operator_classes(timings=None):
     from onnx.reference.op_run import OpRun
 
     def run(self, *inputs, **attributes):  # noqa: ARG001 - the node's own attributes are read
-        from . import run_node
+        from qops.onnx import run_node
 
         opset = self.run_params.get("opsets", {}).get("", None)
         if timings is None:

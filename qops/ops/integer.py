@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtypes, registry
-from .._validation import (
-    Desc,
-    check_attributes,
-    check_patterns,
-    check_tensors,
-    fail,
-    resolve_version,
-)
-from . import _args
-from . import convolution as _convolution
-from . import matmul as _matmul
-from ._common import output_desc
+from qops.registry import dtypes as _dtypes
+from qops import registry
+from qops.ops.validation import Desc, check_attributes, check_patterns, check_tensors, fail, resolve_version
+from qops.ops import arguments as _args
+from qops.ops import convolution as _convolution
+from qops.ops import matmul as _matmul
+from qops.ops.common import output_desc
 
 CONVOLUTION = registry.get("CONVOLUTION_INTEGER")
 MATMUL = registry.get("MATRIX_MULTIPLY_INTEGER")

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from .. import registry
-from .._validation import (
-    check_attributes,
-    check_patterns,
-    check_tensors,
-    fail,
-    resolve_version,
-    shape_text,
-)
-from ..registry.schema import ConstraintKind
-from . import _args
-from ._common import finish_requantized, output_desc
+from qops import registry
+from qops.ops.validation import check_attributes, check_patterns, check_tensors, fail, resolve_version, shape_text
+from qops.registry.schema import ConstraintKind
+from qops.ops import arguments as _args
+from qops.ops.common import finish_requantized, output_desc
 
 OPERATOR = registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY")
 

@@ -6,19 +6,11 @@ import math
 
 import numpy as np
 
-from .. import _dtypes, registry
-from .._errors import UnsupportedError
-from .._validation import (
-    Desc,
-    check_attributes,
-    check_scale_values,
-    check_tensors,
-    fail,
-    plural,
-    resolve_version,
-    shape_text,
-)
-from . import _args
+from qops.registry import dtypes as _dtypes
+from qops import registry
+from qops.errors import UnsupportedError
+from qops.ops.validation import Desc, check_attributes, check_scale_values, check_tensors, fail, plural, resolve_version, shape_text
+from qops.ops import arguments as _args
 
 DEQUANTIZE = registry.get("DequantizeLinear")
 QUANTIZE = registry.get("QuantizeLinear")
@@ -157,7 +149,7 @@ def _granularity(op, version, x_desc, scale_desc, scale_name, attributes):
 
 def recheck_values(template, arrays):
     """The value checks of a call whose signature was validated before
-    (qops.ops._plans): the scale, and a zero point that must be 0."""
+    (qops.ops.plans): the scale, and a zero point that must be 0."""
     op = template.operator
     scale_name, zero_name = (("x_scale", "x_zero_point") if op is DEQUANTIZE
                              else ("y_scale", "y_zero_point"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtypes
+from qops.registry import dtypes as _dtypes
 
 
 def requantization_multiplier(input_scale, weight_scale, output_scale):

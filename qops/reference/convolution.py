@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._requantize import exact_products, requantization_multiplier, requantize, widen
+from qops.reference._requantize import exact_products, requantization_multiplier, requantize, widen
 
 
 def output_size(size, kernel, stride, dilation, start, end):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtypes
-from .convolution import convolution_sums
-from ._requantize import exact_products, widen
+from qops.registry import dtypes as _dtypes
+from qops.reference.convolution import convolution_sums
+from qops.reference._requantize import exact_products, widen
 
 
 def integer_sums(accumulator):
@@ -15,7 +15,7 @@ def integer_sums(accumulator):
     error, never wrapped (onnxruntime and onnx.reference wrap them)."""
     info = np.iinfo(np.int32)
     if accumulator.size and (accumulator.min() < info.min or accumulator.max() > info.max):
-        from .._errors import ValidationError
+        from qops.errors import ValidationError
 
         raise ValidationError("an exact sum is outside int32, the output type; it would wrap")
     return accumulator.astype(np.int32)

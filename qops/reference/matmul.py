@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._requantize import exact_products, requantization_multiplier, requantize, widen
+from qops.reference._requantize import exact_products, requantization_multiplier, requantize, widen
 
 
 def quantized_linear_matrix_multiply(a, a_scale, a_zero_point, b, b_scale, b_zero_point,

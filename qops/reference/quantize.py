@@ -13,7 +13,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .. import _dtypes
+from qops.registry import dtypes as _dtypes
 
 
 def broadcast_parameter(value, shape, axis, block_size):

@@ -13,18 +13,7 @@ of the fields in each ``*_OPERATOR_DESC`` structure.
 
 from __future__ import annotations
 
-from .schema import (
-    Attribute,
-    Constraint,
-    ConstraintKind,
-    FeatureLevel,
-    Operator,
-    ShapePattern,
-    Slot,
-    SlotKind,
-    TensorSupport,
-    VersionSupport,
-)
+from qops.registry.schema import Attribute, Constraint, ConstraintKind, FeatureLevel, Operator, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
 
 INPUT = SlotKind.INPUT
 OPTIONAL = SlotKind.OPTIONAL_INPUT

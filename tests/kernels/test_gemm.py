@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qops import _simd
-from qops._simd import VARIANTS as ALL_VARIANTS
+from qops.backends.native import variants as _simd
+from qops.backends.native.variants import VARIANTS as ALL_VARIANTS
 from qops.ops import matmul
 
 from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
@@ -99,10 +99,10 @@ def test_the_variants_that_run_are_the_ones_this_cpu_has_and_the_build_made():
     has = {"portable": True, "avx2": {"avx2", "fma"} <= flags,
            "avx512vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags,
            "amx": {"amx_tile", "amx_int8"} <= flags and "avx512_vnni" in flags}
-    folder = os.path.dirname(_simd.__file__)
+    folder = os.path.join(os.path.dirname(_simd.__file__), "kernels")
     built = {name for name in ALL_VARIANTS
-             if glob.glob(os.path.join(folder, "_kernels", f"_qgemm_{name}.*.so"))
-             or glob.glob(os.path.join(folder, "_kernels", f"_qgemm_{name}.*.pyd"))}
+             if glob.glob(os.path.join(folder, f"_qgemm_{name}.*.so"))
+             or glob.glob(os.path.join(folder, f"_qgemm_{name}.*.pyd"))}
     for name in ALL_VARIANTS:
         if name == "amx":  # the operating system may still refuse the tile state
             assert name not in VARIANTS or (has[name] and name in built)
@@ -131,7 +131,7 @@ def test_every_variant_probes_the_peak_of_its_own_instructions(variant):
 def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
     """The kernels trust the glue for every element access; their entry points
     check once that vectors, indices and buffers cover the output (no out-of-bounds)."""
-    from qops import _simd
+    from qops.backends.native import variants as _simd
     kernels = _simd.module(variant)
     a = np.ones((1, 9, 5), np.uint8)
     packed_b, colsum = kernels.pack_b_batches(np.ones((1, 5, 7), np.uint8), False, 1)

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qops import Packed4Bit, _dispatch, _quantize_native, _simd
+from qops import Packed4Bit
+from qops.backends import dispatch as _dispatch
+from qops.backends.native import quantize as _quantize_native, variants as _simd
 from qops.ops import quantize as ops
 
 VARIANTS = _simd.quantize_variants()

@@ -15,7 +15,7 @@ _modules = {}
 
 
 def _cpu_features():
-    from ._kernels import _openmp
+    from qops.backends.native.kernels import _openmp
 
     return _openmp.cpu_features()
 
@@ -38,7 +38,7 @@ def _probe() -> tuple:
         if not features.get(name):
             continue
         try:
-            _modules[name] = importlib.import_module(f"qops._kernels._qgemm_{name}")
+            _modules[name] = importlib.import_module(f"qops.backends.native.kernels._qgemm_{name}")
         except ImportError:
             continue
         names.append(name)
@@ -102,7 +102,7 @@ def quantize_variants() -> tuple:
 def _quantize_module_of(name):
     if name not in _quantize_modules:
         try:
-            _quantize_modules[name] = importlib.import_module(f"qops._kernels._quantize_{name}")
+            _quantize_modules[name] = importlib.import_module(f"qops.backends.native.kernels._quantize_{name}")
         except ImportError:
             _quantize_modules[name] = None
     return _quantize_modules[name]

@@ -2,7 +2,7 @@
 # by one module per instruction set (_quantize_<variant>.pyx), each compiled
 # with its variant's flags so the same loops vectorize for it.
 #
-# The glue (qops._quantize_native) views every array as bytes or float32
+# The glue (qops.backends.native.quantize) views every array as bytes or float32
 # vectors and describes the tensor as (outer, axis, inner) with how a row
 # finds its scale; nothing here validates.  Work is split into rows that never
 # share an output element, so results do not depend on the thread count.
@@ -14,10 +14,9 @@
 # ml_dtypes (bfloat16, float8, float4), rounding to nearest even.
 
 from cpython.pycapsule cimport PyCapsule_New
-from cython.parallel cimport prange
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
 
-from ._openmp_helpers cimport omp_get_max_threads  # noqa: F401  (OpenMP shim first)
+from qops.backends.native.kernels._qops_pool cimport run_range
 
 
 cdef extern from *:
@@ -66,8 +65,8 @@ cpdef enum:
     Q_E2M1 = 10
 
 # The capsule name of the lean path's entry; its C type is
-# qops.ops._lean.QuantizeTensor.
-cdef const char* LEAN_ENTRY = b"qops._kernels.quantize_float32_tensor"
+# qops.backends.native._lean.QuantizeTensor.
+cdef const char* LEAN_ENTRY = b"qops.backends.native.kernels.quantize_float32_tensor"
 
 cdef enum:
     PIECE = 512
@@ -553,13 +552,16 @@ def dequantize(const uint8_t[::1] x, int x_kind, bint packed, const float[::1] t
     job.packed = packed
     job.table = &table[0]
     job.out_kind = out_kind
-    if n_threads <= 1 or total < PARALLEL_MIN or rows == 1:
-        with nogil:
-            for r in range(rows):
-                dequantize_job_row(&job, r)
-        return
-    for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
-        dequantize_job_row(&job, r)
+    with nogil:
+        run_range(dequantize_rows, &job, rows, 1,
+                  1 if total < PARALLEL_MIN else n_threads)
+
+
+cdef void dequantize_rows(void* context, Py_ssize_t start, Py_ssize_t stop,
+                          int slot) noexcept nogil:
+    cdef Py_ssize_t r
+    for r in range(start, stop):
+        dequantize_job_row(<const Job*>context, r)
 
 
 # -- QuantizeLinear ---------------------------------------------------------------------------
@@ -753,13 +755,14 @@ def quantize(const uint8_t[::1] x, int x_kind, int compute, const float[::1] sca
     job.out_kind = out_kind
     job.saturate = saturate
     job.zero_point_given = zero_point_given
-    if n_threads <= 1 or total < PARALLEL_MIN or rows == 1:
-        with nogil:
-            for r in range(rows):
-                quantize_job_row(&job, r)
-        return
-    for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
-        quantize_job_row(&job, r)
+    with nogil:
+        run_range(quantize_rows, &job, rows, 1, 1 if total < PARALLEL_MIN else n_threads)
+
+
+cdef void quantize_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    cdef Py_ssize_t r
+    for r in range(start, stop):
+        quantize_job_row(<const Job*>context, r)
 
 
 # -- the lean path's entry -----------------------------------------------------------------
@@ -768,16 +771,35 @@ cdef void quantize_float32_tensor(const float* x, Py_ssize_t count, float scale,
                                   uint8_t* out, bint to_int8, int n_threads) noexcept nogil:
     """Per-tensor QuantizeLinear of float32 ``x`` to int8 (``to_int8``) or
     uint8, as :func:`quantize` computes it for that call; reached from
-    qops.ops._lean through :func:`lean_entry` without building any Python
+    qops.backends.native._lean through :func:`lean_entry` without building any Python
     object."""
-    cdef Py_ssize_t rows = (count + ROW - 1) // ROW, r
-    cdef int out_kind = Q_INT8 if to_int8 else Q_UINT8
-    if n_threads <= 1 or count < PARALLEL_MIN or rows == 1:
-        quantize_float32_to_integers(x, count, &scale, &zero, False, out, out_kind)
-        return
-    for r in prange(rows, num_threads=n_threads, schedule="static"):
-        quantize_float32_to_integers(x + r * ROW, min(<Py_ssize_t>ROW, count - r * ROW), &scale,
-                                     &zero, False, out + r * ROW, out_kind)
+    cdef TensorJob job
+    job.x = x
+    job.count = count
+    job.scale = scale
+    job.zero = zero
+    job.out = out
+    job.out_kind = Q_INT8 if to_int8 else Q_UINT8
+    run_range(quantize_tensor_rows, &job, (count + ROW - 1) // ROW, 1,
+              1 if count < PARALLEL_MIN else n_threads)
+
+
+cdef struct TensorJob:
+    const float* x
+    Py_ssize_t count
+    float scale
+    float zero
+    uint8_t* out
+    int out_kind
+
+
+cdef void quantize_tensor_rows(void* context, Py_ssize_t start, Py_ssize_t stop,
+                               int slot) noexcept nogil:
+    """Rows [start, stop) of ROW elements of a per-tensor quantization."""
+    cdef const TensorJob* job = <const TensorJob*>context
+    cdef Py_ssize_t first = start * ROW
+    quantize_float32_to_integers(job.x + first, min(stop * ROW, job.count) - first, &job.scale,
+                                 &job.zero, False, job.out + first, job.out_kind)
 
 
 def lean_entry():

@@ -192,7 +192,7 @@ def _quantize_operands(case, rng):
 def exact_output(case, constants, runtime, attributes):
     """The case's exact output by :mod:`qops.reference` (NumPy: exact integer
     sums, then the contract's float32 steps), to judge every result against."""
-    from . import reference
+    from qops import reference
 
     if case.is_quantize:
         return _exact_quantize_output(case, runtime, attributes)
@@ -220,7 +220,7 @@ def exact_output(case, constants, runtime, attributes):
 
 
 def _exact_quantize_output(case, runtime, attributes):
-    from . import reference
+    from qops import reference
 
     axis, block = attributes.get("axis", 1), attributes.get("block_size", 0)
     if case.kind == "quantize":
@@ -237,8 +237,8 @@ def _quantize_onnx_model(case, runtime, attributes):
     an input, so nothing is folded at session creation."""
     from onnx import TensorProto, helper, numpy_helper
 
-    from . import _dtypes
-    from ._packing import FOUR_BIT_TYPES
+    from qops.registry import dtypes as _dtypes
+    from qops.ops.packing import FOUR_BIT_TYPES
 
     names = list(runtime)
     values = {k: np.asarray(v) for k, v in runtime.items()}  # packed x: its values
@@ -426,8 +426,8 @@ def machine(threads, probe_seconds=0.3):
     """What the figures were measured on: the CPU, its instruction sets, the
     kernel variant in use and the measured ceiling of that variant's
     multiply-add instructions on ``threads`` threads."""
-    from . import _simd
-    from ._kernels import _openmp
+    from qops.backends.native import variants as _simd
+    from qops.backends.native.kernels import _openmp
 
     variant = _simd.selected()
     module = _simd.module(variant)
@@ -621,7 +621,7 @@ def chart(rows, path):
 def choose_variant(name):
     """Make the kernels run variant ``name`` in this process (``QOPS_SIMD``);
     an error message, or ``None`` when done."""
-    from . import _simd
+    from qops.backends.native import variants as _simd
 
     runnable = _simd.available()
     if name not in runnable:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _dtypes, _simd
-from .reference import requantization_multiplier
+from qops.registry import dtypes as _dtypes
+from qops.backends.native import variants as _simd
+from qops.reference import requantization_multiplier
 
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
 _SINGLE_BATCH = np.zeros(1, np.int64)
@@ -389,5 +390,5 @@ def register(dispatch):
                                              and _is_depthwise(call)
                                              and call.arrays["filter"][0].size <= 4096),
                       prepare=prepare_depthwise)
-    from . import _quantize_native
+    from qops.backends.native import quantize as _quantize_native
     _quantize_native.register(dispatch)

@@ -1,15 +1,14 @@
 # cython: language_level=3
-"""What the build gave: OpenMP or not, a debug build or not, and a probe of
-how many threads a parallel loop really runs on."""
+"""What the build gave (OpenMP or not, a debug build or not) and what the
+CPU runs.  No kernel opens an OpenMP parallel region: OpenMP is the build's
+switch for threads and the source of the default thread count, and the
+kernels run on the process's one pool (_qops_pool.pyx)."""
 
-from cython.parallel cimport prange
-
-from ._openmp_helpers cimport (
+from qops.backends.native.kernels._openmp_helpers cimport (
     QOPS_DEBUG_BUILD,
     QOPS_OPENMP_ENABLED,
     omp_get_max_threads,
     omp_get_num_procs,
-    omp_get_thread_num,
 )
 
 
@@ -78,22 +77,3 @@ def max_threads():
 
 def num_procs():
     return omp_get_num_procs()
-
-
-def threads_used(int n_threads):
-    """Run a parallel loop on ``n_threads`` threads and count the distinct ones
-    that took part: the check that OpenMP really runs in parallel."""
-    cdef int seen[256]
-    cdef int i, count = 0
-    cdef int iterations = 4096
-    if n_threads < 1 or n_threads > 256:
-        raise ValueError("n_threads must be in [1, 256]")
-    for i in range(256):
-        seen[i] = 0
-    # schedule(static) hands each thread a contiguous share, so every thread
-    # of the team gets work.
-    for i in prange(iterations, nogil=True, num_threads=n_threads, schedule="static"):
-        seen[omp_get_thread_num()] = 1
-    for i in range(256):
-        count = count + seen[i]
-    return count

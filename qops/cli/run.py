@@ -29,7 +29,7 @@ def run_model(args, stream=sys.stdout):
     import onnx
     from onnx.reference import ReferenceEvaluator
 
-    from ._reference import operator_classes
+    from qops.onnx._reference import operator_classes
 
     try:
         model = onnx.load(args.model)

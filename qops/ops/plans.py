@@ -17,11 +17,11 @@ import threading
 
 import numpy as np
 
-from .. import _dispatch
-from .._packing import Packed4Bit
-from ..registry import FeatureLevel
-from . import _args
-from ._common import check_multiplier, check_scale_values
+from qops.backends import dispatch as _dispatch
+from qops.ops.packing import Packed4Bit
+from qops.registry import FeatureLevel
+from qops.ops import arguments as _args
+from qops.ops.common import check_multiplier, check_scale_values
 
 #: Plans kept per cache; an overflowing cache starts again.
 CAPACITY = 256
@@ -31,7 +31,7 @@ def lean_cache():
     """A new cache of lean matrix-multiply signatures, or ``None`` when the
     compiled lean path is not built."""
     try:
-        from ._lean import LeanCache
+        from qops.backends.native._lean import LeanCache
     except ImportError:
         return None
     return LeanCache()
@@ -41,7 +41,7 @@ def _lean_plan(slots, call):
     """The lean path's plan for a validated matrix multiply, when it runs one."""
     if call.operator.name != "QUANTIZED_LINEAR_MATRIX_MULTIPLY":
         return None
-    from . import _lean
+    from qops.backends.native import _lean
 
     return _lean.lean_plan(slots, call)
 
@@ -152,7 +152,7 @@ class PlanCache:
 
         ``constants`` are slots fixed for this cache (a compiled operator's);
         they are validated with the first call and not part of the key.
-        ``lean`` (a :class:`qops.ops._lean.LeanCache`) learns the signatures
+        ``lean`` (a :class:`qops.backends.native._lean.LeanCache`) learns the signatures
         its path can run, so that later calls like this one take it.
         """
         key = signature(slots, attributes, feature_level)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .registry.onnx import FLOAT8_TYPES
-from .registry.schema import DATA_TYPES, dtype_label
+from qops.registry.onnx import FLOAT8_TYPES
+from qops.registry.schema import DATA_TYPES, dtype_label
 
 __all__ = ["to_numpy", "name_of", "parse_dtype", "INTEGER_RANGES", "FLOAT8", "NARROW_FLOATS", "label"]
 

@@ -28,15 +28,14 @@
 # K * 255 * 255 + |bias| < 2**31), the epilogue works modulo 2**32 in int32
 # lanes (`requantize_line`); otherwise in int64.
 
-from cython.parallel cimport parallel, prange
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
-from qops._kernels._openmp_helpers cimport omp_get_thread_num
-from qops._kernels._requantize cimport requantize, requantize_line, requantize_sums
+from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
+from qops.backends.native.kernels._requantize cimport requantize, requantize_line, requantize_sums
 
 cdef enum:
     # 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
@@ -196,21 +195,41 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
                 partial[c] = 0
 
 
+cdef struct PackB:
+    const uint8_t* b
+    Py_ssize_t ldb
+    Py_ssize_t k
+    Py_ssize_t n
+    uint8_t flip
+    int8_t* packed
+    int64_t* colsum
+    Py_ssize_t panel_size
+
+
+cdef void pack_b_blocks(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    """Blocks [start, stop) of PACK_COLUMNS columns of B."""
+    cdef const PackB* p = <const PackB*>context
+    cdef Py_ssize_t block
+    for block in range(start, stop):
+        pack_b_columns(p.b + block * PACK_COLUMNS, p.ldb, p.k,
+                       min(<Py_ssize_t>PACK_COLUMNS, p.n - block * PACK_COLUMNS), p.flip,
+                       p.packed + block * (PACK_COLUMNS // NR) * p.panel_size, p.panel_size,
+                       p.colsum + block * PACK_COLUMNS)
+
+
 cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n, uint8_t flip,
                         int8_t* packed, int64_t* colsum, int n_threads) noexcept nogil:
     """A K x N matrix B into NR-column panels, PACK_COLUMNS columns per task."""
-    cdef Py_ssize_t panel_size = ceil_div(k, 4) * NR * 4
-    cdef Py_ssize_t blocks = ceil_div(n, PACK_COLUMNS)
-    cdef Py_ssize_t block
-    if n_threads > blocks:
-        n_threads = <int>blocks
-    if n_threads < 1:
-        n_threads = 1
-    for block in prange(blocks, nogil=True, num_threads=n_threads, schedule="static"):
-        pack_b_columns(b + block * PACK_COLUMNS, ldb, k,
-                       min(<Py_ssize_t>PACK_COLUMNS, n - block * PACK_COLUMNS), flip,
-                       packed + block * (PACK_COLUMNS // NR) * panel_size, panel_size,
-                       colsum + block * PACK_COLUMNS)
+    cdef PackB p
+    p.b = b
+    p.ldb = ldb
+    p.k = k
+    p.n = n
+    p.flip = flip
+    p.packed = packed
+    p.colsum = colsum
+    p.panel_size = ceil_div(k, 4) * NR * 4
+    run_range(pack_b_blocks, &p, ceil_div(n, PACK_COLUMNS), 1, n_threads)
 
 
 # -- the driver -------------------------------------------------------------------
@@ -412,26 +431,43 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     """Every output tile of every product of the batch, in parallel; each
     thread's micro-tile state is on its stack.
 
-    A static schedule hands each thread one contiguous run of tiles, which
-    run down the rows of a column of tiles (and then through the batch): a
-    thread keeps reusing the same B' panels, which stay in its own L2.
+    The pool hands out contiguous runs of tiles, which run down the rows of
+    a column of tiles (and then through the batch): a thread keeps reusing
+    the same B' panels, which stay in its own L2.
     """
     cdef Py_ssize_t m_panels = ceil_div(gemm.m, MR)
     cdef Py_ssize_t n_panels = ceil_div(gemm.n, NR)
     cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
     cdef Py_ssize_t tile_n_panels = TILE_COLUMNS // NR
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)
-    cdef Py_ssize_t total = tiles * gemm.batch
+    cdef TileJobs jobs
+    jobs.gemm = gemm
+    jobs.e = e
+    jobs.tiles = tiles
+    jobs.tiles_m = tiles_m
+    jobs.m_panels = m_panels
+    jobs.n_panels = n_panels
+    jobs.tile_n_panels = tile_n_panels
+    run_range(run_tiles, &jobs, tiles * gemm.batch, 1, n_threads)
+
+
+cdef struct TileJobs:
+    const Gemm* gemm
+    const Epilogue* e
+    Py_ssize_t tiles
+    Py_ssize_t tiles_m
+    Py_ssize_t m_panels
+    Py_ssize_t n_panels
+    Py_ssize_t tile_n_panels
+
+
+cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    """Tile jobs [start, stop): a contiguous run, so that a thread keeps
+    reusing the same B' panels down a column of tiles."""
+    cdef const TileJobs* t = <const TileJobs*>context
     cdef Py_ssize_t job
-    if n_threads > total:
-        n_threads = <int>total
-    if n_threads <= 1:
-        # One thread: no parallel region to open and close (small products).
-        for job in range(total):
-            run_tile(gemm, e, job, tiles, tiles_m, m_panels, n_panels, tile_n_panels)
-        return
-    for job in prange(total, nogil=True, num_threads=n_threads, schedule="static"):
-        run_tile(gemm, e, job, tiles, tiles_m, m_panels, n_panels, tile_n_panels)
+    for job in range(start, stop):
+        run_tile(t.gemm, t.e, job, t.tiles, t.tiles_m, t.m_panels, t.n_panels, t.tile_n_panels)
 
 
 cdef inline void run_tile(const Gemm* gemm, const Epilogue* e, Py_ssize_t job, Py_ssize_t tiles,
@@ -458,15 +494,31 @@ cdef inline int64_t sum_bytes(const uint8_t* p, Py_ssize_t count) noexcept nogil
     return total
 
 
-cdef void row_sums(const Gemm* gemm, int64_t* sums, int n_threads) noexcept nogil:
-    """sums[r] <- sum_k A'[r, k] (k padding is 0)."""
+cdef struct RowSums:
+    const Gemm* gemm
+    int64_t* sums
+
+
+cdef void row_sums_range(void* context, Py_ssize_t first, Py_ssize_t stop, int slot) noexcept nogil:
+    cdef const RowSums* job = <const RowSums*>context
+    cdef const Gemm* gemm = job.gemm
     cdef Py_ssize_t r, s
     cdef const uint8_t* start
-    for r in prange(gemm.m, nogil=True, num_threads=n_threads, schedule="static"):
+    cdef int64_t total
+    for r in range(first, stop):
         start = row_start(gemm, r)
-        sums[r] = 0
+        total = 0
         for s in range(gemm.steps):
-            sums[r] += sum_bytes(start + gemm.step_offset[s], 4 * gemm.step_groups)
+            total += sum_bytes(start + gemm.step_offset[s], 4 * gemm.step_groups)
+        job.sums[r] = total
+
+
+cdef void row_sums(const Gemm* gemm, int64_t* sums, int n_threads) noexcept nogil:
+    """sums[r] <- sum_k A'[r, k] (k padding is 0)."""
+    cdef RowSums job
+    job.gemm = gemm
+    job.sums = sums
+    run_range(row_sums_range, &job, gemm.m, 64, n_threads)
 
 
 cdef inline bint fits_int32(int64_t k, int64_t largest_term) noexcept nogil:
@@ -487,29 +539,74 @@ def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
     colsum = (np.empty if k and n else np.zeros)((batches, max(padded, 1)), dtype=np.int64)
     cdef int8_t[:, ::1] packed_view = packed
     cdef int64_t[:, ::1] colsum_view = colsum
+    cdef PackBatches job
     if k and n:
+        job.b = &b[0, 0, 0]
+        job.k = k
+        job.n = n
+        job.flip = 0x80 if flip else 0
+        job.packed = &packed_view[0, 0]
+        job.packed_stride = packed_view.shape[1]
+        job.colsum = &colsum_view[0, 0]
+        job.colsum_stride = colsum_view.shape[1]
         with nogil:
             if batches >= n_threads > 1:
                 # Enough matrices to keep every thread busy with whole ones.
-                for index in prange(batches, num_threads=n_threads, schedule="dynamic"):
-                    pack_b_matrix(&b[index, 0, 0], n, k, n, 0x80 if flip else 0,
-                                  &packed_view[index, 0], &colsum_view[index, 0], 1)
+                run_tasks(pack_one_batch, &job, batches, n_threads)
             else:
                 for index in range(batches):
-                    pack_b_matrix(&b[index, 0, 0], n, k, n, 0x80 if flip else 0,
-                                  &packed_view[index, 0], &colsum_view[index, 0], n_threads)
+                    pack_b_matrix(job.b + index * k * n, n, k, n, job.flip,
+                                  job.packed + index * job.packed_stride,
+                                  job.colsum + index * job.colsum_stride, n_threads)
     return packed, colsum
+
+
+cdef struct PackBatches:
+    const uint8_t* b
+    Py_ssize_t k
+    Py_ssize_t n
+    uint8_t flip
+    int8_t* packed
+    Py_ssize_t packed_stride
+    int64_t* colsum
+    Py_ssize_t colsum_stride
+
+
+cdef void pack_one_batch(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const PackBatches* job = <const PackBatches*>context
+    pack_b_matrix(job.b + index * job.k * job.n, job.n, job.k, job.n, job.flip,
+                  job.packed + index * job.packed_stride, job.colsum + index * job.colsum_stride,
+                  1)
+
+
+cdef struct FlipRows:
+    const uint8_t* a
+    Py_ssize_t k
+    Py_ssize_t lda
+    uint8_t flip
+    uint8_t* out
+
+
+cdef void flip_row_range(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    cdef const FlipRows* job = <const FlipRows*>context
+    cdef Py_ssize_t r, j
+    for r in range(start, stop):
+        for j in range(job.k):
+            job.out[r * job.lda + j] = job.a[r * job.k + j] ^ job.flip
+        for j in range(job.k, job.lda):
+            job.out[r * job.lda + j] = 0
 
 
 cdef void flip_rows(const uint8_t* a, Py_ssize_t rows, Py_ssize_t k, Py_ssize_t lda,
                     uint8_t flip, uint8_t* out, int n_threads) noexcept nogil:
     """out (rows x lda) <- a ^ flip, zero padded past k."""
-    cdef Py_ssize_t r, j
-    for r in prange(rows, nogil=True, num_threads=n_threads, schedule="static"):
-        for j in range(k):
-            out[r * lda + j] = a[r * k + j] ^ flip
-        for j in range(k, lda):
-            out[r * lda + j] = 0
+    cdef FlipRows job
+    job.a = a
+    job.k = k
+    job.lda = lda
+    job.flip = flip
+    job.out = out
+    run_range(flip_row_range, &job, rows, 64, n_threads)
 
 
 def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
@@ -636,14 +733,50 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
     colsum = np.zeros((group_count, max(panels * NR, 1)), np.int64)
     cdef int8_t[:, ::1] packed_view = packed
     cdef int64_t[:, ::1] colsum_view = colsum
+    cdef PackFilter job
     if outputs and k:
+        job.filter = &filter[0, 0]
+        job.taps = taps
+        job.source = &source[0]
+        job.k = k
+        job.flip = 0x80 if flip else 0
+        job.outputs = outputs
+        job.groups = groups
+        job.packed = &packed_view[0, 0]
+        job.packed_stride = packed_view.shape[1]
+        job.colsum = &colsum_view[0, 0]
+        job.colsum_stride = colsum_view.shape[1]
         with nogil:
-            for o in prange(out_channels, num_threads=n_threads, schedule="static"):
-                colsum_view[o // outputs, o % outputs] = pack_filter_column(
-                    &filter[o, 0], &source[0], k, 0x80 if flip else 0,
-                    &packed_view[o // outputs, 0] + ((o % outputs) // NR) * groups * NR * 4
-                    + ((o % outputs) % NR) * 4)
+            run_range(pack_filter_columns, &job, out_channels, 1, n_threads)
     return packed, colsum
+
+
+cdef struct PackFilter:
+    const uint8_t* filter       # out_channels rows of `taps` bytes
+    Py_ssize_t taps
+    const Py_ssize_t* source
+    Py_ssize_t k
+    uint8_t flip
+    Py_ssize_t outputs          # output channels per group
+    Py_ssize_t groups           # groups of 4 k in a panel
+    int8_t* packed
+    Py_ssize_t packed_stride
+    int64_t* colsum
+    Py_ssize_t colsum_stride
+
+
+cdef void pack_filter_columns(void* context, Py_ssize_t start, Py_ssize_t stop,
+                              int slot) noexcept nogil:
+    """Output channels [start, stop) into their group's panels."""
+    cdef const PackFilter* job = <const PackFilter*>context
+    cdef Py_ssize_t o, group, column
+    for o in range(start, stop):
+        group = o // job.outputs
+        column = o % job.outputs
+        job.colsum[group * job.colsum_stride + column] = pack_filter_column(
+            job.filter + o * job.taps, job.source, job.k, job.flip,
+            job.packed + group * job.packed_stride + (column // NR) * job.groups * NR * 4
+            + (column % NR) * 4)
 
 
 cdef int64_t pack_filter_column(const uint8_t* row, const Py_ssize_t* source, Py_ssize_t k,
@@ -980,37 +1113,95 @@ cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t g
                              uint8_t* buffer, int n_threads) noexcept nogil:
     """The padded channels-last copy of one image, rows (or blocks of
     positions) in parallel."""
-    cdef Py_ssize_t pixel_stride = group_count * block_padded
-    cdef Py_ssize_t hp, run
+    cdef ChannelsLast job
+    job.image = image
+    job.group_count = group_count
+    job.group_channels = group_channels
+    job.fold = fold
+    job.block_padded = block_padded
+    job.height = height
+    job.width = width
+    job.pad_top = pad_top
+    job.pad_left = pad_left
+    job.padded_w = padded_w
+    job.dilation_w = dilation_w
+    job.flip = flip
+    job.pad_value = pad_value
+    job.buffer = buffer
     if plane_runs:
         # No column padding and one tap per step: the interior rows of a
-        # channel are one run in the image and in the copy.
-        for hp in prange(padded_h, nogil=True, num_threads=n_threads, schedule="static"):
-            if hp < pad_top or hp >= pad_top + height:
-                fill_channels_last_row(image, hp, group_count, group_channels, fold,
-                                       block_padded, height, width, pad_top, pad_left,
-                                       padded_w, dilation_w, flip, pad_value, buffer)
-        for run in prange(ceil_div(height * width, POSITION_BLOCK), nogil=True,
-                          num_threads=n_threads, schedule="static"):
-            fill_position_block(image, run * POSITION_BLOCK,
-                                min(<Py_ssize_t>POSITION_BLOCK, height * width - run * POSITION_BLOCK),
-                                group_count, group_channels, block_padded, height * width,
-                                buffer + pad_top * padded_w * pixel_stride, flip)
+        # channel are one run in the image and in the copy, copied in blocks
+        # of positions; only the padding rows go row by row.
+        job.padding_rows_only = True
+        run_range(fill_rows, &job, padded_h, 1, n_threads)
+        run_range(fill_position_blocks, &job, ceil_div(height * width, POSITION_BLOCK), 1,
+                  n_threads)
     else:
-        for hp in prange(padded_h, nogil=True, num_threads=n_threads, schedule="static"):
-            fill_channels_last_row(image, hp, group_count, group_channels, fold, block_padded,
-                                   height, width, pad_top, pad_left, padded_w, dilation_w, flip,
-                                   pad_value, buffer)
+        job.padding_rows_only = False
+        run_range(fill_rows, &job, padded_h, 1, n_threads)
+
+
+cdef struct ChannelsLast:
+    # fill_channels_last's arguments, for its tasks.
+    const uint8_t* image
+    Py_ssize_t group_count
+    Py_ssize_t group_channels
+    Py_ssize_t fold
+    Py_ssize_t block_padded
+    Py_ssize_t height
+    Py_ssize_t width
+    Py_ssize_t pad_top
+    Py_ssize_t pad_left
+    Py_ssize_t padded_w
+    Py_ssize_t dilation_w
+    uint8_t flip
+    uint8_t pad_value
+    uint8_t* buffer
+    bint padding_rows_only
+
+
+cdef void fill_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    """Rows [start, stop) of the padded copy (only its padding rows, when
+    padding_rows_only)."""
+    cdef const ChannelsLast* j = <const ChannelsLast*>context
+    cdef Py_ssize_t hp
+    for hp in range(start, stop):
+        if j.padding_rows_only and j.pad_top <= hp < j.pad_top + j.height:
+            continue
+        fill_channels_last_row(j.image, hp, j.group_count, j.group_channels, j.fold,
+                               j.block_padded, j.height, j.width, j.pad_top, j.pad_left,
+                               j.padded_w, j.dilation_w, j.flip, j.pad_value, j.buffer)
+
+
+cdef void fill_position_blocks(void* context, Py_ssize_t start, Py_ssize_t stop,
+                               int slot) noexcept nogil:
+    """Blocks [start, stop) of POSITION_BLOCK interior positions."""
+    cdef const ChannelsLast* j = <const ChannelsLast*>context
+    cdef Py_ssize_t positions = j.height * j.width, run
+    for run in range(start, stop):
+        fill_position_block(j.image, run * POSITION_BLOCK,
+                            min(<Py_ssize_t>POSITION_BLOCK, positions - run * POSITION_BLOCK),
+                            j.group_count, j.group_channels, j.block_padded, positions,
+                            j.buffer + j.pad_top * j.padded_w * j.group_count * j.block_padded,
+                            j.flip)
 
 
 # -- the peak probe ---------------------------------------------------------------------
 
-cdef long long probe_on_threads(long long rounds, int n_threads) noexcept nogil:
-    cdef int thread
-    cdef long long sink = 0
-    for thread in prange(n_threads, num_threads=n_threads, schedule="static"):
-        sink += probe_kernel(rounds)
-    return sink
+cdef enum:
+    # Probe tasks per thread: a thread that starts late still takes its
+    # share, so the time is the threads' throughput, not the latest start.
+    PROBE_TASKS = 16
+
+
+cdef void probe_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    probe_kernel((<long long*>context)[0])
+
+
+cdef void probe_on_threads(long long rounds, int n_threads) noexcept nogil:
+    """n_threads * rounds probe rounds, on n_threads threads of the pool."""
+    cdef long long per_task = max(1, rounds // PROBE_TASKS)
+    run_tasks(probe_task, &per_task, n_threads * PROBE_TASKS, n_threads)
 
 
 def peak_gops(int n_threads=1, double seconds=0.2):
@@ -1033,7 +1224,8 @@ def peak_gops(int n_threads=1, double seconds=0.2):
         if elapsed > 0.005 or rounds > (1 << 40):
             break
         rounds = rounds * 4
-    rounds = max(1, <long long>(rounds * (seconds / 3.0) / max(elapsed, 1e-9)))
+    rounds = max(PROBE_TASKS, <long long>(rounds * (seconds / 3.0) / max(elapsed, 1e-9)))
+    rounds = rounds - rounds % PROBE_TASKS
     best = float("inf")
     for _ in range(3):
         start = time.perf_counter()

@@ -3,7 +3,7 @@
 Nothing here validates (qops.ops.quantize has) and nothing loops over
 elements: this layer views arrays as bytes, turns scales and zero points into
 float32 vectors, and describes the tensor's shape as the rows the kernels
-split between threads (see ``qops._kernels._quantize.row_geometry``).
+split between threads (see ``qops.backends.native.kernels._quantize.row_geometry``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ import math
 
 import numpy as np
 
-from . import _dtypes, _simd
-from ._packing import Packed4Bit
-from ._kernels import _quantize_portable as _k  # the kind constants every variant shares
-from .reference.quantize import division_type
+from qops.registry import dtypes as _dtypes
+from qops.backends.native import variants as _simd
+from qops.ops.packing import Packed4Bit
+from qops.backends.native.kernels import _quantize_portable as _k
+from qops.reference.quantize import division_type
 
 _X_KINDS = {
     "INT8": _k.X_INT8, "UINT8": _k.X_UINT8, "INT16": _k.X_INT16, "UINT16": _k.X_UINT16,

@@ -11,15 +11,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dispatch, _dtypes, reference, registry
-from ._config import resolve_threads
-from ._errors import DTypeValidationError, ValidationError
-from ._validation import TensorDesc, fail, resolve_version, shape_text
-from .ops import convolution as _convolution
-from .ops import integer as _integer
-from .ops import matmul as _matmul
-from .ops import quantize as _quantize
-from .ops._plans import PlanCache, lean_cache
+from qops.backends import dispatch as _dispatch
+from qops.registry import dtypes as _dtypes
+from qops import reference, registry
+from qops.threads import resolve_threads
+from qops.errors import DTypeValidationError, ValidationError
+from qops.ops.validation import TensorDesc, fail, resolve_version, shape_text
+from qops.ops import convolution as _convolution
+from qops.ops import integer as _integer
+from qops.ops import matmul as _matmul
+from qops.ops import quantize as _quantize
+from qops.ops.plans import PlanCache, lean_cache
 
 # Validated signatures of the plain functions: a call like an earlier one
 # checks only its values.
@@ -27,7 +29,7 @@ _CONVOLUTION_PLANS = PlanCache(_convolution.prepare, _convolution.SCALES)
 _MATMUL_PLANS = PlanCache(_matmul.prepare, _matmul.SCALES)
 # Small matrix multiplies at the default level and output type: the lean
 # path checks a call against the signatures validated before and runs it
-# (see qops.ops._lean).  Made on first use, so that importing qops loads
+# (see qops.backends.native._lean).  Made on first use, so that importing qops loads
 # nothing compiled; ``None`` in a checkout whose extensions are not built.
 _MATMUL_LEAN = []
 
@@ -38,7 +40,7 @@ def _matmul_lean():
     return _MATMUL_LEAN[0]
 
 # Per-tensor float32 to int8 / uint8 quantization at the defaults: checked
-# and run in C (qops.ops._lean.quantize_per_tensor) with the selected
+# and run in C (qops.backends.native._lean.quantize_per_tensor) with the selected
 # kernels' entry, found on first use; ``None`` when not built.
 _QUANTIZE_LEAN = []
 
@@ -46,8 +48,8 @@ _QUANTIZE_LEAN = []
 def _quantize_lean():
     if not _QUANTIZE_LEAN:
         try:
-            from . import _simd
-            from .ops._lean import quantize_per_tensor
+            from qops.backends.native import variants as _simd
+            from qops.backends.native._lean import quantize_per_tensor
 
             entry = _simd.quantize_module(None).lean_entry()
         except ImportError:

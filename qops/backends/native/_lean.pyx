@@ -25,7 +25,7 @@ from libc.stdint cimport int8_t, int32_t, uint8_t
 
 import numpy as np
 
-from qops._kernels._small cimport SMALL_LIMIT, SmallMatmul, small_matmul
+from qops.backends.native.kernels._small cimport SMALL_LIMIT, SmallMatmul, small_matmul
 
 cnp.import_array()
 
@@ -50,7 +50,7 @@ cdef enum:
 PARAMETER_NAMES = ("a_scale", "a_zero_point", "b_scale", "b_zero_point", "output_scale",
                    "output_zero_point")
 
-# The largest thread count a call may ask for (qops._config.MAX_THREADS).
+# The largest thread count a call may ask for (qops.threads.MAX_THREADS).
 cdef int MAX_THREADS = 4096
 # Bound on the products of scales that check_multiplier lets through without
 # computing the multiplier table (qops.ops._common._SAFE).
@@ -365,7 +365,7 @@ def lean_plan(dict slots, call):
 ctypedef void (*QuantizeTensor)(const float* x, Py_ssize_t count, float scale, float zero,
                                 uint8_t* out, bint to_int8, int n_threads) noexcept nogil
 
-cdef const char* QUANTIZE_ENTRY = b"qops._kernels.quantize_float32_tensor"
+cdef const char* QUANTIZE_ENTRY = b"qops.backends.native.kernels.quantize_float32_tensor"
 
 
 cdef bint scale_value(object value, float* scale, int* rank):

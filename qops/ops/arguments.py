@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import _dtypes
-from .._errors import DTypeValidationError
-from .._packing import Packed4Bit
-from .._validation import Desc, TensorDesc, fail, shape_text
-from ..registry.schema import Operator
+from qops.registry import dtypes as _dtypes
+from qops.errors import DTypeValidationError
+from qops.ops.packing import Packed4Bit
+from qops.ops.validation import Desc, TensorDesc, fail, shape_text
+from qops.registry.schema import Operator
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The one dispatch point: a validated call goes to the best implementation.
 
 Implementations register per operator with a priority and a ``supports``
-predicate over the validated :class:`~qops.ops._args.Call`; the reference
+predicate over the validated :class:`~qops.ops.arguments.Call`; the reference
 (NumPy) implementation supports everything at the lowest priority, so a call
 always has somewhere to go.  Compiled kernels register above it.
 """
@@ -14,8 +14,9 @@ from typing import Callable
 
 import numpy as np
 
-from . import _dtypes, reference
-from ._config import resolve_threads
+from qops.registry import dtypes as _dtypes
+from qops import reference
+from qops.threads import resolve_threads
 
 __all__ = ["Implementation", "register", "implementations", "select", "execute", "prepare",
            "summary"]
@@ -64,7 +65,7 @@ def _load_native():
     if _native_loaded:
         return
     try:
-        from . import _native, _simd
+        from qops.backends.native import gemm as _native, variants as _simd
         _simd.selected()
     except ImportError:
         _native_loaded = True

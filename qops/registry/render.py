@@ -5,7 +5,7 @@ Nothing here knows an operator: every row comes from :mod:`qops.registry`.
 
 from __future__ import annotations
 
-from .registry.schema import Operator
+from qops.registry.schema import Operator
 
 HEADER = ("Tensor", "Kind", "Supported dimension counts", "Supported data types")
 
@@ -85,7 +85,7 @@ def describe(op: Operator, version=None, style="text"):
 
 def overview(style="text"):
     """One line per operator: name, function, source, versions."""
-    from . import registry
+    from qops import registry
 
     rows = []
     for op in registry.operators():

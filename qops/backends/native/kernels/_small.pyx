@@ -8,7 +8,7 @@ One thread, so the result trivially does not depend on the thread count.
 
 from libc.stdint cimport int8_t, int32_t, uint8_t
 
-from qops._kernels._requantize cimport requantize
+from qops.backends.native.kernels._requantize cimport requantize
 
 
 cdef inline int32_t centred(const uint8_t* source, bint signed, int32_t zero) noexcept nogil:

@@ -13,13 +13,13 @@ import threading
 
 import numpy as np
 
-from . import registry
-from ._config import resolve_threads
-from ._errors import ValidationError
-from ._validation import TensorDesc, check_attributes, fail, resolve_version
-from .ops import convolution as _convolution
-from .ops import matmul as _matmul
-from .ops._plans import PlanCache, lean_cache
+from qops import registry
+from qops.threads import resolve_threads
+from qops.errors import ValidationError
+from qops.ops.validation import TensorDesc, check_attributes, fail, resolve_version
+from qops.ops import convolution as _convolution
+from qops.ops import matmul as _matmul
+from qops.ops.plans import PlanCache, lean_cache
 
 __all__ = ["compile", "CompiledOperator"]
 
@@ -76,7 +76,7 @@ class CompiledOperator:
         self.runtime_slots = tuple(s.name for s in operator.inputs
                                    if s.name not in CONSTANT_SLOTS[operator.name])
         self._runtime_names = frozenset(self.runtime_slots)
-        # Small matrix multiplies take the lean path (qops.ops._lean) once a
+        # Small matrix multiplies take the lean path (qops.backends.native._lean) once a
         # call of their signature has been validated.
         self._lean = lean_cache() if operator.name == "QUANTIZED_LINEAR_MATRIX_MULTIPLY" else None
         self._lean_constants = tuple(constants.get(name) for name in

@@ -4,8 +4,9 @@
 #
 # Two kernels.  The AVX-512 variants run horizontal strides 1 and 2 (sums
 # that fit int32 with their bias) through the pair kernel of
-# _depthwise_avx512.pxi, driven by depthwise_pairs below on the task pool of
-# _tasks.pxi.  Everything else takes the row kernel:
+# _depthwise_avx512.pxi, driven by depthwise_pairs below.  Everything else
+# takes the row kernel.  Both run one task per (image, output channel) on the
+# process's pool (_qops_pool.pxd).  The row kernel:
 #
 # Each task centres its input channel (x - x_zp, which fits int16) into a
 # zero-padded plane split by column phase: with horizontal stride s, padded
@@ -13,14 +14,13 @@
 # (kh, kw) then reads phase (kw * dw) % s at index ow + (kw * dw) // s: every
 # tap is one unit-stride loop over the output row, which the compiler
 # vectorizes, and no column is computed only to be dropped.  Padding is 0
-# after centring, so it contributes nothing; the planes' borders are zeroed
-# once per thread, since every task writes the same interior.  A sum has at
+# after centring, so it contributes nothing; each pool slot's planes start
+# zeroed (calloc) and every task writes the same interior, so the borders
+# stay zero.  A sum has at
 # most MAX_TAPS terms of magnitude <= 255 * 255: it fits int32.
 
 from libc.stdint cimport int16_t
 from libc.stdlib cimport calloc
-
-include "_tasks.pxi"
 
 cdef extern from *:
     # The centred plane never overlaps the image it is read from; saying so
@@ -134,15 +134,9 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     cdef Py_ssize_t padded_h = height + pad_top + end_padding[0]
     cdef Py_ssize_t padded_w = width + pad_left + end_padding[1]
     cdef Py_ssize_t count = kernel_h * kernel_w
-    cdef Py_ssize_t per_channel, phase_pitch, phase_size, per_thread, job, index, o, t, oh, ow
+    cdef Py_ssize_t per_channel, phase_pitch, phase_size, t
     cdef Py_ssize_t row_length = round_up(out_w, ROW_LANES)
-    cdef int16_t* phases
-    cdef int16_t* line
-    cdef int32_t* row
-    cdef uint8_t* row_bytes
-    cdef int32_t* weights
     cdef int32_t centre_zero
-    cdef int64_t bias_o
     cdef uint8_t flip_input = 0x80 if input_signed else 0
     cdef const int32_t* bias_ptr = NULL
     cdef const int32_t[::1] bias_view
@@ -186,42 +180,110 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
         tap_offset[t] = (((t % kernel_w) * dilation_w) % stride_w * phase_size
                          + (t // kernel_w) * dilation_h * phase_pitch
                          + ((t % kernel_w) * dilation_w) // stride_w)
-    # int16 phases, then int32 row sums, weights and the row's bytes, per thread.
-    per_thread = (ceil_div(stride_w * phase_size, 2) + row_length + count + row_length // 4
-                  + ceil_div(padded_w + 2, 2))
-    cdef int32_t* scratch = <int32_t*>malloc(n_threads * per_thread * sizeof(int32_t))
-    if scratch == NULL:
+    # int16 phases, then int32 row sums, weights and the row's bytes, per slot.
+    cdef RowJob row_job
+    row_job.per_slot = (ceil_div(stride_w * phase_size, 2) + row_length + count + row_length // 4
+                    + ceil_div(padded_w + 2, 2))
+    row_job.scratch = <int32_t*>calloc(n_threads * row_job.per_slot, sizeof(int32_t))
+    if row_job.scratch == NULL:
         raise MemoryError()
-    try:
-        with nogil, parallel(num_threads=n_threads):
-            phases = <int16_t*>(scratch + omp_get_thread_num() * per_thread)
-            row = scratch + omp_get_thread_num() * per_thread + ceil_div(stride_w * phase_size, 2)
-            weights = row + row_length
-            row_bytes = <uint8_t*>(weights + count)
-            line = <int16_t*>(row_bytes + row_length)
-            memset(phases, 0, stride_w * phase_size * sizeof(int16_t))
-            for job in prange(batch * out_channels, schedule="dynamic"):
-                index = job // out_channels
-                o = job % out_channels
-                for t in range(count):
-                    if filter_signed:
-                        weights[t] = <int8_t>taps[o, t] - filter_zero[o]
-                    else:
-                        weights[t] = taps[o, t] - filter_zero[o]
-                fill_phases(&image[index, o // per_channel, 0, 0], height, width, pad_top,
-                            pad_left, stride_w, phase_pitch, phase_size, flip_input,
-                            centre_zero, phases, line)
-                bias_o = bias_ptr[o] if bias_ptr != NULL else 0
-                for oh in range(out_h):
-                    for ow in range(row_length // ROW_LANES):
-                        accumulate_lanes(row + ow * ROW_LANES,
-                                         phases + oh * stride_h * phase_pitch + ow * ROW_LANES,
-                                         &tap_offset[0], weights, count)
-                    requantize_row(row, row_bytes, row_length, bias_o, multiplier[o],
-                                   out_zero[o], low, high, count)
-                    memcpy(&out[index, o, oh, 0], row_bytes, out_w)
-    finally:
-        free(scratch)
+    row_job.image = &image[0, 0, 0, 0]
+    row_job.image_stride = channels * height * width
+    row_job.height = height
+    row_job.width = width
+    row_job.taps = &taps[0, 0]
+    row_job.count = count
+    row_job.filter_signed = filter_signed
+    row_job.filter_zero = &filter_zero[0]
+    row_job.per_channel = per_channel
+    row_job.out_channels = out_channels
+    row_job.pad_top = pad_top
+    row_job.pad_left = pad_left
+    row_job.stride_h = stride_h
+    row_job.stride_w = stride_w
+    row_job.phase_pitch = phase_pitch
+    row_job.phase_size = phase_size
+    row_job.flip_input = flip_input
+    row_job.centre_zero = centre_zero
+    row_job.tap_offset = &tap_offset[0]
+    row_job.bias = bias_ptr
+    row_job.multiplier = &multiplier[0]
+    row_job.out_zero = &out_zero[0]
+    row_job.low = low
+    row_job.high = high
+    row_job.out = &out[0, 0, 0, 0]
+    row_job.out_h = out_h
+    row_job.out_w = out_w
+    row_job.row_length = row_length
+    with nogil:
+        run_tasks(depthwise_row_task, &row_job, batch * out_channels, n_threads)
+    free(row_job.scratch)
+
+
+cdef struct RowJob:
+    # The row kernel's arguments and geometry, for its tasks.
+    const uint8_t* image
+    Py_ssize_t image_stride       # bytes per image
+    Py_ssize_t height
+    Py_ssize_t width
+    const uint8_t* taps           # `count` bytes per output channel
+    Py_ssize_t count
+    bint filter_signed
+    const int32_t* filter_zero
+    Py_ssize_t per_channel
+    Py_ssize_t out_channels
+    Py_ssize_t pad_top
+    Py_ssize_t pad_left
+    Py_ssize_t stride_h
+    Py_ssize_t stride_w
+    Py_ssize_t phase_pitch
+    Py_ssize_t phase_size
+    uint8_t flip_input
+    int32_t centre_zero
+    const Py_ssize_t* tap_offset
+    const int32_t* bias
+    const float* multiplier
+    const int32_t* out_zero
+    int32_t low
+    int32_t high
+    uint8_t* out
+    Py_ssize_t out_h
+    Py_ssize_t out_w
+    Py_ssize_t row_length
+    int32_t* scratch              # per slot: phases, row sums, weights, row bytes, a line
+    Py_ssize_t per_slot
+
+
+cdef void depthwise_row_task(void* context, Py_ssize_t job_index, int slot) noexcept nogil:
+    """Output channel job_index % out_channels of image job_index // out_channels."""
+    cdef const RowJob* j = <const RowJob*>context
+    cdef Py_ssize_t index = job_index // j.out_channels
+    cdef Py_ssize_t o = job_index % j.out_channels
+    cdef int16_t* phases = <int16_t*>(j.scratch + slot * j.per_slot)
+    cdef int32_t* row = j.scratch + slot * j.per_slot + ceil_div(j.stride_w * j.phase_size, 2)
+    cdef int32_t* weights = row + j.row_length
+    cdef uint8_t* row_bytes = <uint8_t*>(weights + j.count)
+    cdef int16_t* line = <int16_t*>(row_bytes + j.row_length)
+    cdef const uint8_t* channel_taps = j.taps + o * j.count
+    cdef Py_ssize_t t, oh, ow
+    cdef int64_t bias_o
+    for t in range(j.count):
+        if j.filter_signed:
+            weights[t] = <int8_t>channel_taps[t] - j.filter_zero[o]
+        else:
+            weights[t] = channel_taps[t] - j.filter_zero[o]
+    fill_phases(j.image + index * j.image_stride + (o // j.per_channel) * j.height * j.width,
+                j.height, j.width, j.pad_top, j.pad_left, j.stride_w, j.phase_pitch,
+                j.phase_size, j.flip_input, j.centre_zero, phases, line)
+    bias_o = j.bias[o] if j.bias != NULL else 0
+    for oh in range(j.out_h):
+        for ow in range(j.row_length // ROW_LANES):
+            accumulate_lanes(row + ow * ROW_LANES,
+                             phases + oh * j.stride_h * j.phase_pitch + ow * ROW_LANES,
+                             j.tap_offset, weights, j.count)
+        requantize_row(row, row_bytes, j.row_length, bias_o, j.multiplier[o], j.out_zero[o],
+                       j.low, j.high, j.count)
+        memcpy(j.out + (job_index * j.out_h + oh) * j.out_w, row_bytes, j.out_w)
 
 
 cdef inline void requantize_row(const int32_t* sums, uint8_t* target, Py_ssize_t count,
@@ -338,7 +400,7 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     """depthwise2d through the pair kernel of the AVX-512 variants
     (_depthwise_avx512.pxi), for horizontal strides 1 and 2 and sums that
     fit int32 with their bias; one task per (image, output channel), on the
-    task pool (_tasks.pxi).
+    process's pool.
 
     Each thread (pool slot) has an int16 plane, rows `pitch` apart, 64-byte
     aligned, filled with the input zero point by its first task; each task widens its input

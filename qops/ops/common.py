@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dtypes
-from .._validation import Desc, check_scale_values, fail
-from ..reference import requantization_multiplier
-from . import _args
+from qops.registry import dtypes as _dtypes
+from qops.ops.validation import Desc, check_scale_values, fail
+from qops.reference import requantization_multiplier
+from qops.ops import arguments as _args
 
 
 def output_desc(output_dtype, zero_point_desc, main_desc, shape):

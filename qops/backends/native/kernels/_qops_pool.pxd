@@ -1,0 +1,32 @@
+# The one thread pool of the process (_qops_pool.pyx): every kernel module
+# cimports these, so there is one set of worker threads, one fork handler
+# and one thread setting, whatever the variant.
+#
+# A job is `count` independent tasks; task(context, index, slot) runs task
+# `index` on the thread numbered `slot` (0 is the caller, 1 .. threads - 1
+# the workers that joined, in the order they joined: an index into
+# per-thread scratch space).  Tasks write disjoint outputs, so which thread
+# runs one never changes a result.  The caller takes tasks too and never
+# waits for a worker that has not started: on a busy machine the job may run
+# on fewer threads than asked, never slower than on the caller alone.
+
+ctypedef void (*pool_task)(void* context, Py_ssize_t index, int slot) noexcept nogil
+
+# task(context, start, stop, slot): the elements [start, stop) of a range.
+ctypedef void (*range_task)(void* context, Py_ssize_t start, Py_ssize_t stop,
+                            int slot) noexcept nogil
+
+cdef void run_tasks(pool_task task, void* context, Py_ssize_t count, int threads) noexcept nogil
+
+# [0, total) in up to CHUNKS_PER_THREAD * threads contiguous chunks of at
+# least `grain` elements (a static schedule's locality, taken dynamically).
+cdef void run_range(range_task task, void* context, Py_ssize_t total, Py_ssize_t grain,
+                    int threads) noexcept nogil
+
+cdef enum:
+    # Chunks per thread of a range: enough that a thread that starts late
+    # still finds work, few enough that each chunk keeps its locality.
+    CHUNKS_PER_THREAD = 4
+    # The most threads a job uses (qops.threads.MAX_THREADS bounds what a
+    # call may ask for; beyond this the extra threads would only wait).
+    MAX_WORKERS = 255

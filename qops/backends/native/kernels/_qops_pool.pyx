@@ -1,0 +1,373 @@
+# cython: language_level=3
+"""The one thread pool of the process; see _qops_pool.pxd.
+
+An OpenMP parallel region ends at a barrier that every thread of its team
+must reach.  On a machine whose cores are busy with other processes a worker
+may wait milliseconds for a core, and the calling thread waits with it,
+although it has done all the work in the meantime: a 0.1 ms depthwise layer
+measured 10-20 ms a call that way.  Here the caller publishes a job of
+`count` independent tasks and takes tasks from a shared counter; the pool's
+threads join while the job is open and take tasks the same way.  Once every
+task is taken the caller closes the job and waits only for the workers that
+joined (each finishes the task it holds); a worker that never got a core is
+not waited for.
+
+Workers spin for the next job for 0.1 ms (back-to-back calls start at once)
+and then sleep on a condition variable.  A call finding the pool busy
+(another thread's call) runs its tasks itself.  Without OpenMP (the build's
+switch for threads) or pthreads every job runs on the caller.  After a fork
+the child starts with no workers.
+
+The pool is an extension of its own so that every kernel module, of every
+variant, shares one: one set of workers, one fork handler, one thread
+setting.  threadpoolctl sees it through the two exported C functions
+``qops_pool_get_num_threads`` and ``qops_pool_set_num_threads`` (the
+controller is in qops/backends/native/pool.py).
+"""
+
+from qops.backends.native.kernels._openmp_helpers cimport omp_get_max_threads  # noqa: F401
+
+cdef extern from *:
+    """
+    #include <stddef.h>
+    #if defined(_OPENMP) && !defined(_WIN32)
+    #define QOPS_POOL_ENABLED 1
+    #else
+    #define QOPS_POOL_ENABLED 0
+    #endif
+
+    /* task(context, index, slot): slot 0 is the caller, 1 .. threads - 1
+       the workers that joined, in the order they joined. */
+    typedef void (*qops_task)(void* context, ptrdiff_t index, int slot);
+
+    #if QOPS_POOL_ENABLED
+    #include <pthread.h>
+    #include <sched.h>
+    #if defined(__x86_64__) || defined(__i386__)
+    #include <immintrin.h>
+    #define QOPS_POOL_PAUSE() _mm_pause()
+    #else
+    #define QOPS_POOL_PAUSE() ((void)0)
+    #endif
+
+    #include <time.h>
+    #define QOPS_POOL_MAX_WORKERS 255  /* MAX_WORKERS in _qops_pool.pxd */
+    /* How long an idle worker spins for the next job before it sleeps. */
+    #define QOPS_POOL_SPIN_NS 100000L
+
+    static long qops_pool_nanoseconds(void) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        return (long)now.tv_sec * 1000000000L + now.tv_nsec;
+    }
+
+    static pthread_mutex_t qops_pool_lock = PTHREAD_MUTEX_INITIALIZER;
+    static pthread_cond_t qops_pool_wake = PTHREAD_COND_INITIALIZER;
+    static int qops_pool_workers;           /* threads started */
+    static int qops_pool_busy;              /* a job is running */
+    static int qops_pool_open;              /* workers may join it */
+    static int qops_pool_wanted;            /* workers it may have */
+    static int qops_pool_joined;            /* workers that joined it */
+    static unsigned long qops_pool_generation;  /* jobs published */
+    static qops_task qops_pool_task;
+    static void* qops_pool_context;
+    static ptrdiff_t qops_pool_count;
+    static ptrdiff_t qops_pool_next;        /* atomic: next task to take */
+    static int qops_pool_active;            /* atomic: joined workers not yet done */
+    static int qops_pool_fork_handler;
+    static long qops_pool_jobs;             /* jobs published to the workers */
+    static long qops_pool_worker_tasks;     /* atomic: tasks the workers ran */
+
+    static void qops_pool_take(qops_task task, void* context, ptrdiff_t count, int slot) {
+        for (;;) {
+            ptrdiff_t index = __atomic_fetch_add(&qops_pool_next, 1, __ATOMIC_RELAXED);
+            if (index >= count)
+                return;
+            task(context, index, slot);
+            if (slot)
+                __atomic_add_fetch(&qops_pool_worker_tasks, 1, __ATOMIC_RELAXED);
+        }
+    }
+
+    static void* qops_pool_worker(void* unused) {
+        /* Jobs are numbered from 1: a worker started for a job may join it. */
+        unsigned long seen = 0;
+        (void)unused;
+        pthread_mutex_lock(&qops_pool_lock);
+        for (;;) {
+            qops_task task;
+            void* context;
+            ptrdiff_t count;
+            int slot, spins;
+            long start;
+            if (!(qops_pool_open && qops_pool_generation != seen
+                  && qops_pool_joined < qops_pool_wanted)) {
+                /* Spin a little for the next job, then sleep. */
+                pthread_mutex_unlock(&qops_pool_lock);
+                start = qops_pool_nanoseconds();
+                for (spins = 1; __atomic_load_n(&qops_pool_generation, __ATOMIC_RELAXED) == seen;
+                     spins++) {
+                    QOPS_POOL_PAUSE();
+                    if (spins % 64 == 0 && qops_pool_nanoseconds() - start > QOPS_POOL_SPIN_NS)
+                        break;
+                }
+                pthread_mutex_lock(&qops_pool_lock);
+                while (!(qops_pool_open && qops_pool_generation != seen
+                         && qops_pool_joined < qops_pool_wanted)) {
+                    if (qops_pool_generation != seen && !qops_pool_open)
+                        seen = qops_pool_generation;  /* a job closed before we came */
+                    pthread_cond_wait(&qops_pool_wake, &qops_pool_lock);
+                }
+            }
+            seen = qops_pool_generation;
+            slot = ++qops_pool_joined;
+            __atomic_add_fetch(&qops_pool_active, 1, __ATOMIC_RELAXED);
+            task = qops_pool_task;
+            context = qops_pool_context;
+            count = qops_pool_count;
+            pthread_mutex_unlock(&qops_pool_lock);
+            qops_pool_take(task, context, count, slot);
+            /* Release: the caller sees this worker's outputs once it sees the count drop. */
+            __atomic_sub_fetch(&qops_pool_active, 1, __ATOMIC_RELEASE);
+            pthread_mutex_lock(&qops_pool_lock);
+        }
+        return NULL;
+    }
+
+    static void qops_pool_after_fork(void) {
+        /* The child has no workers: start afresh. */
+        pthread_mutex_init(&qops_pool_lock, NULL);
+        pthread_cond_init(&qops_pool_wake, NULL);
+        qops_pool_workers = 0;
+        qops_pool_busy = 0;
+        qops_pool_open = 0;
+        qops_pool_joined = 0;
+        qops_pool_active = 0;
+    }
+
+    /* Run task(context, i, slot) for i < count on up to `threads` threads. */
+    static void qops_run_tasks(qops_task task, void* context, ptrdiff_t count, int threads) {
+        int wanted = threads - 1;
+        ptrdiff_t i;
+        if (wanted > count - 1)
+            wanted = (int)(count - 1);
+        if (wanted > QOPS_POOL_MAX_WORKERS)
+            wanted = QOPS_POOL_MAX_WORKERS;
+        if (wanted < 1)
+            goto serial;
+        pthread_mutex_lock(&qops_pool_lock);
+        if (qops_pool_busy) {
+            pthread_mutex_unlock(&qops_pool_lock);
+            goto serial;
+        }
+        if (!qops_pool_fork_handler) {
+            pthread_atfork(NULL, NULL, qops_pool_after_fork);
+            qops_pool_fork_handler = 1;
+        }
+        while (qops_pool_workers < wanted) {
+            pthread_t thread;
+            pthread_attr_t attributes;
+            int failed;
+            pthread_attr_init(&attributes);
+            pthread_attr_setdetachstate(&attributes, PTHREAD_CREATE_DETACHED);
+            failed = pthread_create(&thread, &attributes, qops_pool_worker, NULL);
+            pthread_attr_destroy(&attributes);
+            if (failed)
+                break;
+            qops_pool_workers++;
+        }
+        if (wanted > qops_pool_workers)
+            wanted = qops_pool_workers;
+        qops_pool_busy = 1;
+        qops_pool_jobs++;
+        qops_pool_task = task;
+        qops_pool_context = context;
+        qops_pool_count = count;
+        qops_pool_next = 0;
+        qops_pool_active = 0;
+        qops_pool_joined = 0;
+        qops_pool_wanted = wanted;
+        qops_pool_open = 1;
+        __atomic_add_fetch(&qops_pool_generation, 1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&qops_pool_wake);
+        pthread_mutex_unlock(&qops_pool_lock);
+
+        qops_pool_take(task, context, count, 0);
+
+        pthread_mutex_lock(&qops_pool_lock);
+        qops_pool_open = 0;  /* every task is taken: nobody else joins */
+        pthread_mutex_unlock(&qops_pool_lock);
+        for (i = 0; __atomic_load_n(&qops_pool_active, __ATOMIC_ACQUIRE) != 0; i++) {
+            if (i < 4096)
+                QOPS_POOL_PAUSE();
+            else
+                sched_yield();  /* a worker holding a task may need this core */
+        }
+        pthread_mutex_lock(&qops_pool_lock);
+        qops_pool_busy = 0;
+        pthread_mutex_unlock(&qops_pool_lock);
+        return;
+    serial:
+        for (i = 0; i < count; i++)
+            task(context, i, 0);
+    }
+    #else
+    static int qops_pool_workers;           /* never more than 0 here */
+    static long qops_pool_jobs;
+    static long qops_pool_worker_tasks;
+    static void qops_run_tasks(qops_task task, void* context, ptrdiff_t count, int threads) {
+        ptrdiff_t i;
+        (void)threads;
+        for (i = 0; i < count; i++)
+            task(context, i, 0);
+    }
+    #endif
+
+    /* The default thread count of calls that do not give one: set by
+       qops.set_num_threads or by threadpoolctl (these two functions are the
+       symbols its controller calls), else OpenMP's (OMP_NUM_THREADS, or the
+       cores this process may use). */
+    static int qops_pool_configured;        /* 0: not set */
+
+    int qops_pool_get_num_threads(void) {
+        int n = __atomic_load_n(&qops_pool_configured, __ATOMIC_RELAXED);
+        return n > 0 ? n : (omp_get_max_threads() > 0 ? omp_get_max_threads() : 1);
+    }
+
+    /* qops' own setting: exactly n (0 follows OpenMP again). */
+    static void qops_pool_configure(int n) {
+        __atomic_store_n(&qops_pool_configured, n > 0 ? n : 0, __ATOMIC_RELAXED);
+    }
+
+    /* threadpoolctl's: it restores a limit by setting the count it read
+       before, so a count equal to OpenMP's own goes back to following
+       OpenMP instead of pinning the number. */
+    void qops_pool_set_num_threads(int n) {
+        qops_pool_configure(n == omp_get_max_threads() ? 0 : n);
+    }
+
+    /* A range cut into contiguous chunks, one task each. */
+    typedef void (*qops_range_task)(void* context, ptrdiff_t start, ptrdiff_t stop, int slot);
+    typedef struct {
+        qops_range_task task;
+        void* context;
+        ptrdiff_t total;
+        ptrdiff_t chunks;
+    } qops_range;
+
+    static void qops_range_chunk(void* context, ptrdiff_t index, int slot) {
+        const qops_range* range = (const qops_range*)context;
+        ptrdiff_t start = range->total * index / range->chunks;
+        ptrdiff_t stop = range->total * (index + 1) / range->chunks;
+        if (start < stop)
+            range->task(range->context, start, stop, slot);
+    }
+
+    static void qops_run_range(qops_range_task task, void* context, ptrdiff_t total,
+                               ptrdiff_t grain, int threads, int chunks_per_thread) {
+        qops_range range;
+        ptrdiff_t chunks;
+        if (total <= 0)
+            return;
+        if (grain < 1)
+            grain = 1;
+        chunks = (ptrdiff_t)threads * chunks_per_thread;
+        if (chunks > total / grain)
+            chunks = total / grain;
+        if (threads <= 1 || chunks <= 1) {
+            task(context, 0, total, 0);
+            return;
+        }
+        range.task = task;
+        range.context = context;
+        range.total = total;
+        range.chunks = chunks;
+        qops_run_tasks(qops_range_chunk, &range, chunks, threads);
+    }
+    """
+    int QOPS_POOL_ENABLED
+    ctypedef void (*c_task "qops_task")(void* context, Py_ssize_t index, int slot) noexcept nogil
+    ctypedef void (*c_range_task "qops_range_task")(void* context, Py_ssize_t start,
+                                                    Py_ssize_t stop, int slot) noexcept nogil
+    void c_run_tasks "qops_run_tasks"(c_task task, void* context, Py_ssize_t count,
+                                      int threads) noexcept nogil
+    void c_run_range "qops_run_range"(c_range_task task, void* context, Py_ssize_t total,
+                                      Py_ssize_t grain, int threads,
+                                      int chunks_per_thread) noexcept nogil
+    int c_get_num_threads "qops_pool_get_num_threads"() noexcept nogil
+    void c_configure "qops_pool_configure"(int n) noexcept nogil
+    int qops_pool_configured
+    int qops_pool_workers
+    long qops_pool_jobs
+    long qops_pool_worker_tasks
+
+
+cdef void run_tasks(pool_task task, void* context, Py_ssize_t count, int threads) noexcept nogil:
+    c_run_tasks(<c_task>task, context, count, threads)
+
+
+cdef void run_range(range_task task, void* context, Py_ssize_t total, Py_ssize_t grain,
+                    int threads) noexcept nogil:
+    c_run_range(<c_range_task>task, context, total, grain, threads, CHUNKS_PER_THREAD)
+
+
+def enabled():
+    """Whether jobs may run on more than one thread (an OpenMP build with pthreads)."""
+    return bool(QOPS_POOL_ENABLED)
+
+
+def get_num_threads():
+    """The default thread count: the one set, else OpenMP's."""
+    return c_get_num_threads()
+
+
+def set_num_threads(int n):
+    """Set the default thread count (``n >= 1``), or ``0`` to follow OpenMP's again."""
+    if n < 0:
+        raise ValueError("n must be 0 or more")
+    c_configure(n)
+
+
+def configured():
+    """The thread count set (by qops or threadpoolctl), 0 if none."""
+    return qops_pool_configured
+
+
+def statistics():
+    """Worker threads started, jobs published to them and tasks they ran,
+    since the process (or its fork) began."""
+    return {"workers": qops_pool_workers, "jobs": qops_pool_jobs,
+            "worker tasks": qops_pool_worker_tasks}
+
+
+cdef struct Spread:
+    int* seen
+    long spin
+
+
+cdef void mark_slot(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef Spread* spread = <Spread*>context
+    cdef long i
+    cdef volatile long sink = 0
+    spread.seen[slot] = 1
+    for i in range(spread.spin):  # long enough that a worker can join
+        sink = sink + i
+
+
+def threads_used(int n_threads, long spin=200000):
+    """Run a job of 64 short tasks on ``n_threads`` threads and count the
+    distinct threads that ran some: the check that the pool really runs in
+    parallel.  (A worker that is slow to start may miss a job; the count is
+    then lower, never higher.)"""
+    cdef int seen[MAX_WORKERS + 1]
+    cdef Spread spread
+    cdef int i
+    if not 1 <= n_threads <= MAX_WORKERS:
+        raise ValueError(f"n_threads must be in [1, {MAX_WORKERS}]")
+    for i in range(MAX_WORKERS + 1):
+        seen[i] = 0
+    spread.seen = seen
+    spread.spin = spin
+    with nogil:
+        run_tasks(mark_slot, &spread, 64, n_threads)
+    return sum(seen[i] for i in range(MAX_WORKERS + 1))

@@ -1,0 +1,100 @@
+"""How many threads a kernel runs on.
+
+A call's ``n_threads=`` if it gives one, else the default: the count set by
+:func:`set_num_threads` (or by threadpoolctl, which sees the kernels' pool
+as the ``qops`` library), else OpenMP's (``OMP_NUM_THREADS`` as the process
+started, or the cores this process may run on).  With the kernels built the
+default lives in the pool itself (:mod:`qops.backends.native.kernels._qops_pool`),
+so every way of setting it sets the same number.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+
+from qops.errors import ValidationError
+
+__all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "MAX_THREADS"]
+
+#: More threads than this is a mistake, not a machine (the pool uses at most
+#: 255 workers; OpenMP takes an int).
+MAX_THREADS = 4096
+
+_POOL = []
+#: The default set while the kernels are not built (the reference runs).
+_unbuilt_setting = [None]
+
+
+def _pool():
+    """The kernels' pool, imported on first use so that importing qops (and
+    its registry) loads nothing compiled; ``None`` in an unbuilt checkout."""
+    if not _POOL:
+        try:
+            from qops.backends.native.kernels import _qops_pool
+        except ImportError:
+            _qops_pool = None
+        _POOL.append(_qops_pool)
+    return _POOL[0]
+
+
+def _check(n, name):
+    if isinstance(n, bool):
+        raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name, given=n)
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise ValidationError(f"{name} must be a positive integer, not {n!r}", slot=name,
+                              given=n) from None
+    if not 1 <= n <= MAX_THREADS:
+        raise ValidationError(f"{name} must be an integer from 1 to {MAX_THREADS}, not {n!r}",
+                              slot=name, given=n)
+    return n
+
+
+def _unbuilt_default():
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def get_num_threads() -> int:
+    """The number of threads kernels use when a call gives no ``n_threads``.
+
+    The count :func:`set_num_threads` (or a threadpoolctl limit) set, else
+    OpenMP's team size: ``OMP_NUM_THREADS`` when it was set as the process
+    started, else the cores this process may run on.
+    """
+    pool = _pool()
+    if pool is not None:
+        return pool.get_num_threads()
+    return _unbuilt_setting[0] or _unbuilt_default()
+
+
+def set_num_threads(n: int) -> None:
+    """Set the default thread count of every kernel (``n >= 1``)."""
+    n = _check(n, "n_threads")
+    pool = _pool()
+    if pool is not None:
+        pool.set_num_threads(n)
+    else:
+        _unbuilt_setting[0] = n
+
+
+def reset_num_threads() -> None:
+    """Forget the count set: follow OpenMP's again (for tests and embedders)."""
+    pool = _pool()
+    if pool is not None:
+        pool.set_num_threads(0)
+    _unbuilt_setting[0] = None
+
+
+def resolve_threads(n_threads=None) -> int:
+    """A call's thread count: ``n_threads`` if given, else the default."""
+    if n_threads is None:
+        return get_num_threads()
+    return _check(n_threads, "n_threads")
