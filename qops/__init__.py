@@ -8,18 +8,28 @@ DirectML's ``QUANTIZED_LINEAR_CONVOLUTION`` and
 levels and ONNX opsets by a declarative registry (:mod:`qops.registry`).
 """
 
-__version__ = "0.1.0"
+from qops.version import __version__
 
 from qops import registry
 from qops.config import show_config
-from qops.threads import get_num_threads, set_num_threads
-from qops.errors import DTypeUnsupportedError, DTypeValidationError, QopsError, UnsupportedError, ValidationError
-from qops.ops.packing import Packed4Bit, pack_4bit, unpack_4bit
-from qops.ops.validation import TensorDesc
-from qops.ops.api import Validated, convolution_integer, dynamic_quantize_linear, matrix_multiply_integer, dequantize_linear, quantize_linear, quantized_linear_convolution, quantized_linear_matrix_multiply, validate
+from qops.errors import (
+    DTypeUnsupportedError,
+    DTypeValidationError,
+    QopsError,
+    UnsupportedError,
+    ValidationError,
+)
 from qops.ops.compiled import CompiledOperator, compile
+from qops.ops.convolution import quantized_linear_convolution
+from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
+from qops.ops.matmul import quantized_linear_matrix_multiply
+from qops.ops.packing import Packed4Bit, pack_4bit, unpack_4bit
+from qops.ops.quantize import dequantize_linear, quantize_linear
+from qops.ops.validate import Validated, validate
+from qops.ops.validation import TensorDesc
 from qops.registry.schema import FeatureLevel, Opset
-from qops import reference
+from qops.threads import get_num_threads, set_num_threads
+from qops import reference, threads
 
 __all__ = [
     "__version__",

@@ -19,7 +19,7 @@ def config(peak=False) -> dict:
     import ml_dtypes
     import numpy
 
-    from qops import __version__
+    from qops.version import __version__
     from qops.backends import dispatch as _dispatch
 
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "fail",
     "QopsError",
     "ValidationError",
     "UnsupportedError",
@@ -53,3 +54,10 @@ class DTypeValidationError(ValidationError, TypeError):
 
 class DTypeUnsupportedError(UnsupportedError, TypeError):
     """A data type the requested feature level or opset does not support."""
+
+
+def fail(operator, message, cls=ValidationError, **fields):
+    """Raise ``cls`` with ``message`` prefixed by the operator's name
+    (``operator``: a registry :class:`~qops.registry.Operator`, or anything
+    with a ``name``)."""
+    raise cls(f"{operator.name}: {message}", operator=operator.name, **fields)

@@ -10,7 +10,7 @@ import pytest
 
 import qops
 from qops.backends import dispatch as _dispatch
-from qops.ops.api import _PREPARE
+from qops.ops.validate import PREPARE as _PREPARE
 
 u8, i8 = np.uint8, np.int8
 
@@ -94,7 +94,7 @@ def run(name, slots, attributes, **keywords):
 def expected(name, slots, attributes):
     op = qops.registry.get(name)
     call = _PREPARE[op.name](dict(slots), dict(attributes), None)
-    return _dispatch.execute(call, implementation="reference")
+    return _dispatch.execute(call, 1, implementation="reference")
 
 
 def assert_rejected(name, slots, attributes, match=None, **keywords):

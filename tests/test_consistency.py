@@ -148,13 +148,13 @@ def test_declared_combinations_run_and_undeclared_raise(case):
     assert result.dtype == _dtypes.to_numpy(dtypes[output])
     # The dispatched result agrees with the reference statement of the operator.
     call = _prepare(op, kwargs)
-    expected = qops.backends.dispatch.execute(call, implementation="reference")
+    expected = qops.backends.dispatch.execute(call, 1, implementation="reference")
     assert result.shape == expected.shape
     assert np.array_equal(result.view(np.uint8), expected.view(np.uint8))
 
 
 def _prepare(op, kwargs):
-    from qops.ops.api import _PREPARE
+    from qops.ops.validate import PREPARE as _PREPARE
 
     kwargs = dict(kwargs)
     version = kwargs.pop("feature_level", None) or kwargs.pop("opset", None)

@@ -113,7 +113,7 @@ MODULES = _package_modules()
 
 def test_the_modules_are_the_checkout_s():
     assert os.path.dirname(qops.__file__) == os.path.join(ROOT, "qops")
-    assert "qops" in MODULES and "qops.ops.api" in MODULES and "qops.registry" in MODULES
+    assert "qops" in MODULES and "qops.ops.convolution" in MODULES and "qops.registry" in MODULES
 
 
 @pytest.mark.parametrize("name", MODULES)

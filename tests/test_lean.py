@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qops
-from qops.ops import api
+from qops.ops import convolution as convolution_front, matmul as matmul_front, quantize as quantize_front
 from qops import reference
 
 from conftest import judge, run_in_threads, run_ort
@@ -25,8 +25,8 @@ MATMUL = "QUANTIZED_LINEAR_MATRIX_MULTIPLY"
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    api._MATMUL_PLANS.clear()
-    api._matmul_lean().clear()
+    matmul_front.PLANS.clear()
+    matmul_front.FAST.get().clear()
     yield
 
 
@@ -59,7 +59,7 @@ def expected(slots, out_dtype=None):
 def lean_run(slots, out=None, n_threads=None):
     """The lean path alone: ``None`` when it does not take the call."""
     get = slots.get
-    return api._matmul_lean().run(get("a"), get("a_scale"), get("a_zero_point"), get("b"),
+    return matmul_front.FAST.get().run(get("a"), get("a_scale"), get("a_zero_point"), get("b"),
                                 get("b_scale"), get("b_zero_point"), get("output_scale"),
                                 get("output_zero_point"), out, n_threads)
 
@@ -74,7 +74,7 @@ def test_every_type_combination_matches_the_reference_on_the_lean_path(a_dtype, 
     rng = np.random.default_rng(0)
     first = slots_for(rng, a_dtype, b_dtype, out_dtype)
     assert np.array_equal(qops.quantized_linear_matrix_multiply(**first), expected(first))
-    assert len(api._matmul_lean()) == 1
+    assert len(matmul_front.FAST.get()) == 1
     for _ in range(5):
         later = slots_for(rng, a_dtype, b_dtype, out_dtype)
         direct = lean_run(later)
@@ -109,7 +109,7 @@ def test_the_lean_path_equals_the_packed_kernels():
     lean = lean_run(slots)
     assert lean is not None
     kernels = qops.backends.dispatch.execute(
-        qops.ops.matmul.prepare(dict(slots), {"output_dtype": None}), implementation="kernels")
+        qops.ops.matmul.prepare(dict(slots), {"output_dtype": None}), 1, implementation="kernels")
     assert np.array_equal(lean, kernels)
 
 
@@ -137,8 +137,8 @@ def test_lean_results_equal_the_reference_over_shapes_types_and_forms(
     # Either operand may be one broadcast matrix.
     a_batch = [1] * len(batch) if data.draw(st.booleans()) else batch
     b_batch = [1] * len(batch) if data.draw(st.booleans()) else batch
-    api._MATMUL_PLANS.clear()
-    api._matmul_lean().clear()
+    matmul_front.PLANS.clear()
+    matmul_front.FAST.get().clear()
 
     def make():
         a, b = operands(rng, a_dtype, b_dtype, (*a_batch, m, k), (*b_batch, k, n))
@@ -280,7 +280,7 @@ def test_feature_level_and_output_dtype_calls_take_the_validating_path():
     rng = np.random.default_rng(10)
     slots = slots_for(rng, a_shape=(1, 1, 4, 4), b_shape=(1, 1, 4, 4))
     qops.quantized_linear_matrix_multiply(**slots, feature_level="2_1")
-    assert len(api._matmul_lean()) == 0
+    assert len(matmul_front.FAST.get()) == 0
     two_d = slots_for(rng)
     with pytest.raises(qops.UnsupportedError, match="DML_FEATURE_LEVEL_2_1"):
         qops.quantized_linear_matrix_multiply(**two_d, feature_level="2_1")
@@ -290,7 +290,7 @@ def test_large_products_are_not_learnt():
     rng = np.random.default_rng(11)
     slots = slots_for(rng, a_shape=(64, 64), b_shape=(64, 64))
     got = qops.quantized_linear_matrix_multiply(**slots)
-    assert len(api._matmul_lean()) == 0
+    assert len(matmul_front.FAST.get()) == 0
     assert np.array_equal(got, expected(slots))
 
 
@@ -299,7 +299,7 @@ def test_per_column_parameters_are_not_learnt():
     slots = slots_for(rng)
     slots["b_scale"] = np.full((1, 4), 0.01, np.float32)
     got = qops.quantized_linear_matrix_multiply(**slots)
-    assert len(api._matmul_lean()) == 0
+    assert len(matmul_front.FAST.get()) == 0
     assert np.array_equal(got, expected(slots))
 
 
@@ -311,7 +311,7 @@ def test_many_signatures_stay_correct_past_the_lean_capacity():
             slots = slots_for(rng, a_shape=(m, k), b_shape=(k, 3))
             assert np.array_equal(qops.quantized_linear_matrix_multiply(**slots),
                                   expected(slots))
-    assert 0 < len(api._matmul_lean()) <= 8
+    assert 0 < len(matmul_front.FAST.get()) <= 8
 
 
 def test_compiled_small_matmul_takes_the_lean_path_and_equals_the_plain_function():
@@ -321,7 +321,7 @@ def test_compiled_small_matmul_takes_the_lean_path_and_equals_the_plain_function
     runtime = {k: v for k, v in slots.items() if k not in constants}
     compiled = qops.compile(MATMUL, **constants)
     assert np.array_equal(compiled(**runtime), expected(slots))
-    assert len(compiled._lean) == 1
+    assert len(compiled._fast.get()) == 1
     for _ in range(5):
         later = dict(slots_for(rng), **constants)
         runtime = {k: v for k, v in later.items() if k not in constants}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import qops
 from qops.backends.native import variants as _simd
-from qops.ops import api
+from qops.ops import convolution as convolution_front, matmul as matmul_front, quantize as quantize_front
 from qops import reference
 
 from conftest import assert_bits_equal, run_in_threads, run_reference
@@ -116,7 +116,7 @@ def test_the_public_function_takes_the_lean_path(monkeypatch):
         raise AssertionError("took the validating path")
 
     x = np.linspace(-3, 3, 50, dtype=np.float32)
-    monkeypatch.setattr(api._QUANTIZE_PLANS, "run", validating_path)
+    monkeypatch.setattr(quantize_front.QUANTIZE_PLANS, "run", validating_path)
     got = qops.quantize_linear(x, np.float32(0.1), i8(-3))
     assert_bits_equal(got, reference.quantize_linear(x, np.float32(0.1), i8(-3)), "lean")
     with pytest.raises(AssertionError, match="validating path"):
@@ -135,7 +135,7 @@ def test_bad_scale_values_raise_the_validating_paths_error(entry, bad, form):
     with pytest.raises(qops.ValidationError, match="y_scale") as lean_error:
         qops.quantize_linear(x, scale, u8(3))
     with pytest.raises(qops.ValidationError) as full_error:
-        api._QUANTIZE_PLANS.run(dict(x=x, y_scale=scale, y_zero_point=u8(3)),
+        quantize_front.QUANTIZE_PLANS.run(dict(x=x, y_scale=scale, y_zero_point=u8(3)),
                                 dict(axis=1, block_size=0, saturate=True, output_dtype=None,
                                      precision=None), None, out=None, n_threads=1)
     assert str(lean_error.value) == str(full_error.value)
@@ -181,7 +181,7 @@ def test_other_forms_take_the_validating_path_with_its_result_or_error(change):
                            precision=None), **call)
 
     def full():
-        return api._QUANTIZE_PLANS.run(dict(slots), dict(attributes), opset, out=None,
+        return quantize_front.QUANTIZE_PLANS.run(dict(slots), dict(attributes), opset, out=None,
                                        n_threads=qops.threads.resolve_threads(n_threads))
 
     try:

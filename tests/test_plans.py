@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import qops
-from qops.ops import api
+from qops.ops import convolution as convolution_front, matmul as matmul_front, quantize as quantize_front
 from qops import reference
 from qops.ops import plans as _plans
 
@@ -27,10 +27,10 @@ def expected_matmul(slots):
 
 @pytest.fixture(autouse=True)
 def fresh_caches():
-    api._MATMUL_PLANS.clear()
-    api._CONVOLUTION_PLANS.clear()
-    if api._matmul_lean() is not None:
-        api._matmul_lean().clear()
+    matmul_front.PLANS.clear()
+    convolution_front.PLANS.clear()
+    if matmul_front.FAST.get() is not None:
+        matmul_front.FAST.get().clear()
     yield
 
 
@@ -38,9 +38,9 @@ def test_a_repeated_signature_reuses_its_plan_and_still_computes_each_call():
     rng = np.random.default_rng(0)
     first, second = matmul_slots(rng), matmul_slots(rng)
     got_first = qops.quantized_linear_matrix_multiply(**first)
-    assert len(api._MATMUL_PLANS) == 1
+    assert len(matmul_front.PLANS) == 1
     got_second = qops.quantized_linear_matrix_multiply(**second)
-    assert len(api._MATMUL_PLANS) == 1
+    assert len(matmul_front.PLANS) == 1
     assert np.array_equal(got_first, expected_matmul(first))
     assert np.array_equal(got_second, expected_matmul(second))
     assert not np.array_equal(got_first, got_second)
@@ -53,7 +53,7 @@ def test_scale_values_are_checked_on_a_cached_plan(bad):
     qops.quantized_linear_matrix_multiply(**slots)
     with pytest.raises(qops.ValidationError, match="a_scale.*positive and finite"):
         qops.quantized_linear_matrix_multiply(**dict(slots, a_scale=np.float32(bad)))
-    assert len(api._MATMUL_PLANS) == 1
+    assert len(matmul_front.PLANS) == 1
 
 
 def test_an_overflowing_multiplier_is_refused_on_a_cached_plan():
@@ -119,7 +119,7 @@ def test_a_signature_that_fails_validation_is_never_cached():
     for _ in range(2):
         with pytest.raises(qops.ValidationError, match="K = 6"):
             qops.quantized_linear_matrix_multiply(**slots)
-    assert len(api._MATMUL_PLANS) == 0
+    assert len(matmul_front.PLANS) == 0
 
 
 def test_feature_levels_get_plans_of_their_own():
@@ -138,7 +138,7 @@ def test_python_integers_take_the_full_path_every_time():
     qops.quantized_linear_matrix_multiply(**slots)
     with pytest.raises(qops.ValidationError, match="output_zero_point is 300"):
         qops.quantized_linear_matrix_multiply(**dict(slots, output_zero_point=300))
-    assert len(api._MATMUL_PLANS) == 0
+    assert len(matmul_front.PLANS) == 0
 
 
 def test_convolution_attributes_are_part_of_the_signature():
@@ -153,14 +153,14 @@ def test_convolution_attributes_are_part_of_the_signature():
         expected = reference.quantized_linear_convolution(
             **slots, **full, strides=tuple(strides), start_padding=(0, 0), end_padding=(0, 0))
         assert np.array_equal(got, expected)
-    assert len(api._CONVOLUTION_PLANS) == 2
+    assert len(convolution_front.PLANS) == 2
 
 
 def test_the_cache_is_bounded():
     rng = np.random.default_rng(9)
     for depth in range(1, _plans.CAPACITY + 10):
         qops.quantized_linear_matrix_multiply(**matmul_slots(rng, 2, depth, 2))
-    assert 0 < len(api._MATMUL_PLANS) <= _plans.CAPACITY
+    assert 0 < len(matmul_front.PLANS) <= _plans.CAPACITY
 
 
 def test_concurrent_calls_on_one_plan_agree():
@@ -177,7 +177,7 @@ def test_concurrent_calls_on_one_plan_agree():
 
     run_in_threads(work, len(cases))
     assert failures == []
-    assert len(api._MATMUL_PLANS) == 1
+    assert len(matmul_front.PLANS) == 1
 
 
 def test_new_parameter_values_on_one_plan_are_used():
@@ -194,7 +194,7 @@ def test_new_parameter_values_on_one_plan_are_used():
         assert np.array_equal(got, expected_matmul(call))
         seen.add(got.tobytes())
     assert len(seen) == 4
-    assert len(api._MATMUL_PLANS) == 1
+    assert len(matmul_front.PLANS) == 1
 
 
 def test_new_convolution_parameters_on_one_plan_are_used():

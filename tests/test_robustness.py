@@ -155,10 +155,10 @@ def test_show_config_names_the_kernels_that_really_run():
     selection show_config reports)."""
     code = ("import numpy as np, qops; from qops.backends.native import gemm as _native\n"
             "used = []\n"
-            "real = _native._simd.module\n"
+            "real = _native.variants.module\n"
             "def spy(name=None):\n"
             "    module = real(name); used.append(module.__name__); return module\n"
-            "_native._simd.module = spy\n"
+            "_native.variants.module = spy\n"
             "a = np.ones((64, 64), np.uint8)\n"
             "qops.quantized_linear_matrix_multiply(a, 1.0, None, a.astype(np.int8), 1.0, None, 64.0)\n"
             "print(qops.config.config()['simd'].split()[0], sorted(set(used)))")

@@ -17,7 +17,7 @@ import oracles
 import qops
 from conftest import judge, run_ort
 from qops.backends.native import gemm as _native, variants as _simd
-from qops.ops import api
+from qops.ops import matmul as matmul_front
 from qops.ops import convolution, integer, matmul
 
 #: Every kernel variant this machine runs.
@@ -112,14 +112,14 @@ def test_the_public_matrix_multiply_is_exact(shape):
 
 
 def test_the_lean_path_is_exact():
-    api._MATMUL_PLANS.clear()
-    api._matmul_lean().clear()
+    matmul_front.PLANS.clear()
+    matmul_front.FAST.get().clear()
     a, b, output_scale = matmul_operands(*SHAPES[0])
     expected = requantized(exact_sums(a, b), output_scale)
     slots = (a, np.float32(1.0), None, b, np.float32(1.0), None, np.float32(output_scale),
              np.uint8(128))
     judge(qops.quantized_linear_matrix_multiply(*slots), expected)  # learns the signature
-    lean = api._matmul_lean().run(*slots, None, None)
+    lean = matmul_front.FAST.get().run(*slots, None, None)
     assert lean is not None, "the lean path did not take the call"
     judge(lean, expected, peer=_ort_matmul(a, b, output_scale), context="the lean path")
 

@@ -32,7 +32,7 @@ with atheris.instrument_imports():
     import qops
     from qops.backends import dispatch as _dispatch
     from qops import reference
-    from qops.ops.api import _PREPARE
+    from qops.ops.validate import PREPARE as _PREPARE
 
 DTYPES = [np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64, np.float16, np.float32,
           np.float64, np.bool_, ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.float8_e4m3fn,
@@ -281,7 +281,7 @@ def one_input(data):
             raise AssertionError(f"{function_name}: the result differs from the reference")
         _count(function_name + " ran")
         return
-    expected = _dispatch.execute(call, implementation="reference")
+    expected = _dispatch.execute(call, 1, implementation="reference")
     if not same(np.asarray(result).reshape(expected.shape) if np.size(result) == expected.size
                 else result, expected):
         raise AssertionError(f"{function_name}: the result differs from the reference")

@@ -1,150 +1,143 @@
 """The one dispatch point: a validated call goes to the best implementation.
 
-Implementations register per operator with a priority and a ``supports``
-predicate over the validated :class:`~qops.ops.arguments.Call`; the reference
-(NumPy) implementation supports everything at the lowest priority, so a call
-always has somewhere to go.  Compiled kernels register above it.
+An operator's implementations register here with a priority and a
+``supports`` predicate over the validated :class:`Call`: the reference
+(NumPy, :mod:`qops.backends.reference`) supports everything at the lowest
+priority, so a call always has somewhere to go; the compiled kernels
+(:mod:`qops.backends.native.implementations`) register above it, the lean
+per-call paths above them.  Every implementation is listed by
+:func:`summary` (and ``qops.show_config()``), can be run by name
+(:func:`execute`) and switched off and on (:func:`set_enabled`).
+
+Importing this module loads nothing compiled: the implementations register
+on first use.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-import sys
-from typing import Callable
+import threading
 
 import numpy as np
 
-from qops.registry import dtypes as _dtypes
-from qops import reference
-from qops.threads import resolve_threads
+from qops.backends.contract import Call, Implementation, Prepared
 
-__all__ = ["Implementation", "register", "implementations", "select", "execute", "prepare",
-           "summary"]
-
-
-@dataclass(frozen=True)
-class Implementation:
-    """``run(call, out, n_threads)`` writes the result of ``call`` into ``out``.
-
-    ``prepare(call)``, when given, does the part of ``run`` that depends only
-    on the call's signature (dtypes, shapes, attributes) and returns a
-    ``run`` for every call with that signature.
-    """
-
-    operator: str
-    name: str
-    run: Callable
-    supports: Callable
-    priority: int
-    prepare: Callable = None
+__all__ = ["Call", "Implementation", "Prepared", "register", "implementations", "select",
+           "execute", "prepare", "fast_path", "set_enabled", "generation", "summary"]
 
 
 _TABLE: dict = {}
+_DISABLED: set = set()
+_LOCK = threading.Lock()
+# Bumped whenever an implementation is switched on or off, so that fast
+# paths made before are made again.
+_GENERATION = [0]
 
 
-def register(operator: str, name: str, run, *, supports=None, priority: int = 0, prepare=None):
+def generation():
+    return _GENERATION[0]
+
+
+def register(operator: str, name: str, run, *, supports=None, priority: int = 0, prepare=None,
+             fast=None):
     entry = Implementation(operator, name, run, supports or (lambda call: True), priority,
-                           prepare)
+                           prepare, fast)
     entries = [e for e in _TABLE.get(operator, []) if e.name != name] + [entry]
     _TABLE[operator] = sorted(entries, key=lambda e: -e.priority)
     return entry
 
 
+_LOADED = []
+
+
+def _load():
+    """Register the implementations on first use: the reference always, the
+    compiled ones when they are built."""
+    if _LOADED:
+        return
+    with _LOCK:
+        if _LOADED:
+            return
+        from qops.backends import reference
+
+        reference.register_all(register)
+        try:
+            from qops.backends.native import implementations
+        except ImportError:
+            pass
+        else:
+            implementations.register_all(register)
+        _LOADED.append(True)
+
+
 def implementations(operator: str):
-    _load_native()
+    """Every implementation of ``operator``, best first (disabled ones too)."""
+    _load()
     return tuple(_TABLE.get(operator, ()))
 
 
-_native_loaded = False
+def _enabled(entry):
+    return (entry.operator, entry.name) not in _DISABLED
 
 
-def _load_native():
-    """Register the compiled kernels on first use, so importing qops (and its
-    registry) loads nothing compiled; without built kernels the reference runs."""
-    global _native_loaded
-    if _native_loaded:
-        return
-    try:
-        from qops.backends.native import gemm as _native, variants as _simd
-        _simd.selected()
-    except ImportError:
-        _native_loaded = True
-        return
-    _native.register(sys.modules[__name__])
-    _native_loaded = True
+def set_enabled(operator: str, name: str, enabled: bool = True):
+    """Switch an implementation off (or on again).  The reference of an
+    operator cannot be switched off: a call always has somewhere to go.
+    Calls already planned keep the implementation they were planned with."""
+    if not any(e.name == name for e in implementations(operator)):
+        raise LookupError(f"{operator} has no implementation {name!r}")
+    if name == "reference" and not enabled:
+        raise ValueError("the reference implementation cannot be switched off")
+    if enabled:
+        _DISABLED.discard((operator, name))
+    else:
+        _DISABLED.add((operator, name))
+    _GENERATION[0] += 1
 
 
 def select(call, *, exclude=()):
-    _load_native()
+    """The best enabled implementation that takes ``call``."""
+    _load()
     for entry in _TABLE.get(call.operator.name, ()):
-        if entry.name not in exclude and entry.supports(call):
+        if entry.name not in exclude and _enabled(entry) and entry.supports(call):
             return entry
     raise LookupError(f"no implementation of {call.operator.name} takes this call")
 
 
-def execute(call, *, out=None, n_threads=None, implementation=None):
-    """Run a validated call; write into ``out`` if given and return the result."""
-    threads = resolve_threads(n_threads)
-    entry = select(call) if implementation is None else next(
-        e for e in implementations(call.operator.name) if e.name == implementation)
+def _by_name(operator, name):
+    for entry in implementations(operator):
+        if entry.name == name:
+            return entry
+    raise LookupError(f"{operator} has no implementation {name!r}")
+
+
+def prepare(call, implementation=None) -> Prepared:
+    """The chosen (or named) implementation made ready for ``call``'s signature."""
+    entry = select(call) if implementation is None else _by_name(call.operator.name,
+                                                                  implementation)
+    return entry.prepare(call) if entry.prepare is not None else Prepared(entry.run)
+
+
+def execute(call, n_threads, *, out=None, implementation=None):
+    """Run a validated call once (derive its values too); write into ``out``
+    if given and return the result."""
+    prepared = prepare(call, implementation)
+    if prepared.derive is not None:
+        call.values = prepared.derive(call.arrays, call.checked)
     target = np.empty(call.output_shape, call.output_dtype) if out is None else out
-    entry.run(call, target, threads)
+    prepared.run(call, target, n_threads)
     return target
 
 
-def prepare(call):
-    """``run(call, out, n_threads)`` for every call with this call's signature:
-    the implementation chosen and its signature-only work done once."""
-    entry = select(call)
-    return entry.prepare(call) if entry.prepare is not None else entry.run
+def fast_path(operator: str):
+    """A new fast path of ``operator`` from its best enabled implementation
+    that has one, or ``None``."""
+    for entry in implementations(operator):
+        if entry.fast is not None and _enabled(entry):
+            return entry.fast()
+    return None
 
 
 def summary():
-    _load_native()
-    return {op: [e.name for e in entries] for op, entries in _TABLE.items()}
-
-
-# -- the reference implementations -------------------------------------------
-
-def _run_convolution(call, out, n_threads):
-    keep = ("strides", "dilations", "start_padding", "end_padding", "group_count")
-    attributes = {k: call.attributes[k] for k in keep}
-    out[...] = reference.quantized_linear_convolution(
-        **call.arrays, **attributes, output_dtype=call.output_dtype)
-
-
-def _run_matmul(call, out, n_threads):
-    out[...] = reference.quantized_linear_matrix_multiply(**call.arrays, output_dtype=call.output_dtype)
-
-
-def _run_dequantize(call, out, n_threads):
-    out[...] = reference.dequantize_linear(
-        **call.arrays, axis=call.attributes["axis"], block_size=call.attributes["block_size"])
-
-
-def _run_quantize(call, out, n_threads):
-    precision = call.attributes["precision"]
-    out[...] = reference.quantize_linear(
-        **call.arrays, axis=call.attributes["axis"], block_size=call.attributes["block_size"],
-        saturate=call.attributes["saturate"], output_dtype=call.output_dtype,
-        precision=_dtypes.to_numpy(precision) if precision else None)
-
-
-def _run_convolution_integer(call, out, n_threads):
-    keep = ("strides", "dilations", "start_padding", "end_padding", "group_count")
-    sums = reference.convolution_integer(**call.arrays,
-                                         **{k: call.attributes[k] for k in keep})
-    out[...] = sums.reshape(out.shape)  # a 1-D convolution ran with height 1
-
-
-def _run_matmul_integer(call, out, n_threads):
-    out[...] = reference.matrix_multiply_integer(**call.arrays)
-
-
-for _name, _run in (("QUANTIZED_LINEAR_CONVOLUTION", _run_convolution),
-                    ("CONVOLUTION_INTEGER", _run_convolution_integer),
-                    ("MATRIX_MULTIPLY_INTEGER", _run_matmul_integer),
-                    ("QUANTIZED_LINEAR_MATRIX_MULTIPLY", _run_matmul),
-                    ("DequantizeLinear", _run_dequantize),
-                    ("QuantizeLinear", _run_quantize)):
-    register(_name, "reference", _run, priority=0)
+    """``{operator: [implementation names, best first]}`` (enabled ones)."""
+    _load()
+    return {op: [e.name for e in entries if _enabled(e)] for op, entries in _TABLE.items()}

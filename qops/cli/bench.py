@@ -238,11 +238,10 @@ def _quantize_onnx_model(case, runtime, attributes):
     from onnx import TensorProto, helper, numpy_helper
 
     from qops.registry import dtypes as _dtypes
-    from qops.ops.packing import FOUR_BIT_TYPES
 
     names = list(runtime)
     values = {k: np.asarray(v) for k, v in runtime.items()}  # packed x: its values
-    constant = [k for k in names if _dtypes.name_of(values[k].dtype) in FOUR_BIT_TYPES]
+    constant = [k for k in names if _dtypes.name_of(values[k].dtype) in _dtypes.FOUR_BIT]
     inputs = [k for k in names if k not in constant]
     op = "QuantizeLinear" if case.kind == "quantize" else "DequantizeLinear"
     node = helper.make_node(op, names, ["y"], **attributes)

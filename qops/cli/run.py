@@ -29,6 +29,7 @@ def run_model(args, stream=sys.stdout):
     import onnx
     from onnx.reference import ReferenceEvaluator
 
+    from qops.onnx import run_node
     from qops.onnx._reference import operator_classes
 
     try:
@@ -38,7 +39,7 @@ def run_model(args, stream=sys.stdout):
         print(f"error: {error}", file=sys.stderr)
         return 2
     timings = {}
-    evaluator = ReferenceEvaluator(model, new_ops=operator_classes(timings))
+    evaluator = ReferenceEvaluator(model, new_ops=operator_classes(run_node, timings))
     missing = [name for name in evaluator.input_names if name not in inputs]
     if missing:
         print(f"error: the model needs --input for {', '.join(missing)}", file=sys.stderr)

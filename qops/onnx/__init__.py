@@ -141,4 +141,4 @@ def reference_ops():
     """
     from qops.onnx._reference import operator_classes
 
-    return operator_classes()
+    return operator_classes(run_node)

@@ -30,11 +30,12 @@ import math
 
 import numpy as np
 
-from qops.ops import api
+import qops as api  # the public operator functions
+from qops import registry
 from qops.errors import UnsupportedError, ValidationError
 
-#: The newest opset these adapters know; ``run_node`` defaults to it.
-NEWEST_OPSET = 23
+#: The newest opset these adapters know (the registry's); ``run_node`` defaults to it.
+NEWEST_OPSET = registry.NEWEST_OPSET.number
 
 _FLOAT_SCALES = (np.dtype(np.float16), np.dtype(np.float32))
 

@@ -7,16 +7,14 @@ import time
 from qops.onnx._nodes import ADAPTERS
 
 
-def operator_classes(timings=None):
-    """One ``OpRun`` subclass per operator :func:`qops.onnx.run_node` runs.
+def operator_classes(run_node, timings=None):
+    """One ``OpRun`` subclass per operator ``run_node`` (:func:`qops.onnx.run_node`) runs.
 
     ``timings``, a dict, collects ``op_type -> [calls, seconds]`` as nodes run.
     """
     from onnx.reference.op_run import OpRun
 
     def run(self, *inputs, **attributes):  # noqa: ARG001 - the node's own attributes are read
-        from qops.onnx import run_node
-
         opset = self.run_params.get("opsets", {}).get("", None)
         if timings is None:
             return tuple(run_node(self.onnx_node, list(inputs), opset=opset))

@@ -1,7 +1,13 @@
-"""Per-operator front ends: NumPy arguments in, a validated call out.
+"""The operators' front ends: what a call means.
 
-Each module normalizes its operator's arguments (shorthand scales and zero
-points, dtypes), runs the registry-driven checks of :mod:`qops.ops.validation`
-and the operator's own shape rules, and returns a :class:`~qops.ops.arguments.Call`
-for the dispatch point.  Nothing here loops over elements.
+One module per operator family holds its public function, its validation
+(``prepare``: NumPy arguments in, a validated
+:class:`~qops.backends.dispatch.Call` out, nothing run before every check has
+passed) and its plan cache: :mod:`.convolution`, :mod:`.matmul`,
+:mod:`.integer`, :mod:`.quantize`.  They share :mod:`.arguments` (turning
+arguments into arrays and descriptions), :mod:`.validation` (the checks that
+read the registry), :mod:`.geometry`, :mod:`.common` (requantization's value
+checks) and :mod:`.plans`.  :mod:`.validate` checks a call without running
+it, :mod:`.compiled` binds constant operands, :mod:`.packing` holds 4-bit
+tensors two to a byte.  Nothing here loops over elements.
 """

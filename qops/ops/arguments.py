@@ -9,7 +9,7 @@ zero point) or ``None``.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,28 +18,6 @@ from qops.errors import DTypeValidationError
 from qops.ops.packing import Packed4Bit
 from qops.ops.validation import Desc, TensorDesc, fail, shape_text
 from qops.registry.schema import Operator
-
-
-@dataclass
-class Call:
-    """A validated call: what dispatch hands to an implementation.
-
-    ``arrays`` holds every input slot (``None`` where absent) in the shapes
-    validation accepted; ``attributes`` every attribute with defaults filled
-    in.  ``granularity`` names each scale's and zero point's pattern
-    (``"per-tensor"``, ``"per-channel"`` ...).  ``packed`` is a compiled
-    operator's cache of its constant operands in kernel layouts, by kernel
-    variant (``None`` for a plain call).
-    """
-
-    operator: Operator
-    version: object
-    arrays: dict
-    attributes: dict
-    output_shape: tuple
-    output_dtype: np.dtype
-    granularity: dict = field(default_factory=dict)
-    packed: dict = None
 
 
 @dataclass

@@ -1,13 +1,17 @@
-"""Checks shared by the convolution and matrix-multiply front ends."""
+"""What the convolution and matrix-multiply front ends share: the output
+slot's description and the requantization's value checks."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from qops.registry import dtypes as _dtypes
+from qops.backends.contract import Call
+from qops.ops import arguments as _args
 from qops.ops.validation import Desc, check_scale_values, fail
 from qops.reference import requantization_multiplier
-from qops.ops import arguments as _args
+from qops.registry import dtypes as _dtypes
+
+__all__ = ["output_desc", "requantization", "finish_requantized"]
 
 
 def output_desc(output_dtype, zero_point_desc, main_desc, shape):
@@ -22,43 +26,43 @@ def output_desc(output_dtype, zero_point_desc, main_desc, shape):
     return Desc(dtype=source.dtype, dtype_text=source.dtype_text, shape=tuple(shape))
 
 
-_SAFE = 1e37  # well under float32's largest value, about 3.4e38
-
-
-def check_multiplier(op, input_scale, weight_scale, output_scale, names):
-    """The requantization multiplier must be finite: a product of scales that
-    overflows float32 would turn a zero sum into NaN."""
-    if input_scale.size == weight_scale.size == output_scale.size == 1:
-        # Positive float32 values: in double the product is exact and the
-        # quotient near it, so far from float32's limit both stay finite.
-        product = input_scale.item() * weight_scale.item()
-        if product < _SAFE and product / output_scale.item() < _SAFE:
-            return
+def requantization(op, arrays, scales):
+    """The value checks of a requantized call, and what they derive: each
+    scale positive and finite, then the multipliers
+    ``float32(float32(in * w) / out)`` (broadcast over the scales' DirectML
+    shapes), which must be finite too: a product of scales that overflows
+    float32 would turn a zero sum into NaN.  ``scales`` names the input,
+    weight and output scale slots, in that order."""
+    for name in scales:
+        check_scale_values(op, name, arrays[name])
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        multiplier = requantization_multiplier(input_scale, weight_scale, output_scale)
+        multiplier = requantization_multiplier(*(arrays[name] for name in scales))
     if not np.all(np.isfinite(multiplier)):
-        fail(op, f"float32({names[0]} * {names[1]}) / {names[2]} overflows float32; "
+        fail(op, f"float32({scales[0]} * {scales[1]}) / {scales[2]} overflows float32; "
                  "choose scales whose requantization multiplier is finite",
-             slot=names[2])
+             slot=scales[2])
+    return multiplier
 
 
 def finish_requantized(op, version, given, descs, attributes, output_shape, granularity, scales,
                        out):
     """The value checks of convolution and matrix multiply (scales, the
-    requantization multiplier, ``out=``) and the validated :class:`Call`.
+    requantization multiplier, ``out=``) and the validated :class:`Call`,
+    carrying the multipliers it computed (``checked``).
 
-    ``scales`` names the input, weight and output scale slots in that order.
+    ``qops.validate`` may mix descriptions and data: what has data is checked.
     """
     output_dtype = _dtypes.to_numpy(descs["output"].dtype)
-    # qops.validate may mix descriptions and data: check whatever has data.
     arrays, complete = _args.arrays_of(given)
-    for name in scales:
-        if arrays[name] is not None:
-            check_scale_values(op, name, arrays[name])
+    multiplier = None
     if all(arrays[name] is not None for name in scales):
-        check_multiplier(op, *(arrays[name] for name in scales), scales)
+        multiplier = requantization(op, arrays, scales)
+    else:
+        for name in scales:
+            if arrays[name] is not None:
+                check_scale_values(op, name, arrays[name])
     if complete:
         _args.check_out(op, out, output_shape, output_dtype, arrays)
-    return _args.Call(operator=op, version=version, arrays=arrays if complete else None,
-                      attributes=attributes, output_shape=tuple(output_shape),
-                      output_dtype=output_dtype, granularity=granularity)
+    return Call(operator=op, version=version, arrays=arrays if complete else None,
+                attributes=attributes, output_shape=tuple(output_shape),
+                output_dtype=output_dtype, granularity=granularity, checked=multiplier)

@@ -14,12 +14,11 @@ import threading
 import numpy as np
 
 from qops import registry
-from qops.threads import resolve_threads
 from qops.errors import ValidationError
+from qops.ops import convolution, matmul
+from qops.ops.plans import FastPath, PlanCache
 from qops.ops.validation import TensorDesc, check_attributes, fail, resolve_version
-from qops.ops import convolution as _convolution
-from qops.ops import matmul as _matmul
-from qops.ops.plans import PlanCache, lean_cache
+from qops.threads import resolve_threads
 
 __all__ = ["compile", "CompiledOperator"]
 
@@ -28,13 +27,10 @@ CONSTANT_SLOTS = {
     "QUANTIZED_LINEAR_CONVOLUTION": ("filter", "filter_scale", "filter_zero_point", "bias"),
     "QUANTIZED_LINEAR_MATRIX_MULTIPLY": ("b", "b_scale", "b_zero_point"),
 }
-_SCALES = {
-    "QUANTIZED_LINEAR_CONVOLUTION": _convolution.SCALES,
-    "QUANTIZED_LINEAR_MATRIX_MULTIPLY": _matmul.SCALES,
-}
-_PREPARE = {
-    "QUANTIZED_LINEAR_CONVOLUTION": _convolution.prepare,
-    "QUANTIZED_LINEAR_MATRIX_MULTIPLY": _matmul.prepare,
+#: Each compilable operator's front end (its prepare, value checks and value slots).
+_FRONT_ENDS = {
+    "QUANTIZED_LINEAR_CONVOLUTION": convolution,
+    "QUANTIZED_LINEAR_MATRIX_MULTIPLY": matmul,
 }
 
 
@@ -72,14 +68,15 @@ class CompiledOperator:
         self._constants = constants
         self._attributes = attributes
         self._packed = PackCache()
-        self._plans = PlanCache(_PREPARE[operator.name], _SCALES[operator.name])
+        front_end = _FRONT_ENDS[operator.name]
+        self._plans = PlanCache(front_end.prepare, front_end.check_values, front_end.VALUE_SLOTS)
         self.runtime_slots = tuple(s.name for s in operator.inputs
                                    if s.name not in CONSTANT_SLOTS[operator.name])
         self._runtime_names = frozenset(self.runtime_slots)
-        # Small matrix multiplies take the lean path (qops.backends.native._lean) once a
-        # call of their signature has been validated.
-        self._lean = lean_cache() if operator.name == "QUANTIZED_LINEAR_MATRIX_MULTIPLY" else None
-        self._lean_constants = tuple(constants.get(name) for name in
+        # The operator's fast path (small matrix multiplies, once a call of
+        # their signature has been validated), learning this operator's own.
+        self._fast = FastPath(operator.name)
+        self._fast_constants = tuple(constants.get(name) for name in
                                      CONSTANT_SLOTS["QUANTIZED_LINEAR_MATRIX_MULTIPLY"])
 
     def __repr__(self):
@@ -101,17 +98,18 @@ class CompiledOperator:
             why = "is bound at compile time" if bound else "is not a slot of this operator"
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)
-        if self._lean is not None:
+        fast = self._fast.get()
+        if fast is not None:
             get = slots.get
-            b, b_scale, b_zero_point = self._lean_constants
-            result = self._lean.run(get("a"), get("a_scale"), get("a_zero_point"), b, b_scale,
-                                    b_zero_point, get("output_scale"), get("output_zero_point"),
-                                    out, n_threads)
+            b, b_scale, b_zero_point = self._fast_constants
+            result = fast.run(get("a"), get("a_scale"), get("a_zero_point"), b, b_scale,
+                              b_zero_point, get("output_scale"), get("output_zero_point"), out,
+                              n_threads)
             if result is not None:
                 return result
         return self._plans.run(slots, self._attributes, self.feature_level, out=out,
                                n_threads=resolve_threads(n_threads), packed=self._packed,
-                               constants=self._constants, lean=self._lean)
+                               constants=self._constants, fast=fast)
 
 
 def compile(name, *, feature_level=None, **constants_and_attributes):
@@ -157,8 +155,8 @@ def compile(name, *, feature_level=None, **constants_and_attributes):
             fail(op, f"{slot.name} is required to compile ({slot.source_name})", slot=slot.name)
     # Validate the constants by validating a call whose other slots are the
     # simplest valid ones: every error left is about the constants or attributes.
-    _PREPARE[op.name](dict(_stand_ins(op, constants, attributes), **constants), dict(attributes),
-                      version)
+    _FRONT_ENDS[op.name].prepare(dict(_stand_ins(op, constants, attributes), **constants),
+                                 dict(attributes), version)
     frozen = {k: np.array(v, copy=True) if isinstance(v, np.ndarray) else v
               for k, v in constants.items()}
     for array in frozen.values():

@@ -1,25 +1,103 @@
-"""QUANTIZED_LINEAR_CONVOLUTION: arguments in, validated :class:`Call` out."""
+"""QUANTIZED_LINEAR_CONVOLUTION: the public function, its validation and its plans."""
 
 from __future__ import annotations
 
-
 from qops import registry
-from qops.ops.validation import check_attributes, check_patterns, check_tensors, fail, plural, resolve_version
-from qops.reference.convolution import output_size
+from qops.backends.contract import Call
 from qops.ops import arguments as _args
-from qops.ops.common import finish_requantized, output_desc
+from qops.ops.common import finish_requantized, output_desc, requantization
+from qops.ops.geometry import check_convolution_geometry, convolution_output_shape
+from qops.ops.plans import PlanCache
+from qops.ops.validation import check_attributes, check_patterns, check_tensors, resolve_version
+from qops.threads import resolve_threads
+
+__all__ = ["quantized_linear_convolution", "prepare", "check_values", "PLANS"]
 
 OPERATOR = registry.get("QUANTIZED_LINEAR_CONVOLUTION")
 
 SLOTS = tuple(slot.name for slot in OPERATOR.inputs)
-#: The largest padded spatial size: DirectML indexes tensors with 32-bit integers.
-INDEX_LIMIT = 2**31 - 1
 SCALES = ("input_scale", "filter_scale", "output_scale")
+#: The slots whose values a call's value work depends on (the plans' value cache key).
+VALUE_SLOTS = ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias",
+               "output_scale", "output_zero_point")
 _ZERO_POINTS = {"input_zero_point": "input", "filter_zero_point": "filter"}
 _PER_CHANNEL_SHORTHAND = ("filter_scale", "filter_zero_point", "bias")
 
 
-def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _args.Call:
+def quantized_linear_convolution(input=None, input_scale=None, input_zero_point=None, filter=None,
+                                 filter_scale=None, filter_zero_point=None, bias=None,
+                                 output_scale=None, output_zero_point=None, *, strides=None,
+                                 dilations=None, start_padding=None, end_padding=None,
+                                 group_count=None, output_dtype=None, feature_level=None, out=None,
+                                 n_threads=None):
+    """DirectML ``QUANTIZED_LINEAR_CONVOLUTION``: 2-D convolution of quantized data.
+
+    Parameters
+    ----------
+    input : ndarray of uint8 or int8, shape (N, C, H, W)
+    input_scale : float or ndarray of float32
+        Per tensor: a number, a 0-d array or shape ``(1, 1, 1, 1)``.
+    input_zero_point : int or ndarray, optional
+        Per tensor, the type of ``input``.
+    filter : ndarray of uint8 or int8, shape (OC, C / group_count, KH, KW)
+    filter_scale : float or ndarray of float32
+        Per tensor, or per output channel: ``(1, OC, 1, 1)`` or a 1-d array of ``OC``.
+    filter_zero_point : int or ndarray, optional
+        Shaped like ``filter_scale``, the type of ``filter``.
+    bias : ndarray of int32, optional
+        ``(1, OC, 1, 1)`` or a 1-d array of ``OC``.
+    output_scale : float or ndarray of float32
+        Per tensor.
+    output_zero_point : int or ndarray, optional
+        Per tensor; its type is the output's.
+    strides, dilations : pair of int, optional
+        Default ``(1, 1)``.
+    start_padding, end_padding : pair of int, optional
+        Zeros (in the real domain) before and after each spatial dimension; default ``(0, 0)``.
+    group_count : int, optional
+        Default 1; the input channel count gives a depthwise convolution.
+    output_dtype : dtype-like, optional
+        The output type when there is no output zero point (default: the input's).
+    feature_level : str, tuple or FeatureLevel, optional
+        Validate against this DirectML feature level (default: the newest).
+    out : ndarray, optional
+        A C-contiguous array of the output's shape and type to write into.
+    n_threads : int, optional
+        Threads for this call (default: :func:`qops.get_num_threads`).
+
+    Returns
+    -------
+    ndarray of shape (N, OC, OH, OW)
+        ``saturate(round_half_even(float32(acc) * m) + output_zero_point)`` where
+        ``acc`` is the exact sum of ``(input - input_zero_point) * (filter -
+        filter_zero_point)`` over each window plus ``bias`` and
+        ``m = float32(float32(input_scale * filter_scale) / output_scale)``.
+
+    Raises
+    ------
+    qops.ValidationError
+        For any argument the feature level does not accept; nothing is written.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> image = np.arange(16, dtype=np.uint8).reshape(1, 1, 4, 4)
+    >>> box = np.ones((1, 1, 2, 2), np.int8)
+    >>> quantized_linear_convolution(input=image, input_scale=1.0, filter=box, filter_scale=1.0,
+    ...                              output_scale=4.0, strides=(2, 2))
+    array([[[[ 2,  4],
+             [10, 12]]]], dtype=uint8)
+    """
+    slots = dict(input=input, input_scale=input_scale, input_zero_point=input_zero_point,
+                 filter=filter, filter_scale=filter_scale, filter_zero_point=filter_zero_point,
+                 bias=bias, output_scale=output_scale, output_zero_point=output_zero_point)
+    attributes = dict(strides=strides, dilations=dilations, start_padding=start_padding,
+                      end_padding=end_padding, group_count=group_count, output_dtype=output_dtype)
+    return PLANS.run(slots, attributes, feature_level, out=out,
+                     n_threads=resolve_threads(n_threads))
+
+
+def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> Call:
     """Normalize and validate a convolution call; raise before anything runs."""
     op = OPERATOR
     version = resolve_version(op, feature_level)
@@ -51,13 +129,13 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
 
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
     geometry_known = all(descs[n] is not None and descs[n].ndim == 4 for n in ("input", "filter"))
-    output_shape = _output_shape(descs, attributes) if geometry_known else ()
+    output_shape = convolution_output_shape(descs, attributes) if geometry_known else ()
     descs["output"] = output_desc(attributes["output_dtype"], descs["output_zero_point"],
                                   descs["input"], output_shape)
     if descs["output"] is None:
         del descs["output"]
     check_tensors(op, version, descs)
-    _check_geometry(op, descs, attributes, output_shape)
+    check_convolution_geometry(op, descs, attributes, output_shape)
     symbols = {"OutputChannelCount": descs["filter"].shape[0]}
     granularity = check_patterns(
         op, version, descs, symbols,
@@ -68,43 +146,11 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
                               SCALES, out)
 
 
-def _output_shape(descs, attributes):
-    batch, _, height, width = descs["input"].shape
-    out_channels, _, kernel_h, kernel_w = descs["filter"].shape
-    sizes = []
-    for axis, (size, kernel) in enumerate(((height, kernel_h), (width, kernel_w))):
-        sizes.append(output_size(size, kernel, attributes["strides"][axis],
-                                 attributes["dilations"][axis],
-                                 attributes["start_padding"][axis], attributes["end_padding"][axis]))
-    return (batch, out_channels, sizes[0], sizes[1])
+def check_values(template, arrays):
+    """A planned call's value checks: scales and their multipliers."""
+    return requantization(template.operator, arrays, SCALES)
 
 
-def _check_geometry(op, descs, attributes, output_shape):
-    """Channel counts against the group count, and a non-empty output window."""
-    _, channels, height, width = descs["input"].shape
-    out_channels, group_channels, kernel_h, kernel_w = descs["filter"].shape
-    groups = attributes["group_count"]
-    if channels != group_channels * groups:
-        fail(op, f"input has {plural(channels, 'channel')} but filter {descs['filter'].shape_text()} "
-                 f"takes {group_channels} per group; with group_count {groups} the input needs "
-                 f"{group_channels * groups}", slot="filter", given=channels)
-    if out_channels % groups:
-        fail(op, f"filter has {out_channels} output channels, which group_count {groups} does not "
-                 "divide", slot="group_count", given=groups)
-    for axis, (dimension, size, kernel) in enumerate(
-            (("height", height, kernel_h), ("width", width, kernel_w))):
-        padded = size + attributes["start_padding"][axis] + attributes["end_padding"][axis]
-        if padded > INDEX_LIMIT:
-            fail(op, f"the padded input {dimension} is {padded}; spatial sizes with their padding "
-                     f"must stay within 2**31 - 1 (32-bit indexing)", slot="end_padding",
-                 given=padded, allowed=INDEX_LIMIT)
-        if kernel < 1:
-            fail(op, f"filter {dimension} is 0; a filter needs at least one element per dimension",
-                 slot="filter", given=descs["filter"].shape)
-        if output_shape[2 + axis] < 1:
-            dilated = attributes["dilations"][axis] * (kernel - 1) + 1
-            padded = size + attributes["start_padding"][axis] + attributes["end_padding"][axis]
-            fail(op, f"the output {dimension} would be {output_shape[2 + axis]}: the padded input "
-                     f"{dimension} {padded} is smaller than the dilated filter {dimension} {dilated}",
-                 slot="input", given=descs["input"].shape)
-
+#: Validated signatures of the plain function: a call like an earlier one
+#: checks only its values.
+PLANS = PlanCache(prepare, check_values, VALUE_SLOTS)

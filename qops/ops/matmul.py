@@ -1,18 +1,80 @@
-"""QUANTIZED_LINEAR_MATRIX_MULTIPLY: arguments in, validated :class:`Call` out."""
+"""QUANTIZED_LINEAR_MATRIX_MULTIPLY: the public function, its validation and its plans."""
 
 from __future__ import annotations
 
 from qops import registry
-from qops.ops.validation import check_attributes, check_patterns, check_tensors, fail, resolve_version, shape_text
-from qops.registry.schema import ConstraintKind
+from qops.backends.contract import Call
 from qops.ops import arguments as _args
-from qops.ops.common import finish_requantized, output_desc
+from qops.ops.common import finish_requantized, output_desc, requantization
+from qops.ops.geometry import matmul_output_shape
+from qops.ops.plans import FastPath, PlanCache
+from qops.ops.validation import check_attributes, check_patterns, check_tensors, resolve_version
+from qops.registry.schema import ConstraintKind
+from qops.threads import resolve_threads
+
+__all__ = ["quantized_linear_matrix_multiply", "prepare", "check_values", "PLANS", "FAST"]
 
 OPERATOR = registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY")
 
 SLOTS = tuple(slot.name for slot in OPERATOR.inputs)
 SCALES = ("a_scale", "b_scale", "output_scale")
+#: The slots whose values a call's value work depends on (the plans' value cache key).
+VALUE_SLOTS = ("a_scale", "a_zero_point", "b_scale", "b_zero_point", "output_scale",
+               "output_zero_point")
 _ZERO_POINTS = {"a_zero_point": "a", "b_zero_point": "b"}
+
+
+def quantized_linear_matrix_multiply(a=None, a_scale=None, a_zero_point=None, b=None, b_scale=None,
+                                     b_zero_point=None, output_scale=None, output_zero_point=None, *,
+                                     output_dtype=None, feature_level=None, out=None, n_threads=None):
+    """DirectML ``QUANTIZED_LINEAR_MATRIX_MULTIPLY``: batched matrix multiply of quantized data.
+
+    Parameters
+    ----------
+    a : ndarray of uint8 or int8, shape (..., M, K)
+        4 dimensions at feature level 2_1, 2 to 4 from 4_0.
+    a_scale, a_zero_point : number or ndarray
+        Per tensor or per row of A: ``(1, 1, M, 1)`` (trailing dimensions of it
+        at lower ranks).
+    b : ndarray of uint8 or int8, shape (..., K, N)
+        The same number of dimensions as ``a``; batch dimensions of size 1 broadcast.
+    b_scale, b_zero_point : number or ndarray
+        Per tensor or per column of B: ``(1, 1, 1, N)``.
+    output_scale, output_zero_point : number or ndarray
+        Per tensor or per row of the output: ``(1, 1, M, 1)``.  The zero
+        point's type is the output's.
+    output_dtype : dtype-like, optional
+        The output type when there is no output zero point (default: A's).
+    feature_level, out, n_threads
+        As for :func:`quantized_linear_convolution`.
+
+    Returns
+    -------
+    ndarray of shape (..., M, N)
+        Requantized exactly as for the convolution, with
+        ``m = float32(float32(a_scale * b_scale) / output_scale)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = np.array([[1, 2], [3, 4]], np.uint8)
+    >>> b = np.array([[1, -1], [1, 1]], np.int8)
+    >>> quantized_linear_matrix_multiply(a=a, a_scale=1.0, b=b, b_scale=1.0, output_scale=1.0,
+    ...                                  output_dtype=np.int8)
+    array([[3, 1],
+           [7, 1]], dtype=int8)
+    """
+    fast = FAST.get() if output_dtype is None and feature_level is None else None
+    if fast is not None:
+        result = fast.run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+                          output_zero_point, out, n_threads)
+        if result is not None:
+            return result
+    slots = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, b=b, b_scale=b_scale,
+                 b_zero_point=b_zero_point, output_scale=output_scale,
+                 output_zero_point=output_zero_point)
+    return PLANS.run(slots, dict(output_dtype=output_dtype), feature_level, out=out,
+                     n_threads=resolve_threads(n_threads), fast=fast)
 
 
 def _parameter_group(version):
@@ -21,7 +83,7 @@ def _parameter_group(version):
                 if c.kind is ConstraintKind.SAME_DIMENSION_COUNT and "a_scale" in c.slots)
 
 
-def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _args.Call:
+def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> Call:
     """Normalize and validate a matrix-multiply call; raise before anything runs."""
     op = OPERATOR
     version = resolve_version(op, feature_level)
@@ -51,13 +113,13 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
             given[name] = _args.expand(item, (1,) * rank, _args.shorthand_note(item))
 
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
-    output_shape = _output_shape(op, descs)
+    output_shape = matmul_output_shape(op, descs)
     descs["output"] = output_desc(attributes["output_dtype"], descs["output_zero_point"],
                                   descs["a"], output_shape or (descs["a"].shape if descs["a"] else ()))
     if descs["output"] is None:
         del descs["output"]
     check_tensors(op, version, descs)
-    output_shape = _output_shape(op, descs, strict=True)
+    output_shape = matmul_output_shape(op, descs, strict=True)
     symbols = {"M": descs["a"].shape[-2], "N": descs["b"].shape[-1]}
     granularity = check_patterns(op, version, descs, symbols, group)
 
@@ -65,31 +127,12 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> _
                               SCALES, out)
 
 
-def _output_shape(op, descs, strict=False):
-    """``(*broadcast batch, M, N)``.
+def check_values(template, arrays):
+    """A planned call's value checks: scales and their multipliers."""
+    return requantization(template.operator, arrays, SCALES)
 
-    Before the dimension checks (``strict`` false) it answers ``None`` for
-    shapes that do not fit, so those checks report first; after them, an
-    error.
-    """
-    a, b = descs["a"], descs["b"]
-    if a is None or b is None or a.ndim < 2 or b.ndim < 2 or a.ndim != b.ndim:
-        if strict:
-            fail(op, f"a {shape_text(a.shape)} and b {shape_text(b.shape)} are not matrices of one rank")
-        return None
-    if not strict:
-        broadcastable = all(l == r or 1 in (l, r) for l, r in zip(a.shape[:-2], b.shape[:-2]))
-        if a.shape[-1] != b.shape[-2] or not broadcastable:
-            return None
-    if a.shape[-1] != b.shape[-2]:
-        fail(op, f"a has shape {shape_text(a.shape)} and b {shape_text(b.shape)}: a has K = "
-                 f"{a.shape[-1]} columns but b has {b.shape[-2]} rows", slot="b",
-             given=b.shape, allowed=a.shape[-1])
-    batch = []
-    for axis, (left, right) in enumerate(zip(a.shape[:-2], b.shape[:-2])):
-        if left != right and 1 not in (left, right):
-            fail(op, f"a {shape_text(a.shape)} and b {shape_text(b.shape)} differ in batch dimension "
-                     f"{axis} ({left} and {right}); only a size of 1 broadcasts", slot="b",
-                 given=b.shape)
-        batch.append(max(left, right) if min(left, right) else 0)
-    return tuple(batch) + (a.shape[-2], b.shape[-1])
+
+#: Validated signatures of the plain function, and its fast path (small
+#: products of the signatures validated before: see qops.backends.native._lean).
+PLANS = PlanCache(prepare, check_values, VALUE_SLOTS)
+FAST = FastPath(OPERATOR.name)

@@ -20,21 +20,16 @@ from qops.errors import DTypeValidationError, ValidationError
 
 __all__ = ["pack_4bit", "unpack_4bit", "Packed4Bit"]
 
-FOUR_BIT_TYPES = ("INT4", "UINT4", "FLOAT4E2M1")
-
-
 def _nibble_of_byte(name):
     """The 4-bit code of the value ml_dtypes reads from each byte of an
-    unpacked array.  An array made by viewing bytes may hold any byte, and
-    ml_dtypes gives each a value (a float4 takes its sign from any of the
-    four high bits: 0x12 is -1.0); converting that value back gives its code."""
+    unpacked array: an array made by viewing bytes may hold any byte, and
+    converting its value back gives the code."""
     dtype = _dtypes.to_numpy(name)
-    values = np.arange(256, dtype=np.uint8).view(dtype).astype(np.float32)
-    return values.astype(dtype).view(np.uint8) & np.uint8(0x0F)
+    return _dtypes.byte_values(name).astype(dtype).view(np.uint8) & np.uint8(0x0F)
 
 
 _NIBBLE_OF_BYTE = {np.dtype(_dtypes.to_numpy(name)): _nibble_of_byte(name)
-                   for name in FOUR_BIT_TYPES}
+                   for name in _dtypes.FOUR_BIT}
 
 
 def _four_bit_dtype(dtype, where):
@@ -42,7 +37,7 @@ def _four_bit_dtype(dtype, where):
         name = _dtypes.parse_dtype(dtype)
     except ValueError as error:
         raise DTypeValidationError(f"{where}: {error}", given=str(dtype)) from None
-    if name not in FOUR_BIT_TYPES:
+    if name not in _dtypes.FOUR_BIT:
         raise DTypeValidationError(
             f"{where}: dtype {_dtypes.label(_dtypes.to_numpy(name))} is not a 4-bit type; "
             "int4, uint4 and float4e2m1 are", given=_dtypes.label(_dtypes.to_numpy(name)))

@@ -1,13 +1,24 @@
 """Plans: what validating a call concluded, kept for the next call like it.
 
-Everything validation checks except scale values and ``out=`` depends only
-on the call's signature: the operator, the feature level, each slot's
-dtype and shape (or absence), the attributes.  A :class:`Plan` records, for
-one signature, the validated call's layout and the implementation prepared
-for it; a later call with the same signature checks only the values (scales
-and their requantization multiplier, ``out=``) and runs.  A call whose
-signature cannot be told without looking at values (Python integers, lists,
-unhashable attributes) takes the full path.
+Everything validation checks except values (scales, zero points that must
+be 0, finite inputs) and ``out=`` depends only on the call's signature: the
+operator, the feature level or opset, each slot's dtype and shape (or
+absence), the attributes.  A :class:`Plan` records, for one signature, the
+validated call's layout and the implementation prepared for it
+(:class:`~qops.backends.dispatch.Prepared`).  A later call with the same
+signature converts its arguments to that layout, does its value work and
+runs.
+
+The value work is done once per distinct set of values: the plan's value
+cache, keyed by the bytes of the value slots (scales, zero points, bias),
+holds what the checks derived (the requantization multipliers) turned into
+what the kernels read (the implementation's ``derive``).  Scales rarely
+change between calls, so a warm call usually does no value work at all.  A
+cold call hands the arrays its validation made, and what its checks
+derived, straight to the plan.
+
+A call whose signature cannot be told without looking at values (Python
+integers, lists, unhashable attributes) takes the full path every time.
 """
 
 from __future__ import annotations
@@ -17,92 +28,91 @@ import threading
 
 import numpy as np
 
-from qops.backends import dispatch as _dispatch
+from qops.backends import dispatch
+from qops.ops.arguments import check_out
 from qops.ops.packing import Packed4Bit
-from qops.registry import FeatureLevel
-from qops.ops import arguments as _args
-from qops.ops.common import check_multiplier, check_scale_values
+from qops.registry import FeatureLevel, Opset
+
+__all__ = ["CAPACITY", "VALUE_CAPACITY", "VALUE_KEY_LIMIT", "FastPath", "Plan", "PlanCache",
+           "signature"]
 
 #: Plans kept per cache; an overflowing cache starts again.
 CAPACITY = 256
+#: Sets of values kept per plan, and the largest value slot (in elements)
+#: that is keyed by its bytes; a larger one is checked and derived each call.
+VALUE_CAPACITY = 16
+VALUE_KEY_LIMIT = 4096
 
 
-def lean_cache():
-    """A new cache of lean matrix-multiply signatures, or ``None`` when the
-    compiled lean path is not built."""
-    try:
-        from qops.backends.native._lean import LeanCache
-    except ImportError:
-        return None
-    return LeanCache()
+_ARRAY_TYPES = (np.ndarray, np.generic)
+_PLAIN = (int, str)
+_VERSIONS = (FeatureLevel, Opset)
+_INTS = {int}
 
 
-def _lean_plan(slots, call):
-    """The lean path's plan for a validated matrix multiply, when it runs one."""
-    if call.operator.name != "QUANTIZED_LINEAR_MATRIX_MULTIPLY":
-        return None
-    from qops.backends.native import _lean
+def signature(slots, attributes, version):
+    """A hashable key of a call's signature, or ``None`` when the call must
+    take the full path (a value whose validation cannot be told from its
+    type: a Python int zero point, a list of scales, an unusual attribute).
 
-    return _lean.lean_plan(slots, call)
-
-class _Unkeyable(Exception):
-    """A value whose validation cannot be told from its type alone."""
-
-
-def _slot_signature(value):
-    kind = type(value)
-    if kind is np.ndarray or isinstance(value, np.generic):
-        return value.dtype, value.shape
-    if value is None:
-        return None
-    if kind is float:
-        # A float only ever passes as a scale, whose value is checked per call.
-        return float
-    raise _Unkeyable
-
-
-def _attribute_signature(value):
-    if value is None or type(value) in (int, str):
-        return value
-    if type(value) is bool:  # kept apart from the integers 0 and 1
-        return (bool, value)
-    if type(value) in (tuple, list) and all(type(item) is int for item in value):
-        return tuple(value)
-    if isinstance(value, FeatureLevel):
-        return value
-    if isinstance(value, (type, np.dtype)):
-        return np.dtype(value)
-    raise _Unkeyable
-
-
-def signature(slots, attributes, feature_level):
-    """A hashable key, or ``None`` when the call must take the full path."""
-    try:
-        return (_attribute_signature(feature_level), *map(_slot_signature, slots.values()),
-                *map(_attribute_signature, attributes.values()))
-    except (_Unkeyable, TypeError):
-        return None
+    Every call computes it, so it is one function of plain loops: arrays and
+    NumPy scalars key by (dtype, shape), a Python float (a scale: its value
+    is checked per call) by its type, the version and attributes by value.
+    """
+    key = []
+    for value in slots.values():
+        if isinstance(value, _ARRAY_TYPES):
+            key.append((value.dtype, value.shape))
+        elif value is None:
+            key.append(None)
+        elif type(value) is float:
+            key.append(float)
+        elif type(value) is Packed4Bit:
+            key.append((Packed4Bit, value.dtype, value.shape))
+        else:
+            return None
+    for value in (version, *attributes.values()):
+        kind = type(value)
+        if value is None or kind in _PLAIN:
+            key.append(value)
+        elif kind is bool:  # kept apart from the integers 0 and 1
+            key.append((bool, value))
+        elif kind in (tuple, list) and set(map(type, value)) <= _INTS:
+            key.append(tuple(value))
+        elif isinstance(value, _VERSIONS):
+            key.append(value)
+        elif isinstance(value, (type, np.dtype)):
+            try:
+                key.append(np.dtype(value))
+            except TypeError:
+                return None
+        else:
+            return None
+    return tuple(key)
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """One validated signature: each slot's array layout, the scale slots to
-    check per call, and the prepared implementation.  ``check_values``, when
-    given, replaces the scale and multiplier checks: it is called with the
-    template and the call's arrays and checks every value that can fail."""
+    """One validated signature.
 
-    template: _args.Call
-    layout: tuple     # (slot, dtype, shape) for every slot, shape None when absent
-    scales: tuple
-    run: object       # run(call, out, n_threads)
-    lean: object = None  # the lean path's form of this signature, if it has one
-    # The scale values last found valid (their bytes): the same values pass
-    # again without the checks, which cost more than the comparison when a
-    # scale is per channel.  One entry, replaced whole: safe across threads.
-    passed: list = dataclasses.field(default_factory=lambda: [None], compare=False)
-    check_values: object = None
+    ``template`` is its call without data; ``layout`` each slot's (name,
+    dtype, shape), shape ``None`` when absent; ``prepared`` the chosen
+    implementation; ``check(template, arrays)`` the value checks, returning
+    what they derived; ``value_slots`` the slots the value cache is keyed
+    by (``None``: values are never reused, as when they depend on the data);
+    ``fast_form`` the signature as the operator's fast path learns it.
+    """
 
-    def __call__(self, slots, out, n_threads, packed=None):
+    template: dispatch.Call
+    layout: tuple
+    prepared: dispatch.Prepared
+    check: object = None
+    value_slots: tuple = ()
+    fast_form: object = None
+    values: dict = dataclasses.field(default_factory=dict, compare=False)
+
+    def arrays_of(self, slots):
+        """The call's slots in the validated layout."""
         arrays = {}
         for name, dtype, shape in self.layout:
             if shape is None:
@@ -114,75 +124,134 @@ class Plan:
                 continue
             value = np.asarray(value, dtype)
             arrays[name] = value if value.shape == shape else value.reshape(shape)
-        operator = self.template.operator
-        if self.check_values is not None:
-            self.check_values(self.template, arrays)
-        else:
-            scale_bytes = tuple(arrays[name].tobytes() for name in self.scales)
-            if scale_bytes != self.passed[0]:
-                for name in self.scales:
-                    check_scale_values(operator, name, arrays[name])
-                check_multiplier(operator, *(arrays[name] for name in self.scales), self.scales)
-                self.passed[0] = scale_bytes
+        return arrays
+
+    def _key(self, arrays):
+        if self.value_slots is None:
+            return None
+        key = []
+        for name in self.value_slots:
+            value = arrays.get(name)
+            if value is None:
+                key.append(None)
+            elif value.size <= VALUE_KEY_LIMIT:
+                key.append(value.tobytes())
+            else:
+                return None
+        return tuple(key)
+
+    def _values(self, arrays, checked=None, *, check):
+        """``(checked, values)`` for these arrays, from the value cache when
+        the same values were worked on before."""
+        key = self._key(arrays)
+        found = self.values.get(key) if key is not None else None
+        if found is not None:
+            return found
+        if check and self.check is not None:
+            checked = self.check(self.template, arrays)
+        derive = self.prepared.derive
+        found = (checked, derive(arrays, checked) if derive is not None else None)
+        if key is not None:
+            if len(self.values) >= VALUE_CAPACITY:
+                self.values.clear()
+            self.values[key] = found
+        return found
+
+    def run(self, arrays, out, n_threads, packed=None, *, checked=None, validated=False,
+            with_checked=False):
+        """Run on ``arrays`` in the layout; ``validated``: the arrays' values
+        and ``out`` were checked by the caller (a cold call), and ``checked``
+        is what those checks derived.  Returns the output, and with
+        ``with_checked`` what the checks derived too."""
+        checked, values = self._values(arrays, checked, check=not validated)
         template = self.template
-        call = _args.Call(operator, template.version, arrays, template.attributes,
-                          template.output_shape, template.output_dtype, template.granularity,
-                          packed)
+        call = dispatch.Call(template.operator, template.version, arrays, template.attributes,
+                             template.output_shape, template.output_dtype,
+                             template.granularity, packed, checked, values)
         if out is None:
             out = np.empty(call.output_shape, call.output_dtype)
-        else:
-            _args.check_out(operator, out, call.output_shape, call.output_dtype, arrays)
-        self.run(call, out, n_threads)
-        return out
+        elif not validated:
+            check_out(template.operator, out, call.output_shape, call.output_dtype, arrays)
+        self.prepared.run(call, out, n_threads)
+        return (out, checked) if with_checked else out
+
+    def __call__(self, slots, out, n_threads, packed=None, with_checked=False):
+        return self.run(self.arrays_of(slots), out, n_threads, packed, with_checked=with_checked)
 
 
 class PlanCache:
-    """Plans by signature, for one operator (and one compiled operator's constants)."""
+    """Plans by signature, for one operator (and one compiled operator's constants).
 
-    def __init__(self, prepare, scales, check_values=None):
+    ``prepare(slots, attributes, version, out=)`` validates a call fully and
+    returns its :class:`~qops.backends.dispatch.Call`; ``check`` and
+    ``value_slots`` are the plan's (see :class:`Plan`).
+    """
+
+    def __init__(self, prepare, check=None, value_slots=()):
         self._prepare = prepare
-        self._scales = scales
-        self._check_values = check_values
+        self._check = check
+        self._value_slots = value_slots
         self._plans = {}
         self._lock = threading.Lock()
 
-    def run(self, slots, attributes, feature_level, *, out, n_threads, packed=None,
-            constants=None, lean=None):
+    def run(self, slots, attributes, version, *, out, n_threads, packed=None, constants=None,
+            fast=None, with_checked=False):
         """Validate (fully the first time a signature is seen) and run.
 
         ``constants`` are slots fixed for this cache (a compiled operator's);
         they are validated with the first call and not part of the key.
-        ``lean`` (a :class:`qops.backends.native._lean.LeanCache`) learns the signatures
-        its path can run, so that later calls like this one take it.
+        ``fast`` (the operator's fast path) learns the signatures it can
+        take, so that later calls like this one take it.  ``with_checked``:
+        return what the value checks derived beside the output.
         """
-        key = signature(slots, attributes, feature_level)
+        key = signature(slots, attributes, version)
         plan = self._plans.get(key) if key is not None else None
         every_slot = dict(slots, **constants) if constants else slots
         if plan is None:
-            call = self._prepare(every_slot, dict(attributes), feature_level, out=out)
-            call.packed = packed
-            plan = self._plan(call, every_slot if lean is not None and key is not None else None)
+            call = self._prepare(every_slot, dict(attributes), version, out=out)
+            plan = self._plan(call, every_slot, fast if key is not None else None)
             if key is not None:
                 with self._lock:
                     if len(self._plans) >= CAPACITY:
                         self._plans.clear()
                     self._plans[key] = plan
-        result = plan(every_slot, out, n_threads, packed)
-        if lean is not None and plan.lean is not None:
-            lean.add(plan.lean)  # after a successful run: only calls that pass are learnt
+            result = plan.run(call.arrays, out, n_threads, packed, checked=call.checked,
+                              validated=True, with_checked=with_checked)
+        else:
+            result = plan(every_slot, out, n_threads, packed, with_checked=with_checked)
+        if fast is not None and plan.fast_form is not None:
+            fast.learn(plan.fast_form)  # after a successful run: only calls that pass
         return result
 
-    def _plan(self, call, slots=None):
+    def _plan(self, call, slots, fast):
         layout = tuple((name, None if array is None else array.dtype,
                         None if array is None else array.shape)
                        for name, array in call.arrays.items())
-        template = dataclasses.replace(call, arrays=None, packed=None)
-        return Plan(template=template, layout=layout, scales=self._scales,
-                    run=_dispatch.prepare(call), check_values=self._check_values,
-                    lean=None if slots is None else _lean_plan(slots, call))
+        template = dataclasses.replace(call, arrays=None, packed=None, checked=None, values=None)
+        return Plan(template=template, layout=layout, prepared=dispatch.prepare(call),
+                    check=self._check, value_slots=self._value_slots,
+                    fast_form=fast.form(slots, call) if fast is not None else None)
 
     def clear(self):
         self._plans.clear()
 
     def __len__(self):
         return len(self._plans)
+
+
+class FastPath:
+    """One caller's fast path of an operator (:func:`qops.backends.dispatch.fast_path`),
+    made on first use, so that importing qops loads nothing compiled, and
+    made again when an implementation is switched on or off.  :meth:`get`
+    is ``None`` when no enabled implementation of the operator has one."""
+
+    def __init__(self, operator):
+        self._operator = operator
+        self._made = (None, None)  # (dispatch generation, fast path)
+
+    def get(self):
+        generation, path = self._made
+        if generation != dispatch.generation():
+            path = dispatch.fast_path(self._operator)
+            self._made = (dispatch.generation(), path)
+        return path

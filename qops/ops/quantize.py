@@ -1,4 +1,5 @@
-"""ONNX QuantizeLinear / DequantizeLinear: arguments in, validated :class:`Call` out."""
+"""ONNX QuantizeLinear and DequantizeLinear: the public functions, their validation
+and their plans."""
 
 from __future__ import annotations
 
@@ -10,7 +11,13 @@ from qops.registry import dtypes as _dtypes
 from qops import registry
 from qops.errors import UnsupportedError
 from qops.ops.validation import Desc, check_attributes, check_scale_values, check_tensors, fail, plural, resolve_version, shape_text
+from qops.backends.contract import Call
 from qops.ops import arguments as _args
+from qops.ops.plans import FastPath, PlanCache
+from qops.threads import resolve_threads
+
+__all__ = ["dequantize_linear", "quantize_linear", "prepare_dequantize", "prepare_quantize",
+           "recheck_values"]
 
 DEQUANTIZE = registry.get("DequantizeLinear")
 QUANTIZE = registry.get("QuantizeLinear")
@@ -19,7 +26,120 @@ QUANTIZE = registry.get("QuantizeLinear")
 _FLOAT_SCALES = registry.onnx.FLOAT_TYPES[max(registry.onnx.OPSETS)]
 
 
-def prepare_dequantize(slots: dict, attributes: dict, opset=None, *, out=None) -> _args.Call:
+def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, opset=None, out=None,
+                      n_threads=None):
+    """ONNX ``DequantizeLinear``: ``y = (x - x_zero_point) * x_scale``.
+
+    Parameters
+    ----------
+    x : ndarray or Packed4Bit
+        int8, uint8, int32 (from opset 10), float8 (19), int16, uint16, int4,
+        uint4 (21) or float4e2m1 (23); the narrow types as ml_dtypes arrays,
+        or the 4-bit types packed two to a byte as ONNX stores them
+        (:class:`qops.Packed4Bit`, read in place without an unpacked copy).
+    x_scale : number or ndarray of float32, float16 or bfloat16
+        A scalar (per tensor), a 1-d array of ``x.shape[axis]`` (per axis,
+        from opset 13) or an array of x's rank with
+        ``ceil(x.shape[axis] / block_size)`` along ``axis`` (blocked, from 21).
+        Its type is the output's.
+    x_zero_point : number or ndarray, optional
+        Same shape as ``x_scale``, same type as ``x``; must be 0 for int32,
+        float8 and float4.
+    axis : int, default 1
+        Negative values count from the back.
+    block_size : int, default 0
+    opset : int, optional
+        Validate against this ONNX opset (default 23).
+    out, n_threads
+        As for :func:`quantized_linear_convolution`.
+
+    Returns
+    -------
+    ndarray of x's shape and x_scale's type
+        Computed in float32 and rounded once to the scale's type.
+
+    Notes
+    -----
+    Every value of every type has a defined result: float8 NaN gives NaN
+    and float8 infinity (e5m2) infinity, scaled; float4e2m1 has neither.
+    A product beyond a float16 output's range is infinity.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> dequantize_linear(np.array([0, 128, 255], np.uint8), 0.5, np.uint8(128))
+    array([-64. ,   0. ,  63.5], dtype=float32)
+    """
+    slots = dict(x=x, x_scale=x_scale, x_zero_point=x_zero_point)
+    return DEQUANTIZE_PLANS.run(slots, dict(axis=axis, block_size=block_size), opset, out=out,
+                                n_threads=resolve_threads(n_threads))
+
+
+def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,
+                    output_dtype=None, precision=None, opset=None, out=None, n_threads=None):
+    """ONNX ``QuantizeLinear``: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``.
+
+    Parameters
+    ----------
+    x : ndarray of float32, float16 or bfloat16
+    y_scale : number or ndarray
+        Per tensor, per axis or blocked, as for :func:`dequantize_linear`.
+    y_zero_point : number or ndarray, optional
+        Same shape as ``y_scale``; its type is the output's.
+    axis, block_size
+        As for :func:`dequantize_linear`.
+    saturate : bool, default True
+        float8 outputs: clamp to the largest finite value instead of
+        producing infinity or NaN (from opset 19).
+    output_dtype : dtype-like, optional
+        The output type when there is no zero point (from opset 21; default uint8).
+    precision : dtype-like, optional
+        The float type of the division (from opset 23; default: the common
+        type of ``x`` and ``y_scale``).
+    opset, out, n_threads
+        As for :func:`dequantize_linear`.
+
+    Returns
+    -------
+    ndarray of x's shape
+        Of the zero point's type, else ``output_dtype``, else uint8.
+
+    Notes
+    -----
+    Integer outputs saturate: values beyond the type's range (infinities
+    included) give its minimum or maximum, and NaN gives the zero point;
+    int4 and uint4 never wrap around.  float8 outputs: NaN stays NaN (the
+    fnuz types' one NaN); with ``saturate`` (the default) every other value
+    beyond the largest finite one (448 for e4m3fn, 240 for e4m3fnuz, 57344
+    for the e5m2 types), infinities included, gives that value with its
+    sign; without it, e5m2 overflows to infinity and the others to NaN.
+    float4e2m1 has no infinity or NaN: out of range gives +-6, and NaN gives
+    a zero (-0 for a positive NaN, as ml_dtypes converts).  All of this is
+    what ``onnx.reference`` computes.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> quantize_linear(np.array([-1.0, 0.25, 0.75, 100.0], np.float32), 0.5, np.int8(0))
+    array([ -2,   0,   2, 127], dtype=int8)
+    """
+    if (type(axis) is int and axis == 1 and type(block_size) is int and block_size == 0
+            and (saturate is True or saturate is False) and output_dtype is None
+            and precision is None and opset is None):
+        fast = QUANTIZE_FAST.get()
+        if fast is not None:
+            result = fast.run(x, y_scale, y_zero_point, out,
+                              resolve_threads() if n_threads is None else n_threads)
+            if result is not None:
+                return result
+    slots = dict(x=x, y_scale=y_scale, y_zero_point=y_zero_point)
+    attributes = dict(axis=axis, block_size=block_size, saturate=saturate,
+                      output_dtype=output_dtype, precision=precision)
+    return QUANTIZE_PLANS.run(slots, attributes, opset, out=out,
+                              n_threads=resolve_threads(n_threads))
+
+
+def prepare_dequantize(slots: dict, attributes: dict, opset=None, *, out=None) -> Call:
     """Normalize and validate a DequantizeLinear call."""
     op = DEQUANTIZE
     version = resolve_version(op, opset=opset)
@@ -37,7 +157,7 @@ def prepare_dequantize(slots: dict, attributes: dict, opset=None, *, out=None) -
                    descs["y"], out)
 
 
-def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> _args.Call:
+def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> Call:
     """Normalize and validate a QuantizeLinear call."""
     op = QUANTIZE
     version = resolve_version(op, opset=opset)
@@ -85,7 +205,7 @@ def _finish(op, version, given, descs, attributes, scale_name, zero_point_name, 
         _args.check_out(op, out, output.shape, _dtypes.to_numpy(output.dtype), arrays)
     else:
         arrays = None
-    return _args.Call(
+    return Call(
         operator=op, version=version, arrays=arrays, attributes=attributes,
         output_shape=tuple(output.shape), output_dtype=_dtypes.to_numpy(output.dtype),
         granularity={scale_name: granularity})
@@ -166,3 +286,10 @@ def _check_zero_point(op, name, zero_point, quantized_type):
         if np.any(values != 0):
             fail(op, f"{name} must be 0 for {_dtypes.label(_dtypes.to_numpy(quantized_type))}; "
                      "ONNX defines no other zero point for it", slot=name)
+
+
+#: Validated signatures of the plain functions; the per-tensor quantize fast
+#: path (float32 to int8 / uint8 at the defaults: qops.backends.native._lean).
+DEQUANTIZE_PLANS = PlanCache(prepare_dequantize, recheck_values, ("x_scale", "x_zero_point"))
+QUANTIZE_PLANS = PlanCache(prepare_quantize, recheck_values, ("y_scale", "y_zero_point"))
+QUANTIZE_FAST = FastPath("QuantizeLinear")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qops.registry import dtypes as _dtypes
+from qops.errors import fail  # noqa: F401 - the operator-prefixed error, re-exported
 from qops.errors import DTypeUnsupportedError, DTypeValidationError, UnsupportedError, ValidationError
 from qops.registry import NEWEST_FEATURE_LEVEL, NEWEST_OPSET
 from qops.registry.schema import ConstraintKind, FeatureLevel, Operator, Opset, SlotKind, dtype_label
@@ -95,11 +96,6 @@ def shape_text(shape):
 
 def plural(count, word):
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def fail(op: Operator, message: str, cls=ValidationError, **fields):
-    """Raise ``cls`` with ``message`` prefixed by the operator's name."""
-    raise cls(f"{op.name}: {message}", operator=op.name, **fields)
 
 
 def resolve_version(op: Operator, feature_level=None, opset=None):

@@ -10,30 +10,23 @@ from qops.reference.convolution import convolution_sums
 from qops.reference._requantize import exact_products, widen
 
 
-def integer_sums(accumulator):
-    """Exact sums as DirectML's INT32 output: values int32 cannot hold are an
-    error, never wrapped (onnxruntime and onnx.reference wrap them)."""
-    info = np.iinfo(np.int32)
-    if accumulator.size and (accumulator.min() < info.min or accumulator.max() > info.max):
-        from qops.errors import ValidationError
-
-        raise ValidationError("an exact sum is outside int32, the output type; it would wrap")
-    return accumulator.astype(np.int32)
-
-
 def matrix_multiply_integer(a, a_zero_point, b, b_zero_point):
-    """Batched ``(a - a_zero_point) @ (b - b_zero_point)``, exact, as int32."""
-    return integer_sums(exact_products(widen(a, a_zero_point), widen(b, b_zero_point)))
+    """Batched ``(a - a_zero_point) @ (b - b_zero_point)``: the exact sums, int64.
+
+    The operator's output is int32; a call whose sums int32 cannot hold is
+    refused by the operator (onnxruntime and onnx.reference wrap them)."""
+    return exact_products(widen(a, a_zero_point), widen(b, b_zero_point))
 
 
 def convolution_integer(input, input_zero_point, filter, filter_zero_point, *, strides,
                         dilations, start_padding, end_padding, group_count):
-    """The exact sums of a grouped 2-D convolution (zero points subtracted), as int32:
-    the quantized convolution's sums before requantization."""
-    return integer_sums(convolution_sums(
+    """The exact sums of a grouped 2-D convolution (zero points subtracted),
+    int64: the quantized convolution's sums before requantization (the
+    operator's int32 output refuses sums it cannot hold)."""
+    return convolution_sums(
         input, input_zero_point, filter, filter_zero_point, None, strides=strides,
         dilations=dilations, start_padding=start_padding, end_padding=end_padding,
-        group_count=group_count))
+        group_count=group_count)
 
 
 def dynamic_quantize_parameters(input, output_dtype):

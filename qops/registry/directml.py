@@ -13,6 +13,8 @@ of the fields in each ``*_OPERATOR_DESC`` structure.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from qops.registry.schema import Attribute, Constraint, ConstraintKind, FeatureLevel, Operator, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
 
 INPUT = SlotKind.INPUT
@@ -35,6 +37,32 @@ PER_CHANNEL = _pattern("per-channel", 1, "OutputChannelCount", 1, 1)
 PER_ROW = _pattern("per-row", 1, 1, "M", 1)
 PER_COLUMN = _pattern("per-column", 1, 1, 1, "N")
 
+# The convolutions' tensor slots, shared by QUANTIZED_LINEAR_CONVOLUTION and
+# CONVOLUTION_INTEGER: names, kinds and shapes here, each operator's page's
+# description where it differs (dataclasses.replace).  The height is absent
+# for a 1-D convolution, where a feature level allows one.
+CONVOLUTION_INPUT = Slot(
+    name="input", source_name="InputTensor", kind=INPUT,
+    description="{ BatchCount, InputChannelCount, [InputHeight], InputWidth }",
+    shapes=(_pattern("data", "BatchCount", "InputChannelCount", "Height", "Width"),))
+CONVOLUTION_INPUT_ZERO_POINT = Slot(
+    name="input_zero_point", source_name="InputZeroPointTensor", kind=OPTIONAL,
+    description="the input's zero point", shapes=(PER_TENSOR,))
+CONVOLUTION_FILTER = Slot(
+    name="filter", source_name="FilterTensor", kind=INPUT,
+    description="{ FilterBatchCount, FilterChannelCount, [FilterHeight], FilterWidth }",
+    shapes=(_pattern("data", "OutputChannelCount", "FilterChannelCount",
+                     "FilterHeight", "FilterWidth"),))
+CONVOLUTION_FILTER_ZERO_POINT = Slot(
+    name="filter_zero_point", source_name="FilterZeroPointTensor", kind=OPTIONAL,
+    description="the filter's zero point, per tensor or per output channel",
+    shapes=(PER_TENSOR, PER_CHANNEL))
+CONVOLUTION_OUTPUT = Slot(
+    name="output", source_name="OutputTensor", kind=OUTPUT,
+    description="{ BatchCount, OutputChannelCount, [OutputHeight], OutputWidth }",
+    shapes=(_pattern("data", "BatchCount", "OutputChannelCount", "OutputHeight",
+                     "OutputWidth"),))
+
 
 def _rows(spec):
     """Support rows from ``(slot, min_dims, max_dims, dtypes)`` tuples."""
@@ -54,21 +82,17 @@ QUANTIZED_LINEAR_CONVOLUTION = Operator(
         "filter, convolve, add the bias, quantize the result."
     ),
     slots=(
-        Slot(name="input", source_name="InputTensor", kind=INPUT,
-             description="{ InputBatchCount, InputChannelCount, InputHeight, InputWidth }",
-             shapes=(_pattern("data", "BatchCount", "InputChannelCount", "Height", "Width"),)),
+        replace(CONVOLUTION_INPUT,
+                description="{ InputBatchCount, InputChannelCount, InputHeight, InputWidth }"),
         Slot(name="input_scale", source_name="InputScaleTensor", kind=INPUT,
              description="scale for dequantizing the input", shapes=(PER_TENSOR,)),
-        Slot(name="input_zero_point", source_name="InputZeroPointTensor", kind=OPTIONAL,
-             description="zero point for dequantizing the input", shapes=(PER_TENSOR,)),
-        Slot(name="filter", source_name="FilterTensor", kind=INPUT,
-             description="{ FilterBatchCount, FilterChannelCount, FilterHeight, FilterWidth }",
-             shapes=(_pattern("data", "OutputChannelCount", "FilterChannelCount",
-                              "FilterHeight", "FilterWidth"),)),
+        replace(CONVOLUTION_INPUT_ZERO_POINT, description="zero point for dequantizing the input"),
+        replace(CONVOLUTION_FILTER, description="{ FilterBatchCount, FilterChannelCount, "
+                                                "FilterHeight, FilterWidth }"),
         Slot(name="filter_scale", source_name="FilterScaleTensor", kind=INPUT,
              description="scale for dequantizing the filter", shapes=(PER_TENSOR, PER_CHANNEL)),
-        Slot(name="filter_zero_point", source_name="FilterZeroPointTensor", kind=OPTIONAL,
-             description="zero point for dequantizing the filter", shapes=(PER_TENSOR, PER_CHANNEL)),
+        replace(CONVOLUTION_FILTER_ZERO_POINT,
+                description="zero point for dequantizing the filter"),
         Slot(name="bias", source_name="BiasTensor", kind=OPTIONAL,
              description="added to each output channel before quantizing",
              shapes=(_pattern("per-channel", 1, "OutputChannelCount", 1, 1),)),
@@ -76,10 +100,8 @@ QUANTIZED_LINEAR_CONVOLUTION = Operator(
              description="scale for quantizing the output", shapes=(PER_TENSOR,)),
         Slot(name="output_zero_point", source_name="OutputZeroPointTensor", kind=OPTIONAL,
              description="zero point for quantizing the output", shapes=(PER_TENSOR,)),
-        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
-             description="{ OutputBatchCount, OutputChannelCount, OutputHeight, OutputWidth }",
-             shapes=(_pattern("data", "BatchCount", "OutputChannelCount",
-                              "OutputHeight", "OutputWidth"),)),
+        replace(CONVOLUTION_OUTPUT, description="{ OutputBatchCount, OutputChannelCount, "
+                                                "OutputHeight, OutputWidth }"),
     ),
     attributes=(
         Attribute(name="dimension_count", source_name="DimensionCount", kind="int",
@@ -220,23 +242,12 @@ CONVOLUTION_INTEGER = Operator(
         "Forward convolution of integer data with the zero points subtracted: the exact "
         "int32 sums, unrequantized (ONNX ConvInteger)."
     ),
-    slots=(
-        Slot(name="input", source_name="InputTensor", kind=INPUT,
-             description="{ BatchCount, InputChannelCount, [InputHeight], InputWidth }",
-             shapes=(_pattern("data", "BatchCount", "InputChannelCount", "Height", "Width"),)),
-        Slot(name="input_zero_point", source_name="InputZeroPointTensor", kind=OPTIONAL,
-             description="zero point subtracted from the input", shapes=(PER_TENSOR,)),
-        Slot(name="filter", source_name="FilterTensor", kind=INPUT,
-             description="{ FilterBatchCount, FilterChannelCount, [FilterHeight], FilterWidth }",
-             shapes=(_pattern("data", "OutputChannelCount", "FilterChannelCount",
-                              "FilterHeight", "FilterWidth"),)),
-        Slot(name="filter_zero_point", source_name="FilterZeroPointTensor", kind=OPTIONAL,
-             description="zero point subtracted from the filter", shapes=(PER_TENSOR, PER_CHANNEL)),
-        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
-             description="{ BatchCount, OutputChannelCount, [OutputHeight], OutputWidth }",
-             shapes=(_pattern("data", "BatchCount", "OutputChannelCount",
-                              "OutputHeight", "OutputWidth"),)),
-    ),
+    slots=(CONVOLUTION_INPUT,
+           replace(CONVOLUTION_INPUT_ZERO_POINT, description="zero point subtracted from the input"),
+           CONVOLUTION_FILTER,
+           replace(CONVOLUTION_FILTER_ZERO_POINT,
+                   description="zero point subtracted from the filter"),
+           CONVOLUTION_OUTPUT),
     attributes=_CONVOLUTION_ATTRIBUTES,
     constraints=(
         Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "input_zero_point")),
@@ -354,7 +365,12 @@ DYNAMIC_QUANTIZE_LINEAR = Operator(
         Slot(name="output_zero_point", source_name="OutputZeroPointTensor", kind=OUTPUT,
              description="the zero point used (one element)", shapes=()),
     ),
-    attributes=(),
+    attributes=(
+        # The types it may take are the output row's below, checked with it.
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  default="UINT8",
+                  description="the output's type (ONNX's DynamicQuantizeLinear: uint8)"),
+    ),
     constraints=(
         Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT,
                    slots=("input", "output_scale", "output", "output_zero_point")),
@@ -369,6 +385,7 @@ DYNAMIC_QUANTIZE_LINEAR = Operator(
                 ("output_scale", 1, 8, SCALE),
                 ("output_zero_point", 1, 8, QUANTIZED),
             )),
+            attributes=("output_dtype",),
         ),
     ),
 )

@@ -8,7 +8,8 @@ import numpy as np
 from qops.registry.onnx import FLOAT8_TYPES
 from qops.registry.schema import DATA_TYPES, dtype_label
 
-__all__ = ["to_numpy", "name_of", "parse_dtype", "INTEGER_RANGES", "FLOAT8", "NARROW_FLOATS", "label"]
+__all__ = ["to_numpy", "name_of", "parse_dtype", "INTEGER_RANGES", "FLOAT8", "NARROW_FLOATS",
+           "FOUR_BIT", "byte_values", "label"]
 
 _NUMPY = {
     "INT4": np.dtype(ml_dtypes.int4),
@@ -57,6 +58,20 @@ INTEGER_RANGES = {
 
 FLOAT8 = frozenset(FLOAT8_TYPES)
 NARROW_FLOATS = FLOAT8 | {"FLOAT4E2M1"}
+#: The types ONNX stores two to a byte.
+FOUR_BIT = ("INT4", "UINT4", "FLOAT4E2M1")
+
+
+def byte_values(name: str) -> np.ndarray:
+    """float32 of the value ml_dtypes reads from each of the 256 byte values
+    of a one-byte type (NaN payloads included).
+
+    An unpacked 4-bit array's byte is read whole: ml_dtypes takes a float4's
+    sign from any of its four high bits (0x12 is -1.0).  The first sixteen
+    entries are the canonical 4-bit codes.
+    """
+    values = np.arange(256, dtype=np.uint8).view(_NUMPY[name]).astype(np.float32)
+    return np.ascontiguousarray(values)
 
 
 def to_numpy(name: str) -> np.dtype:

@@ -24,7 +24,7 @@ def run_variant(operator_run, call, variant, n_threads):
 
 
 def reference(call):
-    return _dispatch.execute(call, implementation="reference")
+    return _dispatch.execute(call, 1, implementation="reference")
 
 
 __all__ = ["VARIANTS", "TYPES", "random_values", "run_variant", "reference", "_native"]

@@ -69,7 +69,7 @@ def conv_calls(draw):
 def test_every_variant_matches_the_reference(call, n_threads):
     expected = reference(call)
     runs = [_native.run_convolution]
-    if _native._is_depthwise(call):
+    if _native.is_depthwise(call):
         runs.append(_native.run_depthwise)
     for variant in VARIANTS:
         for run in runs:

@@ -105,6 +105,6 @@ def test_the_largest_k_the_kernels_take_is_exact_at_the_int32_edge(variant):
     slots = dict(a=np.full((2, depth), 255, np.uint8), a_zero_point=np.uint8(0),
                  b=np.full((depth, 3), 0, np.uint8), b_zero_point=np.uint8(255))
     call = integer.prepare_matrix_multiply_integer(slots, {}, "4_0")
-    assert _native._fits_int32(depth) and not _native._fits_int32(depth + 1)
+    assert _native.fits_int32(depth) and not _native.fits_int32(depth + 1)
     got = run_variant(_native.run_matmul, call, variant, 2)
     assert np.array_equal(got, np.full((2, 3), -255 * 255 * depth, np.int64))

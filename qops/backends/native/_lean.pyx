@@ -50,11 +50,10 @@ cdef enum:
 PARAMETER_NAMES = ("a_scale", "a_zero_point", "b_scale", "b_zero_point", "output_scale",
                    "output_zero_point")
 
-# The largest thread count a call may ask for (qops.threads.MAX_THREADS).
-cdef int MAX_THREADS = 4096
-# Bound on the products of scales that check_multiplier lets through without
-# computing the multiplier table (qops.ops._common._SAFE).
-cdef double SAFE = 1e37
+from qops.threads import MAX_THREADS as _MAX_THREADS
+
+# The largest thread count a call may ask for (its one home is qops.threads).
+cdef int MAX_THREADS = _MAX_THREADS
 
 cdef dict SCALAR_TYPES = {np.float32: cnp.NPY_FLOAT32, np.float64: cnp.NPY_FLOAT64,
                           np.int8: cnp.NPY_INT8, np.uint8: cnp.NPY_UINT8}
@@ -193,7 +192,7 @@ cdef class LeanMatmul:
         cdef double values[PARAMETERS]
         cdef float scales[3]
         cdef int index
-        cdef double product
+        cdef float product32, multiplier
         cdef SmallMatmul call = self.template
         cdef cnp.ndarray result
         if not self.operands_match(a, b):
@@ -216,9 +215,13 @@ cdef class LeanMatmul:
         for index in range(3):
             if not (0.0 < scales[index] < INFINITY):
                 return None
-        # Positive float32 values: the double product is exact (as in check_multiplier).
-        product = <double>scales[0] * <double>scales[1]
-        if not (product < SAFE and product / scales[2] < SAFE):
+        # The multiplier by the contract's rule, float32(float32(sa * sb) / so):
+        # the double product of two float32 values is exact, so rounding it
+        # to float32 is the float32 product.  It must be finite (as
+        # qops.ops.common.requantization checks).
+        product32 = <float>(<double>scales[0] * <double>scales[1])
+        multiplier = product32 / scales[2]
+        if not (product32 < INFINITY and multiplier < INFINITY):
             return None
         if out is None:
             result = cnp.PyArray_EMPTY(self.rank, self.out_dims, self.out_type, 0)
@@ -234,8 +237,7 @@ cdef class LeanMatmul:
                     or overlaps(result, b_zero_point) or overlaps(result, output_scale)
                     or overlaps(result, output_zero_point)):
                 return None
-        # The multiplier by the contract's rule: float32(float32(sa * sb) / so).
-        call.multiplier = (<float>product) / scales[2]
+        call.multiplier = multiplier
         call.a_zero = <int32_t>values[A_ZERO]
         call.b_zero = <int32_t>values[B_ZERO]
         call.out_zero = <int32_t>values[OUT_ZERO]
@@ -267,6 +269,15 @@ cdef class LeanCache:
                 return plan.run(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
                                 output_scale, output_zero_point, out, n_threads)
         return None
+
+    def form(self, dict slots, call):
+        """The fast path's form of a validated call (its :class:`LeanMatmul`),
+        or ``None`` when the lean path does not take calls like it."""
+        return lean_plan(slots, call)
+
+    def learn(self, LeanMatmul plan not None):
+        """Take calls of ``plan``'s form from now on (after one has run)."""
+        self.add(plan)
 
     def add(self, LeanMatmul plan not None):
         """Put ``plan`` (from :func:`lean_plan`) first; operands decide which

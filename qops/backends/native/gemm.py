@@ -1,62 +1,35 @@
-"""Calls into the compiled kernels: a validated Call becomes kernel arguments.
+"""Matrix multiplies and convolutions on the compiled kernels: a validated
+call becomes kernel arguments.
 
-Nothing here validates (qops.ops has) and nothing loops over elements: this
-layer reshapes scales and zero points into per-row and per-column vectors,
-applies the unsigned-times-signed offsets the kernels use, and views arrays
-as bytes.
+Nothing here validates (:mod:`qops.ops` has) and nothing loops over
+elements.  Each ``prepare_*`` does a signature's work once and returns a
+:class:`~qops.backends.dispatch.Prepared`: ``derive`` turns a call's scale,
+zero-point and bias values, with the requantization multipliers the front
+end computed, into the per-row and per-column vectors the kernels read
+(applying the unsigned-times-signed offsets of :mod:`.kernels`), and ``run``
+views the arrays as bytes and calls the kernel.  The plan keeps what
+``derive`` returns for the next call with the same values.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from qops.backends.contract import Prepared
+from qops.backends.native import variants
 from qops.registry import dtypes as _dtypes
-from qops.backends.native import variants as _simd
-from qops.reference import requantization_multiplier
+
+__all__ = ["prepare_matmul", "prepare_convolution", "prepare_depthwise", "run_matmul",
+           "run_convolution", "run_depthwise", "threads_for", "WORK_PER_THREAD",
+           "fits_int32", "is_depthwise"]
 
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
 _SINGLE_BATCH = np.zeros(1, np.int64)
 
-
-def _vector(parameter, length, dtype, offset=0):
-    """A scale or zero point (per tensor, or one value per row/column) plus
-    ``offset``, as a contiguous vector of ``length``; ``None`` gives ``offset``."""
-    if parameter is None:
-        return np.full(length, offset, dtype)
-    if parameter.size == 1:
-        return np.full(length, parameter.item() + offset, dtype)
-    # Always a copy: the result may be kept (_ParameterCache) after the
-    # caller's array changes.
-    values = np.array(parameter, dtype).reshape(length)
-    return values + offset if offset else values
-
-
-def _multiplier(input_scale, weight_scale, output_scale, row_side):
-    """The requantization multipliers as a (rows or 1) x (columns or 1) float32
-    table, computed once per call by the reference rule; ``row_side`` says for
-    each scale whether its values run along rows (else along columns)."""
-    if input_scale.size == weight_scale.size == output_scale.size == 1:
-        # Per tensor, in NumPy scalars: float32 values multiply exactly in
-        # double, so rounding that product to float32 is the float32 product.
-        product = np.float32(input_scale.item() * weight_scale.item())
-        return np.full((1, 1), product / np.float32(output_scale.item()), np.float32)
-    shaped = []
-    for scale, along_rows in zip((input_scale, weight_scale, output_scale), row_side):
-        values = scale.reshape(-1)
-        shaped.append(values.reshape(-1, 1) if along_rows else values.reshape(1, -1))
-    return np.ascontiguousarray(requantization_multiplier(*shaped))
-
-
-def _signed(array):
-    return array.dtype == np.int8
-
-
 #: Multiply-adds that make a thread worth its start: about 15 to 30
-#: microseconds of one core, several times what opening a parallel region
+#: microseconds of one core, several times what handing a task to the pool
 #: costs on an idle machine.  Below it a thread adds little, and on a busy
-#: machine it costs much more: every parallel region waits for all its
-#: threads, and a thread the scheduler has not run yet can hold a region for
-#: milliseconds.
+#: machine a worker may not get a core in time anyway.
 WORK_PER_THREAD = 1 << 20
 
 
@@ -64,6 +37,27 @@ def threads_for(work, n_threads):
     """The threads a product of ``work`` multiply-adds runs on: at most
     ``n_threads``, one per WORK_PER_THREAD (results never depend on it)."""
     return max(1, min(n_threads, work // WORK_PER_THREAD))
+
+
+def fits_int32(depth):
+    """Whether every sum of ``depth`` products of 8-bit differences fits int32."""
+    return depth * 255 * 255 <= np.iinfo(np.int32).max
+
+
+def _vector(parameter, length, dtype, offset=0):
+    """A scale or zero point (per tensor, or one value per row/column) plus
+    ``offset``, as a contiguous vector of ``length``; ``None`` gives ``offset``.
+    Always a new array: the plan keeps it after the caller's array changes."""
+    if parameter is None:
+        return np.full(length, offset, dtype)
+    if parameter.size == 1:
+        return np.full(length, parameter.item() + offset, dtype)
+    values = np.array(parameter, dtype).reshape(length)
+    return values + offset if offset else values
+
+
+def _signed(array):
+    return array.dtype == np.int8
 
 
 def _bytes(array):
@@ -74,14 +68,40 @@ def _range(dtype):
     return _dtypes.INTEGER_RANGES[_dtypes.name_of(dtype)]
 
 
+def _table(values, rows, columns):
+    """A (rows or 1) x (columns or 1) table as (rows or 1) x columns,
+    contiguous and new: the kernels read per-column values in a line."""
+    values = np.asarray(values).reshape(values.shape[-2:] if values.ndim >= 2 else (1, -1))
+    height = rows if values.shape[0] == rows else 1
+    return np.array(np.broadcast_to(values[:height], (height, columns)))
+
+
+def _frozen(values):
+    for value in values:
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+    return values
+
+
+def _cached(call, key, pack):
+    """A constant operand in kernel layout: packed once per compiled operator
+    (and kernel variant), or afresh for a plain call."""
+    if call.packed is None:
+        return pack()
+    return call.packed.get(key, pack)
+
+
+# -- matrix multiply -------------------------------------------------------------------------
+
 def prepare_matmul(call, variant=None):
-    """``run(call, out, n_threads)`` for matrix multiplies of this signature."""
-    variant = variant or _simd.selected()
+    """QUANTIZED_LINEAR_MATRIX_MULTIPLY and MATRIX_MULTIPLY_INTEGER calls of
+    this signature on the GEMM kernels of ``variant`` (default: the selected)."""
+    variant = variant or variants.selected()
+    kernels = variants.module(variant)
     arrays = call.arrays
     a, b = arrays["a"], arrays["b"]
     rows, depth = a.shape[-2:]
     columns = b.shape[-1]
-    kernels = _simd.module(variant)
     out_batch = tuple(call.output_shape[:-2])
 
     def batch_index(array):
@@ -98,22 +118,20 @@ def prepare_matmul(call, variant=None):
     a_shape, b_shape = (-1, rows, depth), (-1, depth, columns)
     out_shape = (-1, rows, columns * (4 if raw else 1))
     low, high = (0, 0) if raw else _range(call.output_dtype)
+    work = int(np.prod(call.output_shape, dtype=np.int64)) * depth
 
-    def requantization(arrays):
+    def derive(arrays, multiplier):
         zero_points = (
             _vector(arrays["a_zero_point"], rows, np.int32, _FLIP if a_flip else 0),
             _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0))
         if raw:
-            return zero_points + (np.ones((1, columns), np.float32),
-                                  np.zeros((1, columns), np.int32))
-        return zero_points + (
-            _table(_multiplier(arrays["a_scale"], arrays["b_scale"], arrays["output_scale"],
-                               row_side=(True, False, True)), columns),
-            _table(_output_zero(arrays["output_zero_point"], rows), columns))
-
-    parameters = _ParameterCache(("a_scale", "a_zero_point", "b_scale", "b_zero_point",
-                                  "output_scale", "output_zero_point"), requantization)
-    work = int(np.prod(call.output_shape, dtype=np.int64)) * depth
+            return _frozen(zero_points + (np.ones((1, columns), np.float32),
+                                          np.zeros((1, columns), np.int32)))
+        out_zero = arrays["output_zero_point"]
+        out_zero = (np.zeros((1, 1), np.int32) if out_zero is None
+                    else np.asarray(out_zero, np.int32))
+        return _frozen(zero_points + (_table(multiplier, rows, columns),
+                                      _table(out_zero, rows, columns)))
 
     def run(call, out, n_threads):
         n_threads = threads_for(work, n_threads)
@@ -121,84 +139,24 @@ def prepare_matmul(call, variant=None):
         packed_b, colsum = _cached(call, ("b", variant), lambda: kernels.pack_b_batches(
             _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
         kernels.matmul(_bytes(arrays["a"]).reshape(a_shape), a_flip, a_index, packed_b, colsum,
-                       b_index, columns, *parameters.get(arrays),
-                       out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw)
+                       b_index, columns, *call.values, out.view(np.uint8).reshape(out_shape),
+                       low, high, n_threads, raw)
 
-    return run
-
-
-class _ParameterCache:
-    """The kernel-ready vectors derived from a call's scales and zero points,
-    kept for the next call with the same parameter values (they rarely
-    change between calls).  Keyed by the parameters' bytes, for parameters
-    of at most _PARAMETER_KEY_LIMIT elements; the vectors are only read."""
-
-    def __init__(self, slots, derive):
-        self._slots = slots
-        self._derive = derive
-        self._entries = {}
-
-    def get(self, arrays):
-        key = []
-        for name in self._slots:
-            value = arrays.get(name)
-            if value is None:
-                key.append(None)
-            elif value.size <= _PARAMETER_KEY_LIMIT:
-                key.append(value.tobytes())
-            else:
-                return self._derive(arrays)
-        key = tuple(key)
-        found = self._entries.get(key)
-        if found is None:
-            found = self._derive(arrays)
-            for value in found:
-                if isinstance(value, np.ndarray):
-                    value.setflags(write=False)
-            if len(self._entries) >= _PARAMETER_ENTRIES:
-                self._entries.clear()
-            self._entries[key] = found
-        return found
+    return Prepared(run, derive)
 
 
-_PARAMETER_KEY_LIMIT = 4096
-_PARAMETER_ENTRIES = 16
+# -- convolution -----------------------------------------------------------------------------
+
+#: Filters of fewer channels per group than this take all of a filter row's
+#: columns per kernel step (longer steps, fewer of them).
+FOLD_BELOW_CHANNELS = 16
 
 
-def _table(values, columns):
-    """A (rows or 1) x (columns or 1) table as (rows or 1) x columns, contiguous:
-    the kernels read per-column values in a line."""
-    if values.shape[1] == columns:
-        return values
-    if values.shape[0] == 1:
-        return np.full((1, columns), values.item(), values.dtype)
-    return np.ascontiguousarray(np.broadcast_to(values, (values.shape[0], columns)))
-
-
-def _output_zero(parameter, rows):
-    """The output zero point as a (rows or 1) x 1 int32 column."""
-    if parameter is None:
-        return np.zeros((1, 1), np.int32)
-    values = np.asarray(parameter, np.int32).reshape(-1, 1)
-    return values if values.shape[0] == rows else values[:1]
-
-
-def _cached(call, key, pack):
-    """A constant operand in kernel layout: packed once per compiled operator
-    (and kernel variant), or afresh for a plain call."""
-    if call.packed is None:
-        return pack()
-    return call.packed.get(key, pack)
-
-
-def filter_fold(filter, group_count):
+def filter_fold(filter):
     """How many filter columns the convolution kernel takes per step: all of
-    them when a group has few channels (longer steps, fewer of them), else one."""
+    them when a group has few channels, else one."""
     _, group_channels, _, kernel_w = filter.shape
-    return kernel_w if kernel_w > 1 and group_channels < _FOLD_BELOW_CHANNELS else 1
-
-
-_FOLD_BELOW_CHANNELS = 16
+    return kernel_w if kernel_w > 1 and group_channels < FOLD_BELOW_CHANNELS else 1
 
 
 def filter_taps(filter, fold):
@@ -221,38 +179,51 @@ def filter_taps(filter, fold):
     return table.reshape(-1)
 
 
-def pack_filter(filter, group_count, fold, kernels, n_threads=1):
-    """The filter as each group's packed B (the order of :func:`filter_taps`);
-    columns are the group's output channels."""
+def pack_filter(filter, group_count, fold, kernels, n_threads=1, taps=None):
+    """The filter as each group's packed B (the order of :func:`filter_taps`,
+    given as ``taps`` or computed); columns are the group's output channels."""
     rows = _bytes(filter).reshape(filter.shape[0], -1)
-    return kernels.pack_filter(rows, group_count, filter_taps(filter, fold), not _signed(filter),
-                               n_threads)
+    taps = filter_taps(filter, fold) if taps is None else taps
+    return kernels.pack_filter(rows, group_count, taps, not _signed(filter), n_threads)
 
 
-def _channel_requantization(arrays, out_channels):
+def _channel_requantization(arrays, multiplier, out_channels):
     """Per output channel: the multiplier, output zero point and bias (None)
     of a convolution, as the kernels take them."""
     # Every convolution scale is per output channel or per tensor.
-    multiplier = _multiplier(arrays["input_scale"], arrays["filter_scale"],
-                             arrays["output_scale"], row_side=(False, False, False))
-    if multiplier.size != out_channels:
-        multiplier = np.full(out_channels, multiplier.reshape(()), np.float32)
+    multiplier = np.asarray(multiplier, np.float32).reshape(-1)
+    multiplier = (np.array(multiplier) if multiplier.size == out_channels
+                  else np.full(out_channels, multiplier[0], np.float32))
     out_zero = _vector(arrays["output_zero_point"], out_channels, np.int32)
     bias = None if arrays["bias"] is None else _vector(arrays["bias"], out_channels, np.int32)
-    return multiplier.reshape(-1), out_zero, bias
+    return multiplier, out_zero, bias
+
+
+def convolution_variant(filter, fold):
+    """The selected kernels, except that AMX multiplies 16 groups of 4 k at a
+    time: when a filter step's channels are not whole such blocks (few
+    channels: the first layer of a network), gathering A costs more than the
+    tiles save, and the AVX-512 VNNI kernels run instead."""
+    selected = variants.selected()
+    step_groups = -(-fold * filter.shape[1] // 4)
+    if selected == "amx" and step_groups % 16 and "avx512vnni" in variants.available():
+        return "avx512vnni"
+    return selected
 
 
 def prepare_convolution(call, variant=None):
-    """``run(call, out, n_threads)`` for convolutions of this signature."""
+    """QUANTIZED_LINEAR_CONVOLUTION and CONVOLUTION_INTEGER calls of this
+    signature on the GEMM kernels (an implicit GEMM over the image)."""
     arrays = call.arrays
     attributes = call.attributes
     image, filter = arrays["input"], arrays["filter"]
     out_channels, _, kernel_h, kernel_w = filter.shape
     group_count = attributes["group_count"]
     filter_flip, input_flip = not _signed(filter), _signed(image)
-    fold = filter_fold(filter, group_count)
-    variant = variant or _convolution_variant(filter, fold)
-    kernels = _simd.module(variant)
+    fold = filter_fold(filter)
+    taps = filter_taps(filter, fold)
+    variant = variant or convolution_variant(filter, fold)
+    kernels = variants.module(variant)
     # CONVOLUTION_INTEGER: the exact sums as int32, 4 bytes each (a 1-D
     # convolution's output has no height: its pixels are its width).
     raw = call.output_dtype == np.int32
@@ -261,134 +232,75 @@ def prepare_convolution(call, variant=None):
                 attributes["start_padding"], attributes["end_padding"])
     pixels = int(np.prod(call.output_shape[2:], dtype=np.int64))
     out_shape = (call.output_shape[0], out_channels, pixels * (4 if raw else 1))
+    work = int(np.prod(call.output_shape, dtype=np.int64)) * int(filter[0].size)
 
-    def requantization(arrays):
+    def derive(arrays, multiplier):
         input_zero = _vector(arrays["input_zero_point"], 1, arrays["input"].dtype)
         if raw:
             per_channel = (np.ones(out_channels, np.float32), np.zeros(out_channels, np.int32),
                            None)
         else:
-            per_channel = _channel_requantization(arrays, out_channels)
-        return (int(input_zero.view(np.uint8)[0]),
-                _vector(arrays["filter_zero_point"], out_channels, np.int32,
-                        -_FLIP if filter_flip else 0),
-                *per_channel)
-
-    parameters = _ParameterCache(("input_scale", "input_zero_point", "filter_scale",
-                                  "filter_zero_point", "bias", "output_scale",
-                                  "output_zero_point"), requantization)
-    work = int(np.prod(call.output_shape, dtype=np.int64)) * int(filter[0].size)
+            per_channel = _channel_requantization(arrays, multiplier, out_channels)
+        return _frozen((int(input_zero.view(np.uint8)[0]),
+                        _vector(arrays["filter_zero_point"], out_channels, np.int32,
+                                -_FLIP if filter_flip else 0),
+                        *per_channel))
 
     def run(call, out, n_threads):
         n_threads = threads_for(work, n_threads)
-        arrays = call.arrays
-        filter = arrays["filter"]
+        filter = call.arrays["filter"]
         packed, colsum = _cached(call, ("filter", variant),
                                  lambda: pack_filter(filter, group_count, fold, kernels,
-                                                     n_threads))
-        input_zero, col_zero, multiplier, out_zero, bias = parameters.get(arrays)
-        kernels.conv2d(_bytes(arrays["input"]), input_flip, input_zero, packed, colsum,
+                                                     n_threads, taps))
+        input_zero, col_zero, multiplier, out_zero, bias = call.values
+        kernels.conv2d(_bytes(call.arrays["input"]), input_flip, input_zero, packed, colsum,
                        *geometry, col_zero, multiplier, out_zero, bias,
                        out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw)
 
-    return run
+    return Prepared(run, derive)
 
 
-def _convolution_variant(filter, fold):
-    """The selected kernels, except that AMX multiplies 16 groups of 4 k at a
-    time: when a filter step's channels are not whole such blocks (few
-    channels: the first layer of a network), gathering A costs more than the
-    tiles save, and the AVX-512 VNNI kernels run instead.  A variant asked
-    for by name always runs."""
-    selected = _simd.selected()
-    step_groups = -(-fold * filter.shape[1] // 4)
-    if selected == "amx" and step_groups % 16 and "avx512vnni" in _simd.available():
-        return "avx512vnni"
-    return selected
-
-
-def _is_depthwise(call):
+def is_depthwise(call):
     filter = call.arrays["filter"]
     return filter.shape[1] == 1 and call.attributes["group_count"] > 1
 
 
 def prepare_depthwise(call, variant=None):
-    """``run(call, out, n_threads)`` for depthwise convolutions of this signature."""
+    """Depthwise convolutions of this signature on the depthwise kernels."""
     attributes = call.attributes
     image, filter = call.arrays["input"], call.arrays["filter"]
-    kernels = _simd.module(variant)
+    kernels = variants.module(variant)
     out_channels, _, kernel_h, kernel_w = filter.shape
     low, high = _range(call.output_dtype)
-    kernel = kernels.depthwise2d
     geometry = (attributes["strides"], attributes["dilations"], attributes["start_padding"],
                 attributes["end_padding"])
     image_signed, filter_signed = _signed(image), _signed(filter)
     taps_shape = (out_channels, kernel_h * kernel_w)
 
-    def requantization(arrays):
-        return (int(_vector(arrays["input_zero_point"], 1, np.int32)[0]),
-                _vector(arrays["filter_zero_point"], out_channels, np.int32),
-                *_channel_requantization(arrays, out_channels))
-
-    parameters = _ParameterCache(("input_scale", "input_zero_point", "filter_scale",
-                                  "filter_zero_point", "bias", "output_scale",
-                                  "output_zero_point"), requantization)
+    def derive(arrays, multiplier):
+        return _frozen((int(_vector(arrays["input_zero_point"], 1, np.int32)[0]),
+                        _vector(arrays["filter_zero_point"], out_channels, np.int32),
+                        *_channel_requantization(arrays, multiplier, out_channels)))
 
     def run(call, out, n_threads):
-        arrays = call.arrays
-        input_zero, filter_zero, multiplier, out_zero, bias = parameters.get(arrays)
-        kernel(_bytes(arrays["input"]), image_signed, input_zero,
-               _bytes(arrays["filter"]).reshape(taps_shape), filter_signed, filter_zero,
-               kernel_h, kernel_w, *geometry, multiplier, out_zero, bias, out.view(np.uint8),
-               low, high, n_threads)
+        input_zero, filter_zero, multiplier, out_zero, bias = call.values
+        kernels.depthwise2d(_bytes(call.arrays["input"]), image_signed, input_zero,
+                            _bytes(call.arrays["filter"]).reshape(taps_shape), filter_signed,
+                            filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero,
+                            bias, out.view(np.uint8), low, high, n_threads)
 
-    return run
+    return Prepared(run, derive)
 
 
 def _runner(prepare):
     def run(call, out, n_threads, variant=None):
-        prepare(call, variant)(call, out, n_threads)
+        prepared = prepare(call, variant)
+        call.values = prepared.derive(call.arrays, call.checked)
+        prepared.run(call, out, n_threads)
     return run
 
 
+#: A validated call run once on a named variant (the tests run every variant so).
 run_matmul = _runner(prepare_matmul)
 run_convolution = _runner(prepare_convolution)
 run_depthwise = _runner(prepare_depthwise)
-
-
-def _has_work(call, *slots):
-    """Empty operands and outputs are the reference's: nothing to pack."""
-    return all(call.arrays[name].size for name in slots) and all(call.output_shape)
-
-
-def _fits_int32(depth):
-    """Whether every sum of ``depth`` products of 8-bit differences fits int32."""
-    return depth * 255 * 255 <= np.iinfo(np.int32).max
-
-
-def register(dispatch):
-    """Put the kernels ahead of the reference at the dispatch point."""
-    dispatch.register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", run_matmul, priority=10,
-                      supports=lambda call: _has_work(call, "a", "b"), prepare=prepare_matmul)
-    dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_convolution, priority=10,
-                      supports=lambda call: _has_work(call, "input", "filter"),
-                      prepare=prepare_convolution)
-    # The integer operators share the GEMM kernels, whose raw epilogue writes
-    # the exact sums as int32: only where K proves every sum fits.
-    dispatch.register("MATRIX_MULTIPLY_INTEGER", "kernels", run_matmul, priority=10,
-                      supports=lambda call: (_has_work(call, "a", "b")
-                                             and _fits_int32(call.arrays["a"].shape[-1])),
-                      prepare=prepare_matmul)
-    dispatch.register("CONVOLUTION_INTEGER", "kernels", run_convolution, priority=10,
-                      supports=lambda call: (_has_work(call, "input", "filter")
-                                             and _fits_int32(call.arrays["filter"][0].size)),
-                      prepare=prepare_convolution)
-    # Above the GEMM path: one input channel per group, at most 4096 filter taps.
-    dispatch.register("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", run_depthwise,
-                      priority=20,
-                      supports=lambda call: (_has_work(call, "input", "filter")
-                                             and _is_depthwise(call)
-                                             and call.arrays["filter"][0].size <= 4096),
-                      prepare=prepare_depthwise)
-    from qops.backends.native import quantize as _quantize_native
-    _quantize_native.register(dispatch)

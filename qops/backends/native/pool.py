@@ -40,7 +40,7 @@ def register():
             self.dynlib.qops_pool_set_num_threads(int(num_threads))
 
         def get_version(self):
-            from qops import __version__
+            from qops.version import __version__
 
             return __version__
 

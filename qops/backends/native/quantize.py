@@ -1,9 +1,10 @@
-"""QuantizeLinear / DequantizeLinear calls into the compiled kernels.
+"""QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear on the compiled kernels.
 
-Nothing here validates (qops.ops.quantize has) and nothing loops over
+Nothing here validates (:mod:`qops.ops` has) and nothing loops over
 elements: this layer views arrays as bytes, turns scales and zero points into
-float32 vectors, and describes the tensor's shape as the rows the kernels
-split between threads (see ``qops.backends.native.kernels._quantize.row_geometry``).
+float32 vectors (``derive``, kept by the plan for the next call with the same
+values), and describes the tensor's shape as the rows the kernels split
+between threads (see ``row_geometry`` in kernels/_quantize.pxi).
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ import math
 
 import numpy as np
 
-from qops.registry import dtypes as _dtypes
+from qops import reference
+from qops.backends.contract import Prepared
 from qops.backends.native import variants as _simd
-from qops.ops.packing import Packed4Bit
 from qops.backends.native.kernels import _quantize_portable as _k
+from qops.ops.packing import Packed4Bit
 from qops.reference.quantize import division_type
+from qops.registry import dtypes as _dtypes
 
 _X_KINDS = {
     "INT8": _k.X_INT8, "UINT8": _k.X_UINT8, "INT16": _k.X_INT16, "UINT16": _k.X_UINT16,
@@ -29,7 +32,6 @@ _Q_KINDS = {
     "FLOAT8E4M3FNUZ": _k.Q_E4M3FNUZ, "FLOAT8E5M2": _k.Q_E5M2, "FLOAT8E5M2FNUZ": _k.Q_E5M2FNUZ,
     "FLOAT4E2M1": _k.Q_E2M1,
 }
-_FOUR_BIT = ("INT4", "UINT4", "FLOAT4E2M1")
 
 #: Elements per row of a per-tensor call (the kernels' own), and about how
 #: many a row of blocks along the last axis takes: rows are what threads share out.
@@ -37,19 +39,10 @@ _ROW = _k.ROW
 _BLOCK_ROW = 4096
 
 
-def _table(name):
-    """float32 of every byte value of a float8 or 4-bit type, as ml_dtypes
-    converts them (NaN payloads included).
-
-    An unpacked float4 array's byte is read whole: ml_dtypes takes the sign
-    from any of its four high bits.  Packed nibbles index the first sixteen
-    entries, which are the canonical codes.
-    """
-    values = np.arange(256, dtype=np.uint8).view(_dtypes.to_numpy(name)).astype(np.float32)
-    return np.ascontiguousarray(values)
-
-
-_TABLES = {name: _table(name) for name in _FOUR_BIT + tuple(sorted(_dtypes.FLOAT8))}
+# float32 of every byte value of the types the kernels read through a table
+# (packed nibbles index the first sixteen entries, the canonical codes).
+_TABLES = {name: _dtypes.byte_values(name)
+           for name in _dtypes.FOUR_BIT + tuple(sorted(_dtypes.FLOAT8))}
 _NO_TABLE = np.zeros(1, np.float32)
 
 
@@ -111,15 +104,17 @@ def prepare_dequantize(call, variant=None):
     out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
     dequantize = _simd.quantize_module(variant).dequantize
 
-    def run(call, out, n_threads):
-        arrays = call.arrays
-        x = arrays["x"]
+    def derive(arrays, checked):
         scale = _parameter(arrays["x_scale"])
-        dequantize(x.raw if packed else _raw(x), kind, packed, table, scale,
-                   _zero(arrays["x_zero_point"], name, scale.size), **layout, out=_raw(out),
-                   out_kind=out_kind, n_threads=n_threads)
+        return scale, _zero(arrays["x_zero_point"], name, scale.size)
 
-    return run
+    def run(call, out, n_threads):
+        x = call.arrays["x"]
+        scale, zero = call.values
+        dequantize(x.raw if packed else _raw(x), kind, packed, table, scale, zero, **layout,
+                   out=_raw(out), out_kind=out_kind, n_threads=n_threads)
+
+    return Prepared(run, derive)
 
 
 def prepare_quantize(call, variant=None):
@@ -136,28 +131,62 @@ def prepare_quantize(call, variant=None):
                  compute=_FLOAT_KINDS[_dtypes.name_of(compute)], out_kind=_Q_KINDS[out_name],
                  saturate=bool(call.attributes["saturate"]))
     quantize = _simd.quantize_module(variant).quantize
+    zero_point_given = call.arrays["y_zero_point"] is not None
 
-    def run(call, out, n_threads):
-        arrays = call.arrays
-        zero_point = arrays["y_zero_point"]
+    def derive(arrays, checked):
         # The scale in the division's type, carried as float32 (exact).
         scale = _parameter(np.asarray(arrays["y_scale"]).astype(compute))
-        quantize(_raw(arrays["x"]), scale=scale, zero=_zero(zero_point, out_name, scale.size),
-                 **layout, out=_raw(out), zero_point_given=zero_point is not None,
-                 n_threads=n_threads, **kinds)
+        return scale, _zero(arrays["y_zero_point"], out_name, scale.size)
 
+    def run(call, out, n_threads):
+        scale, zero = call.values
+        quantize(_raw(call.arrays["x"]), scale=scale, zero=zero, **layout, out=_raw(out),
+                 zero_point_given=zero_point_given, n_threads=n_threads, **kinds)
+
+    return Prepared(run, derive)
+
+
+def prepare_dynamic_quantize(call, variant=None):
+    """DynamicQuantizeLinear: the scale and zero point the front end's value
+    checks computed (``call.checked``), then QuantizeLinear's per-tensor
+    kernel.  A scale QuantizeLinear refuses (a range inside float32's
+    subnormals, or past its largest value) follows ONNX's arithmetic through
+    the reference instead."""
+    x = call.arrays["input"]
+    layout = _layout(x.shape, "per-tensor", 1, 0)
+    kinds = dict(x_kind=_FLOAT_KINDS[_dtypes.name_of(x.dtype)], compute=_FLOAT_KINDS["FLOAT32"],
+                 out_kind=_Q_KINDS[_dtypes.name_of(call.output_dtype)], saturate=True)
+    quantize = _simd.quantize_module(variant).quantize
+
+    def run(call, out, n_threads):
+        scale, zero_point = call.checked
+        if not 0 < scale < np.inf:
+            out[...] = reference.dynamic_quantize_linear(call.arrays["input"],
+                                                         call.output_dtype)[0]
+            return
+        quantize(_raw(call.arrays["input"]), scale=np.full(1, scale, np.float32),
+                 zero=np.full(1, zero_point, np.float32), **layout, out=_raw(out),
+                 zero_point_given=True, n_threads=n_threads, **kinds)
+
+    return Prepared(run)
+
+
+def _runner(prepare):
+    def run(call, out, n_threads, variant=None):
+        prepared = prepare(call, variant)
+        if prepared.derive is not None:
+            call.values = prepared.derive(call.arrays, call.checked)
+        prepared.run(call, out, n_threads)
     return run
 
 
-def run_dequantize(call, out, n_threads, variant=None):
-    prepare_dequantize(call, variant)(call, out, n_threads)
+#: A validated call run once on a named variant (the tests run every variant so).
+run_dequantize = _runner(prepare_dequantize)
+run_quantize = _runner(prepare_quantize)
+run_dynamic_quantize = _runner(prepare_dynamic_quantize)
 
 
-def run_quantize(call, out, n_threads, variant=None):
-    prepare_quantize(call, variant)(call, out, n_threads)
-
-
-def _dequantize_supported(call):
+def dequantize_supported(call):
     arrays = call.arrays
     x = arrays["x"]
     if x.size == 0:
@@ -170,17 +199,10 @@ def _dequantize_supported(call):
     return True
 
 
-def _quantize_supported(call):
+def quantize_supported(call):
     return call.arrays["x"].size > 0
 
 
-def register(dispatch):
-    """Put the quantize kernels ahead of the reference at the dispatch point."""
-    dispatch.register("DequantizeLinear", "kernels", run_dequantize, priority=10,
-                      supports=_dequantize_supported, prepare=prepare_dequantize)
-    dispatch.register("QuantizeLinear", "kernels", run_quantize, priority=10,
-                      supports=_quantize_supported, prepare=prepare_quantize)
-
-
-__all__ = ["prepare_dequantize", "prepare_quantize", "run_dequantize", "run_quantize",
-           "register"]
+__all__ = ["prepare_dequantize", "prepare_quantize", "prepare_dynamic_quantize",
+           "run_dequantize", "run_quantize", "run_dynamic_quantize", "dequantize_supported",
+           "quantize_supported"]

@@ -29,10 +29,16 @@ cdef extern from *:
     ctypedef int16_t* int16_unaliased "int16_t * __restrict__"
 
 cdef enum:
+    # Filter taps per output channel: 4096 products of 8-bit differences
+    # (255 * 255 each) leave room in int32 for a bias.
     MAX_TAPS = 4096
     # Rows are computed in whole vectors of 16 int32 lanes (one zmm), so the
     # loops have no scalar tails; the extra columns read zeros and are dropped.
     ROW_LANES = 16
+
+#: The most filter taps the depthwise kernels take (the glue routes larger
+#: filters to the GEMM kernels).
+DEPTHWISE_MAX_TAPS = MAX_TAPS
 
 
 cdef inline void centre_row(const uint8_t* source, Py_ssize_t count, Py_ssize_t step,

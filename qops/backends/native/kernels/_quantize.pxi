@@ -17,6 +17,7 @@ from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
 
 from qops.backends.native.kernels._qops_pool cimport run_range
+from qops.backends.native.kernels._rounding cimport round_half_even
 
 
 cdef extern from *:
@@ -81,13 +82,6 @@ cpdef enum:
 
 # -- conversions --------------------------------------------------------------------
 
-cdef inline float round_to_integer(float value) noexcept nogil:
-    """Half to even for ``|value| < 2**22``: adding and subtracting 1.5 * 2**23
-    rounds in the default rounding mode, in arithmetic the compiler
-    vectorizes (no rounding instruction needed)."""
-    return (value + <float>12582912.0) - <float>12582912.0
-
-
 cdef inline uint16_t float16_bits(float value) noexcept nogil:
     """float32 to float16 as NumPy converts: nearest even, overflow to
     infinity, NaN keeping the payload's top bits (and staying NaN)."""
@@ -102,7 +96,7 @@ cdef inline uint16_t float16_bits(float value) noexcept nogil:
     elif magnitude >= 0x477ff000:      # 65520 and up round to infinity
         result = 0x7c00
     elif magnitude < 0x38800000:       # below 2**-14: a subnormal, in units of 2**-24
-        result = <uint32_t>round_to_integer(float_of(magnitude) * 16777216.0)
+        result = <uint32_t>round_half_even(float_of(magnitude) * 16777216.0)
     else:
         result = ((magnitude + 0xfff + ((magnitude >> 13) & 1)) >> 13) - (112 << 10)
     return <uint16_t>(sign | result)
@@ -189,7 +183,7 @@ cdef inline uint8_t narrow_bits(float value, const NarrowFloat* t) noexcept nogi
     if magnitude < <uint32_t>(128 - t.bias) << 23:
         # Below the smallest normal: a count of the smallest subnormal, which
         # is also the code (2**mantissa is the smallest normal's code).
-        code = <uint32_t>round_to_integer(
+        code = <uint32_t>round_half_even(
             float_of(magnitude) * float_of(<uint32_t>(127 + t.bias - 1 + t.mantissa) << 23))
     else:
         code = ((magnitude + (<uint32_t>1 << (shift - 1)) - 1 + ((magnitude >> shift) & 1))
@@ -207,7 +201,7 @@ cdef inline float to_integer(float q, float zero, float low, float high) noexcep
     but its result keeps the sign and stays beyond 2**21, far outside every
     range, so it saturates exactly as the true value would (infinities too)."""
     q = q if q == q else <float>0.0
-    q = round_to_integer(q) + zero
+    q = round_half_even(q) + zero
     q = q if q > low else low
     return q if q < high else high
 

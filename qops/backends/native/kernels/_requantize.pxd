@@ -12,16 +12,10 @@
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
-# 1.5 * 2**23: adding and subtracting it rounds a float32 of magnitude below
-# 2**22 to an integer, half to even, in the default rounding mode, without a
-# libm call (rintf and nearbyintf are calls on baseline x86-64).  Clamping to
-# the integers [low - zp, high - zp] first gives the same result as rounding
-# first, and keeps |value| under 2**17 for the trick.
-cdef extern from *:
-    """
-    #define QOPS_ROUNDING_MAGIC 12582912.0f
-    """
-    float ROUNDING_MAGIC "QOPS_ROUNDING_MAGIC"
+# Rounding (_rounding.pxd) happens after clamping to the integers
+# [low - zp, high - zp], which gives the same result as rounding first and
+# keeps |value| under 2**17, inside the rounding trick's range.
+from qops.backends.native.kernels._rounding cimport round_half_even
 
 
 cdef inline int32_t requantize(int64_t accumulator, float multiplier, int32_t zero_point,
@@ -33,7 +27,7 @@ cdef inline int32_t requantize(int64_t accumulator, float multiplier, int32_t ze
         value = floor_value
     if value > ceiling_value:
         value = ceiling_value
-    return (<int32_t>((value + ROUNDING_MAGIC) - ROUNDING_MAGIC)) + zero_point
+    return (<int32_t>round_half_even(value)) + zero_point
 
 
 cdef inline void requantize_line(const int32_t* sums, uint8_t* result, Py_ssize_t count,
@@ -63,7 +57,7 @@ cdef inline void requantize_line(const int32_t* sums, uint8_t* result, Py_ssize_
         ceiling_value = <float>(high - zero)
         scaled = floor_value if scaled < floor_value else scaled
         scaled = ceiling_value if scaled > ceiling_value else scaled
-        result[c] = <uint8_t>((<int32_t>((scaled + ROUNDING_MAGIC) - ROUNDING_MAGIC)) + zero)
+        result[c] = <uint8_t>((<int32_t>round_half_even(scaled)) + zero)
 
 
 cdef inline void requantize_sums(const int32_t* sums, uint8_t* result, Py_ssize_t count,
@@ -79,4 +73,4 @@ cdef inline void requantize_sums(const int32_t* sums, uint8_t* result, Py_ssize_
         scaled = (<float>(<int32_t>(<uint32_t>sums[c] + term))) * multiplier
         scaled = floor_value if scaled < floor_value else scaled
         scaled = ceiling_value if scaled > ceiling_value else scaled
-        result[c] = <uint8_t>((<int32_t>((scaled + ROUNDING_MAGIC) - ROUNDING_MAGIC)) + zero_point)
+        result[c] = <uint8_t>((<int32_t>round_half_even(scaled)) + zero_point)

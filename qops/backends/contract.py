@@ -1,0 +1,82 @@
+"""The contract between the front ends and the implementations.
+
+A front end (:mod:`qops.ops`) validates a call into a :class:`Call`; an
+:class:`Implementation` registered at the dispatch point
+(:mod:`qops.backends.dispatch`) runs it, through a :class:`Prepared` made
+once per signature.  Both sides import this module, and nothing else of
+each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["Call", "Prepared", "Implementation"]
+
+
+@dataclass
+class Call:
+    """A validated call: what dispatch hands to an implementation.
+
+    ``arrays`` holds every input slot (``None`` where absent) in the shapes
+    validation accepted; ``attributes`` every attribute with defaults filled
+    in.  ``granularity`` names each scale's and zero point's pattern
+    (``"per-tensor"``, ``"per-channel"`` ...).  ``checked`` is what the value
+    checks derived on the way (a convolution's or matrix multiply's
+    requantization multipliers); ``values`` what the implementation derived
+    from the arrays' values for its kernels (see :class:`Prepared`).
+    ``packed`` is a compiled operator's cache of its constant operands in
+    kernel layouts (``None`` for a plain call).
+    """
+
+    operator: object
+    version: object
+    arrays: dict
+    attributes: dict
+    output_shape: tuple
+    output_dtype: np.dtype
+    granularity: dict = field(default_factory=dict)
+    packed: object = None
+    checked: object = None
+    values: object = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An implementation made ready for one signature (dtypes, shapes,
+    attributes).
+
+    ``derive(arrays, checked)``, when given, turns a call's scale, zero-point
+    and bias values into what ``run`` reads (kernel-ready vectors); the plan
+    keeps its result for the next call with the same values.
+    ``run(call, out, n_threads)`` writes the result into ``out``, reading
+    ``call.values``.
+    """
+
+    run: Callable
+    derive: Callable = None
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One way to run an operator.
+
+    ``run(call, out, n_threads)`` computes a validated call; ``prepare(call)``,
+    when given, does the signature-only part once and returns a
+    :class:`Prepared`.  ``fast``, when given, makes a fast path: an object
+    whose ``run(...)`` takes the operator function's own arguments and
+    returns the result, or ``None`` when the call is not one it takes (the
+    caller then validates and dispatches).  ``supports(call)`` says whether
+    it takes a validated call.
+    """
+
+    operator: str
+    name: str
+    run: Callable
+    supports: Callable
+    priority: int
+    prepare: Callable = None
+    fast: Callable = None

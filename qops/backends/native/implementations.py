@@ -1,0 +1,152 @@
+"""The compiled implementations, as the dispatch point lists them.
+
+Per operator, best first: the lean paths (``lean``: small matrix multiplies
+and per-tensor float32 quantization, checked and run in C,
+:mod:`qops.backends.native._lean`), the depthwise kernels (``depthwise
+kernels``), the GEMM and quantize kernels (``kernels``); the reference
+(:mod:`qops.backends.reference`) takes what none of them does.  A lean path
+also hands out fast paths: objects that take the operator function's own
+arguments and run a call of a form they know without building any Python
+object, or answer ``None``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qops.backends.contract import Prepared
+from qops.backends.native import _lean, gemm, quantize, variants
+from qops.registry import dtypes as _dtypes
+
+__all__ = ["register_all"]
+
+# Priorities: a higher one is asked first.
+LEAN, DEPTHWISE, KERNELS = 30, 20, 10
+
+#: Filter taps the depthwise kernels take: sums of that many products of
+#: 8-bit differences (and a bias) still fit their int32 lanes.
+DEPTHWISE_MAX_TAPS = variants.module("portable").DEPTHWISE_MAX_TAPS
+
+
+def _has_work(call, *slots):
+    """Empty operands and outputs are the reference's: nothing to pack."""
+    return all(call.arrays[name].size for name in slots) and all(call.output_shape)
+
+
+def _run_prepared(prepare):
+    """``run(call, out, n_threads)`` of an implementation given by its prepare."""
+    def run(call, out, n_threads):
+        prepared = prepare(call)
+        if prepared.derive is not None:
+            call.values = prepared.derive(call.arrays, call.checked)
+        prepared.run(call, out, n_threads)
+    return run
+
+
+# -- the lean matrix multiply -----------------------------------------------------------------
+
+def _lean_matmul_plan(call):
+    return _lean.lean_plan(call.arrays, call) if _has_work(call, "a", "b") else None
+
+
+_MATMUL_SLOTS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",
+                 "output_zero_point")
+
+
+def _prepare_lean_matmul(call):
+    plan = _lean_matmul_plan(call)
+    fallback = _run_prepared(gemm.prepare_matmul)
+
+    def run(call, out, n_threads):
+        arrays = dict(call.arrays, a=np.ascontiguousarray(call.arrays["a"]),
+                      b=np.ascontiguousarray(call.arrays["b"]))
+        if plan.run(*(arrays[name] for name in _MATMUL_SLOTS), out, n_threads) is None:
+            fallback(call, out, n_threads)  # values the C checks read otherwise
+
+    return Prepared(run)
+
+
+# -- the lean per-tensor quantize -------------------------------------------------------------
+
+class QuantizePerTensor:
+    """The fast path of per-tensor float32 to int8 / uint8 QuantizeLinear at
+    the defaults (:func:`qops.backends.native._lean.quantize_per_tensor`)."""
+
+    def __init__(self):
+        self._entry = variants.quantize_module().lean_entry()
+
+    def run(self, x, y_scale, y_zero_point, out, n_threads):
+        return _lean.quantize_per_tensor(self._entry, x, y_scale, y_zero_point, out, n_threads)
+
+    def form(self, slots, call):
+        return None  # its form is fixed: nothing to learn
+
+    def learn(self, form):
+        pass
+
+
+def _lean_quantize_supported(call):
+    arrays, attributes = call.arrays, call.attributes
+    x, scale = arrays["x"], arrays["y_scale"]
+    return (call.granularity["y_scale"] == "per-tensor" and x.dtype == np.float32
+            and x.size > 0 and x.flags.c_contiguous and scale.dtype == np.float32
+            and attributes["precision"] in (None, "FLOAT32")
+            and _dtypes.name_of(call.output_dtype) in ("INT8", "UINT8"))
+
+
+def _prepare_lean_quantize(call):
+    path = QuantizePerTensor()
+    fallback = _run_prepared(quantize.prepare_quantize)
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        scale, zero_point = arrays["y_scale"], arrays["y_zero_point"]
+        if zero_point is None:
+            zero_point = np.zeros(scale.shape, call.output_dtype)
+        x = np.ascontiguousarray(arrays["x"])
+        if path.run(x, scale, zero_point, out, n_threads) is None:
+            fallback(call, out, n_threads)  # values the C checks read otherwise
+
+    return Prepared(run)
+
+
+def register_all(register):
+    """Put the compiled implementations ahead of the reference."""
+    register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "lean", _run_prepared(_prepare_lean_matmul),
+             priority=LEAN, supports=lambda call: _lean_matmul_plan(call) is not None,
+             prepare=_prepare_lean_matmul, fast=_lean.LeanCache)
+    register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", _run_prepared(gemm.prepare_matmul),
+             priority=KERNELS, supports=lambda call: _has_work(call, "a", "b"),
+             prepare=gemm.prepare_matmul)
+    register("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels",
+             _run_prepared(gemm.prepare_depthwise), priority=DEPTHWISE,
+             supports=lambda call: (_has_work(call, "input", "filter") and gemm.is_depthwise(call)
+                                    and call.arrays["filter"][0].size <= DEPTHWISE_MAX_TAPS),
+             prepare=gemm.prepare_depthwise)
+    register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", _run_prepared(gemm.prepare_convolution),
+             priority=KERNELS, supports=lambda call: _has_work(call, "input", "filter"),
+             prepare=gemm.prepare_convolution)
+    # The integer operators share the GEMM kernels, whose raw epilogue writes
+    # the exact sums as int32: only where K proves every sum fits.
+    register("MATRIX_MULTIPLY_INTEGER", "kernels", _run_prepared(gemm.prepare_matmul),
+             priority=KERNELS,
+             supports=lambda call: (_has_work(call, "a", "b")
+                                    and gemm.fits_int32(call.arrays["a"].shape[-1])),
+             prepare=gemm.prepare_matmul)
+    register("CONVOLUTION_INTEGER", "kernels", _run_prepared(gemm.prepare_convolution),
+             priority=KERNELS,
+             supports=lambda call: (_has_work(call, "input", "filter")
+                                    and gemm.fits_int32(call.arrays["filter"][0].size)),
+             prepare=gemm.prepare_convolution)
+    register("DYNAMIC_QUANTIZE_LINEAR", "kernels",
+             _run_prepared(quantize.prepare_dynamic_quantize), priority=KERNELS,
+             prepare=quantize.prepare_dynamic_quantize)
+    register("QuantizeLinear", "lean", _run_prepared(_prepare_lean_quantize), priority=LEAN,
+             supports=_lean_quantize_supported, prepare=_prepare_lean_quantize,
+             fast=QuantizePerTensor)
+    register("QuantizeLinear", "kernels", _run_prepared(quantize.prepare_quantize),
+             priority=KERNELS, supports=quantize.quantize_supported,
+             prepare=quantize.prepare_quantize)
+    register("DequantizeLinear", "kernels", _run_prepared(quantize.prepare_dequantize),
+             priority=KERNELS, supports=quantize.dequantize_supported,
+             prepare=quantize.prepare_dequantize)

@@ -1,0 +1,17 @@
+# Rounding a float32 to an integer, half to even, without a libm call
+# (rintf and nearbyintf are calls on baseline x86-64): adding and
+# subtracting 1.5 * 2**23 rounds a value of magnitude below 2**22 in the
+# default rounding mode, in arithmetic the compiler vectorizes.  Every
+# kernel that rounds (requantization, QuantizeLinear, the float16 and
+# narrow-float conversions) rounds here.
+
+cdef extern from *:
+    """
+    #define QOPS_ROUNDING_MAGIC 12582912.0f
+    """
+    float ROUNDING_MAGIC "QOPS_ROUNDING_MAGIC"
+
+
+cdef inline float round_half_even(float value) noexcept nogil:
+    """Half to even, for |value| < 2**22."""
+    return (value + ROUNDING_MAGIC) - ROUNDING_MAGIC

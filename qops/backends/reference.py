@@ -1,0 +1,76 @@
+"""The reference implementations: :mod:`qops.reference`'s NumPy statements
+at the dispatch point, below every compiled one, taking every call.
+
+They are also where the integer operators' output type is enforced: their
+exact sums are int64, DirectML's output INT32, and a sum int32 cannot hold
+is refused (ONNX runtimes wrap it) before anything is written.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qops import reference
+from qops.errors import fail
+from qops.registry import dtypes as _dtypes
+
+__all__ = ["register_all"]
+
+_SPATIAL = ("strides", "dilations", "start_padding", "end_padding", "group_count")
+_INT32 = np.iinfo(np.int32)
+
+
+def _convolution(call, out, n_threads):
+    out[...] = reference.quantized_linear_convolution(
+        **call.arrays, **{k: call.attributes[k] for k in _SPATIAL},
+        output_dtype=call.output_dtype)
+
+
+def _matmul(call, out, n_threads):
+    out[...] = reference.quantized_linear_matrix_multiply(**call.arrays,
+                                                          output_dtype=call.output_dtype)
+
+
+def _dequantize(call, out, n_threads):
+    out[...] = reference.dequantize_linear(
+        **call.arrays, axis=call.attributes["axis"], block_size=call.attributes["block_size"])
+
+
+def _quantize(call, out, n_threads):
+    precision = call.attributes["precision"]
+    out[...] = reference.quantize_linear(
+        **call.arrays, axis=call.attributes["axis"], block_size=call.attributes["block_size"],
+        saturate=call.attributes["saturate"], output_dtype=call.output_dtype,
+        precision=_dtypes.to_numpy(precision) if precision else None)
+
+
+def as_int32_output(call, sums, out):
+    """Write exact sums into an int32 ``out``, or refuse them if one does not fit."""
+    if sums.size and (sums.min() < _INT32.min or sums.max() > _INT32.max):
+        fail(call.operator, "an exact sum is outside int32, the output type; it would wrap")
+    out[...] = sums.reshape(out.shape)  # a 1-D convolution ran with height 1
+
+
+def _convolution_integer(call, out, n_threads):
+    as_int32_output(call, reference.convolution_integer(
+        **call.arrays, **{k: call.attributes[k] for k in _SPATIAL}), out)
+
+
+def _matmul_integer(call, out, n_threads):
+    as_int32_output(call, reference.matrix_multiply_integer(**call.arrays), out)
+
+
+def _dynamic_quantize(call, out, n_threads):
+    out[...] = reference.dynamic_quantize_linear(call.arrays["input"], call.output_dtype)[0]
+
+
+def register_all(register):
+    """Put every operator's reference at the dispatch point, priority 0."""
+    for operator, run in (("QUANTIZED_LINEAR_CONVOLUTION", _convolution),
+                          ("QUANTIZED_LINEAR_MATRIX_MULTIPLY", _matmul),
+                          ("CONVOLUTION_INTEGER", _convolution_integer),
+                          ("MATRIX_MULTIPLY_INTEGER", _matmul_integer),
+                          ("DYNAMIC_QUANTIZE_LINEAR", _dynamic_quantize),
+                          ("DequantizeLinear", _dequantize),
+                          ("QuantizeLinear", _quantize)):
+        register(operator, "reference", run, priority=0)
