@@ -125,10 +125,6 @@ cdef extern from *:
                                                  const int32_t* weights, dw_int start,
                                                  dw_int* sums) nogil
 
-cdef enum:
-    DEPTHWISE_PAIRS = 1
-
-
 cdef struct DepthwiseRequantization:
     dw_float multiplier
     dw_float floor_value

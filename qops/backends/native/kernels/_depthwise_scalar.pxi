@@ -4,10 +4,6 @@
 
 from libc.stdint cimport int16_t, uint32_t
 
-cdef enum:
-    DEPTHWISE_PAIRS = 0
-
-
 cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize_t stride_h,
                                 Py_ssize_t span, const int32_t* kernel_rows,
                                 const Py_ssize_t* offsets, Py_ssize_t columns,

@@ -1,13 +1,8 @@
 # The quantized GEMM driver, the packers and the entry points, shared by every
-# SIMD variant.  A variant's .pyx defines MR, NR and
-#     cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets,
-#                           Py_ssize_t steps, Py_ssize_t groups, const int8_t* b,
-#                           int32_t* tile) noexcept nogil
-# (tile[r * NR + c] <- sum over steps s, groups g and j < 4 of
-#  rows[r][offsets[s] + 4 g + j] * b[((s * groups + g) * NR + c) * 4 + j])
-# and pack_group32 (32 columns of four rows of B into a panel group, with
-# their column sums), then includes this file, so each variant compiles with
-# its own flags and its own micro-tile shape.
+# SIMD variant.  A variant defines what the interface of _variant.pxd names
+# (its tile constants in its own .pxd; microkernel, pack_group32, the
+# depthwise hooks and probe_kernel in its .pyx) and then includes this file,
+# so each variant compiles with its own flags and its own micro-tile shape.
 #
 # Operands.  A is read where it lies, one pointer per row of the micro-tile:
 # a matrix multiply's rows of A, or a convolution's output pixels, each
@@ -40,15 +35,6 @@ from qops.backends.native.kernels._requantize cimport requantize, requantize_lin
 cdef enum:
     # 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
     GROUPS_PER_CHUNK = 16384
-    # A tile of TILE_M_PANELS micro-tiles down (8 * MR rows) by TILE_COLUMNS
-    # columns is the unit of parallel work.  Within a tile each B' panel
-    # (K x NR bytes, 32 KiB at K = 1024 and NR = 32) serves TILE_M_PANELS
-    # micro-tiles from L1/L2 in turn, and the tile's rows of A (64 KiB at
-    # K = 1024 and MR = 8) stay in L2 across its panels.
-    # (No division in an enum: with cdivision off, as in debug builds,
-    # Cython cannot generate one; the driver divides TILE_COLUMNS by NR.)
-    TILE_M_PANELS = 8
-    TILE_COLUMNS = 128
     # |(A - a_zp)(B - b_zp)| <= 255 * 255 for any 8-bit operands.
     MAX_PRODUCT = 65025
     INT32_LIMIT = 2147483647
@@ -623,16 +609,32 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     raw, out holds the exact int32 products (M x 4N bytes per matrix) and
     multiplier, out_zero, low and high are not read.
     """
-    cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
-    cdef Py_ssize_t batches = out.shape[0], groups = ceil_div(k, 4), index, j
-    cdef Py_ssize_t lda = 4 * groups
-    cdef Py_ssize_t b_size = ceil_div(n, NR) * groups * NR * 4
     cdef Gemm gemm
     cdef Epilogue e
-    cdef bint needs_row_sums = False
-    if batches == 0 or m == 0 or n == 0:
+    cdef Py_ssize_t step_offset[1]
+    if out.shape[0] == 0 or a.shape[1] == 0 or n == 0:
         return
-    # The glue's contract, checked once: indices and vectors cover the output.
+    check_matmul(a, a_index, b_packed, b_colsum, b_index, n, row_zero, col_zero, multiplier,
+                 out_zero, out, raw)
+    buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_packed, b_colsum,
+                           b_index, n, row_zero, col_zero, multiplier, out_zero, out, low, high,
+                           raw, n_threads)
+    with nogil:
+        run_matmul(&gemm, &e, a.shape[0], n_threads)
+    del buffers  # what the run read through gemm and e
+
+
+cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
+                      const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
+                      const int64_t[::1] b_index, Py_ssize_t n, const int32_t[::1] row_zero,
+                      const int32_t[::1] col_zero, const float[:, ::1] multiplier,
+                      const int32_t[:, ::1] out_zero, uint8_t[:, :, ::1] out,
+                      bint raw) except -1:
+    """The glue's contract, checked once: indices and vectors cover the
+    output (ValueError otherwise: the run trusts it for every access)."""
+    cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
+    cdef Py_ssize_t batches = out.shape[0], index
+    cdef Py_ssize_t b_size = ceil_div(n, NR) * ceil_div(k, 4) * NR * 4
     if (a_index.shape[0] != batches or b_index.shape[0] != batches
             or out.shape[1] != m or out.shape[2] != n * (4 if raw else 1)
             or b_colsum.shape[0] != b_packed.shape[0]
@@ -644,33 +646,57 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     for index in range(batches):
         if not (0 <= a_index[index] < a_batches and 0 <= b_index[index] < b_packed.shape[0]):
             raise ValueError("matmul: a batch index is out of range")
+    if raw and not fits_int32(k, 0):
+        raise ValueError("matmul: raw products need K that keeps every value inside int32")
+    return 0
+
+
+cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
+                         const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
+                         const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
+                         const int64_t[::1] b_index, Py_ssize_t n,
+                         const int32_t[::1] row_zero, const int32_t[::1] col_zero,
+                         const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
+                         uint8_t[:, :, ::1] out, int32_t low, int32_t high, bint raw,
+                         int n_threads):
+    """A (flipped and padded to whole groups of 4 k where it must be), the
+    row-sum buffer and the GEMM and epilogue descriptions of a checked
+    product; returns the arrays they point into (the caller keeps them until
+    the run ends)."""
+    cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2], j
+    cdef Py_ssize_t groups = ceil_div(k, 4)
+    cdef Py_ssize_t lda = 4 * groups
+    cdef bint needs_row_sums = False
     for j in range(n):
         needs_row_sums = needs_row_sums or col_zero[j] != 0
-    cdef const uint8_t[:, :, ::1] source = a
-    cdef uint8_t[:, :, ::1] flipped
+    source_array = a
     if k and (a_flip or lda != k):
-        flipped = np.empty((a_batches, m, lda), np.uint8)
-        with nogil:
-            flip_rows(&a[0, 0, 0], a_batches * m, k, lda, 0x80 if a_flip else 0,
-                      &flipped[0, 0, 0], n_threads)
-        source = flipped
+        source_array = np.empty((a_batches, m, lda), np.uint8)
+        flip_into(a, source_array, a_flip, n_threads)
+    if k == 0:
+        # No products: S and every sum are 0; any in-bounds row will do.
+        source_array = np.zeros((1, 1, 4), np.uint8)
+    cdef const uint8_t[:, :, ::1] source = source_array
+    sums = np.zeros((a_batches, m), np.int64) if needs_row_sums and k else None
     cdef int64_t[:, ::1] sums_view
-    cdef int64_t* row_sum = NULL
-    if needs_row_sums:
-        sums_view = np.zeros((a_batches, m), np.int64)
-        row_sum = &sums_view[0, 0]
-    cdef Py_ssize_t step_offset[1]
+    e.row_sum = NULL
+    if sums is not None:
+        sums_view = sums
+        e.row_sum = &sums_view[0, 0]
     step_offset[0] = 0
+    gemm.a = &source[0, 0, 0]
     gemm.row_offset = NULL
     gemm.lda = lda
     gemm.m = m
     gemm.step_offset = step_offset
     gemm.steps = 1
     gemm.step_groups = groups
+    gemm.b = &b_packed[0, 0]
     gemm.n = n
+    gemm.out = &out[0, 0, 0]
     gemm.out_row_stride = n
     gemm.out_col_stride = 1
-    gemm.batch = batches
+    gemm.batch = out.shape[0]
     gemm.a_index = &a_index[0]
     gemm.b_index = &b_index[0]
     gemm.a_batch_stride = m * lda if k else 0
@@ -680,6 +706,7 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     e.column_sum_batch_stride = b_colsum.shape[1]
     e.column_term = NULL
     e.column_zero = &col_zero[0]
+    e.column_sum = &b_colsum[0, 0]
     e.row_zero = &row_zero[0]
     e.row_zero_step = 1
     e.k = k
@@ -691,23 +718,30 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     e.high = high
     e.narrow = fits_int32(k, 0)
     e.raw = raw
-    if raw and not e.narrow:
-        raise ValueError("matmul: raw products need K that keeps every value inside int32")
-    if k == 0:
-        # No products: S and every sum are 0; any in-bounds row will do.
-        source = np.zeros((1, 1, 4), np.uint8)
+    return source_array, sums
+
+
+cdef void flip_into(const uint8_t[:, :, ::1] a, uint8_t[:, :, ::1] target, bint flip,
+                    int n_threads):
+    """target <- a ^ (0x80 if flip), each row zero padded to target's width."""
     with nogil:
-        if needs_row_sums and k:
-            for index in range(a_batches):
-                gemm.a = &source[index, 0, 0]
-                row_sums(&gemm, row_sum + index * m, n_threads)
-        # Every matrix of the batch in one parallel region.
-        gemm.a = &source[0, 0, 0]
-        gemm.b = &b_packed[0, 0]
-        gemm.out = &out[0, 0, 0]
-        e.column_sum = &b_colsum[0, 0]
-        e.row_sum = row_sum
-        run_gemm(&gemm, &e, n_threads)
+        flip_rows(&a[0, 0, 0], a.shape[0] * a.shape[1], a.shape[2], target.shape[2],
+                  0x80 if flip else 0, &target[0, 0, 0], n_threads)
+
+
+cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
+                     int n_threads) noexcept nogil:
+    """Row sums of every A matrix (when a column zero point asks for them),
+    then every product of the batch as one job of tiles."""
+    cdef Py_ssize_t index
+    cdef const uint8_t* a = gemm.a
+    cdef int64_t* row_sum = e.row_sum
+    if row_sum != NULL:
+        for index in range(a_batches):
+            gemm.a = a + index * gemm.a_batch_stride
+            row_sums(gemm, row_sum + index * gemm.m, n_threads)
+        gemm.a = a
+    run_gemm(gemm, e, n_threads)
 
 
 # -- convolution -----------------------------------------------------------------------
@@ -973,100 +1007,194 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     out_channels, out_h * out_w); with raw, it holds the exact int32 sums
     (4 bytes each) and multiplier, out_zero, low and high are not read.
     """
-    cdef Py_ssize_t batch = image.shape[0], channels = image.shape[1]
-    cdef Py_ssize_t height = image.shape[2], width = image.shape[3]
-    cdef Py_ssize_t group_count = filter_packed.shape[0]
-    cdef Py_ssize_t out_channels = out.shape[1], pixels = out.shape[2] // (4 if raw else 1)
-    cdef Py_ssize_t stride_h = strides[0], stride_w = strides[1]
-    cdef Py_ssize_t dilation_h = dilations[0], dilation_w = dilations[1]
-    cdef Py_ssize_t pad_top = start_padding[0], pad_left = start_padding[1]
-    cdef Py_ssize_t padded_h = height + pad_top + end_padding[0]
-    cdef Py_ssize_t padded_w = width + pad_left + end_padding[1]
-    cdef Py_ssize_t group_channels, group_outputs, block_padded, steps, pixel_stride
-    cdef Py_ssize_t out_h, out_w, group, p, kh, kw, column
+    cdef Convolution c
     cdef Gemm gemm
     cdef Epilogue e
-    cdef bint needs_row_sums = False
-    cdef int64_t largest_bias = 0
-    cdef bint plane_runs
-    if batch == 0 or out_channels == 0 or pixels == 0:
+    if not check_convolution(&c, image, filter_packed, filter_colsum, kernel_h, kernel_w, fold,
+                             strides, dilations, start_padding, end_padding, col_zero,
+                             multiplier, out_zero, bias, out, raw):
         return
-    if group_count < 1 or channels % group_count or out_channels % group_count or fold < 1:
+    c.input_flip = input_flip
+    buffers = setup_convolution(&c, &gemm, &e, image, filter_packed, filter_colsum, input_zero,
+                                col_zero, multiplier, out_zero, bias, out, low, high, raw)
+    with nogil:
+        run_convolution(&c, &gemm, &e, n_threads)
+    del buffers  # what the run read through c, gemm and e
+
+
+cdef struct Convolution:
+    # conv2d's geometry and operands: checked (check_convolution), set up
+    # (setup_convolution) and run (run_convolution).
+    Py_ssize_t batch
+    Py_ssize_t channels
+    Py_ssize_t height
+    Py_ssize_t width
+    Py_ssize_t group_count
+    Py_ssize_t group_channels
+    Py_ssize_t group_outputs
+    Py_ssize_t out_channels
+    Py_ssize_t pixels
+    Py_ssize_t out_h
+    Py_ssize_t out_w
+    Py_ssize_t kernel_h
+    Py_ssize_t kernel_w
+    Py_ssize_t fold
+    Py_ssize_t stride_h
+    Py_ssize_t stride_w
+    Py_ssize_t dilation_h
+    Py_ssize_t dilation_w
+    Py_ssize_t pad_top
+    Py_ssize_t pad_left
+    Py_ssize_t padded_h
+    Py_ssize_t padded_w
+    Py_ssize_t block_padded       # bytes of a step's channels in the copy (a multiple of 4)
+    Py_ssize_t steps              # kernel steps: taps, or filter rows when folded
+    Py_ssize_t pixel_stride       # bytes per position of the copy
+    Py_ssize_t image_bytes        # bytes per image of the copy
+    Py_ssize_t chunk              # images copied at a time
+    bint plane_runs               # the copy's interior is one run per channel
+    bint needs_row_sums           # some filter zero point b_zp' is not 0
+    bint input_flip
+    uint8_t pad_value             # the input zero point as the copy stores it
+    const uint8_t* image
+    const int8_t* filter_packed
+    Py_ssize_t packed_stride      # bytes per group of the packed filter
+    const int64_t* filter_colsum
+    Py_ssize_t colsum_stride
+    uint8_t* out
+    uint8_t* buffer               # the copies of a chunk of images
+    int64_t* sums                 # their row sums, when needed
+    const int64_t* terms          # the bias per output channel, or NULL
+
+
+cdef bint check_convolution(Convolution* c, const uint8_t[:, :, :, ::1] image,
+                            const int8_t[:, ::1] filter_packed,
+                            const int64_t[:, ::1] filter_colsum, Py_ssize_t kernel_h,
+                            Py_ssize_t kernel_w, Py_ssize_t fold, strides, dilations,
+                            start_padding, end_padding, const int32_t[::1] col_zero,
+                            const float[::1] multiplier, const int32_t[::1] out_zero, bias,
+                            uint8_t[:, :, ::1] out, bint raw) except -1:
+    """The geometry into ``c``; False when there is nothing to compute.  The
+    glue's contract, checked once: the packed filter, the vectors and the
+    output match the geometry, and every tap of every pixel reads inside the
+    copy (ValueError otherwise: the run trusts it for every access)."""
+    c.batch, c.channels = image.shape[0], image.shape[1]
+    c.height, c.width = image.shape[2], image.shape[3]
+    c.group_count = filter_packed.shape[0]
+    c.out_channels, c.pixels = out.shape[1], out.shape[2] // (4 if raw else 1)
+    c.kernel_h, c.kernel_w, c.fold = kernel_h, kernel_w, fold
+    c.stride_h, c.stride_w = strides[0], strides[1]
+    c.dilation_h, c.dilation_w = dilations[0], dilations[1]
+    c.pad_top, c.pad_left = start_padding[0], start_padding[1]
+    c.padded_h = c.height + c.pad_top + end_padding[0]
+    c.padded_w = c.width + c.pad_left + end_padding[1]
+    if c.batch == 0 or c.out_channels == 0 or c.pixels == 0:
+        return False
+    if (c.group_count < 1 or c.channels % c.group_count or c.out_channels % c.group_count
+            or fold < 1):
         raise ValueError("conv2d: arguments do not match the convolution's geometry")
-    group_channels = channels // group_count
-    group_outputs = out_channels // group_count
-    block_padded = round_up(fold * group_channels, 4)
-    steps = kernel_h * (kernel_w // fold)
-    pixel_stride = group_count * block_padded
-    out_w = 0
-    if stride_w > 0 and padded_w > (kernel_w - 1) * dilation_w:
-        out_w = (padded_w - (kernel_w - 1) * dilation_w - 1) // stride_w + 1
-    out_h = pixels // out_w if out_w > 0 else 0
-    # The glue's contract, checked once: packed filter, vectors and output
-    # match the geometry, and every tap of every pixel reads inside the copy.
+    c.group_channels = c.channels // c.group_count
+    c.group_outputs = c.out_channels // c.group_count
+    c.block_padded = round_up(fold * c.group_channels, 4)
+    c.steps = kernel_h * (kernel_w // fold)
+    c.pixel_stride = c.group_count * c.block_padded
+    c.out_w = 0
+    if c.stride_w > 0 and c.padded_w > (kernel_w - 1) * c.dilation_w:
+        c.out_w = (c.padded_w - (kernel_w - 1) * c.dilation_w - 1) // c.stride_w + 1
+    c.out_h = c.pixels // c.out_w if c.out_w > 0 else 0
     if (fold not in (1, kernel_w) or kernel_h < 1 or kernel_w < 1
-            or stride_h < 1 or stride_w < 1 or dilation_h < 1 or dilation_w < 1
-            or min(pad_top, pad_left, end_padding[0], end_padding[1]) < 0
-            or out_w < 1 or out_h * out_w != pixels
-            or (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h >= padded_h
-            or (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w >= padded_w
-            or filter_packed.shape[1] < ceil_div(group_outputs, NR) * steps * block_padded * NR
-            or filter_colsum.shape[0] != group_count or filter_colsum.shape[1] < group_outputs
-            or col_zero.shape[0] != out_channels or multiplier.shape[0] != out_channels
-            or out_zero.shape[0] != out_channels or out.shape[0] != batch
-            or out.shape[2] != pixels * (4 if raw else 1)
-            or (bias is not None and len(bias) != out_channels)):
+            or c.stride_h < 1 or c.stride_w < 1 or c.dilation_h < 1 or c.dilation_w < 1
+            or min(c.pad_top, c.pad_left, end_padding[0], end_padding[1]) < 0
+            or c.out_w < 1 or c.out_h * c.out_w != c.pixels
+            or (c.out_h - 1) * c.stride_h + (kernel_h - 1) * c.dilation_h >= c.padded_h
+            or (c.out_w - 1) * c.stride_w + (kernel_w - 1) * c.dilation_w >= c.padded_w
+            or filter_packed.shape[1] < (ceil_div(c.group_outputs, NR) * c.steps
+                                         * c.block_padded * NR)
+            or filter_colsum.shape[0] != c.group_count
+            or filter_colsum.shape[1] < c.group_outputs
+            or col_zero.shape[0] != c.out_channels or multiplier.shape[0] != c.out_channels
+            or out_zero.shape[0] != c.out_channels or out.shape[0] != c.batch
+            or out.shape[2] != c.pixels * (4 if raw else 1)
+            or (bias is not None and len(bias) != c.out_channels)):
         raise ValueError("conv2d: arguments do not match the convolution's geometry")
-    for column in range(out_channels):
-        needs_row_sums = needs_row_sums or col_zero[column] != 0
+    return True
+
+
+cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
+                              const uint8_t[:, :, :, ::1] image,
+                              const int8_t[:, ::1] filter_packed,
+                              const int64_t[:, ::1] filter_colsum, uint8_t input_zero,
+                              const int32_t[::1] col_zero, const float[::1] multiplier,
+                              const int32_t[::1] out_zero, bias, uint8_t[:, :, ::1] out,
+                              int32_t low, int32_t high, bint raw):
+    """Offsets, buffers and the GEMM and epilogue descriptions of a checked
+    convolution; returns the arrays they point into (the caller keeps them
+    until the run ends)."""
+    cdef Py_ssize_t p, kh, kw, column
+    cdef int64_t largest_bias = 0
+    cdef int32_t zero_point = (input_zero ^ (0x80 if c.input_flip else 0))
+    c.needs_row_sums = False
+    for column in range(c.out_channels):
+        c.needs_row_sums = c.needs_row_sums or col_zero[column] != 0
     if bias is not None:
         largest_bias = int(np.max(np.abs(np.asarray(bias, np.int64))))
-    plane_runs = fold == 1 and padded_w == width and height > 0
-    cdef int32_t zero_point = (input_zero ^ (0x80 if input_flip else 0))
-    cdef uint8_t pad_value = <uint8_t>zero_point
+    c.plane_runs = c.fold == 1 and c.padded_w == c.width and c.height > 0
+    c.pad_value = <uint8_t>zero_point
     # Per pixel, its first tap's position; per step, the tap's distance from it.
-    row_offsets = np.empty(pixels, np.intp)
-    step_offsets = np.empty(steps, np.intp)
+    row_offsets = np.empty(c.pixels, np.intp)
+    step_offsets = np.empty(c.steps, np.intp)
     cdef Py_ssize_t[::1] row_offset = row_offsets
     cdef Py_ssize_t[::1] step_offset = step_offsets
-    for p in range(pixels):
-        row_offset[p] = ((p // out_w) * stride_h * padded_w + (p % out_w) * stride_w) * pixel_stride
-    for kh in range(kernel_h):
-        for kw in range(kernel_w // fold):
-            step_offset[kh * (kernel_w // fold) + kw] = (
-                (kh * dilation_h * padded_w + kw * dilation_w) * pixel_stride)
+    for p in range(c.pixels):
+        row_offset[p] = ((p // c.out_w) * c.stride_h * c.padded_w
+                         + (p % c.out_w) * c.stride_w) * c.pixel_stride
+    for kh in range(c.kernel_h):
+        for kw in range(c.kernel_w // c.fold):
+            step_offset[kh * (c.kernel_w // c.fold) + kw] = (
+                (kh * c.dilation_h * c.padded_w + kw * c.dilation_w) * c.pixel_stride)
     # Images go through in chunks of up to CHUNK_BYTES of copies, each chunk
-    # one batched GEMM per group: one parallel region, whole images per thread.
-    cdef Py_ssize_t image_bytes = max(padded_h * padded_w * pixel_stride, 1)
-    cdef Py_ssize_t chunk = max(1, min(batch, CHUNK_BYTES // image_bytes))
-    cdef Py_ssize_t first, count, member
-    copy = np.empty(chunk * image_bytes, np.uint8)
-    sums = np.zeros(chunk * pixels, np.int64)
+    # one batched GEMM per group.
+    c.image_bytes = max(c.padded_h * c.padded_w * c.pixel_stride, 1)
+    c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
+    copy = np.empty(c.chunk * c.image_bytes, np.uint8)
+    sums = np.zeros(c.chunk * c.pixels, np.int64)
+    terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
+    row_zero = np.full(1, zero_point, np.int32)
     cdef uint8_t[::1] buffer = copy
     cdef int64_t[::1] sums_view = sums
-    terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
     cdef const int64_t[::1] term_view = terms
-    cdef bint has_bias = bias is not None
-    cdef int32_t[::1] row_zero = np.full(1, zero_point, np.int32)
+    cdef int32_t[::1] row_zero_view = row_zero
+    c.image = &image[0, 0, 0, 0]
+    c.filter_packed = &filter_packed[0, 0]
+    c.packed_stride = filter_packed.shape[1]
+    c.filter_colsum = &filter_colsum[0, 0]
+    c.colsum_stride = filter_colsum.shape[1]
+    c.out = &out[0, 0, 0]
+    c.buffer = &buffer[0]
+    c.sums = &sums_view[0]
+    c.terms = &term_view[0] if bias is not None else NULL
     gemm.row_offset = &row_offset[0]
     gemm.lda = 0
-    gemm.m = pixels
+    gemm.m = c.pixels
     gemm.step_offset = &step_offset[0]
-    gemm.steps = steps
-    gemm.step_groups = block_padded // 4
-    gemm.n = group_outputs
+    gemm.steps = c.steps
+    gemm.step_groups = c.block_padded // 4
+    gemm.n = c.group_outputs
     gemm.out_row_stride = 1
-    gemm.out_col_stride = pixels
+    gemm.out_col_stride = c.pixels
     gemm.a_index = NULL
     gemm.b_index = NULL
-    gemm.a_batch_stride = image_bytes
+    gemm.a_batch_stride = c.image_bytes
     gemm.b_batch_stride = 0
-    gemm.out_batch_stride = out_channels * pixels
-    e.row_sum_batch_stride = pixels
+    gemm.out_batch_stride = c.out_channels * c.pixels
+    e.row_sum_batch_stride = c.pixels
     e.column_sum_batch_stride = 0
-    e.row_zero = &row_zero[0]
+    e.row_zero = &row_zero_view[0]
     e.row_zero_step = 0
-    e.k = group_channels * kernel_h * kernel_w
+    e.k = c.group_channels * c.kernel_h * c.kernel_w
+    e.column_zero = &col_zero[0]
+    e.multiplier = &multiplier[0]
+    e.out_zero = &out_zero[0]
     e.multiplier_step = 0
     e.out_zero_step = 0
     e.low = low
@@ -1075,34 +1203,47 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     e.raw = raw
     if raw and not e.narrow:
         raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
-    with nogil:
-        first = 0
-        while first < batch:
-            count = min(chunk, batch - first)
-            for member in range(count):
-                fill_channels_last(&image[first + member, 0, 0, 0], plane_runs, group_count,
-                                   group_channels, fold, block_padded, height, width,
-                                   padded_h, padded_w, pad_top, pad_left, dilation_w,
-                                   0x80 if input_flip else 0, pad_value,
-                                   &buffer[member * image_bytes], n_threads)
-            gemm.batch = count
-            for group in range(group_count):
-                gemm.b = &filter_packed[group, 0]
-                gemm.out = &out[first, group * group_outputs, 0]
-                e.column_term = &term_view[group * group_outputs] if has_bias else NULL
-                e.column_sum = &filter_colsum[group, 0]
-                e.column_zero = &col_zero[group * group_outputs]
-                e.multiplier = &multiplier[group * group_outputs]
-                e.out_zero = &out_zero[group * group_outputs]
-                e.row_sum = NULL
-                if needs_row_sums:
-                    for member in range(count):
-                        gemm.a = &buffer[member * image_bytes + group * block_padded]
-                        row_sums(&gemm, &sums_view[member * pixels], n_threads)
-                    e.row_sum = &sums_view[0]
-                gemm.a = &buffer[group * block_padded]
-                run_gemm(&gemm, &e, n_threads)
-            first = first + count
+    return row_offsets, step_offsets, copy, sums, terms, row_zero
+
+
+cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,
+                          int n_threads) noexcept nogil:
+    """Chunk by chunk: the images' channels-last copies, then per group one
+    batched GEMM over the chunk (its row sums first, when a filter zero
+    point asks for them)."""
+    cdef Py_ssize_t first = 0, count, member, group
+    cdef Py_ssize_t plane = c.channels * c.height * c.width
+    cdef Py_ssize_t out_image = c.out_channels * c.pixels * (4 if e.raw else 1)
+    cdef const int32_t* column_zero = e.column_zero
+    cdef const float* multiplier = e.multiplier
+    cdef const int32_t* out_zero = e.out_zero
+    while first < c.batch:
+        count = min(c.chunk, c.batch - first)
+        for member in range(count):
+            fill_channels_last(c.image + (first + member) * plane, c.plane_runs, c.group_count,
+                               c.group_channels, c.fold, c.block_padded, c.height, c.width,
+                               c.padded_h, c.padded_w, c.pad_top, c.pad_left, c.dilation_w,
+                               0x80 if c.input_flip else 0, c.pad_value,
+                               c.buffer + member * c.image_bytes, n_threads)
+        gemm.batch = count
+        for group in range(c.group_count):
+            gemm.b = c.filter_packed + group * c.packed_stride
+            gemm.out = (c.out + first * out_image
+                        + group * c.group_outputs * c.pixels * (4 if e.raw else 1))
+            e.column_term = c.terms + group * c.group_outputs if c.terms != NULL else NULL
+            e.column_sum = c.filter_colsum + group * c.colsum_stride
+            e.column_zero = column_zero + group * c.group_outputs
+            e.multiplier = multiplier + group * c.group_outputs
+            e.out_zero = out_zero + group * c.group_outputs
+            e.row_sum = NULL
+            if c.needs_row_sums:
+                for member in range(count):
+                    gemm.a = c.buffer + member * c.image_bytes + group * c.block_padded
+                    row_sums(gemm, c.sums + member * c.pixels, n_threads)
+                e.row_sum = c.sums
+            gemm.a = c.buffer + group * c.block_padded
+            run_gemm(gemm, e, n_threads)
+        first = first + count
 
 
 cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t group_count,

@@ -33,12 +33,8 @@ cdef extern from *:
 if not qops_request_amx():
     raise ImportError("the operating system does not grant this process the AMX tile state")
 
-# 32 rows x 32 columns: four 16 x 16 accumulator tiles (tmm0-3), two A tiles
-# (rows 0-15 and 16-31, tmm4-5) and the panel's two halves as B tiles
-# (columns 0-15 and 16-31, tmm6-7): four tdpbusd per 64 k.
+# The tile (MR x NR) and its units: _qgemm_amx.pxd.
 cdef enum:
-    MR = 32
-    NR = 32
     BLOCK_GROUPS = 16     # groups of 4 k per tile multiply (64 bytes of a row)
 
 

@@ -21,10 +21,8 @@ cdef extern from "<immintrin.h>" nogil:
     __m256i _mm256_add_epi32(__m256i a, __m256i b)
     void _mm256_storeu_si256(void* p, __m256i value)
 
-# 8 x 32 micro-tiles over panels of 32 columns in groups of 4 k.
+# The tile (MR x NR) and its units: _qgemm_avx2.pxd.
 cdef enum:
-    MR = 8
-    NR = 32
     # Columns per pass: 16 bytes of B' (4 columns x 4 k) widen to one ymm of
     # int16, and eight row accumulators plus the operands fit the 16 ymm.
     PASS_COLUMNS = 4
@@ -138,7 +136,11 @@ cdef extern from *:
         return sink;
     }
     """
-    long long probe_kernel "qops_probe_avx2"(long long rounds) noexcept nogil
+    long long probe_loop "qops_probe_avx2"(long long rounds) noexcept nogil
+
+cdef long long probe_kernel(long long rounds) noexcept nogil:
+    return probe_loop(rounds)
+
 
 # Multiply-adds per probe round: six vpmaddwd of 16 int16 products each.
 PROBE_MULTIPLY_ADDS = 6 * 16

@@ -14,14 +14,7 @@ cdef extern from "<immintrin.h>" nogil:
     __m512i _mm512_dpbusd_epi32(__m512i accumulator, __m512i a, __m512i b)
     void _mm512_storeu_si512(void* p, __m512i value)
 
-# 6 rows x 64 columns: 24 zmm accumulators (four per row, 16 int32 lanes
-# each), four B' loads and one A' broadcast per row per group of 4 k, 29 of
-# the 32 zmm registers.  One broadcast feeds four vpdpbusd (an 8 x 32 tile
-# feeds two), leaving the multiply pipes more of the issue slots; the six
-# row pointers and the step offset fit the general registers.
-cdef enum:
-    MR = 6
-    NR = 64
+# The tile (MR x NR) and its units: _qgemm_avx512vnni.pxd.
 
 
 cdef inline __m512i broadcast4(const uint8_t* p) noexcept nogil:
@@ -183,7 +176,11 @@ cdef extern from *:
         return sink;
     }
     """
-    long long probe_kernel "qops_probe_avx512vnni"(long long rounds) noexcept nogil
+    long long probe_loop "qops_probe_avx512vnni"(long long rounds) noexcept nogil
+
+cdef long long probe_kernel(long long rounds) noexcept nogil:
+    return probe_loop(rounds)
+
 
 # Multiply-adds per probe round: twelve vpdpbusd of 64 byte products each.
 PROBE_MULTIPLY_ADDS = 12 * 64

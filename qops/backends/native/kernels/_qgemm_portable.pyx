@@ -5,10 +5,7 @@ may vectorize for the baseline instruction set."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memset
 
-# 8 x 32 micro-tiles over panels of 32 columns in groups of 4 k.
-cdef enum:
-    MR = 8
-    NR = 32
+# The tile (MR x NR) and its units: _qgemm_portable.pxd.
 
 
 cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
@@ -109,9 +106,13 @@ cdef extern from *:
     }
     #endif
     """
-    long long probe_kernel "qops_probe_portable"(long long rounds) noexcept nogil
+    long long probe_loop "qops_probe_portable"(long long rounds) noexcept nogil
     int QOPS_PROBE_LANES
     int QOPS_PROBE_RESULT
+
+cdef long long probe_kernel(long long rounds) noexcept nogil:
+    return probe_loop(rounds)
+
 
 # Multiply-adds per probe round: six multiply-adds of QOPS_PROBE_LANES products.
 PROBE_MULTIPLY_ADDS = 6 * QOPS_PROBE_LANES
