@@ -1,7 +1,7 @@
 """The differential tests with many more Hypothesis examples: a long run by hand.
 
     python benchmarks/long_tests.py                 # every module, profile "long"
-    python benchmarks/long_tests.py tests/test_quantize.py -x
+    python benchmarks/long_tests.py tests/ops/test_quantize.py -x
 
 Each Hypothesis test without its own example count draws 1000 examples
 (``tests/conftest.py``, profile ``long``) instead of the default run's 40:

@@ -36,6 +36,9 @@ except ImportError:  # pragma: no cover
 
 from onnx.reference import ReferenceEvaluator
 
+#: The checkout's root (where pyproject.toml is), however deep a test module lies.
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 # -- Hypothesis ------------------------------------------------------------------
 
 _SUPPRESS = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]

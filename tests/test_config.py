@@ -9,6 +9,7 @@ import textwrap
 import pytest
 
 import qops
+from conftest import PROJECT_ROOT
 from qops.backends.native.kernels import _openmp, _qops_pool
 
 
@@ -63,7 +64,7 @@ def test_omp_num_threads_sets_the_default():
 
 def test_the_kernels_build_without_openmp(tmp_path):
     """QOPS_DISABLE_OPENMP=1 builds serial kernels that still run."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = PROJECT_ROOT
     env = dict(os.environ, QOPS_DISABLE_OPENMP="1")
     build = subprocess.run(
         [sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
@@ -118,7 +119,7 @@ def test_a_debug_build_passes_the_kernel_tests(tmp_path):
     """QOPS_DEBUG=1 turns Cython's bounds checks back on: the kernel tests must
     pass on it too (about 20 s: it compiles every variant at -O0)."""
     import shutil
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = PROJECT_ROOT
     copy = tmp_path / "qops-debug"
     shutil.copytree(root, copy, ignore=shutil.ignore_patterns(
         "*.so", "*.c", "build", ".git", "__pycache__", ".hypothesis", "*.egg-info"))
@@ -130,6 +131,6 @@ def test_a_debug_build_passes_the_kernel_tests(tmp_path):
                            cwd=copy, env=env, capture_output=True, text=True, check=True)
     assert probe.stdout.strip() == "True"
     tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "tests/kernels", "tests/test_robustness.py"],
+                            "tests/backends/native/kernels", "tests/test_robustness.py"],
                            cwd=copy, env=env, capture_output=True, text=True, timeout=1800)
     assert tests.returncode == 0, tests.stdout[-3000:]

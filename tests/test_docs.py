@@ -40,7 +40,7 @@ import qops
 from qops import registry
 from qops.cli.main import build_parser, main
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import PROJECT_ROOT as ROOT  # noqa: E402
 DOCS = os.path.join(ROOT, "docs")
 sys.path.insert(0, os.path.join(DOCS, "_ext"))
 import qops_registry_docs as extension  # noqa: E402

@@ -7,9 +7,11 @@ import sys
 
 import pytest
 
+from conftest import PROJECT_ROOT
+
 pytest.importorskip("atheris")
 
-HARNESS = os.path.join(os.path.dirname(__file__), os.pardir, "tools", "fuzz.py")
+HARNESS = os.path.join(PROJECT_ROOT, "tools", "fuzz.py")
 
 
 def test_the_fuzz_harness_runs_a_bounded_number_of_calls_cleanly(tmp_path):

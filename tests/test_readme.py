@@ -9,7 +9,7 @@ import numpy as np
 
 from qops.registry.render import overview
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import PROJECT_ROOT as ROOT
 README = open(os.path.join(ROOT, "README.md")).read()
 
 

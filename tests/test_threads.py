@@ -12,7 +12,7 @@ import pytest
 import qops
 from qops import threads as _threads
 
-from test_bad_inputs import CALLS, IDS, expected, run
+from calls import CALLS, IDS, expected, run
 
 openmp = pytest.importorskip("qops.backends.native.kernels._openmp")
 pool = pytest.importorskip("qops.backends.native.kernels._qops_pool")

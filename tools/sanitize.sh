@@ -4,7 +4,7 @@
 # the test suite against that build.  Any sanitizer report fails the run.
 #
 #   tools/sanitize.sh                 # the default test run
-#   tools/sanitize.sh tests/kernels   # any pytest arguments
+#   tools/sanitize.sh tests/backends/native/kernels   # any pytest arguments
 #
 # Python itself is not instrumented: the ASan runtime is preloaded, and leak
 # checking is off (the interpreter keeps its allocations until exit).

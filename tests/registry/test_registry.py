@@ -21,14 +21,14 @@ import textwrap
 import pytest
 
 import qops
+from conftest import PROJECT_ROOT
 from qops import FeatureLevel, registry
 from qops.registry.schema import Attribute, Constraint, ConstraintKind, Operator, Opset, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
 
 CONV = "QUANTIZED_LINEAR_CONVOLUTION"
 MATMUL = "QUANTIZED_LINEAR_MATRIX_MULTIPLY"
 #: The seed pages, beside the project's folder (``../shared/seeds`` from its root).
-SEEDS = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
-                                      os.pardir, "shared", "seeds"))
+SEEDS = os.path.normpath(os.path.join(PROJECT_ROOT, os.pardir, "shared", "seeds"))
 
 # ---------------------------------------------------------------------------
 # Seed 000: DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC, "Tensor support"
