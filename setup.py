@@ -16,7 +16,6 @@ from build_helpers import (  # noqa: E402
     cython_directives,
     extension_options,
 )
-
 from Cython.Build import cythonize  # noqa: E402
 
 options, openmp = extension_options()

@@ -8,9 +8,7 @@ DirectML's ``QUANTIZED_LINEAR_CONVOLUTION`` and
 levels and ONNX opsets by a declarative registry (:mod:`qops.registry`).
 """
 
-from qops.version import __version__
-
-from qops import registry
+from qops import reference, registry, threads
 from qops.config import show_config
 from qops.errors import (
     DTypeUnsupportedError,
@@ -29,7 +27,7 @@ from qops.ops.validate import Validated, validate
 from qops.ops.validation import TensorDesc
 from qops.registry.schema import FeatureLevel, Opset
 from qops.threads import get_num_threads, set_num_threads
-from qops import reference, threads
+from qops.version import __version__
 
 __all__ = [
     "__version__",

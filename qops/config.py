@@ -19,8 +19,8 @@ def config(peak=False) -> dict:
     import ml_dtypes
     import numpy
 
-    from qops.version import __version__
     from qops.backends import dispatch as _dispatch
+    from qops.version import __version__
 
     try:
         from qops.backends.native.kernels import _openmp

@@ -24,7 +24,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
-
 from onnx import helper
 
 try:  # onnxruntime is a test dependency, but keep collection alive without it
@@ -202,7 +201,13 @@ def run_reference(op_type, inputs, attributes=None, *, opset, output_dtype):
 
 # -- raw-bit comparison (tests/bitwise.py) and the comparison rule (tests/peers.py) --
 
-from bitwise import assert_bits_equal, assert_exact, assert_within_one, bits, is_nan  # noqa: E402,F401
+from bitwise import (  # noqa: E402,F401
+    assert_bits_equal,
+    assert_exact,
+    assert_within_one,
+    bits,
+    is_nan,
+)
 from peers import (  # noqa: E402,F401 - pytest finds the rule's hooks here
     judge,
     pytest_runtest_call,

@@ -35,7 +35,6 @@ import os
 
 import numpy as np
 import pytest
-
 from bitwise import assert_bits_equal, bits, is_nan
 
 __all__ = ["judge", "Ledger", "current_ledger", "pytest_sessionstart", "pytest_sessionfinish",

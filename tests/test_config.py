@@ -7,9 +7,9 @@ import sys
 import textwrap
 
 import pytest
+from conftest import PROJECT_ROOT
 
 import qops
-from conftest import PROJECT_ROOT
 from qops.backends.native.kernels import _openmp, _qops_pool
 
 

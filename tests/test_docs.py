@@ -31,7 +31,7 @@ import sys
 
 import numpy as np
 import pytest
-
+from conftest import PROJECT_ROOT as ROOT  # noqa: E402
 from docutils import nodes
 from docutils.core import publish_doctree
 from docutils.parsers.rst import roles
@@ -40,7 +40,6 @@ import qops
 from qops import registry
 from qops.cli.main import build_parser, main
 
-from conftest import PROJECT_ROOT as ROOT  # noqa: E402
 DOCS = os.path.join(ROOT, "docs")
 sys.path.insert(0, os.path.join(DOCS, "_ext"))
 import qops_registry_docs as extension  # noqa: E402

@@ -5,12 +5,11 @@ These hold on every CPU: the peer's results here are built from the model of
 """
 
 import numpy as np
+import oracles
+import peers
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import oracles
-import peers
 
 pytest_plugins = ["pytester"]
 

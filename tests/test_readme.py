@@ -6,10 +6,10 @@ import os
 import re
 
 import numpy as np
+from conftest import PROJECT_ROOT as ROOT
 
 from qops.registry.render import overview
 
-from conftest import PROJECT_ROOT as ROOT
 README = open(os.path.join(ROOT, "README.md")).read()
 
 

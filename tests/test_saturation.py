@@ -11,14 +11,15 @@ recorded and on one with VNNI its agreement is counted.
 """
 
 import numpy as np
-import pytest
-
 import oracles
-import qops
+import pytest
 from conftest import judge, run_ort
-from qops.backends.native import gemm as _native, variants as _simd
-from qops.ops import matmul as matmul_front
+
+import qops
+from qops.backends.native import gemm as _native
+from qops.backends.native import variants as _simd
 from qops.ops import convolution, integer, matmul
+from qops.ops import matmul as matmul_front
 
 #: Every kernel variant this machine runs.
 VARIANTS = _simd.available()

@@ -8,11 +8,10 @@ import threading
 
 import numpy as np
 import pytest
+from calls import CALLS, IDS, expected, run
 
 import qops
 from qops import threads as _threads
-
-from calls import CALLS, IDS, expected, run
 
 openmp = pytest.importorskip("qops.backends.native.kernels._openmp")
 pool = pytest.importorskip("qops.backends.native.kernels._qops_pool")

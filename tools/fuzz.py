@@ -30,8 +30,8 @@ with atheris.instrument_imports():
     import numpy as np
 
     import qops
-    from qops.backends import dispatch as _dispatch
     from qops import reference
+    from qops.backends import dispatch as _dispatch
     from qops.ops.validate import PREPARE as _PREPARE
 
 DTYPES = [np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64, np.float16, np.float32,

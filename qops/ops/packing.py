@@ -15,8 +15,8 @@ import numbers
 
 import numpy as np
 
-from qops.registry import dtypes as _dtypes
 from qops.errors import DTypeValidationError, ValidationError
+from qops.registry import dtypes as _dtypes
 
 __all__ = ["pack_4bit", "unpack_4bit", "Packed4Bit"]
 

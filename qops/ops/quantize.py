@@ -7,13 +7,22 @@ import math
 
 import numpy as np
 
-from qops.registry import dtypes as _dtypes
 from qops import registry
-from qops.errors import UnsupportedError
-from qops.ops.validation import Desc, check_attributes, check_scale_values, check_tensors, fail, plural, resolve_version, shape_text
 from qops.backends.contract import Call
+from qops.errors import UnsupportedError
 from qops.ops import arguments as _args
 from qops.ops.plans import FastPath, PlanCache
+from qops.ops.validation import (
+    Desc,
+    check_attributes,
+    check_scale_values,
+    check_tensors,
+    fail,
+    plural,
+    resolve_version,
+    shape_text,
+)
+from qops.registry import dtypes as _dtypes
 from qops.threads import resolve_threads
 
 __all__ = ["dequantize_linear", "quantize_linear", "prepare_dequantize", "prepare_quantize",

@@ -18,11 +18,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qops.registry import dtypes as _dtypes
-from qops.errors import fail  # noqa: F401 - the operator-prefixed error, re-exported
-from qops.errors import DTypeUnsupportedError, DTypeValidationError, UnsupportedError, ValidationError
+from qops.errors import (
+    DTypeUnsupportedError,
+    DTypeValidationError,
+    UnsupportedError,
+    ValidationError,
+    fail,  # noqa: F401 - the operator-prefixed error, re-exported
+)
 from qops.registry import NEWEST_FEATURE_LEVEL, NEWEST_OPSET
-from qops.registry.schema import ConstraintKind, FeatureLevel, Operator, Opset, SlotKind, dtype_label
+from qops.registry import dtypes as _dtypes
+from qops.registry.schema import (
+    ConstraintKind,
+    FeatureLevel,
+    Operator,
+    Opset,
+    SlotKind,
+    dtype_label,
+)
 
 __all__ = ["TensorDesc", "Desc", "fail", "resolve_version", "check_attributes",
            "check_tensors", "check_slot", "check_constraints", "check_patterns", "plural"]

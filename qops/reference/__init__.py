@@ -8,11 +8,16 @@ public functions (:func:`qops.quantized_linear_convolution` ...) for checked
 arguments.
 """
 
+from qops.reference._requantize import requantization_multiplier, requantize
 from qops.reference.convolution import quantized_linear_convolution
-from qops.reference.integer import convolution_integer, dynamic_quantize_linear, dynamic_quantize_parameters, matrix_multiply_integer
+from qops.reference.integer import (
+    convolution_integer,
+    dynamic_quantize_linear,
+    dynamic_quantize_parameters,
+    matrix_multiply_integer,
+)
 from qops.reference.matmul import quantized_linear_matrix_multiply
 from qops.reference.quantize import dequantize_linear, quantize_linear
-from qops.reference._requantize import requantize, requantization_multiplier
 
 __all__ = [
     "quantized_linear_convolution",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from qops.registry import dtypes as _dtypes
-from qops.reference.convolution import convolution_sums
 from qops.reference._requantize import exact_products, widen
+from qops.reference.convolution import convolution_sums
+from qops.registry import dtypes as _dtypes
 
 
 def matrix_multiply_integer(a, a_zero_point, b, b_zero_point):

@@ -16,7 +16,20 @@ restates them.
 from __future__ import annotations
 
 from qops.registry import directml, onnx
-from qops.registry.schema import DATA_TYPES, Attribute, Constraint, ConstraintKind, FeatureLevel, Operator, Opset, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
+from qops.registry.schema import (
+    DATA_TYPES,
+    Attribute,
+    Constraint,
+    ConstraintKind,
+    FeatureLevel,
+    Operator,
+    Opset,
+    ShapePattern,
+    Slot,
+    SlotKind,
+    TensorSupport,
+    VersionSupport,
+)
 
 __all__ = [
     "get",

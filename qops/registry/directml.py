@@ -15,7 +15,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from qops.registry.schema import Attribute, Constraint, ConstraintKind, FeatureLevel, Operator, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
+from qops.registry.schema import (
+    Attribute,
+    Constraint,
+    ConstraintKind,
+    FeatureLevel,
+    Operator,
+    ShapePattern,
+    Slot,
+    SlotKind,
+    TensorSupport,
+    VersionSupport,
+)
 
 INPUT = SlotKind.INPUT
 OPTIONAL = SlotKind.OPTIONAL_INPUT

@@ -17,7 +17,18 @@ elements along ``axis``).
 
 from __future__ import annotations
 
-from qops.registry.schema import Attribute, Constraint, ConstraintKind, Operator, Opset, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
+from qops.registry.schema import (
+    Attribute,
+    Constraint,
+    ConstraintKind,
+    Operator,
+    Opset,
+    ShapePattern,
+    Slot,
+    SlotKind,
+    TensorSupport,
+    VersionSupport,
+)
 
 OPSETS = (10, 13, 19, 21, 23)
 

@@ -14,14 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
+import oracles  # noqa: E402
+from conftest import assert_bits_equal, judge  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import qops  # noqa: E402
 import qops.onnx  # noqa: E402
-
-import oracles  # noqa: E402
-from conftest import assert_bits_equal, judge  # noqa: E402
 
 #: Backend cases of types newer than the opsets qops implements (10 to 23):
 #: int2 and uint2 arrived with QuantizeLinear / DequantizeLinear 25.

@@ -14,10 +14,10 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import assert_bits_equal
 from onnx import helper, numpy_helper
 
 import qops
-from conftest import assert_bits_equal
 
 OPERATORS = ("QuantizeLinear", "DequantizeLinear")
 

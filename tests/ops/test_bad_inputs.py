@@ -7,10 +7,9 @@ The expected results come from the NumPy reference run on the clean call.
 
 import numpy as np
 import pytest
+from calls import CALLS, IDS, expected, i8, main_slot, run, u8  # noqa: F401
 
 import qops
-
-from calls import CALLS, IDS, expected, main_slot, run, u8, i8  # noqa: F401
 
 
 def assert_rejected(name, slots, attributes, match=None, **keywords):

@@ -2,12 +2,11 @@
 
 import numpy as np
 import pytest
+from conftest import run_in_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qops
-
-from conftest import run_in_threads
 
 u8, i8, f32 = np.uint8, np.int8, np.float32
 

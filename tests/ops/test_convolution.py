@@ -25,28 +25,28 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-import qops
 from conftest import (
+    ALTERNATIVE_MULTIPLIERS,
     INT32_MAX,
     INT32_MIN,
-    all_combo_params,
     TYPE_COMBOS,
+    all_combo_params,
     assert_exact,
     assert_within_one,
     combo_id,
     contract_multiplier,
     contract_requantize,
-    int_range,
-    ALTERNATIVE_MULTIPLIERS,
     int8_terms,
-    multiplier_order_case,
+    int_range,
     judge,
+    multiplier_order_case,
     run_ort,
     run_reference,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
+import qops
 
 ALL_COMBOS = all_combo_params()
 

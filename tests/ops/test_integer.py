@@ -6,15 +6,14 @@ validation and their int32 limit."""
 import functools
 
 import numpy as np
+import oracles
 import pytest
+from conftest import judge, run_ort, run_reference
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qops
 from qops.backends import dispatch as _dispatch
-
-import oracles
-from conftest import judge, run_ort, run_reference
 
 u8, i8 = np.uint8, np.int8
 

@@ -2,13 +2,20 @@
 
 import numpy as np
 import pytest
+from conftest import run_in_threads
 
 import qops
-from qops.ops import convolution as convolution_front, matmul as matmul_front, quantize as quantize_front
 from qops import reference
+from qops.ops import (
+    convolution as convolution_front,
+)
+from qops.ops import (
+    matmul as matmul_front,
+)
 from qops.ops import plans as _plans
-
-from conftest import run_in_threads
+from qops.ops import (
+    quantize as quantize_front,
+)
 
 u8, i8 = np.uint8, np.int8
 

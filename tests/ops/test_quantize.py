@@ -22,11 +22,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import assert_bits_equal, int_range, judge, onnx_type, run_ort, run_reference
 from hypothesis import given
 from hypothesis import strategies as st
 
 import qops
-from conftest import assert_bits_equal, int_range, judge, onnx_type, run_ort, run_reference
 
 OPSETS = (10, 13, 19, 21, 23)
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import qops
-from qops.registry import dtypes as _dtypes
 from qops import registry
+from qops.registry import dtypes as _dtypes
 from qops.registry.schema import DATA_TYPES, ConstraintKind
 
 SMALL = np.array([0.0, 1.0, 2.0, 3.0, 1.0, 0.0, 2.0, 1.0])

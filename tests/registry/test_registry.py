@@ -19,11 +19,22 @@ import sys
 import textwrap
 
 import pytest
+from conftest import PROJECT_ROOT
 
 import qops
-from conftest import PROJECT_ROOT
 from qops import FeatureLevel, registry
-from qops.registry.schema import Attribute, Constraint, ConstraintKind, Operator, Opset, ShapePattern, Slot, SlotKind, TensorSupport, VersionSupport
+from qops.registry.schema import (
+    Attribute,
+    Constraint,
+    ConstraintKind,
+    Operator,
+    Opset,
+    ShapePattern,
+    Slot,
+    SlotKind,
+    TensorSupport,
+    VersionSupport,
+)
 
 CONV = "QUANTIZED_LINEAR_CONVOLUTION"
 MATMUL = "QUANTIZED_LINEAR_MATRIX_MULTIPLY"

@@ -8,14 +8,21 @@ reference and onnxruntime, and to the same errors as the validating path.
 
 import numpy as np
 import pytest
+from conftest import judge, run_in_threads, run_ort
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qops
-from qops.ops import convolution as convolution_front, matmul as matmul_front, quantize as quantize_front
 from qops import reference
-
-from conftest import judge, run_in_threads, run_ort
+from qops.ops import (
+    convolution as convolution_front,
+)
+from qops.ops import (
+    matmul as matmul_front,
+)
+from qops.ops import (
+    quantize as quantize_front,
+)
 
 _lean = pytest.importorskip("qops.backends.native._lean")
 

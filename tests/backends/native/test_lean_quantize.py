@@ -10,15 +10,22 @@ forms, bad values) gets the validating path's result or error.
 
 import numpy as np
 import pytest
+from conftest import assert_bits_equal, run_in_threads, run_reference
 from hypothesis import given
 from hypothesis import strategies as st
 
 import qops
-from qops.backends.native import variants as _simd
-from qops.ops import convolution as convolution_front, matmul as matmul_front, quantize as quantize_front
 from qops import reference
-
-from conftest import assert_bits_equal, run_in_threads, run_reference
+from qops.backends.native import variants as _simd
+from qops.ops import (
+    convolution as convolution_front,
+)
+from qops.ops import (
+    matmul as matmul_front,
+)
+from qops.ops import (
+    quantize as quantize_front,
+)
 
 _lean = pytest.importorskip("qops.backends.native._lean")
 

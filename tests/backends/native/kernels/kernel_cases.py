@@ -4,7 +4,8 @@ and how to run one on a validated call."""
 import numpy as np
 
 from qops.backends import dispatch as _dispatch
-from qops.backends.native import gemm as _native, variants as _simd
+from qops.backends.native import gemm as _native
+from qops.backends.native import variants as _simd
 
 VARIANTS = _simd.available()
 

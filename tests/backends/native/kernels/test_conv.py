@@ -5,10 +5,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
 from qops.ops import convolution
-
-from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
 
 def _convolution_call(draw, rng, image_shape, filter_shape, types, channel_shape, attributes):

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
 from qops.backends.native import variants as _simd
 from qops.backends.native.variants import VARIANTS as ALL_VARIANTS
 from qops.ops import matmul
 
-from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
 @st.composite
 def matmul_calls(draw):

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from qops import Packed4Bit
 from qops.backends import dispatch as _dispatch
-from qops.backends.native import quantize as _quantize_native, variants as _simd
+from qops.backends.native import quantize as _quantize_native
+from qops.backends.native import variants as _simd
 from qops.ops import quantize as ops
 
 VARIANTS = _simd.quantize_variants()
