@@ -21,7 +21,7 @@ from qops.ops.compiled import CompiledOperator, compile
 from qops.ops.convolution import quantized_linear_convolution
 from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
 from qops.ops.matmul import quantized_linear_matrix_multiply
-from qops.ops.packing import Packed4Bit, pack_4bit, unpack_4bit
+from qops.packing import Packed4Bit, pack_4bit, unpack_4bit
 from qops.ops.quantize import dequantize_linear, quantize_linear
 from qops.ops.validate import Validated, validate
 from qops.ops.validation import TensorDesc

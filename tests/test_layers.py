@@ -131,10 +131,12 @@ FOUNDATIONS = {"qops.errors", "qops.version"}
 LAYERS = {
     "qops.registry": {"qops.registry"},
     "qops.reference": {"qops.reference", "qops.registry"},
+    # qops.packing: the 4-bit storage format, which front ends and kernels both read.
     "qops.backends": {"qops.backends", "qops.reference", "qops.registry", "qops.threads",
-                      "qops.ops.packing"},
+                      "qops.packing"},
     "qops.ops": {"qops.ops", "qops.backends.dispatch", "qops.backends.contract", "qops.reference",
-                 "qops.registry", "qops.threads"},
+                 "qops.registry", "qops.threads", "qops.packing"},
+    "qops.packing": {"qops.packing", "qops.registry"},
 }
 
 

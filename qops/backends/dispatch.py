@@ -111,9 +111,15 @@ def _by_name(operator, name):
 
 
 def prepare(call, implementation=None) -> Prepared:
-    """The chosen (or named) implementation made ready for ``call``'s signature."""
-    entry = select(call) if implementation is None else _by_name(call.operator.name,
-                                                                  implementation)
+    """The chosen (or named) implementation made ready for ``call``'s signature.
+    A named one that does not take the call is a ``LookupError``."""
+    if implementation is None:
+        entry = select(call)
+    else:
+        entry = _by_name(call.operator.name, implementation)
+        if not entry.supports(call):
+            raise LookupError(f"{call.operator.name}: the {implementation!r} implementation "
+                              "does not take this call")
     return entry.prepare(call) if entry.prepare is not None else Prepared(entry.run)
 
 

@@ -188,7 +188,7 @@ def build_parser():
     check.add_argument("slots", nargs="*", metavar="NAME=VALUE",
                        help="slot=dtype:d0,d1 (tensor), slot=number (scalar), attr=v or attr=v0,v1")
     check.add_argument("--feature-level", help="DirectML feature level (default: newest)")
-    check.add_argument("--opset", type=int, help="ONNX opset (default: 23)")
+    check.add_argument("--opset", type=int, help="ONNX opset (default: the newest qops knows)")
     check.add_argument("--json", metavar="FILE", help="read the call from a JSON file ('-': stdin)")
     check.set_defaults(run=_command_validate)
 

@@ -83,7 +83,7 @@ def run_node(node, inputs, opset=None):
         float4) come as ml_dtypes arrays or as ``TensorProto`` objects, packed
         4-bit ones included.
     opset : int, optional
-        The default domain's opset (default: 23, the newest qops implements).
+        The default domain's opset (default: the newest qops implements).
 
     Returns
     -------

@@ -8,6 +8,6 @@ passed) and its plan cache: :mod:`.convolution`, :mod:`.matmul`,
 arguments into arrays and descriptions), :mod:`.validation` (the checks that
 read the registry), :mod:`.geometry`, :mod:`.common` (requantization's value
 checks) and :mod:`.plans`.  :mod:`.validate` checks a call without running
-it, :mod:`.compiled` binds constant operands, :mod:`.packing` holds 4-bit
-tensors two to a byte.  Nothing here loops over elements.
+it, :mod:`.compiled` binds constant operands.  Nothing here loops over
+elements.
 """

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qops.errors import DTypeValidationError
-from qops.ops.packing import Packed4Bit
+from qops.packing import Packed4Bit
 from qops.ops.validation import Desc, TensorDesc, fail, shape_text
 from qops.registry import dtypes as _dtypes
 from qops.registry.schema import Operator

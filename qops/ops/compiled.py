@@ -98,6 +98,9 @@ class CompiledOperator:
             why = "is bound at compile time" if bound else "is not a slot of this operator"
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)
+        # In slot order, whatever order the keywords came in: the plans key
+        # calls by their slots' values in order.
+        slots = {name: slots.get(name) for name in self.runtime_slots}
         fast = self._fast.get()
         if fast is not None:
             get = slots.get

@@ -30,7 +30,7 @@ import numpy as np
 
 from qops.backends import dispatch
 from qops.ops.arguments import check_out
-from qops.ops.packing import Packed4Bit
+from qops.packing import Packed4Bit
 from qops.registry import FeatureLevel, Opset
 
 __all__ = ["CAPACITY", "VALUE_CAPACITY", "VALUE_KEY_LIMIT", "FastPath", "Plan", "PlanCache",
@@ -122,7 +122,10 @@ class Plan:
             if isinstance(value, Packed4Bit):  # read packed by the kernels
                 arrays[name] = value
                 continue
-            value = np.asarray(value, dtype)
+            # A Python float past float32's range becomes infinity, which the
+            # value checks refuse with the reason (as on the validating path).
+            with np.errstate(over="ignore"):
+                value = np.asarray(value, dtype)
             arrays[name] = value if value.shape == shape else value.reshape(shape)
         return arrays
 
@@ -134,10 +137,12 @@ class Plan:
             value = arrays.get(name)
             if value is None:
                 key.append(None)
-            elif value.size <= VALUE_KEY_LIMIT:
-                key.append(value.tobytes())
-            else:
+            elif value.size > VALUE_KEY_LIMIT:
                 return None
+            elif isinstance(value, Packed4Bit):
+                key.append(value.raw.tobytes())
+            else:
+                key.append(value.tobytes())
         return tuple(key)
 
     def _values(self, arrays, checked=None, *, check):
@@ -205,6 +210,9 @@ class PlanCache:
         return what the value checks derived beside the output.
         """
         key = signature(slots, attributes, version)
+        if key is not None:
+            # Plans made before an implementation was switched on or off are not reused.
+            key = (dispatch.generation(), key)
         plan = self._plans.get(key) if key is not None else None
         every_slot = dict(slots, **constants) if constants else slots
         if plan is None:

@@ -58,7 +58,7 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
         Negative values count from the back.
     block_size : int, default 0
     opset : int, optional
-        Validate against this ONNX opset (default 23).
+        Validate against this ONNX opset (default: the newest qops knows).
     out, n_threads
         As for :func:`quantized_linear_convolution`.
 

@@ -240,3 +240,48 @@ def test_a_bias_changed_in_place_between_calls_is_not_remembered():
     third = qops.quantized_linear_convolution(**slots, bias=original.copy())
     assert not np.array_equal(first, second)
     assert np.array_equal(third, first)
+
+
+def test_packed_4_bit_values_key_the_value_cache():
+    """A Packed4Bit zero point is a value slot like any other: keyed by its
+    bytes, so a second call with other nibbles uses them."""
+    import ml_dtypes
+
+    x = np.array([-8, -1, 0, 7, 3, 5], ml_dtypes.int4)
+    packed = qops.Packed4Bit(qops.pack_4bit(x), "int4", x.shape)
+    scale = np.array([0.5], np.float32)
+    for zero in (2, -3, 2):
+        zp = np.array([zero], ml_dtypes.int4)
+        packed_zero = qops.Packed4Bit(qops.pack_4bit(zp), "int4", (1,))
+        got = qops.dequantize_linear(packed, scale, packed_zero, axis=0)
+        expected = (x.astype(np.float32) - zero) * np.float32(0.5)
+        assert np.array_equal(got, expected), zero
+
+
+def test_compiled_slots_in_any_keyword_order_are_planned_apart():
+    """A compiled operator's plans key calls by slot: keywords in another
+    order, or another optional slot given, are another signature."""
+    rng = np.random.default_rng(14)
+    a = rng.integers(0, 256, (5, 7), dtype=u8)
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY",
+                            b=rng.integers(-128, 128, (7, 3), dtype=i8), b_scale=0.01)
+    first = compiled(a=a, a_scale=0.02, output_scale=0.05, a_zero_point=u8(100))
+    second = compiled(a=a, a_scale=0.02, output_scale=0.05, output_zero_point=u8(100))
+    third = compiled(output_zero_point=u8(100), output_scale=0.05, a_scale=0.02, a=a)
+    assert np.array_equal(second, third) and not np.array_equal(first, second)
+    fresh = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=compiled._constants["b"],
+                         b_scale=0.01)
+    assert np.array_equal(second, fresh(a=a, a_scale=0.02, output_scale=0.05,
+                                        output_zero_point=u8(100)))
+
+
+def test_a_warm_call_refuses_an_overflowing_float_scale_as_a_cold_one_does():
+    import warnings
+
+    rng = np.random.default_rng(15)
+    slots = matmul_slots(rng)
+    qops.quantized_linear_matrix_multiply(**dict(slots, a_scale=0.02))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(qops.ValidationError, match="a_scale has an infinite value"):
+            qops.quantized_linear_matrix_multiply(**dict(slots, a_scale=1e40))

@@ -29,6 +29,9 @@ from qops.backends.native.kernels._small cimport SMALL_LIMIT, SmallMatmul, small
 
 cnp.import_array()
 
+#: The most multiply-adds a product the lean path runs may have (the small kernel's bound).
+SMALL_PRODUCT_LIMIT = SMALL_LIMIT
+
 # The forms an argument may take (see the module docstring).
 cdef enum Form:
     ABSENT = 0

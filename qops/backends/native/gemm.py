@@ -40,8 +40,9 @@ def threads_for(work, n_threads):
 
 
 def fits_int32(depth):
-    """Whether every sum of ``depth`` products of 8-bit differences fits int32."""
-    return depth * 255 * 255 <= np.iinfo(np.int32).max
+    """Whether every sum of ``depth`` products of 8-bit differences fits int32
+    (the kernels' own rule)."""
+    return variants.module().depth_fits_int32(depth)
 
 
 def _vector(parameter, length, dtype, offset=0):

@@ -24,8 +24,10 @@ __all__ = ["register_all"]
 LEAN, DEPTHWISE, KERNELS = 30, 20, 10
 
 #: Filter taps the depthwise kernels take: sums of that many products of
-#: 8-bit differences (and a bias) still fit their int32 lanes.
-DEPTHWISE_MAX_TAPS = variants.module("portable").DEPTHWISE_MAX_TAPS
+#: 8-bit differences (and a bias) still fit their int32 lanes.  (Importing
+#: this module with no kernel variant built is an ImportError: the reference
+#: then runs every call.)
+DEPTHWISE_MAX_TAPS = variants.module(variants.selected()).DEPTHWISE_MAX_TAPS
 
 
 def _has_work(call, *slots):
@@ -45,8 +47,18 @@ def _run_prepared(prepare):
 
 # -- the lean matrix multiply -----------------------------------------------------------------
 
-def _lean_matmul_plan(call):
-    return _lean.lean_plan(call.arrays, call) if _has_work(call, "a", "b") else None
+def _lean_matmul_supported(call):
+    """Small per-tensor products (what the lean plan takes), told without making one."""
+    arrays = call.arrays
+    a = arrays["a"]
+    return (_has_work(call, "a", "b") and a.ndim <= 4
+            and int(np.prod(call.output_shape, dtype=np.int64)) * a.shape[-1]
+            <= _lean.SMALL_PRODUCT_LIMIT
+            and all(arrays[name] is None or arrays[name].size == 1 for name in _PARAMETERS))
+
+
+_PARAMETERS = ("a_scale", "a_zero_point", "b_scale", "b_zero_point", "output_scale",
+               "output_zero_point")
 
 
 _MATMUL_SLOTS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",
@@ -54,14 +66,18 @@ _MATMUL_SLOTS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point",
 
 
 def _prepare_lean_matmul(call):
-    plan = _lean_matmul_plan(call)
-    fallback = _run_prepared(gemm.prepare_matmul)
+    plan = _lean.lean_plan(call.arrays, call)
+    fallback = gemm.prepare_matmul(call)
 
     def run(call, out, n_threads):
         arrays = dict(call.arrays, a=np.ascontiguousarray(call.arrays["a"]),
                       b=np.ascontiguousarray(call.arrays["b"]))
-        if plan.run(*(arrays[name] for name in _MATMUL_SLOTS), out, n_threads) is None:
-            fallback(call, out, n_threads)  # values the C checks read otherwise
+        if plan is None or plan.run(*(arrays[name] for name in _MATMUL_SLOTS), out,
+                                    n_threads) is None:
+            # A form the lean plan does not read (a parameter array it does
+            # not take in place): the GEMM kernels run the call.
+            call.values = fallback.derive(call.arrays, call.checked)
+            fallback.run(call, out, n_threads)
 
     return Prepared(run)
 
@@ -113,7 +129,7 @@ def _prepare_lean_quantize(call):
 def register_all(register):
     """Put the compiled implementations ahead of the reference."""
     register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "lean", _run_prepared(_prepare_lean_matmul),
-             priority=LEAN, supports=lambda call: _lean_matmul_plan(call) is not None,
+             priority=LEAN, supports=_lean_matmul_supported,
              prepare=_prepare_lean_matmul, fast=_lean.LeanCache)
     register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", _run_prepared(gemm.prepare_matmul),
              priority=KERNELS, supports=lambda call: _has_work(call, "a", "b"),

@@ -17,7 +17,7 @@ from qops import reference
 from qops.backends.contract import Prepared
 from qops.backends.native import variants as _simd
 from qops.backends.native.kernels import _quantize_portable as _k
-from qops.ops.packing import Packed4Bit
+from qops.packing import Packed4Bit
 from qops.reference.quantize import division_type
 from qops.registry import dtypes as _dtypes
 

@@ -119,3 +119,46 @@ def test_the_default_follows_openmp_until_set_and_again_after_reset():
         assert qops.get_num_threads() == max(1, _openmp.max_threads())
     finally:
         pool.set_num_threads(saved)
+
+
+def test_leaving_a_threadpoolctl_limit_restores_the_setting_it_found():
+    """A count qops set stays set, and "follow OpenMP" stays that, even where
+    the two give the same number."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from qops.backends.native.kernels import _openmp
+
+    qops.quantize_linear(np.zeros(4, np.float32), 1.0)  # loads the kernels
+    saved = pool.configured()
+    openmp_count = max(1, _openmp.max_threads())
+    try:
+        for setting in (0, openmp_count, openmp_count + 1):
+            pool.set_num_threads(setting)
+            with threadpoolctl.threadpool_limits(limits=1, user_api="qops"):
+                assert qops.get_num_threads() == 1
+            assert pool.configured() == setting, setting
+    finally:
+        pool.set_num_threads(saved)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_starts_a_pool_of_its_own():
+    """The child inherits no workers: its counters start at zero, and a job
+    on two threads there starts one worker and runs."""
+    qops.quantize_linear(np.zeros(4, np.float32), 1.0)
+    pool.threads_used(2)  # the parent has a worker
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            before = pool.statistics()
+            used = pool.threads_used(2)
+            after = pool.statistics()
+            os.write(write, json.dumps([before, used, after]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        before, used, after = json.loads(pipe.read())
+    os.waitpid(child, 0)
+    assert before == {"workers": 0, "jobs": 0, "worker tasks": 0}
+    assert after["workers"] == 1 and after["jobs"] == 1 and used >= 1

@@ -22,6 +22,16 @@
 from libc.stdint cimport int16_t
 from libc.stdlib cimport calloc
 
+from qops.backends.native.kernels._qops_pool cimport MAX_WORKERS
+
+
+cdef inline int slots_for(int n_threads, Py_ssize_t tasks) noexcept nogil:
+    """The pool slots a job of ``tasks`` tasks on ``n_threads`` threads can
+    use (each needs its own scratch): at most one per thread, per task, and
+    per worker the pool has, plus the caller."""
+    cdef Py_ssize_t slots = min(<Py_ssize_t>max(1, n_threads), max(<Py_ssize_t>1, tasks))
+    return <int>min(slots, <Py_ssize_t>MAX_WORKERS + 1)
+
 cdef extern from *:
     # The centred plane never overlaps the image it is read from; saying so
     # lets the compiler vectorize the byte-to-int16 loops without a runtime
@@ -190,7 +200,8 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     cdef RowJob row_job
     row_job.per_slot = (ceil_div(stride_w * phase_size, 2) + row_length + count + row_length // 4
                     + ceil_div(padded_w + 2, 2))
-    row_job.scratch = <int32_t*>calloc(n_threads * row_job.per_slot, sizeof(int32_t))
+    cdef int threads = slots_for(n_threads, batch * out_channels)
+    row_job.scratch = <int32_t*>calloc(threads * row_job.per_slot, sizeof(int32_t))
     if row_job.scratch == NULL:
         raise MemoryError()
     row_job.image = &image[0, 0, 0, 0]
@@ -222,7 +233,7 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     row_job.out_w = out_w
     row_job.row_length = row_length
     with nogil:
-        run_tasks(depthwise_row_task, &row_job, batch * out_channels, n_threads)
+        run_tasks(depthwise_row_task, &row_job, batch * out_channels, threads)
     free(row_job.scratch)
 
 
@@ -421,7 +432,7 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     cdef Py_ssize_t batch = out.shape[0], out_h = out.shape[2], out_w = out.shape[3]
     cdef Py_ssize_t height = image.shape[2], width = image.shape[3]
     cdef Py_ssize_t blocks, columns_read, rows, end_column, i, r, t, kh, low_lane, high_lane
-    cdef int threads = max(1, n_threads)
+    cdef int threads = slots_for(n_threads, batch * out.shape[1])
     d.out_channels = out.shape[1]
     d.per_channel = d.out_channels // image.shape[1]
     d.paired = dilation_w == 1

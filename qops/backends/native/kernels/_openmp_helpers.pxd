@@ -1,6 +1,7 @@
 # OpenMP that degrades, never breaks: without _OPENMP (a compiler without
-# OpenMP, or QOPS_DISABLE_OPENMP=1) these fall back to one thread, and prange
-# loops compile to plain serial loops.
+# OpenMP, or QOPS_DISABLE_OPENMP=1) these answer for one thread, and the
+# kernels' pool (_qops_pool.pyx), whose threads the same switch enables, runs
+# every job on its caller.
 
 cdef extern from *:
     """
@@ -10,7 +11,6 @@ cdef extern from *:
     #else
     #define QOPS_OPENMP_ENABLED 0
     static int omp_get_max_threads(void) { return 1; }
-    static int omp_get_thread_num(void) { return 0; }
     static int omp_get_num_procs(void) { return 1; }
     #endif
     #ifdef QOPS_DEBUG
@@ -22,5 +22,4 @@ cdef extern from *:
     bint QOPS_OPENMP_ENABLED
     bint QOPS_DEBUG_BUILD
     int omp_get_max_threads() noexcept nogil
-    int omp_get_thread_num() noexcept nogil
     int omp_get_num_procs() noexcept nogil

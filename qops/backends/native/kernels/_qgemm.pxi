@@ -513,6 +513,12 @@ cdef inline bint fits_int32(int64_t k, int64_t largest_term) noexcept nogil:
     return k <= (INT32_LIMIT - largest_term) // MAX_PRODUCT
 
 
+def depth_fits_int32(Py_ssize_t depth):
+    """Whether every sum of ``depth`` products of 8-bit differences fits
+    int32 (so the raw epilogue can write it as one)."""
+    return fits_int32(depth, 0)
+
+
 # -- matrix multiply ------------------------------------------------------------------
 
 def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
@@ -735,7 +741,7 @@ cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
     then every product of the batch as one job of tiles."""
     cdef Py_ssize_t index
     cdef const uint8_t* a = gemm.a
-    cdef int64_t* row_sum = e.row_sum
+    cdef int64_t* row_sum = <int64_t*>e.row_sum  # setup_matmul's buffer, written here
     if row_sum != NULL:
         for index in range(a_batches):
             gemm.a = a + index * gemm.a_batch_stride

@@ -27,6 +27,13 @@ cdef enum:
     # Chunks per thread of a range: enough that a thread that starts late
     # still finds work, few enough that each chunk keeps its locality.
     CHUNKS_PER_THREAD = 4
-    # The most threads a job uses (qops.threads.MAX_THREADS bounds what a
-    # call may ask for; beyond this the extra threads would only wait).
-    MAX_WORKERS = 255
+
+cdef extern from *:
+    """
+    /* The most workers a job uses besides its caller (qops.threads.MAX_THREADS
+       bounds what a call may ask for; beyond this the extra threads would
+       only wait).  A job's slots are 0 .. QOPS_POOL_MAX_WORKERS. */
+    #define QOPS_POOL_MAX_WORKERS 255
+    """
+    cdef enum:
+        MAX_WORKERS "QOPS_POOL_MAX_WORKERS"

@@ -20,9 +20,9 @@ the child starts with no workers.
 
 The pool is an extension of its own so that every kernel module, of every
 variant, shares one: one set of workers, one fork handler, one thread
-setting.  threadpoolctl sees it through the two exported C functions
-``qops_pool_get_num_threads`` and ``qops_pool_set_num_threads`` (the
-controller is in qops/backends/native/pool.py).
+setting.  threadpoolctl sees it through the exported C functions
+``qops_pool_get_num_threads``, ``qops_pool_configured_threads`` and
+``qops_pool_configure`` (the controller is in qops/backends/native/pool.py).
 """
 
 from qops.backends.native.kernels._openmp_helpers cimport omp_get_max_threads  # noqa: F401
@@ -51,7 +51,6 @@ cdef extern from *:
     #endif
 
     #include <time.h>
-    #define QOPS_POOL_MAX_WORKERS 255  /* MAX_WORKERS in _qops_pool.pxd */
     /* How long an idle worker spins for the next job before it sleeps. */
     #define QOPS_POOL_SPIN_NS 100000L
 
@@ -135,7 +134,7 @@ cdef extern from *:
     }
 
     static void qops_pool_after_fork(void) {
-        /* The child has no workers: start afresh. */
+        /* The child has no workers: start afresh, counters included. */
         pthread_mutex_init(&qops_pool_lock, NULL);
         pthread_cond_init(&qops_pool_wake, NULL);
         qops_pool_workers = 0;
@@ -143,6 +142,8 @@ cdef extern from *:
         qops_pool_open = 0;
         qops_pool_joined = 0;
         qops_pool_active = 0;
+        qops_pool_jobs = 0;
+        qops_pool_worker_tasks = 0;
     }
 
     /* Run task(context, i, slot) for i < count on up to `threads` threads. */
@@ -234,16 +235,14 @@ cdef extern from *:
         return n > 0 ? n : (omp_get_max_threads() > 0 ? omp_get_max_threads() : 1);
     }
 
-    /* qops' own setting: exactly n (0 follows OpenMP again). */
-    static void qops_pool_configure(int n) {
-        __atomic_store_n(&qops_pool_configured, n > 0 ? n : 0, __ATOMIC_RELAXED);
+    /* The setting itself: n threads, or 0 to follow OpenMP.  threadpoolctl's
+       controller (qops/backends/native/pool.py) reads and restores it. */
+    int qops_pool_configured_threads(void) {
+        return __atomic_load_n(&qops_pool_configured, __ATOMIC_RELAXED);
     }
 
-    /* threadpoolctl's: it restores a limit by setting the count it read
-       before, so a count equal to OpenMP's own goes back to following
-       OpenMP instead of pinning the number. */
-    void qops_pool_set_num_threads(int n) {
-        qops_pool_configure(n == omp_get_max_threads() ? 0 : n);
+    void qops_pool_configure(int n) {
+        __atomic_store_n(&qops_pool_configured, n > 0 ? n : 0, __ATOMIC_RELAXED);
     }
 
     /* A range cut into contiguous chunks, one task each. */
@@ -296,7 +295,7 @@ cdef extern from *:
                                       int chunks_per_thread) noexcept nogil
     int c_get_num_threads "qops_pool_get_num_threads"() noexcept nogil
     void c_configure "qops_pool_configure"(int n) noexcept nogil
-    int qops_pool_configured
+    int c_configured "qops_pool_configured_threads"() noexcept nogil
     int qops_pool_workers
     long qops_pool_jobs
     long qops_pool_worker_tasks
@@ -330,7 +329,7 @@ def set_num_threads(int n):
 
 def configured():
     """The thread count set (by qops or threadpoolctl), 0 if none."""
-    return qops_pool_configured
+    return c_configured()
 
 
 def statistics():

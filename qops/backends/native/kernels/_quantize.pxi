@@ -71,7 +71,7 @@ cdef const char* LEAN_ENTRY = b"qops.backends.native.kernels.quantize_float32_te
 
 cdef enum:
     PIECE = 512
-    # Fewer elements than this run on the calling thread: a parallel region
+    # Fewer elements than this run on the calling thread: a job on the pool
     # costs more than it saves.
     PARALLEL_MIN = 32768
 

@@ -1,9 +1,10 @@
 # Rounding a float32 to an integer, half to even, without a libm call
 # (rintf and nearbyintf are calls on baseline x86-64): adding and
 # subtracting 1.5 * 2**23 rounds a value of magnitude below 2**22 in the
-# default rounding mode, in arithmetic the compiler vectorizes.  Every
-# kernel that rounds (requantization, QuantizeLinear, the float16 and
-# narrow-float conversions) rounds here.
+# default rounding mode, in arithmetic the compiler vectorizes.  The kernels
+# written in C round here (requantization, QuantizeLinear, the float16 and
+# narrow-float conversions); the AVX-512 depthwise kernel rounds with
+# vcvtps2dq in the default mode, the same rule.
 
 cdef extern from *:
     """
