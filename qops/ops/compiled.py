@@ -98,9 +98,6 @@ class CompiledOperator:
             why = "is bound at compile time" if bound else "is not a slot of this operator"
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)
-        # In slot order, whatever order the keywords came in: the plans key
-        # calls by their slots' values in order.
-        slots = {name: slots.get(name) for name in self.runtime_slots}
         fast = self._fast.get()
         if fast is not None:
             get = slots.get
@@ -110,6 +107,9 @@ class CompiledOperator:
                               n_threads)
             if result is not None:
                 return result
+        # In slot order, whatever order the keywords came in: the plans key
+        # calls by their slots' values in order.
+        slots = {name: slots.get(name) for name in self.runtime_slots}
         return self._plans.run(slots, self._attributes, self.feature_level, out=out,
                                n_threads=resolve_threads(n_threads), packed=self._packed,
                                constants=self._constants, fast=fast)

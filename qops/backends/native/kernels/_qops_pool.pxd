@@ -18,15 +18,11 @@ ctypedef void (*range_task)(void* context, Py_ssize_t start, Py_ssize_t stop,
 
 cdef void run_tasks(pool_task task, void* context, Py_ssize_t count, int threads) noexcept nogil
 
-# [0, total) in up to CHUNKS_PER_THREAD * threads contiguous chunks of at
-# least `grain` elements (a static schedule's locality, taken dynamically).
+# [0, total) in contiguous chunks of at least `grain` elements, guided: each
+# half an even share of what is left, so the first are large (a static
+# schedule's locality) and the last small (the threads finish together).
 cdef void run_range(range_task task, void* context, Py_ssize_t total, Py_ssize_t grain,
                     int threads) noexcept nogil
-
-cdef enum:
-    # Chunks per thread of a range: enough that a thread that starts late
-    # still finds work, few enough that each chunk keeps its locality.
-    CHUNKS_PER_THREAD = 4
 
 cdef extern from *:
     """
