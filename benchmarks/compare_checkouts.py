@@ -6,8 +6,11 @@ qops: the command runs with the checkout as its working directory), round
 after round, and prints, per case, the best time of each checkout over the
 rounds and the ratio of the two, for the plain function and the compiled
 operator.  onnxruntime's best times in the same runs say how much the
-machine itself moved between the two checkouts' runs.  Each checkout must be
-built (``python setup.py build_ext --inplace``).
+machine itself moved between the two checkouts' runs; the last columns take
+that out: per checkout, the median over rounds of each run's "vs ORT" speed
+(onnxruntime's time over qops', both from that run), and their ratio (above 1:
+the new checkout is faster).  Each checkout must be built (``python setup.py
+build_ext --inplace``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,13 @@ def _best(runs, case, column):
     return min(values) if values else None
 
 
+def _median_speed(runs, case, column):
+    """The median over runs of one run's speed relative to onnxruntime."""
+    values = sorted(float(run[case][column].rstrip("x")) for run in runs
+                    if run[case].get(column))
+    return values[len(values) // 2] if values else None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old")
@@ -63,8 +73,9 @@ def main(argv=None):
                                             out))
                 print(f"round {round_ + 1}: {name} done", file=sys.stderr)
     print("| case | old ms | new ms | new / old | old compiled ms | new compiled ms | "
-          "new / old compiled | ORT ms (old runs, new runs) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "new / old compiled | ORT ms (old runs, new runs) | vs ORT old, new | "
+          "compiled vs ORT old, new | speed new / old (vs ORT; plain, compiled) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for case in runs["new"][0]:
         cells = [case]
         for column in ("qops ms", "compiled ms"):
@@ -75,6 +86,13 @@ def main(argv=None):
             cells += [f"{old:.3f}", f"{new:.3f}", f"{new / old:.2f}"]
         ort_old, ort_new = _best(runs["old"], case, "ORT ms"), _best(runs["new"], case, "ORT ms")
         cells.append(f"{ort_old:.3f}, {ort_new:.3f}")
+        relative = []
+        for column in ("qops vs ORT", "compiled vs ORT const"):
+            old = _median_speed(runs["old"], case, column)
+            new = _median_speed(runs["new"], case, column)
+            cells.append("" if old is None else f"{old:.2f}, {new:.2f}")
+            relative.append("" if old is None else f"{new / old:.2f}")
+        cells.append(", ".join(r for r in relative if r))
         print("| " + " | ".join(cells) + " |")
     return 0
 

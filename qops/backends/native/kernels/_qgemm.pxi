@@ -434,7 +434,11 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     jobs.m_panels = m_panels
     jobs.n_panels = n_panels
     jobs.tile_n_panels = tile_n_panels
-    run_range(run_tiles, &jobs, tiles * gemm.batch, 1, n_threads)
+    # A column of tiles shares its B' panels: where there are enough columns
+    # to go round, a chunk takes whole columns, so that no column is loaded
+    # into two threads' caches.
+    run_range(run_tiles, &jobs, tiles * gemm.batch,
+              tiles_m if tiles * gemm.batch // tiles_m >= 2 * n_threads else 1, n_threads)
 
 
 cdef struct TileJobs:

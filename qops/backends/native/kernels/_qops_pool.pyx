@@ -250,7 +250,8 @@ cdef extern from *:
        ones are large and contiguous (each thread's work keeps its locality)
        and the last ones small (the threads finish together, however few the
        elements: 12 equal tiles on 2 threads end 6 and 6, where 8 equal
-       chunks of 1 or 2 tiles could end 7 and 5). */
+       chunks of 1 or 2 tiles could end 7 and 5).  Chunks are whole grains
+       (but the last): a caller's grain is a unit that should not be split. */
     #define QOPS_RANGE_CHUNKS 256
     typedef void (*qops_range_task)(void* context, ptrdiff_t start, ptrdiff_t stop, int slot);
     typedef struct {
@@ -280,8 +281,7 @@ cdef extern from *:
         while (start < total) {
             left = total - start;
             size = (left + 2 * (ptrdiff_t)threads - 1) / (2 * (ptrdiff_t)threads);
-            if (size < grain)
-                size = grain;
+            size = (size + grain - 1) / grain * grain;  /* whole grains */
             if (size > left || chunks == QOPS_RANGE_CHUNKS - 1)
                 size = left;
             start += size;
