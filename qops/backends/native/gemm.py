@@ -162,22 +162,16 @@ def filter_fold(filter):
 
 def filter_taps(filter, fold):
     """Per row of the packed filter, the offset of its tap in a filter row
-    (out_channels x channels * kernel_h * kernel_w bytes), -1 for padding.
+    (out_channels x channels * kernel_h * kernel_w bytes).
 
     Rows run (filter row, [filter column,] channel): one step of the kernel
-    per filter row (fold = kernel_w) or per tap (fold = 1), each step's block
-    of channels padded to a multiple of 4.
+    per filter row (fold = kernel_w) or per tap (fold = 1), the steps'
+    channels end to end, as the kernels pack A.
     """
     _, group_channels, kernel_h, kernel_w = filter.shape
-    block = fold * group_channels
-    block_padded = -(-block // 4) * 4
     row, column, channel = np.meshgrid(np.arange(kernel_h), np.arange(kernel_w),
                                        np.arange(group_channels), indexing="ij")
-    offsets = (channel * kernel_h + row) * kernel_w + column
-    steps = offsets.reshape(kernel_h * (kernel_w // fold), block)
-    table = np.full((steps.shape[0], block_padded), -1, np.intp)
-    table[:, :block] = steps
-    return table.reshape(-1)
+    return ((channel * kernel_h + row) * kernel_w + column).reshape(-1).astype(np.intp)
 
 
 def pack_filter(filter, group_count, fold, kernels, n_threads=1, taps=None):

@@ -1,5 +1,5 @@
-# Packing four rows of B into a panel with AVX2 byte and word unpacks, for
-# the AVX2 and AVX-512 variants (AVX2 instructions run under both).  Cython
+# Packing four rows of B into a panel of quads ([group][column][4 k], B_BYTES
+# 1) with AVX2 byte and word unpacks, for the AVX-512 variants.  Cython
 # names of their own keep these declarations apart from a variant's.
 
 cdef extern from "<immintrin.h>" nogil:
@@ -28,9 +28,9 @@ cdef inline void add_column_sums(int32_t* sums, pack_vector packed) noexcept nog
     pack_store(sums, add_lanes(pack_load(sums), total))
 
 
-cdef void pack_group32(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                       const uint8_t* row3, uint8_t flip, int8_t* target,
-                       int32_t* sums) noexcept nogil:
+cdef inline void pack_quads32(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                              const uint8_t* row3, uint8_t flip, int8_t* target,
+                              int32_t* sums) noexcept nogil:
     """32 columns of four rows into one group of a panel: column c's bytes
     (row0..row3) at target[4c..4c+3]; sums[c] += their sum as signed bytes."""
     cdef pack_vector mask = pack_bytes(<char>flip)
@@ -60,3 +60,11 @@ cdef void pack_group32(const uint8_t* row0, const uint8_t* row1, const uint8_t* 
     add_column_sums(sums + 8, s1)
     add_column_sums(sums + 16, s2)
     add_column_sums(sums + 24, s3)
+
+
+cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                     const uint8_t* row3, uint8_t flip, int8_t* target,
+                     int32_t* sums) noexcept nogil:
+    cdef Py_ssize_t c
+    for c in range(0, NR, 32):
+        pack_quads32(row0 + c, row1 + c, row2 + c, row3 + c, flip, target + 4 * c, sums + c)

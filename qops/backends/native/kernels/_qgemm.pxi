@@ -1,54 +1,74 @@
 # The quantized GEMM driver, the packers and the entry points, shared by every
 # SIMD variant.  A variant defines what the interface of _variant.pxd names
-# (its tile constants in its own .pxd; microkernel, pack_group32, the
+# (its tile and block constants in its own .pxd; microkernel, pack_group, the
 # depthwise hooks and probe_kernel in its .pyx) and then includes this file,
 # so each variant compiles with its own flags and its own micro-tile shape.
 #
-# Operands.  A is read where it lies, one pointer per row of the micro-tile:
-# a matrix multiply's rows of A, or a convolution's output pixels, each
-# pointing into a channels-last copy of the image, with one step per filter
-# tap (an implicit GEMM: no im2col buffer).  B is packed into NR-column
-# panels laid out [group of 4 k][column][4]: the filter of a convolution
-# (once per compiled operator), B of a matrix multiply.
+# Operands.  A is read where it lies, one start per row: a matrix multiply's
+# rows of A, or a convolution's output pixels in a channels-last copy of the
+# image, whose K values are the real bytes of `steps` runs (one per filter
+# tap or filter row) at fixed distances from the pixel's start.  Pack, then
+# compute: for each block of K_BLOCK_GROUPS groups of 4 k, the driver packs
+# MR rows of A contiguously (in the variant's A_BYTES, zero past K: a
+# convolution's runs packed end to end, so K is channels x taps rounded up to
+# 4, however few channels a tap has), and the micro-kernel sweeps that block
+# across the unit's panels of B.  B is packed once into NR-column panels
+# (the variant's B_BYTES and layout): the filter of a convolution (once per
+# compiled operator), B of a matrix multiply.
 #
 # Arithmetic: the micro-kernel multiplies unsigned A' by signed B' (the
-# vpdpbusd form).  int8 A is stored as A' = A + 128 (xor 0x80) and uint8 B as
+# vpdpbusd form).  int8 A is read as A' = A + 128 (xor 0x80) and uint8 B as
 # B' = B - 128, and the zero points move with them, so
 #     sum_k (A - a_zp)(B - b_zp) = sum_k (A' - a_zp')(B' - b_zp')
 #       = S - b_zp' * rowsum(A') - a_zp' * colsum(B') + K * a_zp' * b_zp'
-# with S = sum_k A' B'.  |A' B'| <= 255 * 128, so S fits int32 for up to
-# 65792 terms: the driver runs the micro-kernel over chunks of at most 65536 k
-# and adds chunks in int64.  Row and column sums are int64.  Nothing wraps
-# unnoticed: when the whole value provably fits int32 (one chunk, and
-# K * 255 * 255 + |bias| < 2**31), the epilogue works modulo 2**32 in int32
-# lanes (`requantize_line`); otherwise in int64.
+# with S = sum_k A' B'.  |A' B'| <= 255 * 128, so a block's S fits int32
+# (a block is at most 65536 k) and blocks add in int64.  Row and column sums
+# are int64.  Nothing wraps unnoticed: when the whole value provably fits
+# int32 (K * 255 * 255 + |bias| < 2**31), blocks add and the epilogue works
+# modulo 2**32 in int32 lanes (`requantize_line`); otherwise in int64.
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
 from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
-from qops.backends.native.kernels._requantize cimport requantize, requantize_line, requantize_sums
+from qops.backends.native.kernels._requantize cimport (
+    requantize,
+    requantize_line,
+    requantize_row_line,
+    requantize_sums,
+)
 
 cdef enum:
-    # 16384 groups of 4 = 65536 k per int32 chunk (the bound above).
-    GROUPS_PER_CHUNK = 16384
     # |(A - a_zp)(B - b_zp)| <= 255 * 255 for any 8-bit operands.
     MAX_PRODUCT = 65025
     INT32_LIMIT = 2147483647
+    # Bytes of a panel per group of 4 k, and of a packed row of A per block.
+    GROUP_BYTES = NR * 4 * B_BYTES
+    BLOCK_ROW_BYTES = K_BLOCK_GROUPS * 4 * A_BYTES
+    # A thread's scratch (one slot per thread of a run): the packed block of
+    # A, then the unit's sums across blocks (int64 at most), 64-byte aligned.
+    SLOT_A_BYTES = (MR * BLOCK_ROW_BYTES + 63) // 64 * 64
+    SLOT_BYTES = SLOT_A_BYTES + TILE_M_PANELS * MR * TILE_COLUMNS * 8
+
+# A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
+if K_BLOCK_GROUPS > 16384:
+    raise ImportError("K_BLOCK_GROUPS: a block of more than 65536 k could wrap int32")
 
 
 cdef struct Gemm:
-    const uint8_t* a              # row r of A' starts at a + row_offset[r] (or r * lda)
+    const uint8_t* a              # row r of A starts at a + row_offset[r] (or r * lda)
     const Py_ssize_t* row_offset  # NULL: rows are lda bytes apart
     Py_ssize_t lda
     Py_ssize_t m
+    uint8_t a_flip                # A' = A ^ a_flip (0x80 for int8 A)
     const Py_ssize_t* step_offset  # per step, added to a row's start
     Py_ssize_t steps
-    Py_ssize_t step_groups         # groups of 4 k per step
-    const int8_t* b                # NR-column panels of steps * step_groups groups
+    Py_ssize_t step_length         # K values per step (K = steps * step_length)
+    Py_ssize_t groups              # ceil(K / 4): the packed depth
+    const int8_t* b                # NR-column panels of `groups` groups
     Py_ssize_t n
     uint8_t* out                   # (r, c) at out[r * out_row_stride + c * out_col_stride]
     Py_ssize_t out_row_stride
@@ -64,12 +84,17 @@ cdef struct Gemm:
     Py_ssize_t a_batch_stride
     Py_ssize_t b_batch_stride
     Py_ssize_t out_batch_stride
+    uint8_t* scratch               # SLOT_BYTES per thread, 64-byte aligned
 
 
 cdef struct Epilogue:
     # value[r, c] = S[r, c] + column_term[c] - column_zero[c] * row_term[r]
     #               - row_zero[r] * column_sum[c],
     # row_term[r] = row_sum[r] - k * row_zero[r]; then requantized.
+    # With per_row, the bias, multiplier and output zero point belong to the
+    # row (column_term[r], multiplier[r], out_zero[r]) and column_zero is one
+    # value for every column: a pointwise convolution computed as filter x
+    # image, whose rows are output channels.
     const int64_t* column_term      # bias per column, or NULL for none
     const int32_t* column_zero      # b_zp' per column
     const int64_t* column_sum       # sum_k B' per column
@@ -85,7 +110,8 @@ cdef struct Epilogue:
     Py_ssize_t out_zero_step
     int32_t low
     int32_t high
-    bint narrow                     # the value fits int32 whenever S is one chunk
+    bint per_row
+    bint narrow                     # the whole value fits int32
     # raw: write the exact value as int32, unrequantized (CONVOLUTION_INTEGER,
     # MATRIX_MULTIPLY_INTEGER; the glue runs them here only when K proves the
     # value fits).  The output is then int32: strides count elements of 4 bytes.
@@ -100,11 +126,22 @@ cdef inline Py_ssize_t round_up(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return ceil_div(a, b) * b
 
 
+def scratch_bytes(int n_threads):
+    """Bytes of scratch a run on ``n_threads`` threads needs (Gemm.scratch),
+    with room to align it."""
+    return max(n_threads, 1) * SLOT_BYTES + 64
+
+
+cdef inline uint8_t* aligned_scratch(uint8_t[::1] buffer) noexcept:
+    cdef uint8_t* start = &buffer[0]
+    return start + (-(<Py_ssize_t>start) & 63)
+
+
 # -- packing B --------------------------------------------------------------------
 
 cdef enum:
-    # Columns of B per packing task: 8 panels, so each task reads whole
-    # 64-byte lines of every row (4 per row) instead of half a line per panel.
+    # Columns of B per packing task: 8 panels (at least 128 columns) read
+    # whole 64-byte lines of every row.
     PACK_COLUMNS = 8 * NR
     # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
     SUM_GROUPS = 1048576
@@ -112,22 +149,33 @@ cdef enum:
     CHUNK_BYTES = 8 * 1024 * 1024
 
 
+cdef inline void store_b(int8_t* group, Py_ssize_t column, Py_ssize_t j,
+                         int8_t value) noexcept nogil:
+    """Value j < 4 of a column into its group of a panel, in the variant's
+    layout (see B_BYTES in _variant.pxd)."""
+    if B_BYTES == 2:
+        (<int16_t*>group)[(j >> 1) * NR * 2 + column * 2 + (j & 1)] = value
+    else:
+        group[column * 4 + j] = value
+
+
 cdef inline void pack_columns(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
                               const uint8_t* row3, Py_ssize_t width, uint8_t flip,
                               int8_t* target, int32_t* sums) noexcept nogil:
-    """`width` columns of four rows into one group of a panel: column c's
-    bytes at target[4c..4c+3]; sums[c] += their sum as signed bytes."""
+    """`width` columns of four rows into one group of a panel (the rest of
+    the group zero); sums[c] += the column's four values."""
     cdef Py_ssize_t c
     cdef int8_t v0, v1, v2, v3
+    memset(target, 0, GROUP_BYTES)
     for c in range(width):
         v0 = <int8_t>(row0[c] ^ flip)
         v1 = <int8_t>(row1[c] ^ flip)
         v2 = <int8_t>(row2[c] ^ flip)
         v3 = <int8_t>(row3[c] ^ flip)
-        target[4 * c] = v0
-        target[4 * c + 1] = v1
-        target[4 * c + 2] = v2
-        target[4 * c + 3] = v3
+        store_b(target, c, 0, v0)
+        store_b(target, c, 1, v1)
+        store_b(target, c, 2, v2)
+        store_b(target, c, 3, v3)
         sums[c] += v0 + v1 + v2 + v3
 
 
@@ -135,13 +183,13 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
                          uint8_t flip, int8_t* packed, Py_ssize_t panel_size,
                          int64_t* sums) noexcept nogil:
     """Up to PACK_COLUMNS columns of a K x N matrix into their panels (panel_size
-    bytes apart), [group][column][4]; sums[c] <- sum_k B'[k, c] (0 for padding
-    columns).
+    bytes apart); sums[c] <- sum_k B'[k, c] (0 for padding columns).
 
-    Four rows at a time: whole panels through the variant's pack_group32, a
+    Four rows at a time: whole panels through the variant's pack_group, a
     last partial panel column by column.  Rows past K read a row of `flip`
-    bytes (as long as the columns), which pack to B' = 0.  Column sums gather in int32 for at most
-    SUM_GROUPS groups (|sum| <= 512 per group), then in int64.
+    bytes (as long as the columns), which pack to B' = 0.  Column sums
+    gather in int32 for at most SUM_GROUPS groups (|sum| <= 512 per group),
+    then in int64.
     """
     cdef uint8_t filler[PACK_COLUMNS]
     cdef int32_t partial[PACK_COLUMNS]
@@ -166,15 +214,13 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
         for q in range(panels):
             first = q * NR
             width = min(<Py_ssize_t>NR, columns - first)
-            target = packed + q * panel_size + g * NR * 4
+            target = packed + q * panel_size + g * GROUP_BYTES
             if width == NR:
-                for c in range(0, NR, 32):
-                    pack_group32(row0 + first + c, row1 + first + c, row2 + first + c,
-                                 row3 + first + c, flip, target + 4 * c, partial + first + c)
-                continue
-            pack_columns(row0 + first, row1 + first, row2 + first, row3 + first, width, flip,
-                         target, partial + first)
-            memset(target + 4 * width, 0, 4 * (NR - width))
+                pack_group(row0 + first, row1 + first, row2 + first, row3 + first, flip,
+                           target, partial + first)
+            else:
+                pack_columns(row0 + first, row1 + first, row2 + first, row3 + first, width,
+                             flip, target, partial + first)
         if (g + 1) % SUM_GROUPS == 0 or g + 1 == groups:
             for c in range(panels * NR):
                 sums[c] += partial[c]
@@ -205,7 +251,8 @@ cdef void pack_b_blocks(void* context, Py_ssize_t start, Py_ssize_t stop, int sl
 
 cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n, uint8_t flip,
                         int8_t* packed, int64_t* colsum, int n_threads) noexcept nogil:
-    """A K x N matrix B into NR-column panels, PACK_COLUMNS columns per task."""
+    """A K x N matrix B (rows ldb bytes apart) into NR-column panels,
+    PACK_COLUMNS columns per task."""
     cdef PackB p
     p.b = b
     p.ldb = ldb
@@ -214,8 +261,69 @@ cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize
     p.flip = flip
     p.packed = packed
     p.colsum = colsum
-    p.panel_size = ceil_div(k, 4) * NR * 4
+    p.panel_size = ceil_div(k, 4) * GROUP_BYTES
     run_range(pack_b_blocks, &p, ceil_div(n, PACK_COLUMNS), 1, n_threads)
+
+
+def packed_b_bytes(Py_ssize_t k, Py_ssize_t n):
+    """Bytes of a K x N matrix packed into panels."""
+    return ceil_div(n, NR) * ceil_div(k, 4) * GROUP_BYTES
+
+
+# -- packing A ------------------------------------------------------------------------
+
+cdef inline void copy_values(uint8_t* target, const uint8_t* source, Py_ssize_t count,
+                             uint8_t flip) noexcept nogil:
+    """count values of A' (source ^ flip) in the variant's A_BYTES: a loop the
+    compiler vectorizes (a widening load per 16 bytes, for int16)."""
+    cdef Py_ssize_t i
+    cdef uint16_t* wide = <uint16_t*>target
+    if A_BYTES == 2:
+        for i in range(count):
+            wide[i] = source[i] ^ flip
+    elif flip:
+        for i in range(count):
+            target[i] = source[i] ^ flip
+    else:
+        memcpy(target, source, count)
+
+
+cdef inline const uint8_t* row_start(const Gemm* gemm, Py_ssize_t r) noexcept nogil:
+    if gemm.row_offset != NULL:
+        return gemm.a + gemm.row_offset[r]
+    return gemm.a + r * gemm.lda
+
+
+cdef void pack_a_block(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here, Py_ssize_t k0,
+                       Py_ssize_t k1, uint8_t* target) noexcept nogil:
+    """Values [k0, k1) of rows row0 .. row0 + MR - 1 of A' into a packed
+    block (row r at target + r * BLOCK_ROW_BYTES), zero up to a whole group
+    past k1 and in the rows past M.  k0 is a whole number of groups; a
+    convolution's steps are walked from the one holding k0."""
+    cdef Py_ssize_t r, position, step, offset, count
+    cdef Py_ssize_t length = k1 - k0
+    cdef Py_ssize_t padded = round_up(length, 4)
+    cdef Py_ssize_t first_step = k0 // gemm.step_length
+    cdef Py_ssize_t first_offset = k0 % gemm.step_length
+    cdef const uint8_t* source
+    cdef uint8_t* row
+    for r in range(MR):
+        row = target + r * BLOCK_ROW_BYTES
+        if r >= rows_here:
+            memset(row, 0, padded * A_BYTES)
+            continue
+        source = row_start(gemm, row0 + r)
+        position = 0
+        step = first_step
+        offset = first_offset
+        while position < length:
+            count = min(gemm.step_length - offset, length - position)
+            copy_values(row + position * A_BYTES, source + gemm.step_offset[step] + offset,
+                        count, gemm.a_flip)
+            position = position + count
+            step = step + 1
+            offset = 0
+        memset(row + length * A_BYTES, 0, (padded - length) * A_BYTES)
 
 
 # -- the driver -------------------------------------------------------------------
@@ -271,50 +379,82 @@ cdef inline void store_tile(const uint8_t* result, Py_ssize_t rows, Py_ssize_t c
                 target[i * row_stride] = result[i * NR + c]
 
 
+cdef inline void narrow_rows(const int32_t* tile, uint8_t* result, Py_ssize_t row0,
+                             Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
+                             const uint32_t* column_term, const uint32_t* column_sum,
+                             const Epilogue* e) noexcept nogil:
+    cdef Py_ssize_t i, r
+    cdef int64_t row_zero
+    cdef uint32_t row_term
+    for i in range(rows):
+        r = row0 + i
+        row_zero = e.row_zero[r * e.row_zero_step]
+        row_term = <uint32_t>(e.row_sum[r] - e.k * row_zero) if e.row_sum != NULL else 0
+        if e.per_row:
+            # One bias, multiplier and output zero point for the row; one
+            # column zero point for every column.
+            requantize_row_line(
+                tile + i * NR, result + i * NR, cols,
+                (<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
+                - (<uint32_t>e.column_zero[0]) * row_term,
+                <uint32_t>row_zero, column_sum, e.multiplier[r], e.out_zero[r], e.low, e.high)
+        else:
+            requantize_line(tile + i * NR, result + i * NR, cols, column_term,
+                            e.column_zero + col0, column_sum, row_term,
+                            <uint32_t>row_zero, e.multiplier + r * e.multiplier_step + col0,
+                            e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
+
+
 cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                             Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
                             const Gemm* gemm) noexcept nogil:
     cdef uint8_t result[MR * NR]
     cdef uint32_t column_term[NR]
     cdef uint32_t column_sum[NR]
-    cdef Py_ssize_t i, r, c
-    cdef int64_t row_zero
-    cdef uint32_t row_term
+    cdef Py_ssize_t c
     # The tile's column vectors modulo 2**32, once for its rows.
+    memset(column_term, 0, sizeof(column_term))
+    if e.column_term != NULL and not e.per_row:
+        for c in range(cols):
+            column_term[c] = <uint32_t>e.column_term[col0 + c]
     for c in range(cols):
-        column_term[c] = <uint32_t>e.column_term[col0 + c] if e.column_term != NULL else 0
         column_sum[c] = <uint32_t>e.column_sum[col0 + c]
-    for i in range(rows):
-        r = row0 + i
-        row_zero = e.row_zero[r * e.row_zero_step]
-        row_term = <uint32_t>(e.row_sum[r] - e.k * row_zero) if e.row_sum != NULL else 0
-        requantize_line(tile + i * NR, result + i * NR, cols, column_term,
-                        e.column_zero + col0, column_sum, row_term,
-                        <uint32_t>row_zero, e.multiplier + r * e.multiplier_step + col0,
-                        e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
+    # A whole tile's lines are NR long: a constant the compiler unrolls the
+    # vectorized line for.
+    if cols == NR:
+        narrow_rows(tile, result, row0, rows, col0, NR, column_term, column_sum, e)
+    else:
+        narrow_rows(tile, result, row0, rows, col0, cols, column_term, column_sum, e)
     store_tile(result, rows, cols,
                gemm.out + row0 * gemm.out_row_stride + col0 * gemm.out_col_stride,
                gemm.out_row_stride, gemm.out_col_stride)
+
+
+cdef inline int64_t wide_value(const int64_t* tile, Py_ssize_t i, Py_ssize_t c, Py_ssize_t r,
+                               Py_ssize_t col, const Epilogue* e) noexcept nogil:
+    """The exact value of tile element (i, c), output (r, col)."""
+    cdef int64_t row_zero = e.row_zero[r * e.row_zero_step]
+    cdef int64_t row_term = e.row_sum[r] - e.k * row_zero if e.row_sum != NULL else 0
+    cdef int64_t term = 0
+    if e.column_term != NULL:
+        term = e.column_term[r if e.per_row else col]
+    return (tile[i * NR + c] + term - e.column_zero[0 if e.per_row else col] * row_term
+            - row_zero * e.column_sum[col])
 
 
 cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                           Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
                           const Gemm* gemm) noexcept nogil:
     cdef uint8_t result[MR * NR]
-    cdef Py_ssize_t i, r, c, col
-    cdef int64_t row_zero, row_term
+    cdef Py_ssize_t i, r, c, col, at
     for i in range(rows):
         r = row0 + i
-        row_zero = e.row_zero[r * e.row_zero_step]
-        row_term = e.row_sum[r] - e.k * row_zero if e.row_sum != NULL else 0
         for c in range(cols):
             col = col0 + c
+            at = r if e.per_row else r * e.multiplier_step + col
             result[i * NR + c] = <uint8_t>requantize(
-                tile[i * NR + c] + (e.column_term[col] if e.column_term != NULL else 0)
-                - e.column_zero[col] * row_term
-                - row_zero * e.column_sum[col],
-                e.multiplier[r * e.multiplier_step + col],
-                e.out_zero[r * e.out_zero_step + col], e.low, e.high)
+                wide_value(tile, i, c, r, col, e), e.multiplier[at],
+                e.out_zero[r if e.per_row else r * e.out_zero_step + col], e.low, e.high)
     store_tile(result, rows, cols,
                gemm.out + row0 * gemm.out_row_stride + col0 * gemm.out_col_stride,
                gemm.out_row_stride, gemm.out_col_stride)
@@ -326,28 +466,51 @@ cdef void store_sums(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
     """The exact values of a tile, as int32, into a raw epilogue's output."""
     cdef int32_t* out = <int32_t*>gemm.out
     cdef Py_ssize_t i, r, c, col
-    cdef int64_t row_zero, row_term
     for i in range(rows):
         r = row0 + i
-        row_zero = e.row_zero[r * e.row_zero_step]
-        row_term = e.row_sum[r] - e.k * row_zero if e.row_sum != NULL else 0
         for c in range(cols):
             col = col0 + c
-            out[r * gemm.out_row_stride + col * gemm.out_col_stride] = <int32_t>(
-                tile[i * NR + c] + (e.column_term[col] if e.column_term != NULL else 0)
-                - e.column_zero[col] * row_term - row_zero * e.column_sum[col])
+            out[r * gemm.out_row_stride + col * gemm.out_col_stride] = <int32_t>wide_value(
+                tile, i, c, r, col, e)
 
 
-cdef inline const uint8_t* row_start(const Gemm* gemm, Py_ssize_t r) noexcept nogil:
-    if gemm.row_offset != NULL:
-        return gemm.a + gemm.row_offset[r]
-    return gemm.a + r * gemm.lda
+cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
+                      const Epilogue* e, const Gemm* gemm) noexcept nogil:
+    """A micro-tile's sums S (the whole K, as int32: int32 values when the
+    epilogue is narrow, else one block's) into the output."""
+    cdef int64_t wide[MR * NR]
+    cdef Py_ssize_t i
+    cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
+    cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
+    if e.narrow and not e.raw:
+        requantize_narrow(tile, row0, rows, col0, cols, e, gemm)
+        return
+    for i in range(MR * NR):
+        wide[i] = tile[i]
+    finish_wide(wide, row0, col0, e, gemm)
 
 
-cdef void micro_tile(const Gemm* product, const Epilogue* common, Py_ssize_t index,
-                     Py_ssize_t row0, Py_ssize_t panel) noexcept nogil:
-    """One MR x NR block of product `index` of the batch, from the full K to
-    requantized bytes."""
+cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t col0,
+                             const Epilogue* e, const Gemm* gemm) noexcept nogil:
+    cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
+    cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
+    if e.raw:
+        store_sums(tile, row0, rows, col0, cols, e, gemm)
+    else:
+        requantize_wide(tile, row0, rows, col0, cols, e, gemm)
+
+
+cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index,
+                   Py_ssize_t p, Py_ssize_t p_end, Py_ssize_t q, Py_ssize_t q_end,
+                   uint8_t* scratch) noexcept nogil:
+    """Micro-tiles [p, p_end) x panels [q, q_end) of product `index` of the
+    batch, from the full K to the output.
+
+    Per block of K: each micro-tile's rows of A are packed once and swept
+    across the unit's panels.  With one block the micro-tiles go straight to
+    the epilogue; with more, their sums gather in the scratch (int32 where
+    the whole value fits, else int64) and the epilogue runs after the last.
+    """
     cdef Gemm own = product[0]
     cdef Epilogue own_epilogue = common[0]
     cdef const Gemm* gemm = &own
@@ -361,64 +524,60 @@ cdef void micro_tile(const Gemm* product, const Epilogue* common, Py_ssize_t ind
                                + b_member * own_epilogue.column_sum_batch_stride)
     if own_epilogue.row_sum != NULL:
         own_epilogue.row_sum = own_epilogue.row_sum + a_member * own_epilogue.row_sum_batch_stride
-    cdef const uint8_t* rows[MR]
-    cdef const uint8_t* shifted[MR]
     cdef int32_t tile[MR * NR]
-    cdef int64_t wide[MR * NR]
-    cdef Py_ssize_t i, s, g0, count, per_call
-    cdef Py_ssize_t total = gemm.steps * gemm.step_groups
-    cdef Py_ssize_t rows_here = min(<Py_ssize_t>MR, gemm.m - row0)
-    cdef Py_ssize_t col0 = panel * NR
-    cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
-    cdef const int8_t* b = gemm.b + panel * total * NR * 4
-    # Rows past M repeat the first row: read, computed and dropped.
-    for i in range(MR):
-        rows[i] = row_start(gemm, row0 + i if i < rows_here else row0)
-    if total <= GROUPS_PER_CHUNK:
-        microkernel(rows, gemm.step_offset, gemm.steps, gemm.step_groups, b, tile)
-        if e.narrow and not e.raw:
-            requantize_narrow(tile, row0, rows_here, col0, cols, e, gemm)
-            return
-        for i in range(MR * NR):
-            wide[i] = tile[i]
-    else:
-        memset(wide, 0, sizeof(wide))
-        if gemm.step_groups <= GROUPS_PER_CHUNK:
-            # Whole steps per chunk.
-            per_call = GROUPS_PER_CHUNK // gemm.step_groups
-            s = 0
-            while s < gemm.steps:
-                count = min(per_call, gemm.steps - s)
-                microkernel(rows, gemm.step_offset + s, count, gemm.step_groups,
-                            b + s * gemm.step_groups * NR * 4, tile)
-                for i in range(MR * NR):
-                    wide[i] += tile[i]
-                s = s + count
-        else:
-            # Steps longer than a chunk are cut into chunks.
-            for s in range(gemm.steps):
-                g0 = 0
-                while g0 < gemm.step_groups:
-                    count = min(<Py_ssize_t>GROUPS_PER_CHUNK, gemm.step_groups - g0)
-                    for i in range(MR):
-                        shifted[i] = rows[i] + 4 * g0
-                    microkernel(shifted, gemm.step_offset + s, 1, count,
-                                b + (s * gemm.step_groups + g0) * NR * 4, tile)
-                    for i in range(MR * NR):
-                        wide[i] += tile[i]
-                    g0 = g0 + count
-    if e.raw:
-        store_sums(wide, row0, rows_here, col0, cols, e, gemm)
+    cdef uint8_t* block = scratch
+    cdef int32_t* sums32 = <int32_t*>(scratch + SLOT_A_BYTES)
+    cdef int64_t* sums64 = <int64_t*>(scratch + SLOT_A_BYTES)
+    cdef Py_ssize_t panel_size = gemm.groups * GROUP_BYTES
+    cdef Py_ssize_t k = gemm.steps * gemm.step_length
+    cdef Py_ssize_t blocks = ceil_div(gemm.groups, K_BLOCK_GROUPS)
+    cdef Py_ssize_t width = q_end - q
+    cdef Py_ssize_t ri, qi, g0, g1, i, at, start
+    cdef bint narrow = e.narrow
+    if blocks <= 1:
+        for ri in range(p, p_end):
+            pack_a_block(gemm, ri * MR, min(<Py_ssize_t>MR, gemm.m - ri * MR), 0, k, block)
+            for qi in range(q, q_end):
+                microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
+                finish_tile(tile, ri * MR, qi * NR, e, gemm)
         return
-    requantize_wide(wide, row0, rows_here, col0, cols, e, gemm)
+    g0 = 0
+    while g0 < gemm.groups:
+        g1 = min(g0 + K_BLOCK_GROUPS, gemm.groups)
+        for ri in range(p, p_end):
+            pack_a_block(gemm, ri * MR, min(<Py_ssize_t>MR, gemm.m - ri * MR), 4 * g0,
+                         min(k, 4 * g1), block)
+            for qi in range(q, q_end):
+                microkernel(block, BLOCK_ROW_BYTES, g1 - g0,
+                            gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
+                start = ((ri - p) * width + qi - q) * MR * NR
+                if g0 == 0 and narrow:
+                    memcpy(sums32 + start, tile, sizeof(tile))
+                elif narrow:
+                    for i in range(MR * NR):
+                        sums32[start + i] += tile[i]
+                elif g0 == 0:
+                    for i in range(MR * NR):
+                        sums64[start + i] = tile[i]
+                else:
+                    for i in range(MR * NR):
+                        sums64[start + i] += tile[i]
+        g0 = g1
+    for ri in range(p, p_end):
+        for qi in range(q, q_end):
+            start = ((ri - p) * width + qi - q) * MR * NR
+            if narrow:
+                finish_tile(sums32 + start, ri * MR, qi * NR, e, gemm)
+            else:
+                finish_wide(sums64 + start, ri * MR, qi * NR, e, gemm)
 
 
 cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept nogil:
-    """Every output tile of every product of the batch, in parallel; each
-    thread's micro-tile state is on its stack.
+    """Every unit of every product of the batch, in parallel; each thread
+    packs into its own slot of the scratch.
 
-    The pool hands out contiguous runs of tiles, which run down the rows of
-    a column of tiles (and then through the batch): a thread keeps reusing
+    The pool hands out contiguous runs of units, which run down the rows of
+    a column of units (and then through the batch): a thread keeps reusing
     the same B' panels, which stay in its own L2.
     """
     cdef Py_ssize_t m_panels = ceil_div(gemm.m, MR)
@@ -434,7 +593,7 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     jobs.m_panels = m_panels
     jobs.n_panels = n_panels
     jobs.tile_n_panels = tile_n_panels
-    # A column of tiles shares its B' panels: where there are enough columns
+    # A column of units shares its B' panels: where there are enough columns
     # to go round, a chunk takes whole columns, so that no column is loaded
     # into two threads' caches.
     run_range(run_tiles, &jobs, tiles * gemm.batch,
@@ -452,35 +611,22 @@ cdef struct TileJobs:
 
 
 cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
-    """Tile jobs [start, stop): a contiguous run, so that a thread keeps
-    reusing the same B' panels down a column of tiles."""
+    """Units [start, stop): unit job % tiles of product job // tiles."""
     cdef const TileJobs* t = <const TileJobs*>context
-    cdef Py_ssize_t job
+    cdef Py_ssize_t job, tile, p, q
     for job in range(start, stop):
-        run_tile(t.gemm, t.e, job, t.tiles, t.tiles_m, t.m_panels, t.n_panels, t.tile_n_panels)
+        tile = job % t.tiles
+        p = (tile % t.tiles_m) * TILE_M_PANELS
+        q = (tile // t.tiles_m) * t.tile_n_panels
+        run_unit(t.gemm, t.e, job // t.tiles, p, min(p + TILE_M_PANELS, t.m_panels), q,
+                 min(q + t.tile_n_panels, t.n_panels), t.gemm.scratch + slot * SLOT_BYTES)
 
 
-cdef inline void run_tile(const Gemm* gemm, const Epilogue* e, Py_ssize_t job, Py_ssize_t tiles,
-                          Py_ssize_t tiles_m, Py_ssize_t m_panels, Py_ssize_t n_panels,
-                          Py_ssize_t tile_n_panels) noexcept nogil:
-    """Tile job % tiles of product job // tiles: its panels, and down its
-    micro-tile rows for each panel."""
-    cdef Py_ssize_t tile = job % tiles
-    cdef Py_ssize_t p = (tile % tiles_m) * TILE_M_PANELS
-    cdef Py_ssize_t q = (tile // tiles_m) * tile_n_panels
-    cdef Py_ssize_t p_end = min(p + TILE_M_PANELS, m_panels)
-    cdef Py_ssize_t q_end = min(q + tile_n_panels, n_panels)
-    cdef Py_ssize_t qi, ri
-    for qi in range(q, q_end):
-        for ri in range(p, p_end):
-            micro_tile(gemm, e, job // tiles, ri * MR, qi)
-
-
-cdef inline int64_t sum_bytes(const uint8_t* p, Py_ssize_t count) noexcept nogil:
+cdef inline int64_t sum_values(const uint8_t* p, Py_ssize_t count, uint8_t flip) noexcept nogil:
     cdef Py_ssize_t j
     cdef int64_t total = 0
     for j in range(count):
-        total += p[j]
+        total += p[j] ^ flip
     return total
 
 
@@ -499,12 +645,12 @@ cdef void row_sums_range(void* context, Py_ssize_t first, Py_ssize_t stop, int s
         start = row_start(gemm, r)
         total = 0
         for s in range(gemm.steps):
-            total += sum_bytes(start + gemm.step_offset[s], 4 * gemm.step_groups)
+            total += sum_values(start + gemm.step_offset[s], gemm.step_length, gemm.a_flip)
         job.sums[r] = total
 
 
 cdef void row_sums(const Gemm* gemm, int64_t* sums, int n_threads) noexcept nogil:
-    """sums[r] <- sum_k A'[r, k] (k padding is 0)."""
+    """sums[r] <- sum_k A'[r, k]."""
     cdef RowSums job
     job.gemm = gemm
     job.sums = sums
@@ -528,7 +674,7 @@ def depth_fits_int32(Py_ssize_t depth):
 def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
     """Pack every K x N matrix of b; returns (packed, colsum), one row per matrix."""
     cdef Py_ssize_t batches = b.shape[0], k = b.shape[1], n = b.shape[2], index
-    cdef Py_ssize_t size = ceil_div(n, NR) * ceil_div(k, 4) * NR * 4
+    cdef Py_ssize_t size = packed_b_bytes(k, n)
     cdef Py_ssize_t padded = ceil_div(n, NR) * NR
     # Packing writes every byte of every panel and every column sum.
     packed = (np.empty if k and n else np.zeros)((batches, max(size, 1)), dtype=np.int8)
@@ -575,36 +721,6 @@ cdef void pack_one_batch(void* context, Py_ssize_t index, int slot) noexcept nog
                   1)
 
 
-cdef struct FlipRows:
-    const uint8_t* a
-    Py_ssize_t k
-    Py_ssize_t lda
-    uint8_t flip
-    uint8_t* out
-
-
-cdef void flip_row_range(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
-    cdef const FlipRows* job = <const FlipRows*>context
-    cdef Py_ssize_t r, j
-    for r in range(start, stop):
-        for j in range(job.k):
-            job.out[r * job.lda + j] = job.a[r * job.k + j] ^ job.flip
-        for j in range(job.k, job.lda):
-            job.out[r * job.lda + j] = 0
-
-
-cdef void flip_rows(const uint8_t* a, Py_ssize_t rows, Py_ssize_t k, Py_ssize_t lda,
-                    uint8_t flip, uint8_t* out, int n_threads) noexcept nogil:
-    """out (rows x lda) <- a ^ flip, zero padded past k."""
-    cdef FlipRows job
-    job.a = a
-    job.k = k
-    job.lda = lda
-    job.flip = flip
-    job.out = out
-    run_range(flip_row_range, &job, rows, 64, n_threads)
-
-
 def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
            const int64_t[::1] b_index, Py_ssize_t n,
@@ -613,17 +729,18 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False):
     """out[i] <- requantized a[a_index[i]] @ b[b_index[i]] for every output matrix i.
 
-    B comes packed (once per call, or once per compiled operator).  A is read
-    in place when it is unsigned with K a multiple of 4, else from a flipped,
-    padded copy.  multiplier and out_zero are (1 or M) x N tables.  With
-    raw, out holds the exact int32 products (M x 4N bytes per matrix) and
-    multiplier, out_zero, low and high are not read.
+    B comes packed (once per call, or once per compiled operator); A is read
+    in place (a_flip: int8, read as A' = A ^ 0x80).  multiplier and out_zero
+    are (1 or M) x N tables.  With raw, out holds the exact int32 products
+    (M x 4N bytes per matrix) and multiplier, out_zero, low and high are not
+    read.
     """
     cdef Gemm gemm
     cdef Epilogue e
     cdef Py_ssize_t step_offset[1]
     if out.shape[0] == 0 or a.shape[1] == 0 or n == 0:
         return
+    n_threads = max(n_threads, 1)
     check_matmul(a, a_index, b_packed, b_colsum, b_index, n, row_zero, col_zero, multiplier,
                  out_zero, out, raw)
     buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_packed, b_colsum,
@@ -644,11 +761,10 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
     output (ValueError otherwise: the run trusts it for every access)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
     cdef Py_ssize_t batches = out.shape[0], index
-    cdef Py_ssize_t b_size = ceil_div(n, NR) * ceil_div(k, 4) * NR * 4
     if (a_index.shape[0] != batches or b_index.shape[0] != batches
             or out.shape[1] != m or out.shape[2] != n * (4 if raw else 1)
             or b_colsum.shape[0] != b_packed.shape[0]
-            or b_packed.shape[1] < b_size or b_colsum.shape[1] < n
+            or b_packed.shape[1] < packed_b_bytes(k, n) or b_colsum.shape[1] < n
             or row_zero.shape[0] < m or col_zero.shape[0] < n
             or multiplier.shape[0] not in (1, m) or multiplier.shape[1] < n
             or out_zero.shape[0] not in (1, m) or out_zero.shape[1] < n):
@@ -669,25 +785,20 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
                          const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
                          uint8_t[:, :, ::1] out, int32_t low, int32_t high, bint raw,
                          int n_threads):
-    """A (flipped and padded to whole groups of 4 k where it must be), the
-    row-sum buffer and the GEMM and epilogue descriptions of a checked
-    product; returns the arrays they point into (the caller keeps them until
-    the run ends)."""
+    """The row-sum buffer, the scratch and the GEMM and epilogue
+    descriptions of a checked product; returns the arrays they point into
+    (the caller keeps them until the run ends)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2], j
-    cdef Py_ssize_t groups = ceil_div(k, 4)
-    cdef Py_ssize_t lda = 4 * groups
     cdef bint needs_row_sums = False
     for j in range(n):
         needs_row_sums = needs_row_sums or col_zero[j] != 0
     source_array = a
-    if k and (a_flip or lda != k):
-        source_array = np.empty((a_batches, m, lda), np.uint8)
-        flip_into(a, source_array, a_flip, n_threads)
     if k == 0:
         # No products: S and every sum are 0; any in-bounds row will do.
         source_array = np.zeros((1, 1, 4), np.uint8)
     cdef const uint8_t[:, :, ::1] source = source_array
     sums = np.zeros((a_batches, m), np.int64) if needs_row_sums and k else None
+    scratch = np.empty(scratch_bytes(n_threads), np.uint8)
     cdef int64_t[:, ::1] sums_view
     e.row_sum = NULL
     if sums is not None:
@@ -696,11 +807,13 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     step_offset[0] = 0
     gemm.a = &source[0, 0, 0]
     gemm.row_offset = NULL
-    gemm.lda = lda
+    gemm.lda = k
     gemm.m = m
+    gemm.a_flip = 0x80 if a_flip else 0
     gemm.step_offset = step_offset
     gemm.steps = 1
-    gemm.step_groups = groups
+    gemm.step_length = max(k, 1)
+    gemm.groups = ceil_div(k, 4)
     gemm.b = &b_packed[0, 0]
     gemm.n = n
     gemm.out = &out[0, 0, 0]
@@ -709,9 +822,10 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     gemm.batch = out.shape[0]
     gemm.a_index = &a_index[0]
     gemm.b_index = &b_index[0]
-    gemm.a_batch_stride = m * lda if k else 0
+    gemm.a_batch_stride = m * k
     gemm.b_batch_stride = b_packed.shape[1]
     gemm.out_batch_stride = m * n
+    gemm.scratch = aligned_scratch(scratch)
     e.row_sum_batch_stride = m
     e.column_sum_batch_stride = b_colsum.shape[1]
     e.column_term = NULL
@@ -726,23 +840,16 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     e.out_zero_step = out_zero.shape[1] if out_zero.shape[0] > 1 else 0
     e.low = low
     e.high = high
+    e.per_row = False
     e.narrow = fits_int32(k, 0)
     e.raw = raw
-    return source_array, sums
-
-
-cdef void flip_into(const uint8_t[:, :, ::1] a, uint8_t[:, :, ::1] target, bint flip,
-                    int n_threads):
-    """target <- a ^ (0x80 if flip), each row zero padded to target's width."""
-    with nogil:
-        flip_rows(&a[0, 0, 0], a.shape[0] * a.shape[1], a.shape[2], target.shape[2],
-                  0x80 if flip else 0, &target[0, 0, 0], n_threads)
+    return source_array, sums, scratch
 
 
 cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
                      int n_threads) noexcept nogil:
     """Row sums of every A matrix (when a column zero point asks for them),
-    then every product of the batch as one job of tiles."""
+    then every product of the batch as one job of units."""
     cdef Py_ssize_t index
     cdef const uint8_t* a = gemm.a
     cdef int64_t* row_sum = <int64_t*>e.row_sum  # setup_matmul's buffer, written here
@@ -766,14 +873,13 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
     cdef Py_ssize_t k = source.shape[0], groups = ceil_div(k, 4)
     cdef Py_ssize_t outputs = out_channels // group_count if group_count > 0 else 0
     cdef Py_ssize_t panels = ceil_div(outputs, NR)
-    cdef Py_ssize_t size = panels * groups * NR * 4
-    cdef Py_ssize_t o, kk
+    cdef Py_ssize_t kk
     if group_count < 1 or out_channels % group_count:
         raise ValueError("pack_filter: the groups do not divide the output channels")
     for kk in range(k):
         if source[kk] >= taps:
             raise ValueError("pack_filter: a tap is outside the filter's rows")
-    packed = np.zeros((group_count, max(size, 1)), np.int8)
+    packed = np.zeros((group_count, max(packed_b_bytes(k, outputs), 1)), np.int8)
     colsum = np.zeros((group_count, max(panels * NR, 1)), np.int64)
     cdef int8_t[:, ::1] packed_view = packed
     cdef int64_t[:, ::1] colsum_view = colsum
@@ -819,19 +925,19 @@ cdef void pack_filter_columns(void* context, Py_ssize_t start, Py_ssize_t stop,
         column = o % job.outputs
         job.colsum[group * job.colsum_stride + column] = pack_filter_column(
             job.filter + o * job.taps, job.source, job.k, job.flip,
-            job.packed + group * job.packed_stride + (column // NR) * job.groups * NR * 4
-            + (column % NR) * 4)
+            job.packed + group * job.packed_stride + (column // NR) * job.groups * GROUP_BYTES,
+            column % NR)
 
 
 cdef int64_t pack_filter_column(const uint8_t* row, const Py_ssize_t* source, Py_ssize_t k,
-                                uint8_t flip, int8_t* target) noexcept nogil:
+                                uint8_t flip, int8_t* panel, Py_ssize_t column) noexcept nogil:
     """One output channel's column of a packed B panel; returns its sum."""
     cdef Py_ssize_t kk
     cdef int8_t value
     cdef int64_t total = 0
     for kk in range(k):
         value = <int8_t>(row[source[kk]] ^ flip) if source[kk] >= 0 else 0
-        target[(kk >> 2) * NR * 4 + (kk & 3)] = value
+        store_b(panel + (kk >> 2) * GROUP_BYTES, column, kk & 3, value)
         total += value
     return total
 
@@ -1011,8 +1117,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     With fold = kernel_w, the copy holds each position's kernel_w taps along
     a row side by side (few channels: longer steps, fewer of them); fold = 1
     keeps one tap per step.  filter_packed is (groups, packed B of
-    K' = steps * block_padded rows by the group's output channels), in the
-    order (tap row, [tap column,] channel).  Per-output-channel vectors:
+    K = steps * fold * group_channels rows by the group's output channels),
+    in the order (tap row, [tap column,] channel): the steps' channels end to
+    end, as the driver packs A.  Per-output-channel vectors:
     col_zero (b_zp'), multiplier, out_zero, bias.  out is (batch,
     out_channels, out_h * out_w); with raw, it holds the exact int32 sums
     (4 bytes each) and multiplier, out_zero, low and high are not read.
@@ -1025,8 +1132,10 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
                              multiplier, out_zero, bias, out, raw):
         return
     c.input_flip = input_flip
+    n_threads = max(n_threads, 1)
     buffers = setup_convolution(&c, &gemm, &e, image, filter_packed, filter_colsum, input_zero,
-                                col_zero, multiplier, out_zero, bias, out, low, high, raw)
+                                col_zero, multiplier, out_zero, bias, out, low, high, raw,
+                                n_threads)
     with nogil:
         run_convolution(&c, &gemm, &e, n_threads)
     del buffers  # what the run read through c, gemm and e
@@ -1118,8 +1227,8 @@ cdef bint check_convolution(Convolution* c, const uint8_t[:, :, :, ::1] image,
             or c.out_w < 1 or c.out_h * c.out_w != c.pixels
             or (c.out_h - 1) * c.stride_h + (kernel_h - 1) * c.dilation_h >= c.padded_h
             or (c.out_w - 1) * c.stride_w + (kernel_w - 1) * c.dilation_w >= c.padded_w
-            or filter_packed.shape[1] < (ceil_div(c.group_outputs, NR) * c.steps
-                                         * c.block_padded * NR)
+            or filter_packed.shape[1] < packed_b_bytes(c.steps * fold * c.group_channels,
+                                                       c.group_outputs)
             or filter_colsum.shape[0] != c.group_count
             or filter_colsum.shape[1] < c.group_outputs
             or col_zero.shape[0] != c.out_channels or multiplier.shape[0] != c.out_channels
@@ -1136,7 +1245,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
                               const int64_t[:, ::1] filter_colsum, uint8_t input_zero,
                               const int32_t[::1] col_zero, const float[::1] multiplier,
                               const int32_t[::1] out_zero, bias, uint8_t[:, :, ::1] out,
-                              int32_t low, int32_t high, bint raw):
+                              int32_t low, int32_t high, bint raw, int n_threads):
     """Offsets, buffers and the GEMM and epilogue descriptions of a checked
     convolution; returns the arrays they point into (the caller keeps them
     until the run ends)."""
@@ -1170,6 +1279,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     sums = np.zeros(c.chunk * c.pixels, np.int64)
     terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
     row_zero = np.full(1, zero_point, np.int32)
+    scratch = np.empty(scratch_bytes(n_threads), np.uint8)
     cdef uint8_t[::1] buffer = copy
     cdef int64_t[::1] sums_view = sums
     cdef const int64_t[::1] term_view = terms
@@ -1188,7 +1298,10 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     gemm.m = c.pixels
     gemm.step_offset = &step_offset[0]
     gemm.steps = c.steps
-    gemm.step_groups = c.block_padded // 4
+    gemm.step_length = c.fold * c.group_channels
+    gemm.groups = ceil_div(c.steps * gemm.step_length, 4)
+    gemm.a_flip = 0  # the copy holds A'
+    gemm.scratch = aligned_scratch(scratch)
     gemm.n = c.group_outputs
     gemm.out_row_stride = 1
     gemm.out_col_stride = c.pixels
@@ -1209,11 +1322,12 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     e.out_zero_step = 0
     e.low = low
     e.high = high
+    e.per_row = False
     e.narrow = fits_int32(e.k, largest_bias)
     e.raw = raw
     if raw and not e.narrow:
         raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
-    return row_offsets, step_offsets, copy, sums, terms, row_zero
+    return row_offsets, step_offsets, copy, sums, terms, row_zero, scratch
 
 
 cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,

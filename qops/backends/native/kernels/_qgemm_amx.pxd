@@ -4,10 +4,14 @@ cdef enum:
     # (tmm4-5) and two B tiles (tmm6-7), all eight tile registers.
     MR = 32
     NR = 32
-    # 8 micro-tiles (256 rows of A, 256 KiB at K = 1024) per unit and four
-    # panels (128 columns, 128 KiB of B' at K = 1024): 384 KiB per unit,
-    # inside the 2 MiB L2 of the CPUs with AMX.  (Not tuned on such a CPU:
-    # the values the 8 x 32 tiles use, whose units are half that size.)
+    A_BYTES = 1
+    B_BYTES = 1
+    # 1024 k per block: the packed rows of A (32 x 1024 bytes, 32 KiB) in a
+    # 48 KiB L1, the unit's block of B' (128 KiB) in L2.
+    K_BLOCK_GROUPS = 256
+    # 8 micro-tiles (256 rows) by four panels (128 columns) per unit.  (Not
+    # tuned on such a CPU: the values of the 8 x 32 tiles, whose units are
+    # smaller.)
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     DEPTHWISE_PAIRS = 1

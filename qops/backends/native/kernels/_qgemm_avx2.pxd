@@ -1,12 +1,23 @@
 # AVX2 (see _variant.pxd for what each constant means).
 cdef enum:
-    # 8 x 32: per pass of 4 columns, eight ymm accumulators (one per row)
-    # plus the widened B' columns and the row broadcast fit the 16 ymm.
-    MR = 8
-    NR = 32
-    # 8 micro-tiles (64 rows of A, 64 KiB at K = 1024) per unit, each B'
-    # panel (K x NR bytes, 32 KiB at K = 1024) serving them from L1/L2; four
-    # panels (128 columns) per unit keep the unit's B' inside a 512 KiB L2.
+    # 6 x 16: per pair of k, two ymm of B' columns and one broadcast pair of
+    # A per row feed twelve vpmaddwd into twelve ymm accumulators: 15 of the
+    # 16 ymm registers, and eight loads (six broadcasts, two of B') per twelve
+    # multiply-adds, inside two load ports.  Both operands are int16, widened
+    # once by the packers, so the loop issues nothing but loads, vpmaddwd and
+    # vpaddd.
+    MR = 6
+    NR = 16
+    A_BYTES = 2
+    B_BYTES = 2
+    # 1024 k per block: the packed rows of A (6 x 1024 x 2 bytes, 12 KiB) stay
+    # in a 32 KiB L1 while each 32 KiB panel of the block streams from L2,
+    # and the unit's block of B' (1024 x 128 x 2 bytes, 256 KiB) stays in a
+    # 512 KiB L2 while its eight micro-tiles take turns.
+    K_BLOCK_GROUPS = 256
+    # 8 micro-tiles (48 rows) by eight panels (128 columns) per unit: each
+    # packed block of A serves eight panels, each block of B' eight
+    # micro-tiles, so packing is a small share of the unit's work.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     DEPTHWISE_PAIRS = 0

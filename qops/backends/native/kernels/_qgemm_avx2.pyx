@@ -1,10 +1,9 @@
 # cython: language_level=3
 """Quantized GEMM with AVX2.  AVX2 has no exact 8-bit dot product (vpmaddubsw
-saturates its int16 pair sums), so bytes are widened to int16 and vpmaddwd
-adds exact int32 pairs."""
+saturates its int16 pair sums), so both operands are widened to int16 once,
+by the packers, and vpmaddwd adds exact int32 pairs."""
 
-from libc.stdint cimport int8_t, int32_t, uint8_t
-from libc.string cimport memcpy
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct __m128i:
@@ -13,79 +12,116 @@ cdef extern from "<immintrin.h>" nogil:
         pass
     __m256i _mm256_setzero_si256()
     __m128i _mm_loadu_si128(const void* p)
-    __m128i _mm_cvtsi32_si128(int value)
-    __m128i _mm_cvtepu8_epi16(__m128i value)
+    __m128i _mm_set1_epi8(char value)
+    __m128i _mm_xor_si128(__m128i a, __m128i b)
+    __m256i _mm256_loadu_si256(const void* p)
+    __m256i _mm256_set1_epi32(int value)
+    __m256i _mm256_set1_epi16(short value)
     __m256i _mm256_cvtepi8_epi16(__m128i value)
-    __m256i _mm256_broadcastq_epi64(__m128i value)
+    __m256i _mm256_unpacklo_epi16(__m256i a, __m256i b)
+    __m256i _mm256_unpackhi_epi16(__m256i a, __m256i b)
+    __m256i _mm256_permute2x128_si256(__m256i a, __m256i b, int control)
     __m256i _mm256_madd_epi16(__m256i a, __m256i b)
     __m256i _mm256_add_epi32(__m256i a, __m256i b)
     void _mm256_storeu_si256(void* p, __m256i value)
 
-# The tile (MR x NR) and its units: _qgemm_avx2.pxd.
-cdef enum:
-    # Columns per pass: 16 bytes of B' (4 columns x 4 k) widen to one ymm of
-    # int16, and eight row accumulators plus the operands fit the 16 ymm.
-    PASS_COLUMNS = 4
+# The tile (MR x NR) and its blocks: _qgemm_avx2.pxd.
 
 
-cdef inline __m256i broadcast_row(const uint8_t* p) noexcept nogil:
-    """a0 a1 a2 a3 as int16, repeated across the register: vpmaddwd then pairs
-    (a0, a1) and (a2, a3) with the same k of each column."""
-    cdef int value
-    memcpy(&value, p, 4)
-    return _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128(value)))
+cdef inline __m256i pair_of(const uint8_t* row, Py_ssize_t pair) noexcept nogil:
+    """Pair `pair` of a packed row of A (two int16), in every lane: a
+    broadcast load, which issues on a load port."""
+    return _mm256_set1_epi32((<const int*>row)[pair])
 
 
-cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
-                      Py_ssize_t groups, const int8_t* b, int32_t* tile) noexcept nogil:
-    cdef __m256i c0, c1, c2, c3, c4, c5, c6, c7, column
-    cdef int32_t lanes[8]
-    cdef Py_ssize_t s, g, chunk, first, r, i, offset
-    cdef const int8_t* panel
-    for chunk in range(NR // PASS_COLUMNS):
-        first = chunk * PASS_COLUMNS
-        c0 = _mm256_setzero_si256()
-        c1 = _mm256_setzero_si256()
-        c2 = _mm256_setzero_si256()
-        c3 = _mm256_setzero_si256()
-        c4 = _mm256_setzero_si256()
-        c5 = _mm256_setzero_si256()
-        c6 = _mm256_setzero_si256()
-        c7 = _mm256_setzero_si256()
-        panel = b + first * 4
-        for s in range(steps):
-            for g in range(groups):
-                column = _mm256_cvtepi8_epi16(_mm_loadu_si128(panel))
-                offset = offsets[s] + 4 * g
-                c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(column, broadcast_row(rows[0] + offset)))
-                c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(column, broadcast_row(rows[1] + offset)))
-                c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(column, broadcast_row(rows[2] + offset)))
-                c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(column, broadcast_row(rows[3] + offset)))
-                c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(column, broadcast_row(rows[4] + offset)))
-                c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(column, broadcast_row(rows[5] + offset)))
-                c6 = _mm256_add_epi32(c6, _mm256_madd_epi16(column, broadcast_row(rows[6] + offset)))
-                c7 = _mm256_add_epi32(c7, _mm256_madd_epi16(column, broadcast_row(rows[7] + offset)))
-                panel += NR * 4
-        # Lane 2i holds column i's k0 + k1 terms, lane 2i + 1 its k2 + k3 terms.
-        for r in range(MR):
-            if r == 0:
-                _mm256_storeu_si256(lanes, c0)
-            elif r == 1:
-                _mm256_storeu_si256(lanes, c1)
-            elif r == 2:
-                _mm256_storeu_si256(lanes, c2)
-            elif r == 3:
-                _mm256_storeu_si256(lanes, c3)
-            elif r == 4:
-                _mm256_storeu_si256(lanes, c4)
-            elif r == 5:
-                _mm256_storeu_si256(lanes, c5)
-            elif r == 6:
-                _mm256_storeu_si256(lanes, c6)
-            else:
-                _mm256_storeu_si256(lanes, c7)
-            for i in range(PASS_COLUMNS):
-                tile[r * NR + first + i] = lanes[2 * i] + lanes[2 * i + 1]
+cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+                      int32_t* tile) noexcept nogil:
+    """Per pair of k: B' columns 0-7 and 8-15 (int16 pairs), each row's pair
+    of A broadcast, twelve vpmaddwd + vpaddd; lane c of a row's accumulators
+    is column c's sum, stored as it is."""
+    cdef __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256()
+    cdef __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256()
+    cdef __m256i c20 = _mm256_setzero_si256(), c21 = _mm256_setzero_si256()
+    cdef __m256i c30 = _mm256_setzero_si256(), c31 = _mm256_setzero_si256()
+    cdef __m256i c40 = _mm256_setzero_si256(), c41 = _mm256_setzero_si256()
+    cdef __m256i c50 = _mm256_setzero_si256(), c51 = _mm256_setzero_si256()
+    cdef __m256i b0, b1, x
+    cdef Py_ssize_t pair
+    cdef const uint8_t* a0 = a
+    cdef const uint8_t* a1 = a + a_stride
+    cdef const uint8_t* a2 = a + 2 * a_stride
+    cdef const uint8_t* a3 = a + 3 * a_stride
+    cdef const uint8_t* a4 = a + 4 * a_stride
+    cdef const uint8_t* a5 = a + 5 * a_stride
+    for pair in range(2 * groups):
+        b0 = _mm256_loadu_si256(b)
+        b1 = _mm256_loadu_si256(b + 32)
+        x = pair_of(a0, pair)
+        c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, b0))
+        c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, b1))
+        x = pair_of(a1, pair)
+        c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, b0))
+        c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, b1))
+        x = pair_of(a2, pair)
+        c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, b0))
+        c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, b1))
+        x = pair_of(a3, pair)
+        c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, b0))
+        c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, b1))
+        x = pair_of(a4, pair)
+        c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x, b0))
+        c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x, b1))
+        x = pair_of(a5, pair)
+        c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x, b0))
+        c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x, b1))
+        b += 64
+    _mm256_storeu_si256(tile + 0 * NR, c00)
+    _mm256_storeu_si256(tile + 0 * NR + 8, c01)
+    _mm256_storeu_si256(tile + 1 * NR, c10)
+    _mm256_storeu_si256(tile + 1 * NR + 8, c11)
+    _mm256_storeu_si256(tile + 2 * NR, c20)
+    _mm256_storeu_si256(tile + 2 * NR + 8, c21)
+    _mm256_storeu_si256(tile + 3 * NR, c30)
+    _mm256_storeu_si256(tile + 3 * NR + 8, c31)
+    _mm256_storeu_si256(tile + 4 * NR, c40)
+    _mm256_storeu_si256(tile + 4 * NR + 8, c41)
+    _mm256_storeu_si256(tile + 5 * NR, c50)
+    _mm256_storeu_si256(tile + 5 * NR + 8, c51)
+
+
+cdef inline __m256i widened_row(const uint8_t* row, __m128i flip) noexcept nogil:
+    """16 bytes of a row of B, xor flip, as int16."""
+    return _mm256_cvtepi8_epi16(_mm_xor_si128(_mm_loadu_si128(row), flip))
+
+
+cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                     const uint8_t* row3, uint8_t flip, int8_t* target,
+                     int32_t* sums) noexcept nogil:
+    """16 columns of four rows into one group of a panel: per pair of rows,
+    the two rows' int16 values interleaved column by column (unpacks work
+    within 128-bit halves, so the halves are then put in column order)."""
+    cdef __m128i mask = _mm_set1_epi8(<char>flip)
+    cdef __m256i ones = _mm256_set1_epi16(1)
+    cdef __m256i k0 = widened_row(row0, mask), k1 = widened_row(row1, mask)
+    cdef __m256i k2 = widened_row(row2, mask), k3 = widened_row(row3, mask)
+    cdef __m256i low = _mm256_unpacklo_epi16(k0, k1)     # columns 0-3 | 8-11
+    cdef __m256i high = _mm256_unpackhi_epi16(k0, k1)    # columns 4-7 | 12-15
+    cdef __m256i first01 = _mm256_permute2x128_si256(low, high, 0x20)
+    cdef __m256i second01 = _mm256_permute2x128_si256(low, high, 0x31)
+    low = _mm256_unpacklo_epi16(k2, k3)
+    high = _mm256_unpackhi_epi16(k2, k3)
+    cdef __m256i first23 = _mm256_permute2x128_si256(low, high, 0x20)
+    cdef __m256i second23 = _mm256_permute2x128_si256(low, high, 0x31)
+    _mm256_storeu_si256(target, first01)
+    _mm256_storeu_si256(target + 32, second01)
+    _mm256_storeu_si256(target + 64, first23)
+    _mm256_storeu_si256(target + 96, second23)
+    _mm256_storeu_si256(sums, _mm256_add_epi32(
+        _mm256_loadu_si256(sums), _mm256_add_epi32(_mm256_madd_epi16(first01, ones),
+                                                   _mm256_madd_epi16(first23, ones))))
+    _mm256_storeu_si256(sums + 8, _mm256_add_epi32(
+        _mm256_loadu_si256(sums + 8), _mm256_add_epi32(_mm256_madd_epi16(second01, ones),
+                                                       _mm256_madd_epi16(second23, ones))))
 
 
 # The peak probe (peak_gops in _qgemm.pxi): six independent vpmaddwd +
@@ -149,6 +185,5 @@ PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
 PROBE_RESULT_PER_ROUND = 6 * 2
 
 
-include "_pack_avx2.pxi"
 include "_depthwise_scalar.pxi"
 include "_qgemm.pxi"

@@ -4,9 +4,15 @@ cdef enum:
     # broadcast per row and group of 4 k: 29 of the 32 zmm registers.
     MR = 6
     NR = 64
-    # 8 micro-tiles (48 rows of A, 48 KiB at K = 1024) per unit, each B'
-    # panel (K x NR bytes, 64 KiB at K = 1024) serving them from L2; two
-    # panels (128 columns) per unit, 128 KiB of B', stay in a 1 MiB L2.
+    A_BYTES = 1
+    B_BYTES = 1
+    # 1024 k per block: the packed rows of A (6 KiB) stay in L1 while each
+    # 64 KiB panel streams from L2, and the unit's block of B' (1024 x 128
+    # bytes, 128 KiB) stays in L2 while its micro-tiles take turns.
+    K_BLOCK_GROUPS = 256
+    # 8 micro-tiles (48 rows) by two panels (128 columns) per unit: each
+    # packed block of A serves both panels, each block of B' the eight
+    # micro-tiles.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     DEPTHWISE_PAIRS = 1

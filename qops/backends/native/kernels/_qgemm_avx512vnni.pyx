@@ -23,8 +23,8 @@ cdef inline __m512i broadcast4(const uint8_t* p) noexcept nogil:
     return _mm512_set1_epi32(value)
 
 
-cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
-                      Py_ssize_t groups, const int8_t* b, int32_t* tile) noexcept nogil:
+cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+                      int32_t* tile) noexcept nogil:
     cdef __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512()
     cdef __m512i c02 = _mm512_setzero_si512(), c03 = _mm512_setzero_si512()
     cdef __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512()
@@ -38,57 +38,49 @@ cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_
     cdef __m512i c50 = _mm512_setzero_si512(), c51 = _mm512_setzero_si512()
     cdef __m512i c52 = _mm512_setzero_si512(), c53 = _mm512_setzero_si512()
     cdef __m512i b0, b1, b2, b3, x
-    cdef Py_ssize_t s, g, offset
-    cdef const uint8_t* a0
-    cdef const uint8_t* a1
-    cdef const uint8_t* a2
-    cdef const uint8_t* a3
-    cdef const uint8_t* a4
-    cdef const uint8_t* a5
-    for s in range(steps):
-        offset = offsets[s]
-        a0 = rows[0] + offset
-        a1 = rows[1] + offset
-        a2 = rows[2] + offset
-        a3 = rows[3] + offset
-        a4 = rows[4] + offset
-        a5 = rows[5] + offset
-        for g in range(0, 4 * groups, 4):
-            b0 = _mm512_loadu_si512(b + 0)
-            b1 = _mm512_loadu_si512(b + 64)
-            b2 = _mm512_loadu_si512(b + 128)
-            b3 = _mm512_loadu_si512(b + 192)
-            x = broadcast4(a0 + g)
-            c00 = _mm512_dpbusd_epi32(c00, x, b0)
-            c01 = _mm512_dpbusd_epi32(c01, x, b1)
-            c02 = _mm512_dpbusd_epi32(c02, x, b2)
-            c03 = _mm512_dpbusd_epi32(c03, x, b3)
-            x = broadcast4(a1 + g)
-            c10 = _mm512_dpbusd_epi32(c10, x, b0)
-            c11 = _mm512_dpbusd_epi32(c11, x, b1)
-            c12 = _mm512_dpbusd_epi32(c12, x, b2)
-            c13 = _mm512_dpbusd_epi32(c13, x, b3)
-            x = broadcast4(a2 + g)
-            c20 = _mm512_dpbusd_epi32(c20, x, b0)
-            c21 = _mm512_dpbusd_epi32(c21, x, b1)
-            c22 = _mm512_dpbusd_epi32(c22, x, b2)
-            c23 = _mm512_dpbusd_epi32(c23, x, b3)
-            x = broadcast4(a3 + g)
-            c30 = _mm512_dpbusd_epi32(c30, x, b0)
-            c31 = _mm512_dpbusd_epi32(c31, x, b1)
-            c32 = _mm512_dpbusd_epi32(c32, x, b2)
-            c33 = _mm512_dpbusd_epi32(c33, x, b3)
-            x = broadcast4(a4 + g)
-            c40 = _mm512_dpbusd_epi32(c40, x, b0)
-            c41 = _mm512_dpbusd_epi32(c41, x, b1)
-            c42 = _mm512_dpbusd_epi32(c42, x, b2)
-            c43 = _mm512_dpbusd_epi32(c43, x, b3)
-            x = broadcast4(a5 + g)
-            c50 = _mm512_dpbusd_epi32(c50, x, b0)
-            c51 = _mm512_dpbusd_epi32(c51, x, b1)
-            c52 = _mm512_dpbusd_epi32(c52, x, b2)
-            c53 = _mm512_dpbusd_epi32(c53, x, b3)
-            b += NR * 4
+    cdef Py_ssize_t g
+    cdef const uint8_t* a0 = a
+    cdef const uint8_t* a1 = a + a_stride
+    cdef const uint8_t* a2 = a + 2 * a_stride
+    cdef const uint8_t* a3 = a + 3 * a_stride
+    cdef const uint8_t* a4 = a + 4 * a_stride
+    cdef const uint8_t* a5 = a + 5 * a_stride
+    for g in range(0, 4 * groups, 4):
+        b0 = _mm512_loadu_si512(b + 0)
+        b1 = _mm512_loadu_si512(b + 64)
+        b2 = _mm512_loadu_si512(b + 128)
+        b3 = _mm512_loadu_si512(b + 192)
+        x = broadcast4(a0 + g)
+        c00 = _mm512_dpbusd_epi32(c00, x, b0)
+        c01 = _mm512_dpbusd_epi32(c01, x, b1)
+        c02 = _mm512_dpbusd_epi32(c02, x, b2)
+        c03 = _mm512_dpbusd_epi32(c03, x, b3)
+        x = broadcast4(a1 + g)
+        c10 = _mm512_dpbusd_epi32(c10, x, b0)
+        c11 = _mm512_dpbusd_epi32(c11, x, b1)
+        c12 = _mm512_dpbusd_epi32(c12, x, b2)
+        c13 = _mm512_dpbusd_epi32(c13, x, b3)
+        x = broadcast4(a2 + g)
+        c20 = _mm512_dpbusd_epi32(c20, x, b0)
+        c21 = _mm512_dpbusd_epi32(c21, x, b1)
+        c22 = _mm512_dpbusd_epi32(c22, x, b2)
+        c23 = _mm512_dpbusd_epi32(c23, x, b3)
+        x = broadcast4(a3 + g)
+        c30 = _mm512_dpbusd_epi32(c30, x, b0)
+        c31 = _mm512_dpbusd_epi32(c31, x, b1)
+        c32 = _mm512_dpbusd_epi32(c32, x, b2)
+        c33 = _mm512_dpbusd_epi32(c33, x, b3)
+        x = broadcast4(a4 + g)
+        c40 = _mm512_dpbusd_epi32(c40, x, b0)
+        c41 = _mm512_dpbusd_epi32(c41, x, b1)
+        c42 = _mm512_dpbusd_epi32(c42, x, b2)
+        c43 = _mm512_dpbusd_epi32(c43, x, b3)
+        x = broadcast4(a5 + g)
+        c50 = _mm512_dpbusd_epi32(c50, x, b0)
+        c51 = _mm512_dpbusd_epi32(c51, x, b1)
+        c52 = _mm512_dpbusd_epi32(c52, x, b2)
+        c53 = _mm512_dpbusd_epi32(c53, x, b3)
+        b += NR * 4
     _mm512_storeu_si512(tile + 0 * NR + 0, c00)
     _mm512_storeu_si512(tile + 0 * NR + 16, c01)
     _mm512_storeu_si512(tile + 0 * NR + 32, c02)

@@ -4,9 +4,14 @@ cdef enum:
     # keeps in vector registers where the baseline instruction set has them.
     MR = 8
     NR = 32
-    # 8 micro-tiles (64 rows of A, 64 KiB at K = 1024) per unit, each B'
-    # panel (K x NR bytes, 32 KiB at K = 1024) serving them from L1/L2; four
-    # panels (128 columns) per unit keep the unit's B' inside a 256 KiB L2.
+    A_BYTES = 1
+    B_BYTES = 1
+    # 1024 k per block: the packed rows of A (8 KiB) stay in L1, and the
+    # unit's block of B' (1024 x 128 bytes, 128 KiB) in a 256 KiB L2.
+    K_BLOCK_GROUPS = 256
+    # 8 micro-tiles (64 rows) by four panels (128 columns) per unit: each
+    # packed block of A serves the four panels, each block of B' the eight
+    # micro-tiles.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     DEPTHWISE_PAIRS = 0

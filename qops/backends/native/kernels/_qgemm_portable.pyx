@@ -8,34 +8,32 @@ from libc.string cimport memset
 # The tile (MR x NR) and its units: _qgemm_portable.pxd.
 
 
-cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
-                      Py_ssize_t groups, const int8_t* b, int32_t* tile) noexcept nogil:
-    cdef Py_ssize_t s, g, r, c
+cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+                      int32_t* tile) noexcept nogil:
+    cdef Py_ssize_t g, r, c
     cdef int32_t a0, a1, a2, a3
-    cdef const uint8_t* a
+    cdef const uint8_t* values
     cdef const int8_t* column
     memset(tile, 0, MR * NR * sizeof(int32_t))
-    for s in range(steps):
-        for g in range(groups):
-            for r in range(MR):
-                a = rows[r] + offsets[s] + 4 * g
-                a0 = a[0]
-                a1 = a[1]
-                a2 = a[2]
-                a3 = a[3]
-                for c in range(NR):
-                    column = b + c * 4
-                    tile[r * NR + c] += (a0 * column[0] + a1 * column[1] + a2 * column[2]
-                                         + a3 * column[3])
-            b += NR * 4
+    for g in range(groups):
+        for r in range(MR):
+            values = a + r * a_stride + 4 * g
+            a0 = values[0]
+            a1 = values[1]
+            a2 = values[2]
+            a3 = values[3]
+            for c in range(NR):
+                column = b + c * 4
+                tile[r * NR + c] += (a0 * column[0] + a1 * column[1] + a2 * column[2]
+                                     + a3 * column[3])
+        b += NR * 4
 
 
-cdef void pack_group32(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                       const uint8_t* row3, uint8_t flip, int8_t* target,
-                       int32_t* sums) noexcept nogil:
-    """32 columns of four rows into one group of a panel: column c's bytes
-    (row0..row3) at target[4c..4c+3]; sums[c] += their sum as signed bytes
-    (the driver's column-by-column loop)."""
+cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                     const uint8_t* row3, uint8_t flip, int8_t* target,
+                     int32_t* sums) noexcept nogil:
+    """NR columns of four rows into one group of a panel (the driver's
+    column-by-column loop, which the compiler vectorizes as it can)."""
     pack_columns(row0, row1, row2, row3, NR, flip, target, sums)
 
 

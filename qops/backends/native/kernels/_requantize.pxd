@@ -5,10 +5,12 @@
 # per element).  The build never uses -ffast-math, so each float operation
 # below rounds once in float32, as the NumPy reference does.
 #
-# Two forms of the same rule: `requantize` takes one int64 sum, for sums that
-# may pass int32; `requantize_line` takes a line of int32 sums with their
-# zero-point corrections, in a loop the compiler vectorizes, for sums the
-# caller has proved fit int32.
+# Forms of the same rule: `requantize` takes one int64 sum, for sums that
+# may pass int32; the line forms take a line of int32 sums with their
+# zero-point corrections, in loops the compiler vectorizes, for sums the
+# caller has proved fit int32: `requantize_line` with per-column vectors,
+# `requantize_sums` with one term, `requantize_row_line` with the row's
+# bias, multiplier and zero point.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
@@ -30,6 +32,23 @@ cdef inline int32_t requantize(int64_t accumulator, float multiplier, int32_t ze
     return (<int32_t>round_half_even(value)) + zero_point
 
 
+cdef enum:
+    # Values per pass of a line: the integer-and-float pass writes int32 to a
+    # local array, a second pass narrows it to bytes.  Kept apart, each loop
+    # has one element width, which the compiler vectorizes a full register
+    # wide (8 int32 per ymm): fused with the byte stores, it picked vectors
+    # as wide in bytes and ran a 16-value line at a quarter of the width.
+    LINE_CHUNK = 64
+
+
+cdef inline void narrow_line(const int32_t* values, uint8_t* result,
+                             Py_ssize_t count) noexcept nogil:
+    """The low byte of each value (the output integer as uint8 or int8)."""
+    cdef Py_ssize_t c
+    for c in range(count):
+        result[c] = <uint8_t>values[c]
+
+
 cdef inline void requantize_line(const int32_t* sums, uint8_t* result, Py_ssize_t count,
                                  const uint32_t* column_term, const int32_t* column_zero,
                                  const uint32_t* column_sum, uint32_t row_term,
@@ -45,19 +64,24 @@ cdef inline void requantize_line(const int32_t* sums, uint8_t* result, Py_ssize_
     as the int64 of `requantize`.  Bytes of the result are the low byte of the
     output integer (uint8 or int8 alike).
     """
-    cdef Py_ssize_t c
+    cdef int32_t values[LINE_CHUNK]
+    cdef Py_ssize_t first = 0, c, n
     cdef int32_t value, zero
     cdef float scaled, floor_value, ceiling_value
-    for c in range(count):
-        value = <int32_t>(<uint32_t>sums[c] + column_term[c]
-                          - (<uint32_t>column_zero[c]) * row_term - row_zero * column_sum[c])
-        zero = out_zero[c]
-        scaled = (<float>value) * multiplier[c]
-        floor_value = <float>(low - zero)
-        ceiling_value = <float>(high - zero)
-        scaled = floor_value if scaled < floor_value else scaled
-        scaled = ceiling_value if scaled > ceiling_value else scaled
-        result[c] = <uint8_t>((<int32_t>round_half_even(scaled)) + zero)
+    while first < count:
+        n = min(<Py_ssize_t>LINE_CHUNK, count - first)
+        for c in range(first, first + n):
+            value = <int32_t>(<uint32_t>sums[c] + column_term[c]
+                              - (<uint32_t>column_zero[c]) * row_term - row_zero * column_sum[c])
+            zero = out_zero[c]
+            scaled = (<float>value) * multiplier[c]
+            floor_value = <float>(low - zero)
+            ceiling_value = <float>(high - zero)
+            scaled = floor_value if scaled < floor_value else scaled
+            scaled = ceiling_value if scaled > ceiling_value else scaled
+            values[c - first] = (<int32_t>round_half_even(scaled)) + zero
+        narrow_line(values, result + first, n)
+        first = first + n
 
 
 cdef inline void requantize_sums(const int32_t* sums, uint8_t* result, Py_ssize_t count,
@@ -65,12 +89,42 @@ cdef inline void requantize_sums(const int32_t* sums, uint8_t* result, Py_ssize_
                                  int32_t low, int32_t high) noexcept nogil:
     """result[c] <- requantize(sums[c] + term) for c < count, one multiplier and
     zero point for the line; as `requantize_line`, for values that fit int32."""
-    cdef Py_ssize_t c
+    cdef int32_t values[LINE_CHUNK]
+    cdef Py_ssize_t first = 0, c, n
     cdef float scaled
     cdef float floor_value = <float>(low - zero_point)
     cdef float ceiling_value = <float>(high - zero_point)
-    for c in range(count):
-        scaled = (<float>(<int32_t>(<uint32_t>sums[c] + term))) * multiplier
-        scaled = floor_value if scaled < floor_value else scaled
-        scaled = ceiling_value if scaled > ceiling_value else scaled
-        result[c] = <uint8_t>((<int32_t>round_half_even(scaled)) + zero_point)
+    while first < count:
+        n = min(<Py_ssize_t>LINE_CHUNK, count - first)
+        for c in range(first, first + n):
+            scaled = (<float>(<int32_t>(<uint32_t>sums[c] + term))) * multiplier
+            scaled = floor_value if scaled < floor_value else scaled
+            scaled = ceiling_value if scaled > ceiling_value else scaled
+            values[c - first] = (<int32_t>round_half_even(scaled)) + zero_point
+        narrow_line(values, result + first, n)
+        first = first + n
+
+
+cdef inline void requantize_row_line(const int32_t* sums, uint8_t* result, Py_ssize_t count,
+                                     uint32_t term, uint32_t row_zero,
+                                     const uint32_t* column_sum, float multiplier,
+                                     int32_t zero_point, int32_t low, int32_t high) noexcept nogil:
+    """result[c] <- requantize(sums[c] + term - row_zero * column_sum[c]) for
+    c < count: a line whose bias, multiplier and output zero point are the
+    row's (`term` holds the bias and the row's share of the zero-point
+    corrections); as `requantize_line`, for values that fit int32."""
+    cdef int32_t values[LINE_CHUNK]
+    cdef Py_ssize_t first = 0, c, n
+    cdef float scaled
+    cdef float floor_value = <float>(low - zero_point)
+    cdef float ceiling_value = <float>(high - zero_point)
+    while first < count:
+        n = min(<Py_ssize_t>LINE_CHUNK, count - first)
+        for c in range(first, first + n):
+            scaled = (<float>(<int32_t>(<uint32_t>sums[c] + term - row_zero * column_sum[c])
+                              )) * multiplier
+            scaled = floor_value if scaled < floor_value else scaled
+            scaled = ceiling_value if scaled > ceiling_value else scaled
+            values[c - first] = (<int32_t>round_half_even(scaled)) + zero_point
+        narrow_line(values, result + first, n)
+        first = first + n

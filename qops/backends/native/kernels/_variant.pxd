@@ -8,32 +8,43 @@
 #
 #   cdef enum:
 #       MR, NR            the micro-tile: MR rows of A by NR columns of B'
-#                         (NR a multiple of 32: pack_group32's width)
-#       TILE_M_PANELS     micro-tiles down a unit of parallel work: each B'
-#                         panel serves them in turn from L1/L2, and their
-#                         rows of A stay in L2 across the unit's panels
+#       A_BYTES           bytes per value of a packed block of A: 1 (A' bytes
+#                         as they are) or 2 (widened to int16 by the packer,
+#                         for a multiply-add on 16-bit pairs)
+#       B_BYTES           bytes per value of a packed panel of B: 1, laid out
+#                         [group of 4 k][column][4 k] (the quads of vpdpbusd
+#                         and tdpbusd), or 2, int16 laid out [group][pair of
+#                         k][column][2 k] (the pairs of vpmaddwd)
+#       K_BLOCK_GROUPS    groups of 4 k per block of the driver's K loop: the
+#                         packed MR-row block of A stays in L1 while the
+#                         unit's panels stream past it, and the unit's B'
+#                         block (K_BLOCK_GROUPS x TILE_COLUMNS groups of 4
+#                         values) stays in L2 while its micro-tiles take turns
+#       TILE_M_PANELS     micro-tiles down a unit of parallel work
 #       TILE_COLUMNS      columns of B' per unit (a multiple of NR)
 #       DEPTHWISE_PAIRS   1 when depthwise_pairs_plane is a pair kernel
-#                         (_depthwise_avx512.pxi), 0 when the variant has
-#                         none and _depthwise.pxi runs its row kernel
+#                         (_depthwise_avx512.pxi, _depthwise_avx2.pxi), 0 when
+#                         the variant has none and _depthwise.pxi runs its
+#                         row kernel
 #
 # and, at Python level, PROBE_MULTIPLY_ADDS, PROBE_MIX and
 # PROBE_RESULT_PER_ROUND, which describe probe_kernel (see peak_gops).
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint32_t
 
-# tile[r * NR + c] <- sum over steps s, groups g and j < 4 of
-#     rows[r][offsets[s] + 4 g + j] * b[((s * groups + g) * NR + c) * 4 + j]
-# for unsigned A' bytes and signed B' bytes: exact in int32 for up to 65536 k.
-cdef void microkernel(const uint8_t* const* rows, const Py_ssize_t* offsets, Py_ssize_t steps,
-                      Py_ssize_t groups, const int8_t* b, int32_t* tile) noexcept nogil
+# tile[r * NR + c] <- sum over k < 4 * groups of A[r, k] * B[k, c], for
+# the packed block of A (row r at a + r * a_stride, unsigned values, A_BYTES
+# each) and a packed panel of B' (signed values, B_BYTES each) from its
+# group at b: exact in int32 for up to 65536 k.
+cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+                      int32_t* tile) noexcept nogil
 
-# 32 columns of four rows of B into one group of a panel: column c's bytes
-# (row0..row3, each xor flip) at target[4c..4c+3]; sums[c] += their sum as
-# signed bytes.
-cdef void pack_group32(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                       const uint8_t* row3, uint8_t flip, int8_t* target,
-                       int32_t* sums) noexcept nogil
+# One group of a full panel: NR columns of four rows of B (k = 4g .. 4g + 3;
+# each byte xor flip, then read as signed) in the panel layout at target
+# (B_BYTES per value); sums[c] += the column's four values.
+cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                     const uint8_t* row3, uint8_t flip, int8_t* target,
+                     int32_t* sums) noexcept nogil
 
 # The depthwise pair kernel's two steps (no-ops where DEPTHWISE_PAIRS is 0):
 # one output plane from an int16 plane, and an image channel widened into one.
