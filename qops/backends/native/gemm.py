@@ -19,9 +19,9 @@ from qops.backends.contract import Prepared
 from qops.backends.native import variants
 from qops.registry import dtypes as _dtypes
 
-__all__ = ["prepare_matmul", "prepare_convolution", "prepare_depthwise", "run_matmul",
-           "run_convolution", "run_depthwise", "threads_for", "WORK_PER_THREAD",
-           "fits_int32", "is_depthwise"]
+__all__ = ["prepare_matmul", "prepare_convolution", "prepare_pointwise", "prepare_depthwise",
+           "run_matmul", "run_convolution", "run_pointwise", "run_depthwise", "threads_for",
+           "WORK_PER_THREAD", "fits_int32", "is_pointwise", "is_depthwise"]
 
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
 _SINGLE_BATCH = np.zeros(1, np.int64)
@@ -255,6 +255,83 @@ def prepare_convolution(call, variant=None):
     return Prepared(run, derive)
 
 
+# -- pointwise convolution (1 x 1) -----------------------------------------------------------
+
+#: A pointwise product runs as filter x image when its image's pixels fill the
+#: micro-tile's columns at least this well (else the implicit GEMM, whose
+#: rows are pixels, wastes less of each tile: r50's 7 x 7 maps).
+POINTWISE_MIN_FILL = 0.9
+
+
+def is_pointwise(call):
+    """A 1 x 1 convolution of one group without padding: a product of the
+    filter (output channels x channels) and each image (channels x pixels)
+    that fills the micro-tile's columns well enough."""
+    filter, attributes = call.arrays["filter"], call.attributes
+    if (attributes["group_count"] != 1 or any(size != 1 for size in filter.shape[2:])
+            or any(attributes["start_padding"]) or any(attributes["end_padding"])):
+        return False
+    pixels = int(np.prod(call.output_shape[2:], dtype=np.int64))
+    _, columns = variants.module().tile_shape()
+    return pixels >= POINTWISE_MIN_FILL * (-(-pixels // columns) * columns)
+
+
+def prepare_pointwise(call, variant=None):
+    """A 1 x 1 convolution of this signature as filter x image, one product
+    per image: the filter is A (rows: output channels, each with its own
+    requantization), each image B (its channels x pixels, as NCHW lays them
+    out), and the product is the output image, channels-first, with no
+    channels-last copy and no transposition on the way out."""
+    variant = variant or variants.selected()
+    kernels = variants.module(variant)
+    arrays, attributes = call.arrays, call.attributes
+    image, filter = arrays["input"], arrays["filter"]
+    batch, channels = image.shape[:2]
+    out_channels = filter.shape[0]
+    strides = tuple(attributes["strides"])
+    pixels = int(np.prod(call.output_shape[2:], dtype=np.int64))
+    a_flip, b_flip = _signed(filter), not _signed(image)
+    raw = call.output_dtype == np.int32
+    low, high = (0, 0) if raw else _range(call.output_dtype)
+    out_shape = (batch, out_channels, pixels * (4 if raw else 1))
+    a_index = np.zeros(batch, np.int64)
+    b_index = np.arange(batch, dtype=np.int64)
+    work = batch * pixels * out_channels * channels
+    subsample = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
+
+    def derive(arrays, multiplier):
+        row_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32,
+                           _FLIP if a_flip else 0)
+        column_zero = _vector(arrays["input_zero_point"], 1, np.int32, -_FLIP if b_flip else 0)
+        if raw:
+            per_row = (np.ones((out_channels, 1), np.float32),
+                       np.zeros((out_channels, 1), np.int32), None)
+        else:
+            scale, out_zero, bias = _channel_requantization(arrays, multiplier, out_channels)
+            per_row = (scale.reshape(-1, 1), out_zero.reshape(-1, 1),
+                       None if bias is None else bias.astype(np.int64))
+        return _frozen((row_zero, column_zero) + per_row)
+
+    def run(call, out, n_threads):
+        n_threads = threads_for(work, n_threads)
+        image = call.arrays["input"]
+        if any(step != 1 for step in strides):
+            image = image[subsample]
+        columns = _bytes(image).reshape(batch, channels, pixels)
+        packed, colsum = kernels.pack_b_batches(columns, b_flip, n_threads)
+        rows = _bytes(call.arrays["filter"]).reshape(1, out_channels, channels)
+        row_zero, column_zero, multiplier, out_zero, bias = call.values
+        row_sums = None
+        if column_zero[0] and call.packed is not None:
+            row_sums = call.packed.get(("filter rows", variant),
+                                       lambda: kernels.matrix_row_sums(rows, a_flip, n_threads))
+        kernels.matmul(rows, a_flip, a_index, packed, colsum, b_index, pixels, row_zero,
+                       column_zero, multiplier, out_zero, out.view(np.uint8).reshape(out_shape),
+                       low, high, n_threads, raw, per_row=True, bias=bias, a_row_sums=row_sums)
+
+    return Prepared(run, derive)
+
+
 def is_depthwise(call):
     filter = call.arrays["filter"]
     return filter.shape[1] == 1 and call.attributes["group_count"] > 1
@@ -298,4 +375,5 @@ def _runner(prepare):
 #: A validated call run once on a named variant (the tests run every variant so).
 run_matmul = _runner(prepare_matmul)
 run_convolution = _runner(prepare_convolution)
+run_pointwise = _runner(prepare_pointwise)
 run_depthwise = _runner(prepare_depthwise)

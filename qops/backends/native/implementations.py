@@ -3,6 +3,7 @@
 Per operator, best first: the lean paths (``lean``: small matrix multiplies
 and per-tensor float32 quantization, checked and run in C,
 :mod:`qops.backends.native._lean`), the depthwise kernels (``depthwise
+kernels``), the 1 x 1 convolutions as filter x image products (``pointwise
 kernels``), the GEMM and quantize kernels (``kernels``); the reference
 (:mod:`qops.backends.reference`) takes what none of them does.  A lean path
 also hands out fast paths: objects that take the operator function's own
@@ -21,7 +22,7 @@ from qops.registry import dtypes as _dtypes
 __all__ = ["register_all"]
 
 # Priorities: a higher one is asked first.
-LEAN, DEPTHWISE, KERNELS = 30, 20, 10
+LEAN, DEPTHWISE, POINTWISE, KERNELS = 30, 20, 15, 10
 
 #: Filter taps the depthwise kernels take: sums of that many products of
 #: 8-bit differences (and a bias) still fit their int32 lanes.  (Importing
@@ -139,6 +140,10 @@ def register_all(register):
              supports=lambda call: (_has_work(call, "input", "filter") and gemm.is_depthwise(call)
                                     and call.arrays["filter"][0].size <= DEPTHWISE_MAX_TAPS),
              prepare=gemm.prepare_depthwise)
+    register("QUANTIZED_LINEAR_CONVOLUTION", "pointwise kernels",
+             _run_prepared(gemm.prepare_pointwise), priority=POINTWISE,
+             supports=lambda call: _has_work(call, "input", "filter") and gemm.is_pointwise(call),
+             prepare=gemm.prepare_pointwise)
     register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", _run_prepared(gemm.prepare_convolution),
              priority=KERNELS, supports=lambda call: _has_work(call, "input", "filter"),
              prepare=gemm.prepare_convolution)
@@ -149,6 +154,11 @@ def register_all(register):
              supports=lambda call: (_has_work(call, "a", "b")
                                     and gemm.fits_int32(call.arrays["a"].shape[-1])),
              prepare=gemm.prepare_matmul)
+    register("CONVOLUTION_INTEGER", "pointwise kernels", _run_prepared(gemm.prepare_pointwise),
+             priority=POINTWISE,
+             supports=lambda call: (_has_work(call, "input", "filter") and gemm.is_pointwise(call)
+                                    and gemm.fits_int32(call.arrays["filter"][0].size)),
+             prepare=gemm.prepare_pointwise)
     register("CONVOLUTION_INTEGER", "kernels", _run_prepared(gemm.prepare_convolution),
              priority=KERNELS,
              supports=lambda call: (_has_work(call, "input", "filter")

@@ -2,10 +2,10 @@
 # One input channel per group: a GEMM would have one row per group, so this
 # runs directly, one (image, output channel) plane per task.
 #
-# Two kernels.  The AVX-512 variants run horizontal strides 1 and 2 (sums
-# that fit int32 with their bias) through the pair kernel of
-# _depthwise_avx512.pxi, driven by depthwise_pairs below.  Everything else
-# takes the row kernel.  Both run one task per (image, output channel) on the
+# Two kernels.  The AVX-512 and AVX2 variants run horizontal strides 1 and 2
+# (sums that fit int32 with their bias) through their pair kernel
+# (_depthwise_avx512.pxi, _depthwise_avx2.pxi), driven by depthwise_pairs
+# below.  Everything else takes the row kernel.  Both run one task per (image, output channel) on the
 # process's pool (_qops_pool.pxd).  The row kernel:
 #
 # Each task centres its input channel (x - x_zp, which fits int16) into a
@@ -414,8 +414,8 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
                           const int32_t[::1] out_zero, const int32_t* bias,
                           uint8_t[:, :, :, ::1] out, int32_t low, int32_t high,
                           int n_threads) except *:
-    """depthwise2d through the pair kernel of the AVX-512 variants
-    (_depthwise_avx512.pxi), for horizontal strides 1 and 2 and sums that
+    """depthwise2d through the variant's pair kernel (_depthwise_avx512.pxi,
+    _depthwise_avx2.pxi), for horizontal strides 1 and 2 and sums that
     fit int32 with their bias; one task per (image, output channel), on the
     process's pool.
 
@@ -438,7 +438,8 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     d.paired = dilation_w == 1
     d.columns = ceil_div(kernel_w, 2) if d.paired else kernel_w
     # Blocks span 32 plane columns (stride 2: in pairs); the loads reach 32
-    # columns plus the furthest term and its pair partner past a block.
+    # columns plus the furthest term and its pair partner past a block.  (The
+    # AVX2 kernel's blocks span 16 columns and its loads 16: inside the same.)
     blocks = ceil_div(out_w, 32) if stride_w == 1 else round_up(ceil_div(out_w, 16), 2)
     columns_read = 32 * blocks + (kernel_w - 1) * dilation_w + 2
     d.pitch = round_up(columns_read, 32)

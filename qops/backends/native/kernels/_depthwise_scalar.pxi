@@ -1,5 +1,5 @@
-# -- depthwise convolution without AVX-512 ------------------------------------------
-# Included by the variants without AVX-512 before _qgemm.pxi: no pair kernel,
+# -- depthwise convolution without SIMD ---------------------------------------------
+# Included by the portable variant before _qgemm.pxi: no pair kernel,
 # so _depthwise.pxi runs its row kernel (see _depthwise_avx512.pxi).
 
 from libc.stdint cimport int16_t, uint32_t

@@ -50,7 +50,7 @@ cdef enum:
     BLOCK_ROW_BYTES = K_BLOCK_GROUPS * 4 * A_BYTES
     # A thread's scratch (one slot per thread of a run): the packed block of
     # A, then the unit's sums across blocks (int64 at most), 64-byte aligned.
-    SLOT_A_BYTES = (MR * BLOCK_ROW_BYTES + 63) // 64 * 64
+    SLOT_A_BYTES = (MR * BLOCK_ROW_BYTES + 63) & ~63
     SLOT_BYTES = SLOT_A_BYTES + TILE_M_PANELS * MR * TILE_COLUMNS * 8
 
 # A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
@@ -111,6 +111,7 @@ cdef struct Epilogue:
     int32_t low
     int32_t high
     bint per_row
+    bint row_sums_given             # row_sum is the caller's: read, never computed
     bint narrow                     # the whole value fits int32
     # raw: write the exact value as int32, unrequantized (CONVOLUTION_INTEGER,
     # MATRIX_MULTIPLY_INTEGER; the glue runs them here only when K proves the
@@ -671,6 +672,37 @@ def depth_fits_int32(Py_ssize_t depth):
 
 # -- matrix multiply ------------------------------------------------------------------
 
+def tile_shape():
+    """(MR, NR): the rows and columns of this variant's micro-tile."""
+    return MR, NR
+
+
+def matrix_row_sums(const uint8_t[:, :, ::1] a, bint flip, int n_threads):
+    """sum_k A'[i, r, k] as int64 (batches x M), A' = A ^ 0x80 when flip:
+    the row sums matmul needs for a zero point of B, kept by a caller
+    whose A is constant."""
+    cdef Py_ssize_t batches = a.shape[0], m = a.shape[1], k = a.shape[2], index
+    cdef Py_ssize_t step_offset[1]
+    cdef Gemm gemm
+    sums = np.zeros((batches, m), np.int64)
+    cdef int64_t[:, ::1] view = sums
+    if batches == 0 or m == 0 or k == 0:
+        return sums
+    step_offset[0] = 0
+    gemm.row_offset = NULL
+    gemm.lda = k
+    gemm.m = m
+    gemm.a_flip = 0x80 if flip else 0
+    gemm.step_offset = step_offset
+    gemm.steps = 1
+    gemm.step_length = k
+    with nogil:
+        for index in range(batches):
+            gemm.a = &a[index, 0, 0]
+            row_sums(&gemm, &view[index, 0], max(n_threads, 1))
+    return sums
+
+
 def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
     """Pack every K x N matrix of b; returns (packed, colsum), one row per matrix."""
     cdef Py_ssize_t batches = b.shape[0], k = b.shape[1], n = b.shape[2], index
@@ -726,7 +758,8 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            const int64_t[::1] b_index, Py_ssize_t n,
            const int32_t[::1] row_zero, const int32_t[::1] col_zero,
            const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
-           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False):
+           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
+           bint per_row=False, bias=None, a_row_sums=None):
     """out[i] <- requantized a[a_index[i]] @ b[b_index[i]] for every output matrix i.
 
     B comes packed (once per call, or once per compiled operator); A is read
@@ -734,6 +767,13 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     are (1 or M) x N tables.  With raw, out holds the exact int32 products
     (M x 4N bytes per matrix) and multiplier, out_zero, low and high are not
     read.
+
+    per_row: the requantization belongs to the rows (a pointwise convolution
+    as filter x image, whose rows are output channels): multiplier and
+    out_zero are M x 1, bias (int64, M, or None) is added to each row, and
+    col_zero holds one zero point for every column.  a_row_sums (int64,
+    a_batches x M) are the sums of A' per row when the caller keeps them (a
+    constant A); else they are computed when a column zero point needs them.
     """
     cdef Gemm gemm
     cdef Epilogue e
@@ -742,10 +782,10 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
         return
     n_threads = max(n_threads, 1)
     check_matmul(a, a_index, b_packed, b_colsum, b_index, n, row_zero, col_zero, multiplier,
-                 out_zero, out, raw)
+                 out_zero, out, raw, per_row, bias, a_row_sums)
     buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_packed, b_colsum,
                            b_index, n, row_zero, col_zero, multiplier, out_zero, out, low, high,
-                           raw, n_threads)
+                           raw, n_threads, per_row, bias, a_row_sums)
     with nogil:
         run_matmul(&gemm, &e, a.shape[0], n_threads)
     del buffers  # what the run read through gemm and e
@@ -756,18 +796,23 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
                       const int64_t[::1] b_index, Py_ssize_t n, const int32_t[::1] row_zero,
                       const int32_t[::1] col_zero, const float[:, ::1] multiplier,
                       const int32_t[:, ::1] out_zero, uint8_t[:, :, ::1] out,
-                      bint raw) except -1:
+                      bint raw, bint per_row, bias, a_row_sums) except -1:
     """The glue's contract, checked once: indices and vectors cover the
     output (ValueError otherwise: the run trusts it for every access)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
     cdef Py_ssize_t batches = out.shape[0], index
+    cdef Py_ssize_t columns = 1 if per_row else n
     if (a_index.shape[0] != batches or b_index.shape[0] != batches
             or out.shape[1] != m or out.shape[2] != n * (4 if raw else 1)
             or b_colsum.shape[0] != b_packed.shape[0]
             or b_packed.shape[1] < packed_b_bytes(k, n) or b_colsum.shape[1] < n
-            or row_zero.shape[0] < m or col_zero.shape[0] < n
-            or multiplier.shape[0] not in (1, m) or multiplier.shape[1] < n
-            or out_zero.shape[0] not in (1, m) or out_zero.shape[1] < n):
+            or row_zero.shape[0] < m or col_zero.shape[0] < columns
+            or not (multiplier.shape[0] == m or (multiplier.shape[0] == 1 and not per_row))
+            or multiplier.shape[1] < columns
+            or not (out_zero.shape[0] == m or (out_zero.shape[0] == 1 and not per_row))
+            or out_zero.shape[1] < columns
+            or (bias is not None and (not per_row or np.shape(bias) != (m,)))
+            or (a_row_sums is not None and np.shape(a_row_sums) != (a_batches, m))):
         raise ValueError("matmul: arguments do not cover the output")
     for index in range(batches):
         if not (0 <= a_index[index] < a_batches and 0 <= b_index[index] < b_packed.shape[0]):
@@ -784,26 +829,44 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
                          const int32_t[::1] row_zero, const int32_t[::1] col_zero,
                          const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
                          uint8_t[:, :, ::1] out, int32_t low, int32_t high, bint raw,
-                         int n_threads):
+                         int n_threads, bint per_row, bias, a_row_sums):
     """The row-sum buffer, the scratch and the GEMM and epilogue
     descriptions of a checked product; returns the arrays they point into
     (the caller keeps them until the run ends)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2], j
     cdef bint needs_row_sums = False
-    for j in range(n):
+    cdef int64_t largest_bias = 0
+    for j in range(1 if per_row else n):
         needs_row_sums = needs_row_sums or col_zero[j] != 0
     source_array = a
     if k == 0:
         # No products: S and every sum are 0; any in-bounds row will do.
         source_array = np.zeros((1, 1, 4), np.uint8)
     cdef const uint8_t[:, :, ::1] source = source_array
-    sums = np.zeros((a_batches, m), np.int64) if needs_row_sums and k else None
+    # Row sums given by the caller are read, never written: the run fills
+    # only a buffer of its own (e.row_sum then points at that).
+    given = a_row_sums is not None and needs_row_sums and k
+    sums = None
+    if given:
+        sums = np.ascontiguousarray(a_row_sums, np.int64)
+    elif needs_row_sums and k:
+        sums = np.zeros((a_batches, m), np.int64)
+    terms = None
+    if bias is not None:
+        terms = np.ascontiguousarray(bias, np.int64)
+        largest_bias = int(np.max(np.abs(terms))) if m else 0
     scratch = np.empty(scratch_bytes(n_threads), np.uint8)
-    cdef int64_t[:, ::1] sums_view
+    cdef const int64_t[:, ::1] sums_view
+    cdef const int64_t[::1] term_view
     e.row_sum = NULL
+    e.row_sums_given = given
     if sums is not None:
         sums_view = sums
         e.row_sum = &sums_view[0, 0]
+    e.column_term = NULL
+    if terms is not None:
+        term_view = terms
+        e.column_term = &term_view[0]
     step_offset[0] = 0
     gemm.a = &source[0, 0, 0]
     gemm.row_offset = NULL
@@ -828,7 +891,6 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     gemm.scratch = aligned_scratch(scratch)
     e.row_sum_batch_stride = m
     e.column_sum_batch_stride = b_colsum.shape[1]
-    e.column_term = NULL
     e.column_zero = &col_zero[0]
     e.column_sum = &b_colsum[0, 0]
     e.row_zero = &row_zero[0]
@@ -840,10 +902,12 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     e.out_zero_step = out_zero.shape[1] if out_zero.shape[0] > 1 else 0
     e.low = low
     e.high = high
-    e.per_row = False
-    e.narrow = fits_int32(k, 0)
+    e.per_row = per_row
+    e.narrow = fits_int32(k, largest_bias)
     e.raw = raw
-    return source_array, sums, scratch
+    if raw and not e.narrow:
+        raise ValueError("matmul: raw products need K that keeps every value inside int32")
+    return source_array, sums, terms, scratch
 
 
 cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
@@ -853,7 +917,7 @@ cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
     cdef Py_ssize_t index
     cdef const uint8_t* a = gemm.a
     cdef int64_t* row_sum = <int64_t*>e.row_sum  # setup_matmul's buffer, written here
-    if row_sum != NULL:
+    if row_sum != NULL and not e.row_sums_given:
         for index in range(a_batches):
             gemm.a = a + index * gemm.a_batch_stride
             row_sums(gemm, row_sum + index * gemm.m, n_threads)
@@ -1323,6 +1387,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     e.low = low
     e.high = high
     e.per_row = False
+    e.row_sums_given = False
     e.narrow = fits_int32(e.k, largest_bias)
     e.raw = raw
     if raw and not e.narrow:

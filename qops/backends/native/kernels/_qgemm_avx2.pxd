@@ -20,6 +20,7 @@ cdef enum:
     # micro-tiles, so packing is a small share of the unit's work.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
-    DEPTHWISE_PAIRS = 0
+    # The pair kernel of _depthwise_avx2.pxi.
+    DEPTHWISE_PAIRS = 1
 
 include "_variant.pxd"

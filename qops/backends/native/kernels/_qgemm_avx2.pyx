@@ -185,5 +185,5 @@ PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
 PROBE_RESULT_PER_ROUND = 6 * 2
 
 
-include "_depthwise_scalar.pxi"
+include "_depthwise_avx2.pxi"
 include "_qgemm.pxi"

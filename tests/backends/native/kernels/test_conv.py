@@ -160,7 +160,7 @@ def test_conv2d_refuses_taps_past_the_row(variant):
 def depthwise_calls(draw):
     """Depthwise convolutions on planes wide and tall enough for several
     blocks of outputs per row and several groups of four output rows (the
-    AVX-512 pair kernel's units), with every border case of the padding."""
+    pair kernels' units), with every border case of the padding."""
     channels = draw(st.integers(1, 3))
     per_channel = draw(st.integers(1, 2))
     out_channels = channels * per_channel
@@ -247,13 +247,11 @@ def test_depthwise_calls_from_several_threads_at_once(variant):
         assert all(pool.map(work, range(12)))
 
 
-@pytest.mark.skipif("avx512vnni" not in VARIANTS, reason="the task pool runs the AVX-512 kernel")
 def test_depthwise_in_a_forked_child():
     """A child forked after the pool's threads started has none of them: its
-    calls start the pool afresh.  (Only the AVX-512 depthwise kernel runs on
-    the pool; libgomp's OpenMP threads do not survive a fork.)"""
+    calls start the pool afresh."""
     import os
-    variant = "avx512vnni"
+    variant = VARIANTS[0]
     call = _depthwise_call(9)
     expected = reference(call)
     assert np.array_equal(run_variant(_native.run_depthwise, call, variant, 2), expected)
@@ -277,3 +275,71 @@ def test_depthwise_in_a_forked_child():
             pytest.fail("the forked child's call did not finish")
         time.sleep(0.01)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@st.composite
+def pointwise_calls(draw):
+    """1 x 1 convolutions of one group without padding: the filter x image
+    products, with channels across a K group and a K block, pixels across
+    whole and partial micro-tile columns, strides that subsample."""
+    channels = draw(st.sampled_from((1, 3, 4, 5, 16, 17, 40, 1100)))
+    out_channels = draw(st.integers(1, 40))
+    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    height, width = draw(st.integers(1, 12)), draw(st.integers(1, 40))
+    batch = draw(st.integers(1, 3))
+    in_type, filter_type, out_type = (draw(st.sampled_from(TYPES)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    channel_shape = (out_channels,) if draw(st.booleans()) else ()
+    return _convolution_call(draw, rng, (batch, channels, height, width),
+                             (out_channels, channels, 1, 1), (in_type, filter_type, out_type),
+                             channel_shape, dict(strides=strides))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=60, deadline=None)
+@given(call=pointwise_calls())
+def test_pointwise_matches_the_reference(call, n_threads):
+    expected = reference(call)
+    for variant in VARIANTS:
+        got = run_variant(_native.run_pointwise, call, variant, n_threads)
+        assert np.array_equal(got, expected), variant
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_pointwise_compiled_keeps_the_filter_row_sums(variant, monkeypatch):
+    """A compiled 1 x 1 convolution keeps its filter's row sums (asked for
+    by an input zero point) and reuses them; calls with another input zero
+    point and other images stay exact."""
+    import qops
+    from qops.backends.native import variants as simd
+    monkeypatch.setattr(simd, "selected", lambda: variant)
+    rng = np.random.default_rng(5)
+    filter = rng.integers(-128, 128, (24, 37, 1, 1), dtype=np.int8)
+    constants = dict(filter=filter, filter_scale=rng.uniform(0.01, 0.1, 24).astype(np.float32),
+                     filter_zero_point=rng.integers(-128, 128, 24, dtype=np.int8),
+                     bias=rng.integers(-5000, 5000, 24, dtype=np.int32))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    for seed, input_zero in ((1, 128), (2, 0), (3, 255)):
+        slots = dict(input=random_values(np.random.default_rng(seed), (2, 37, 9, 14), np.uint8),
+                     input_scale=np.float32(0.05), input_zero_point=np.uint8(input_zero),
+                     output_scale=np.float32(0.7), output_zero_point=np.uint8(9))
+        call = convolution.prepare(dict(slots, **constants), {}, "2_1")
+        for n_threads in (1, 2):
+            assert np.array_equal(compiled(**slots, n_threads=n_threads), reference(call))
+
+
+def test_pointwise_products_take_the_pointwise_kernels():
+    """A 1 x 1 convolution whose pixels fill the micro-tile's columns runs as
+    filter x image; padding, groups or a wider filter keep the implicit GEMM."""
+    rng = np.random.default_rng(3)
+
+    def call(filter_shape, **attributes):
+        slots = dict(input=random_values(rng, (1, 4, 16, 16), np.uint8),
+                     input_scale=0.1, filter=random_values(rng, filter_shape, np.int8),
+                     filter_scale=0.1, output_scale=1.0)
+        return convolution.prepare(slots, attributes, "2_1")
+
+    assert _native.is_pointwise(call((8, 4, 1, 1)))
+    assert not _native.is_pointwise(call((8, 4, 1, 1), start_padding=(1, 0)))
+    assert not _native.is_pointwise(call((8, 2, 1, 1), group_count=2))
+    assert not _native.is_pointwise(call((8, 4, 1, 3)))

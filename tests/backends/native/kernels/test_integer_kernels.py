@@ -67,6 +67,9 @@ def convolution_integer_calls(draw):
     end = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
     size = tuple(max(draw(st.integers(1, 9)), (k - 1) * d + 1)
                  for k, d in zip(kernel, dilations))
+    if draw(st.integers(0, 2)) == 0:  # a pointwise product (1 x 1, one group, no padding)
+        groups, kernel, start, end = 1, (1, 1), (0, 0), (0, 0)
+        size = (draw(st.integers(1, 9)), draw(st.integers(1, 40)))
     x_type, w_type = (draw(st.sampled_from(TYPES)) for _ in range(2))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     out_channels = groups * per_group
@@ -91,9 +94,14 @@ def test_convolution_integer_every_variant_matches_the_reference(case, n_threads
     call = integer.prepare_convolution_integer(slots, attributes, "4_0")
     expected = reference(call)
     assert expected.dtype == np.int32
+    runs = [_native.run_convolution]
+    if (call.arrays["filter"].shape[2:] == (1, 1) and attributes["group_count"] == 1
+            and not any(attributes["start_padding"] + attributes["end_padding"])):
+        runs.append(_native.run_pointwise)
     for variant in VARIANTS:
-        got = run_variant(_native.run_convolution, call, variant, n_threads)
-        assert np.array_equal(got, expected), variant
+        for run in runs:
+            got = run_variant(run, call, variant, n_threads)
+            assert np.array_equal(got, expected), (variant, run.__name__)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
