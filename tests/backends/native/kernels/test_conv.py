@@ -156,6 +156,13 @@ def test_conv2d_refuses_taps_past_the_row(variant):
                        np.zeros(4, np.int32), None, out, 0, 255, 1)
 
 
+def assert_every_variant_exact(run, call, n_threads):
+    """``run`` on every variant gives the reference's output, bit for bit."""
+    expected = reference(call)
+    for variant in VARIANTS:
+        assert np.array_equal(run_variant(run, call, variant, n_threads), expected), variant
+
+
 @st.composite
 def depthwise_calls(draw):
     """Depthwise convolutions on planes wide and tall enough for several
@@ -187,10 +194,7 @@ def depthwise_calls(draw):
 @settings(max_examples=80, deadline=None)
 @given(call=depthwise_calls())
 def test_depthwise_on_wide_planes_matches_the_reference(call, n_threads):
-    expected = reference(call)
-    for variant in VARIANTS:
-        got = run_variant(_native.run_depthwise, call, variant, n_threads)
-        assert np.array_equal(got, expected), variant
+    assert_every_variant_exact(_native.run_depthwise, call, n_threads)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -299,10 +303,7 @@ def pointwise_calls(draw):
 @settings(max_examples=60, deadline=None)
 @given(call=pointwise_calls())
 def test_pointwise_matches_the_reference(call, n_threads):
-    expected = reference(call)
-    for variant in VARIANTS:
-        got = run_variant(_native.run_pointwise, call, variant, n_threads)
-        assert np.array_equal(got, expected), variant
+    assert_every_variant_exact(_native.run_pointwise, call, n_threads)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
