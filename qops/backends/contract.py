@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["Call", "Prepared", "Implementation"]
+__all__ = ["Call", "Prepared", "Implementation", "run_prepared"]
 
 
 @dataclass
@@ -58,6 +58,20 @@ class Prepared:
 
     run: Callable
     derive: Callable = None
+
+    def run_once(self, call, out, n_threads):
+        """Derive the call's values (when this derives any), then run it."""
+        if self.derive is not None:
+            call.values = self.derive(call.arrays, call.checked)
+        self.run(call, out, n_threads)
+
+
+def run_prepared(prepare):
+    """``run(call, out, n_threads, **options)`` that prepares the call
+    (``prepare(call, **options)``, say a kernel variant) and runs it once."""
+    def run(call, out, n_threads, **options):
+        prepare(call, **options).run_once(call, out, n_threads)
+    return run
 
 
 @dataclass(frozen=True)

@@ -126,11 +126,8 @@ def prepare(call, implementation=None) -> Prepared:
 def execute(call, n_threads, *, out=None, implementation=None):
     """Run a validated call once (derive its values too); write into ``out``
     if given and return the result."""
-    prepared = prepare(call, implementation)
-    if prepared.derive is not None:
-        call.values = prepared.derive(call.arrays, call.checked)
     target = np.empty(call.output_shape, call.output_dtype) if out is None else out
-    prepared.run(call, target, n_threads)
+    prepare(call, implementation).run_once(call, target, n_threads)
     return target
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qops.backends.contract import Prepared
+from qops.backends.contract import Prepared, run_prepared
 from qops.backends.native import variants
 from qops.registry import dtypes as _dtypes
 
@@ -364,16 +364,9 @@ def prepare_depthwise(call, variant=None):
     return Prepared(run, derive)
 
 
-def _runner(prepare):
-    def run(call, out, n_threads, variant=None):
-        prepared = prepare(call, variant)
-        call.values = prepared.derive(call.arrays, call.checked)
-        prepared.run(call, out, n_threads)
-    return run
-
-
-#: A validated call run once on a named variant (the tests run every variant so).
-run_matmul = _runner(prepare_matmul)
-run_convolution = _runner(prepare_convolution)
-run_pointwise = _runner(prepare_pointwise)
-run_depthwise = _runner(prepare_depthwise)
+#: A validated call run once, on a named variant with ``variant=`` (the tests
+#: run every variant so).
+run_matmul = run_prepared(prepare_matmul)
+run_convolution = run_prepared(prepare_convolution)
+run_pointwise = run_prepared(prepare_pointwise)
+run_depthwise = run_prepared(prepare_depthwise)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qops.backends.contract import Prepared
+from qops.backends.contract import Prepared, run_prepared
 from qops.backends.native import _lean, gemm, quantize, variants
 from qops.registry import dtypes as _dtypes
 
@@ -34,16 +34,6 @@ DEPTHWISE_MAX_TAPS = variants.module(variants.selected()).DEPTHWISE_MAX_TAPS
 def _has_work(call, *slots):
     """Empty operands and outputs are the reference's: nothing to pack."""
     return all(call.arrays[name].size for name in slots) and all(call.output_shape)
-
-
-def _run_prepared(prepare):
-    """``run(call, out, n_threads)`` of an implementation given by its prepare."""
-    def run(call, out, n_threads):
-        prepared = prepare(call)
-        if prepared.derive is not None:
-            call.values = prepared.derive(call.arrays, call.checked)
-        prepared.run(call, out, n_threads)
-    return run
 
 
 # -- the lean matrix multiply -----------------------------------------------------------------
@@ -113,7 +103,7 @@ def _lean_quantize_supported(call):
 
 def _prepare_lean_quantize(call):
     path = QuantizePerTensor()
-    fallback = _run_prepared(quantize.prepare_quantize)
+    fallback = run_prepared(quantize.prepare_quantize)
 
     def run(call, out, n_threads):
         arrays = call.arrays
@@ -129,50 +119,50 @@ def _prepare_lean_quantize(call):
 
 def register_all(register):
     """Put the compiled implementations ahead of the reference."""
-    register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "lean", _run_prepared(_prepare_lean_matmul),
+    register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "lean", run_prepared(_prepare_lean_matmul),
              priority=LEAN, supports=_lean_matmul_supported,
              prepare=_prepare_lean_matmul, fast=_lean.LeanCache)
-    register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", _run_prepared(gemm.prepare_matmul),
+    register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", run_prepared(gemm.prepare_matmul),
              priority=KERNELS, supports=lambda call: _has_work(call, "a", "b"),
              prepare=gemm.prepare_matmul)
     register("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels",
-             _run_prepared(gemm.prepare_depthwise), priority=DEPTHWISE,
+             run_prepared(gemm.prepare_depthwise), priority=DEPTHWISE,
              supports=lambda call: (_has_work(call, "input", "filter") and gemm.is_depthwise(call)
                                     and call.arrays["filter"][0].size <= DEPTHWISE_MAX_TAPS),
              prepare=gemm.prepare_depthwise)
     register("QUANTIZED_LINEAR_CONVOLUTION", "pointwise kernels",
-             _run_prepared(gemm.prepare_pointwise), priority=POINTWISE,
+             run_prepared(gemm.prepare_pointwise), priority=POINTWISE,
              supports=lambda call: _has_work(call, "input", "filter") and gemm.is_pointwise(call),
              prepare=gemm.prepare_pointwise)
-    register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", _run_prepared(gemm.prepare_convolution),
+    register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_prepared(gemm.prepare_convolution),
              priority=KERNELS, supports=lambda call: _has_work(call, "input", "filter"),
              prepare=gemm.prepare_convolution)
     # The integer operators share the GEMM kernels, whose raw epilogue writes
     # the exact sums as int32: only where K proves every sum fits.
-    register("MATRIX_MULTIPLY_INTEGER", "kernels", _run_prepared(gemm.prepare_matmul),
+    register("MATRIX_MULTIPLY_INTEGER", "kernels", run_prepared(gemm.prepare_matmul),
              priority=KERNELS,
              supports=lambda call: (_has_work(call, "a", "b")
                                     and gemm.fits_int32(call.arrays["a"].shape[-1])),
              prepare=gemm.prepare_matmul)
-    register("CONVOLUTION_INTEGER", "pointwise kernels", _run_prepared(gemm.prepare_pointwise),
+    register("CONVOLUTION_INTEGER", "pointwise kernels", run_prepared(gemm.prepare_pointwise),
              priority=POINTWISE,
              supports=lambda call: (_has_work(call, "input", "filter") and gemm.is_pointwise(call)
                                     and gemm.fits_int32(call.arrays["filter"][0].size)),
              prepare=gemm.prepare_pointwise)
-    register("CONVOLUTION_INTEGER", "kernels", _run_prepared(gemm.prepare_convolution),
+    register("CONVOLUTION_INTEGER", "kernels", run_prepared(gemm.prepare_convolution),
              priority=KERNELS,
              supports=lambda call: (_has_work(call, "input", "filter")
                                     and gemm.fits_int32(call.arrays["filter"][0].size)),
              prepare=gemm.prepare_convolution)
     register("DYNAMIC_QUANTIZE_LINEAR", "kernels",
-             _run_prepared(quantize.prepare_dynamic_quantize), priority=KERNELS,
+             run_prepared(quantize.prepare_dynamic_quantize), priority=KERNELS,
              prepare=quantize.prepare_dynamic_quantize)
-    register("QuantizeLinear", "lean", _run_prepared(_prepare_lean_quantize), priority=LEAN,
+    register("QuantizeLinear", "lean", run_prepared(_prepare_lean_quantize), priority=LEAN,
              supports=_lean_quantize_supported, prepare=_prepare_lean_quantize,
              fast=QuantizePerTensor)
-    register("QuantizeLinear", "kernels", _run_prepared(quantize.prepare_quantize),
+    register("QuantizeLinear", "kernels", run_prepared(quantize.prepare_quantize),
              priority=KERNELS, supports=quantize.quantize_supported,
              prepare=quantize.prepare_quantize)
-    register("DequantizeLinear", "kernels", _run_prepared(quantize.prepare_dequantize),
+    register("DequantizeLinear", "kernels", run_prepared(quantize.prepare_dequantize),
              priority=KERNELS, supports=quantize.dequantize_supported,
              prepare=quantize.prepare_dequantize)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from qops import reference
-from qops.backends.contract import Prepared
+from qops.backends.contract import Prepared, run_prepared
 from qops.backends.native import variants as _simd
 from qops.backends.native.kernels import _quantize_portable as _k
 from qops.packing import Packed4Bit
@@ -171,19 +171,11 @@ def prepare_dynamic_quantize(call, variant=None):
     return Prepared(run)
 
 
-def _runner(prepare):
-    def run(call, out, n_threads, variant=None):
-        prepared = prepare(call, variant)
-        if prepared.derive is not None:
-            call.values = prepared.derive(call.arrays, call.checked)
-        prepared.run(call, out, n_threads)
-    return run
-
-
-#: A validated call run once on a named variant (the tests run every variant so).
-run_dequantize = _runner(prepare_dequantize)
-run_quantize = _runner(prepare_quantize)
-run_dynamic_quantize = _runner(prepare_dynamic_quantize)
+#: A validated call run once, on a named variant with ``variant=`` (the tests
+#: run every variant so).
+run_dequantize = run_prepared(prepare_dequantize)
+run_quantize = run_prepared(prepare_quantize)
+run_dynamic_quantize = run_prepared(prepare_dynamic_quantize)
 
 
 def dequantize_supported(call):

@@ -5,8 +5,6 @@
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct pack_vector "__m256i":
         pass
-    pack_vector pack_load "_mm256_loadu_si256"(const void* p)
-    void pack_store "_mm256_storeu_si256"(void* p, pack_vector value)
     pack_vector pack_bytes "_mm256_set1_epi8"(char value)
     pack_vector pack_words "_mm256_set1_epi16"(short value)
     pack_vector pack_xor "_mm256_xor_si256"(pack_vector a, pack_vector b)
@@ -19,6 +17,17 @@ cdef extern from "<immintrin.h>" nogil:
                                                  pack_vector signed_bytes)
     pack_vector quad_sums "_mm256_madd_epi16"(pack_vector a, pack_vector b)
     pack_vector add_lanes "_mm256_add_epi32"(pack_vector a, pack_vector b)
+
+cdef extern from *:
+    # The unaligned 256-bit load and store on any pointer (their C
+    # declarations take __m256i pointers).
+    """
+    #include <immintrin.h>
+    #define qops_pack_load(p) _mm256_loadu_si256((const __m256i*)(p))
+    #define qops_pack_store(p, value) _mm256_storeu_si256((__m256i*)(p), (value))
+    """
+    pack_vector pack_load "qops_pack_load"(const void* p) nogil
+    void pack_store "qops_pack_store"(void* p, pack_vector value) nogil
 
 
 cdef inline void add_column_sums(int32_t* sums, pack_vector packed) noexcept nogil:

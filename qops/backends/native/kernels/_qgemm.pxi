@@ -681,7 +681,7 @@ def matrix_row_sums(const uint8_t[:, :, ::1] a, bint flip, int n_threads):
     """sum_k A'[i, r, k] as int64 (batches x M), A' = A ^ 0x80 when flip:
     the row sums matmul needs for a zero point of B, kept by a caller
     whose A is constant."""
-    cdef Py_ssize_t batches = a.shape[0], m = a.shape[1], k = a.shape[2], index
+    cdef Py_ssize_t batches = a.shape[0], m = a.shape[1], k = a.shape[2]
     cdef Py_ssize_t step_offset[1]
     cdef Gemm gemm
     sums = np.zeros((batches, m), np.int64)
@@ -689,6 +689,8 @@ def matrix_row_sums(const uint8_t[:, :, ::1] a, bint flip, int n_threads):
     if batches == 0 or m == 0 or k == 0:
         return sums
     step_offset[0] = 0
+    gemm.a = &a[0, 0, 0]
+    gemm.a_batch_stride = m * k
     gemm.row_offset = NULL
     gemm.lda = k
     gemm.m = m
@@ -697,10 +699,19 @@ def matrix_row_sums(const uint8_t[:, :, ::1] a, bint flip, int n_threads):
     gemm.steps = 1
     gemm.step_length = k
     with nogil:
-        for index in range(batches):
-            gemm.a = &a[index, 0, 0]
-            row_sums(&gemm, &view[index, 0], max(n_threads, 1))
+        batch_row_sums(&gemm, batches, &view[0, 0], max(n_threads, 1))
     return sums
+
+
+cdef void batch_row_sums(Gemm* gemm, Py_ssize_t batches, int64_t* sums,
+                         int n_threads) noexcept nogil:
+    """sums[i * M + r] <- sum_k A'[r, k] of A matrix i (a_batch_stride apart)."""
+    cdef const uint8_t* a = gemm.a
+    cdef Py_ssize_t index
+    for index in range(batches):
+        gemm.a = a + index * gemm.a_batch_stride
+        row_sums(gemm, sums + index * gemm.m, n_threads)
+    gemm.a = a
 
 
 def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
@@ -914,14 +925,9 @@ cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
                      int n_threads) noexcept nogil:
     """Row sums of every A matrix (when a column zero point asks for them),
     then every product of the batch as one job of units."""
-    cdef Py_ssize_t index
-    cdef const uint8_t* a = gemm.a
-    cdef int64_t* row_sum = <int64_t*>e.row_sum  # setup_matmul's buffer, written here
-    if row_sum != NULL and not e.row_sums_given:
-        for index in range(a_batches):
-            gemm.a = a + index * gemm.a_batch_stride
-            row_sums(gemm, row_sum + index * gemm.m, n_threads)
-        gemm.a = a
+    if e.row_sum != NULL and not e.row_sums_given:
+        # setup_matmul's own buffer, written here.
+        batch_row_sums(gemm, a_batches, <int64_t*>e.row_sum, n_threads)
     run_gemm(gemm, e, n_threads)
 
 
@@ -931,8 +937,8 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
                 const Py_ssize_t[::1] source, bint flip, int n_threads):
     """Each group's filter as packed B, straight from its (out_channels, taps)
     rows: row k of B is tap source[k] of every output channel of the group
-    (source[k] < 0: padding, packed as 0).  Returns (packed, colsum), one row
-    per group."""
+    (K rows past the last whole group of 4 stay 0).  Returns (packed,
+    colsum), one row per group."""
     cdef Py_ssize_t out_channels = filter.shape[0], taps = filter.shape[1]
     cdef Py_ssize_t k = source.shape[0], groups = ceil_div(k, 4)
     cdef Py_ssize_t outputs = out_channels // group_count if group_count > 0 else 0
@@ -941,7 +947,7 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
     if group_count < 1 or out_channels % group_count:
         raise ValueError("pack_filter: the groups do not divide the output channels")
     for kk in range(k):
-        if source[kk] >= taps:
+        if not 0 <= source[kk] < taps:
             raise ValueError("pack_filter: a tap is outside the filter's rows")
     packed = np.zeros((group_count, max(packed_b_bytes(k, outputs), 1)), np.int8)
     colsum = np.zeros((group_count, max(panels * NR, 1)), np.int64)
@@ -1000,7 +1006,7 @@ cdef int64_t pack_filter_column(const uint8_t* row, const Py_ssize_t* source, Py
     cdef int8_t value
     cdef int64_t total = 0
     for kk in range(k):
-        value = <int8_t>(row[source[kk]] ^ flip) if source[kk] >= 0 else 0
+        value = <int8_t>(row[source[kk]] ^ flip)
         store_b(panel + (kk >> 2) * GROUP_BYTES, column, kk & 3, value)
         total += value
     return total

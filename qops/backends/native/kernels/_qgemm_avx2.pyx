@@ -11,10 +11,8 @@ cdef extern from "<immintrin.h>" nogil:
     ctypedef struct __m256i:
         pass
     __m256i _mm256_setzero_si256()
-    __m128i _mm_loadu_si128(const void* p)
     __m128i _mm_set1_epi8(char value)
     __m128i _mm_xor_si128(__m128i a, __m128i b)
-    __m256i _mm256_loadu_si256(const void* p)
     __m256i _mm256_set1_epi32(int value)
     __m256i _mm256_set1_epi16(short value)
     __m256i _mm256_cvtepi8_epi16(__m128i value)
@@ -23,7 +21,19 @@ cdef extern from "<immintrin.h>" nogil:
     __m256i _mm256_permute2x128_si256(__m256i a, __m256i b, int control)
     __m256i _mm256_madd_epi16(__m256i a, __m256i b)
     __m256i _mm256_add_epi32(__m256i a, __m256i b)
-    void _mm256_storeu_si256(void* p, __m256i value)
+
+cdef extern from *:
+    # The unaligned loads and the store on any pointer (their C
+    # declarations take __m256i pointers).
+    """
+    #include <immintrin.h>
+    #define qops_load_128(p) _mm_loadu_si128((const __m128i*)(p))
+    #define qops_load_256(p) _mm256_loadu_si256((const __m256i*)(p))
+    #define qops_store_256(p, value) _mm256_storeu_si256((__m256i*)(p), (value))
+    """
+    __m128i _mm_loadu_si128 "qops_load_128"(const void* p) nogil
+    __m256i _mm256_loadu_si256 "qops_load_256"(const void* p) nogil
+    void _mm256_storeu_si256 "qops_store_256"(void* p, __m256i value) nogil
 
 # The tile (MR x NR) and its blocks: _qgemm_avx2.pxd.
 
