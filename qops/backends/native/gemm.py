@@ -160,6 +160,15 @@ def filter_fold(filter):
     return kernel_w if kernel_w > 1 and group_channels < FOLD_BELOW_CHANNELS else 1
 
 
+def is_tight(attributes, fold):
+    """Whether a folded convolution's copy can hold just the channels of each
+    position (conv2d's tight copy): one group and undilated filter rows, whose
+    taps are then consecutive positions.  The first convolution of a network
+    (RGB, 7 x 7) copies its image once instead of seven times over."""
+    return (fold > 1 and attributes["group_count"] == 1
+            and tuple(attributes["dilations"])[-1] == 1)
+
+
 def filter_taps(filter, fold):
     """Per row of the packed filter, the offset of its tap in a filter row
     (out_channels x channels * kernel_h * kernel_w bytes).
@@ -216,6 +225,7 @@ def prepare_convolution(call, variant=None):
     group_count = attributes["group_count"]
     filter_flip, input_flip = not _signed(filter), _signed(image)
     fold = filter_fold(filter)
+    tight = is_tight(attributes, fold)
     taps = filter_taps(filter, fold)
     variant = variant or convolution_variant(filter, fold)
     kernels = variants.module(variant)
@@ -250,7 +260,8 @@ def prepare_convolution(call, variant=None):
         input_zero, col_zero, multiplier, out_zero, bias = call.values
         kernels.conv2d(_bytes(call.arrays["input"]), input_flip, input_zero, packed, colsum,
                        *geometry, col_zero, multiplier, out_zero, bias,
-                       out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw)
+                       out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw,
+                       tight)
 
     return Prepared(run, derive)
 

@@ -49,9 +49,11 @@ cdef enum:
     GROUP_BYTES = NR * 4 * B_BYTES
     BLOCK_ROW_BYTES = K_BLOCK_GROUPS * 4 * A_BYTES
     # A thread's scratch (one slot per thread of a run): the packed block of
-    # A, then the unit's sums across blocks (int64 at most), 64-byte aligned.
+    # A, then the unit's sums across blocks (int64 at most), 64-byte aligned ...
     SLOT_A_BYTES = (MR * BLOCK_ROW_BYTES + 63) & ~63
-    SLOT_BYTES = SLOT_A_BYTES + TILE_M_PANELS * MR * TILE_COLUMNS * 8
+    SLOT_UNIT_OFFSET = SLOT_A_BYTES + TILE_M_PANELS * MR * TILE_COLUMNS * 8
+    # ... then the unit's requantized bytes, TILE_COLUMNS per row.
+    SLOT_BYTES = SLOT_UNIT_OFFSET + ((TILE_M_PANELS * MR * TILE_COLUMNS + 63) & ~63)
 
 # A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
 if K_BLOCK_GROUPS > 16384:
@@ -67,6 +69,9 @@ cdef struct Gemm:
     const Py_ssize_t* step_offset  # per step, added to a row's start
     Py_ssize_t steps
     Py_ssize_t step_length         # K values per step (K = steps * step_length)
+    # A_SLACK when every run of A may be read A_SLACK bytes past its end
+    # (a convolution's copy, allocated with that slack), else 0.
+    Py_ssize_t a_slack
     Py_ssize_t groups              # ceil(K / 4): the packed depth
     const int8_t* b                # NR-column panels of `groups` groups
     Py_ssize_t n
@@ -289,6 +294,52 @@ cdef inline void copy_values(uint8_t* target, const uint8_t* source, Py_ssize_t 
         memcpy(target, source, count)
 
 
+cdef enum:
+    # Short runs (a first convolution's filter rows of 7 taps by 3 channels) are copied
+    # A_SLACK values at a time, a fixed count the compiler turns into one
+    # widening load and store, where the source may be read past the run and
+    # the packed row written past it (the next run, or the zeros that
+    # pack_a_block writes after the last, overwrite the excess).
+    A_SLACK = 32
+
+
+cdef extern from *:
+    # A_SLACK values of A' (source ^ flip) in the variant's A_BYTES: with
+    # AVX2, two 16-byte loads and two widening stores (or one byte store);
+    # the plain loop elsewhere.  (Written out: from a loop through local
+    # arrays the compiler made a 32-byte store that the 16-byte reloads could
+    # not forward from, a stall of most of the copy's time.)
+    """
+    #include <stdint.h>
+    #if defined(__AVX2__)
+    #include <immintrin.h>
+    static inline void qops_copy_short(uint8_t* target, const uint8_t* source, uint8_t flip,
+                                       int wide) {
+        __m128i mask = _mm_set1_epi8((char)flip);
+        __m128i low = _mm_xor_si128(_mm_loadu_si128((const __m128i*)source), mask);
+        __m128i high = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(source + 16)), mask);
+        if (wide) {
+            _mm256_storeu_si256((__m256i*)target, _mm256_cvtepu8_epi16(low));
+            _mm256_storeu_si256((__m256i*)(target + 32), _mm256_cvtepu8_epi16(high));
+        } else {
+            _mm256_storeu_si256((__m256i*)target, _mm256_set_m128i(high, low));
+        }
+    }
+    #else
+    static inline void qops_copy_short(uint8_t* target, const uint8_t* source, uint8_t flip,
+                                       int wide) {
+        int i;
+        for (i = 0; i < 32; i++) {
+            if (wide) ((uint16_t*)target)[i] = (uint16_t)(source[i] ^ flip);
+            else target[i] = (uint8_t)(source[i] ^ flip);
+        }
+    }
+    #endif
+    """
+    void copy_short "qops_copy_short"(uint8_t* target, const uint8_t* source, uint8_t flip,
+                                      int wide) noexcept nogil
+
+
 cdef inline const uint8_t* row_start(const Gemm* gemm, Py_ssize_t r) noexcept nogil:
     if gemm.row_offset != NULL:
         return gemm.a + gemm.row_offset[r]
@@ -306,6 +357,9 @@ cdef void pack_a_block(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here, 
     cdef Py_ssize_t padded = round_up(length, 4)
     cdef Py_ssize_t first_step = k0 // gemm.step_length
     cdef Py_ssize_t first_offset = k0 % gemm.step_length
+    # Runs that start this far into the row may be copied A_SLACK at a time
+    # and still end inside the row's BLOCK_ROW_BYTES.
+    cdef Py_ssize_t short_limit = (K_BLOCK_GROUPS * 4 - A_SLACK) if gemm.a_slack >= A_SLACK else -1
     cdef const uint8_t* source
     cdef uint8_t* row
     for r in range(MR):
@@ -319,8 +373,12 @@ cdef void pack_a_block(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here, 
         offset = first_offset
         while position < length:
             count = min(gemm.step_length - offset, length - position)
-            copy_values(row + position * A_BYTES, source + gemm.step_offset[step] + offset,
-                        count, gemm.a_flip)
+            if count <= A_SLACK and position <= short_limit:
+                copy_short(row + position * A_BYTES, source + gemm.step_offset[step] + offset,
+                           gemm.a_flip, A_BYTES == 2)
+            else:
+                copy_values(row + position * A_BYTES, source + gemm.step_offset[step] + offset,
+                            count, gemm.a_flip)
             position = position + count
             step = step + 1
             offset = 0
@@ -349,35 +407,66 @@ cdef inline void transpose_bytes(uint64_t* x) noexcept nogil:
         swap_bytes(x, 2 * i, 2 * i + 1, 8, 0x00FF00FF00FF00FFULL)
 
 
-cdef inline void store_tile(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
-                            uint8_t* out, Py_ssize_t row_stride,
-                            Py_ssize_t col_stride) noexcept nogil:
+cdef void store_unit(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
+                     uint8_t* out, Py_ssize_t row_stride, Py_ssize_t col_stride) noexcept nogil:
+    """A unit's bytes (row i at result + i * TILE_COLUMNS) into the output."""
     cdef Py_ssize_t i, c, block, first, height
     cdef uint8_t* target
     cdef uint64_t x[8]
     if col_stride == 1:
         for i in range(rows):
-            memcpy(out + i * row_stride, result + i * NR, cols)
+            memcpy(out + i * row_stride, result + i * TILE_COLUMNS, cols)
     elif row_stride == 1:
         # A convolution's output is channels-first: each column (output
-        # channel) takes the tile's pixels as consecutive bytes.  Eight rows
+        # channel) takes the unit's pixels as consecutive bytes.  Eight rows
         # by eight columns at a time, an 8 x 8 byte transpose turns the
-        # tile's rows into those runs: one store per column and row block.
+        # unit's rows into those runs: one 8-byte store per column and row
+        # block (the unit's rows are a multiple of 8 but for the image's last).
         for first in range(0, rows, 8):
             height = min(<Py_ssize_t>8, rows - first)
             for i in range(height, 8):
                 x[i] = 0
             for block in range(0, cols, 8):
                 for i in range(height):
-                    memcpy(&x[i], result + (first + i) * NR + block, 8)
+                    memcpy(&x[i], result + (first + i) * TILE_COLUMNS + block, 8)
                 transpose_bytes(x)
-                for c in range(min(<Py_ssize_t>8, cols - block)):
-                    memcpy(out + (block + c) * col_stride + first, &x[c], height)
+                target = out + block * col_stride + first
+                if height == 8:
+                    for c in range(min(<Py_ssize_t>8, cols - block)):
+                        memcpy(target + c * col_stride, &x[c], 8)
+                else:
+                    for c in range(min(<Py_ssize_t>8, cols - block)):
+                        memcpy(target + c * col_stride, &x[c], height)
     else:
         for c in range(cols):
             target = out + c * col_stride
             for i in range(rows):
-                target[i * row_stride] = result[i * NR + c]
+                target[i * row_stride] = result[i * TILE_COLUMNS + c]
+
+
+cdef struct UnitOutput:
+    # Where a unit's requantized bytes gather before store_unit writes them
+    # out, and the unit's column vectors modulo 2**32 (narrow epilogues),
+    # computed once per unit rather than once per micro-tile.
+    uint8_t* bytes                 # row i, column c at bytes[i * TILE_COLUMNS + c]
+    Py_ssize_t row0                # the unit's first row and column in the product
+    Py_ssize_t col0
+    uint32_t column_term[TILE_COLUMNS]
+    uint32_t column_sum[TILE_COLUMNS]
+
+
+cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssize_t col0,
+                     Py_ssize_t cols, const Epilogue* e) noexcept nogil:
+    cdef Py_ssize_t c
+    unit.bytes = scratch + SLOT_UNIT_OFFSET
+    unit.row0 = row0
+    unit.col0 = col0
+    if not e.narrow or e.raw:
+        return
+    for c in range(cols):
+        unit.column_term[c] = (<uint32_t>e.column_term[col0 + c]
+                               if e.column_term != NULL and not e.per_row else 0)
+        unit.column_sum[c] = <uint32_t>e.column_sum[col0 + c]
 
 
 cdef inline void narrow_rows(const int32_t* tile, uint8_t* result, Py_ssize_t row0,
@@ -395,12 +484,12 @@ cdef inline void narrow_rows(const int32_t* tile, uint8_t* result, Py_ssize_t ro
             # One bias, multiplier and output zero point for the row; one
             # column zero point for every column.
             requantize_row_line(
-                tile + i * NR, result + i * NR, cols,
+                tile + i * NR, result + i * TILE_COLUMNS, cols,
                 (<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
                 - (<uint32_t>e.column_zero[0]) * row_term,
                 <uint32_t>row_zero, column_sum, e.multiplier[r], e.out_zero[r], e.low, e.high)
         else:
-            requantize_line(tile + i * NR, result + i * NR, cols, column_term,
+            requantize_line(tile + i * NR, result + i * TILE_COLUMNS, cols, column_term,
                             e.column_zero + col0, column_sum, row_term,
                             <uint32_t>row_zero, e.multiplier + r * e.multiplier_step + col0,
                             e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
@@ -408,27 +497,17 @@ cdef inline void narrow_rows(const int32_t* tile, uint8_t* result, Py_ssize_t ro
 
 cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                             Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
-                            const Gemm* gemm) noexcept nogil:
-    cdef uint8_t result[MR * NR]
-    cdef uint32_t column_term[NR]
-    cdef uint32_t column_sum[NR]
-    cdef Py_ssize_t c
-    # The tile's column vectors modulo 2**32, once for its rows.
-    memset(column_term, 0, sizeof(column_term))
-    if e.column_term != NULL and not e.per_row:
-        for c in range(cols):
-            column_term[c] = <uint32_t>e.column_term[col0 + c]
-    for c in range(cols):
-        column_sum[c] = <uint32_t>e.column_sum[col0 + c]
+                            const UnitOutput* unit) noexcept nogil:
+    cdef Py_ssize_t at = col0 - unit.col0
+    cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + at
     # A whole tile's lines are NR long: a constant the compiler unrolls the
     # vectorized line for.
     if cols == NR:
-        narrow_rows(tile, result, row0, rows, col0, NR, column_term, column_sum, e)
+        narrow_rows(tile, result, row0, rows, col0, NR, unit.column_term + at,
+                    unit.column_sum + at, e)
     else:
-        narrow_rows(tile, result, row0, rows, col0, cols, column_term, column_sum, e)
-    store_tile(result, rows, cols,
-               gemm.out + row0 * gemm.out_row_stride + col0 * gemm.out_col_stride,
-               gemm.out_row_stride, gemm.out_col_stride)
+        narrow_rows(tile, result, row0, rows, col0, cols, unit.column_term + at,
+                    unit.column_sum + at, e)
 
 
 cdef inline int64_t wide_value(const int64_t* tile, Py_ssize_t i, Py_ssize_t c, Py_ssize_t r,
@@ -445,20 +524,17 @@ cdef inline int64_t wide_value(const int64_t* tile, Py_ssize_t i, Py_ssize_t c, 
 
 cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                           Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
-                          const Gemm* gemm) noexcept nogil:
-    cdef uint8_t result[MR * NR]
+                          const UnitOutput* unit) noexcept nogil:
+    cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + col0 - unit.col0
     cdef Py_ssize_t i, r, c, col, at
     for i in range(rows):
         r = row0 + i
         for c in range(cols):
             col = col0 + c
             at = r if e.per_row else r * e.multiplier_step + col
-            result[i * NR + c] = <uint8_t>requantize(
+            result[i * TILE_COLUMNS + c] = <uint8_t>requantize(
                 wide_value(tile, i, c, r, col, e), e.multiplier[at],
                 e.out_zero[r if e.per_row else r * e.out_zero_step + col], e.low, e.high)
-    store_tile(result, rows, cols,
-               gemm.out + row0 * gemm.out_row_stride + col0 * gemm.out_col_stride,
-               gemm.out_row_stride, gemm.out_col_stride)
 
 
 cdef void store_sums(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
@@ -476,29 +552,31 @@ cdef void store_sums(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
 
 
 cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                      const Epilogue* e, const Gemm* gemm) noexcept nogil:
+                      const Epilogue* e, const Gemm* gemm, const UnitOutput* unit) noexcept nogil:
     """A micro-tile's sums S (the whole K, as int32: int32 values when the
-    epilogue is narrow, else one block's) into the output."""
+    epilogue is narrow, else one block's) into the unit's bytes (the output,
+    for raw sums)."""
     cdef int64_t wide[MR * NR]
     cdef Py_ssize_t i
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
     if e.narrow and not e.raw:
-        requantize_narrow(tile, row0, rows, col0, cols, e, gemm)
+        requantize_narrow(tile, row0, rows, col0, cols, e, unit)
         return
     for i in range(MR * NR):
         wide[i] = tile[i]
-    finish_wide(wide, row0, col0, e, gemm)
+    finish_wide(wide, row0, col0, e, gemm, unit)
 
 
 cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                             const Epilogue* e, const Gemm* gemm) noexcept nogil:
+                             const Epilogue* e, const Gemm* gemm,
+                             const UnitOutput* unit) noexcept nogil:
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
     if e.raw:
         store_sums(tile, row0, rows, col0, cols, e, gemm)
     else:
-        requantize_wide(tile, row0, rows, col0, cols, e, gemm)
+        requantize_wide(tile, row0, rows, col0, cols, e, unit)
 
 
 cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index,
@@ -535,12 +613,15 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
     cdef Py_ssize_t width = q_end - q
     cdef Py_ssize_t ri, qi, g0, g1, i, at, start
     cdef bint narrow = e.narrow
+    cdef UnitOutput unit
+    start_unit(&unit, scratch, p * MR, q * NR, min(width * NR, gemm.n - q * NR), e)
     if blocks <= 1:
         for ri in range(p, p_end):
             pack_a_block(gemm, ri * MR, min(<Py_ssize_t>MR, gemm.m - ri * MR), 0, k, block)
             for qi in range(q, q_end):
                 microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
-                finish_tile(tile, ri * MR, qi * NR, e, gemm)
+                finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
+        finish_unit(&unit, p_end, q_end, e, gemm)
         return
     g0 = 0
     while g0 < gemm.groups:
@@ -568,9 +649,21 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
         for qi in range(q, q_end):
             start = ((ri - p) * width + qi - q) * MR * NR
             if narrow:
-                finish_tile(sums32 + start, ri * MR, qi * NR, e, gemm)
+                finish_tile(sums32 + start, ri * MR, qi * NR, e, gemm, &unit)
             else:
-                finish_wide(sums64 + start, ri * MR, qi * NR, e, gemm)
+                finish_wide(sums64 + start, ri * MR, qi * NR, e, gemm, &unit)
+    finish_unit(&unit, p_end, q_end, e, gemm)
+
+
+cdef inline void finish_unit(const UnitOutput* unit, Py_ssize_t p_end, Py_ssize_t q_end,
+                             const Epilogue* e, const Gemm* gemm) noexcept nogil:
+    """The unit's bytes into the output (raw sums are there already)."""
+    if e.raw:
+        return
+    store_unit(unit.bytes, min(p_end * MR, gemm.m) - unit.row0,
+               min(q_end * NR, gemm.n) - unit.col0,
+               gemm.out + unit.row0 * gemm.out_row_stride + unit.col0 * gemm.out_col_stride,
+               gemm.out_row_stride, gemm.out_col_stride)
 
 
 cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept nogil:
@@ -692,6 +785,7 @@ def matrix_row_sums(const uint8_t[:, :, ::1] a, bint flip, int n_threads):
     gemm.a = &a[0, 0, 0]
     gemm.a_batch_stride = m * k
     gemm.row_offset = NULL
+    gemm.a_slack = 0
     gemm.lda = k
     gemm.m = m
     gemm.a_flip = 0x80 if flip else 0
@@ -881,6 +975,7 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     step_offset[0] = 0
     gemm.a = &source[0, 0, 0]
     gemm.row_offset = NULL
+    gemm.a_slack = 0
     gemm.lda = k
     gemm.m = m
     gemm.a_flip = 0x80 if a_flip else 0
@@ -1156,7 +1251,8 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
             lo = min(max(-shift, 0), padded_w) if inside else padded_w
             hi = min(max(width - shift, lo), padded_w) if inside else padded_w
             source = image + ((g * group_channels) * height + (ih if inside else 0)) * width
-            quads = group_channels // 4 if fold == 1 else 0
+            # (A tight copy's positions are not whole words apart.)
+            quads = group_channels // 4 if fold == 1 and block_padded % 4 == 0 else 0
             for c in range(quads // 2):
                 fill_channel_octet(row + g * block_padded + 8 * c, pixel_stride,
                                    source + 8 * c * plane, plane, shift, lo, hi, padded_w,
@@ -1179,20 +1275,17 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
            Py_ssize_t kernel_h, Py_ssize_t kernel_w, Py_ssize_t fold, strides, dilations,
            start_padding, end_padding, const int32_t[::1] col_zero,
            const float[::1] multiplier, const int32_t[::1] out_zero, bias,
-           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False):
+           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
+           bint tight=False):
     """Grouped convolution as an implicit GEMM per image and group: output
     pixels are the rows of A, read through per-tap offsets in a padded
     channels-last copy of the image; the packed filter is B.
 
-    With fold = kernel_w, the copy holds each position's kernel_w taps along
-    a row side by side (few channels: longer steps, fewer of them); fold = 1
-    keeps one tap per step.  filter_packed is (groups, packed B of
-    K = steps * fold * group_channels rows by the group's output channels),
-    in the order (tap row, [tap column,] channel): the steps' channels end to
-    end, as the driver packs A.  Per-output-channel vectors:
-    col_zero (b_zp'), multiplier, out_zero, bias.  out is (batch,
-    out_channels, out_h * out_w); with raw, it holds the exact int32 sums
-    (4 bytes each) and multiplier, out_zero, low and high are not read.
+    With tight (one group, fold = kernel_w, dilation_w = 1), the copy holds
+    each position's channels with no padding to 4 bytes and no folding, so a
+    filter row's taps are the kernel_w positions' channels end to end: one
+    run per step, as folded, from a copy kernel_w times smaller.  A network's
+    first convolution (3 channels, 7 x 7) packs 7 runs of 21 per pixel.
     """
     cdef Convolution c
     cdef Gemm gemm
@@ -1203,6 +1296,12 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
         return
     c.input_flip = input_flip
     n_threads = max(n_threads, 1)
+    if tight and (c.group_count != 1 or fold != kernel_w or c.dilation_w != 1):
+        raise ValueError("conv2d: a tight copy takes one group, fold kernel_w, dilation_w 1")
+    c.tight = tight
+    if tight:
+        c.block_padded = c.group_channels
+        c.pixel_stride = c.group_channels
     buffers = setup_convolution(&c, &gemm, &e, image, filter_packed, filter_colsum, input_zero,
                                 col_zero, multiplier, out_zero, bias, out, low, high, raw,
                                 n_threads)
@@ -1244,6 +1343,7 @@ cdef struct Convolution:
     bint plane_runs               # the copy's interior is one run per channel
     bint needs_row_sums           # some filter zero point b_zp' is not 0
     bint input_flip
+    bint tight                    # positions hold just their channels (see conv2d)
     uint8_t pad_value             # the input zero point as the copy stores it
     const uint8_t* image
     const int8_t* filter_packed
@@ -1297,7 +1397,7 @@ cdef bint check_convolution(Convolution* c, const uint8_t[:, :, :, ::1] image,
             or c.out_w < 1 or c.out_h * c.out_w != c.pixels
             or (c.out_h - 1) * c.stride_h + (kernel_h - 1) * c.dilation_h >= c.padded_h
             or (c.out_w - 1) * c.stride_w + (kernel_w - 1) * c.dilation_w >= c.padded_w
-            or filter_packed.shape[1] < packed_b_bytes(c.steps * fold * c.group_channels,
+            or filter_packed.shape[1] < packed_b_bytes(kernel_h * kernel_w * c.group_channels,
                                                        c.group_outputs)
             or filter_colsum.shape[0] != c.group_count
             or filter_colsum.shape[1] < c.group_outputs
@@ -1345,7 +1445,8 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     # one batched GEMM per group.
     c.image_bytes = max(c.padded_h * c.padded_w * c.pixel_stride, 1)
     c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
-    copy = np.empty(c.chunk * c.image_bytes, np.uint8)
+    # A_SLACK bytes past the last run (gemm.a_slack).
+    copy = np.empty(c.chunk * c.image_bytes + A_SLACK, np.uint8)
     sums = np.zeros(c.chunk * c.pixels, np.int64)
     terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
     row_zero = np.full(1, zero_point, np.int32)
@@ -1364,6 +1465,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.sums = &sums_view[0]
     c.terms = &term_view[0] if bias is not None else NULL
     gemm.row_offset = &row_offset[0]
+    gemm.a_slack = A_SLACK
     gemm.lda = 0
     gemm.m = c.pixels
     gemm.step_offset = &step_offset[0]
@@ -1416,7 +1518,8 @@ cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,
         count = min(c.chunk, c.batch - first)
         for member in range(count):
             fill_channels_last(c.image + (first + member) * plane, c.plane_runs, c.group_count,
-                               c.group_channels, c.fold, c.block_padded, c.height, c.width,
+                               c.group_channels, 1 if c.tight else c.fold, c.block_padded,
+                               c.height, c.width,
                                c.padded_h, c.padded_w, c.pad_top, c.pad_left, c.dilation_w,
                                0x80 if c.input_flip else 0, c.pad_value,
                                c.buffer + member * c.image_bytes, n_threads)

@@ -93,6 +93,33 @@ def test_a_larger_convolution_matches(variant):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("kernel, strides, padding", [
+    ((7, 7), (2, 2), (3, 3)),
+    # 60 filter rows of 21 values: K crosses a K block of every variant with
+    # short runs on both sides of the boundary.
+    ((60, 7), (1, 2), (0, 3)),
+])
+def test_first_convolution_shapes_match(variant, kernel, strides, padding):
+    """Three channels, one group, undilated: the tight channels-last copy, whose
+    filter rows are runs of 21 bytes, on a width that ends mid-tile."""
+    rng = np.random.default_rng(5)
+    height = 45 if kernel[0] == 7 else 64
+    slots = dict(input=rng.integers(0, 256, (2, 3, height, 45), dtype=np.uint8), input_scale=0.05,
+                 input_zero_point=np.uint8(131),
+                 filter=rng.integers(-128, 128, (70, 3) + kernel, dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, 70).astype(np.float32),
+                 filter_zero_point=rng.integers(-5, 5, 70).astype(np.int8),
+                 bias=rng.integers(-10000, 10000, 70, dtype=np.int32), output_scale=0.5,
+                 output_zero_point=np.uint8(100))
+    attributes = dict(strides=strides, start_padding=padding, end_padding=padding)
+    call = convolution.prepare(slots, attributes, "2_1")
+    assert _native.is_tight(call.attributes, _native.filter_fold(slots["filter"]))
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                              reference(call))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("signed", [False, True])
 def test_depthwise_with_a_channel_multiplier_and_wide_padding(variant, signed):
     """Two output channels per input channel, padding wider than the filter,
