@@ -469,8 +469,8 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         unit.column_sum[c] = <uint32_t>e.column_sum[col0 + c]
 
 
-cdef inline void narrow_rows(const int32_t* tile, uint8_t* result, Py_ssize_t row0,
-                             Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
+cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t* result,
+                             Py_ssize_t row0, Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
                              const uint32_t* column_term, const uint32_t* column_sum,
                              const Epilogue* e) noexcept nogil:
     cdef Py_ssize_t i, r
@@ -484,12 +484,12 @@ cdef inline void narrow_rows(const int32_t* tile, uint8_t* result, Py_ssize_t ro
             # One bias, multiplier and output zero point for the row; one
             # column zero point for every column.
             requantize_row_line(
-                tile + i * NR, result + i * TILE_COLUMNS, cols,
+                tile + i * tile_pitch, result + i * TILE_COLUMNS, cols,
                 (<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
                 - (<uint32_t>e.column_zero[0]) * row_term,
                 <uint32_t>row_zero, column_sum, e.multiplier[r], e.out_zero[r], e.low, e.high)
         else:
-            requantize_line(tile + i * NR, result + i * TILE_COLUMNS, cols, column_term,
+            requantize_line(tile + i * tile_pitch, result + i * TILE_COLUMNS, cols, column_term,
                             e.column_zero + col0, column_sum, row_term,
                             <uint32_t>row_zero, e.multiplier + r * e.multiplier_step + col0,
                             e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
@@ -503,10 +503,10 @@ cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t row
     # A whole tile's lines are NR long: a constant the compiler unrolls the
     # vectorized line for.
     if cols == NR:
-        narrow_rows(tile, result, row0, rows, col0, NR, unit.column_term + at,
+        narrow_rows(tile, NR, result, row0, rows, col0, NR, unit.column_term + at,
                     unit.column_sum + at, e)
     else:
-        narrow_rows(tile, result, row0, rows, col0, cols, unit.column_term + at,
+        narrow_rows(tile, NR, result, row0, rows, col0, cols, unit.column_term + at,
                     unit.column_sum + at, e)
 
 
@@ -613,8 +613,29 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
     cdef Py_ssize_t width = q_end - q
     cdef Py_ssize_t ri, qi, g0, g1, i, at, start
     cdef bint narrow = e.narrow
+    cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
     cdef UnitOutput unit
-    start_unit(&unit, scratch, p * MR, q * NR, min(width * NR, gemm.n - q * NR), e)
+    start_unit(&unit, scratch, p * MR, q * NR, columns, e)
+    if blocks <= 1 and narrow and not e.raw:
+        # One block, int32 values: each micro-tile's sums go into the rows of
+        # the unit's columns (the scratch of the sums across blocks, unused
+        # here), and the rows are requantized whole, lines of up to
+        # TILE_COLUMNS rather than NR: with a short K (attention's 64) the
+        # epilogue is as much work as the products, and its fixed cost per
+        # line is spread over eight times the values.
+        for ri in range(p, p_end):
+            rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
+            pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
+            for qi in range(q, q_end):
+                microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
+                for i in range(MR):
+                    memcpy(sums32 + i * TILE_COLUMNS + (qi - q) * NR, tile + i * NR,
+                           NR * sizeof(int32_t))
+            narrow_rows(sums32, TILE_COLUMNS,
+                        unit.bytes + (ri * MR - unit.row0) * TILE_COLUMNS, ri * MR, rows_here,
+                        unit.col0, columns, unit.column_term, unit.column_sum, e)
+        finish_unit(&unit, p_end, q_end, e, gemm)
+        return
     if blocks <= 1:
         for ri in range(p, p_end):
             pack_a_block(gemm, ri * MR, min(<Py_ssize_t>MR, gemm.m - ri * MR), 0, k, block)
