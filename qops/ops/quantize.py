@@ -52,8 +52,9 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
         ``ceil(x.shape[axis] / block_size)`` along ``axis`` (blocked, from 21).
         Its type is the output's.
     x_zero_point : number or ndarray, optional
-        Same shape as ``x_scale``, same type as ``x``; must be 0 for int32,
-        float8 and float4.
+        Same shape as ``x_scale`` (a 0-d and a one-element 1-D array are both
+        per tensor and may stand beside each other, as in ONNX), same type as
+        ``x``; must be 0 for int32, float8 and float4.
     axis : int, default 1
         Negative values count from the back.
     block_size : int, default 0
@@ -94,7 +95,9 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     y_scale : number or ndarray
         Per tensor, per axis or blocked, as for :func:`dequantize_linear`.
     y_zero_point : number or ndarray, optional
-        Same shape as ``y_scale``; its type is the output's.
+        Same shape as ``y_scale`` (a 0-d and a one-element 1-D array are both
+        per tensor and may stand beside each other, as in ONNX); its type is the
+        output's.
     axis, block_size
         As for :func:`dequantize_linear`.
     saturate : bool, default True
@@ -196,7 +199,8 @@ def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> 
 def _finish(op, version, given, descs, attributes, scale_name, zero_point_name, output, out):
     x_desc, scale_desc = descs["x"], descs[scale_name]
     zero_desc = descs[zero_point_name]
-    if zero_desc is not None and tuple(zero_desc.shape) != tuple(scale_desc.shape):
+    if (zero_desc is not None and tuple(zero_desc.shape) != tuple(scale_desc.shape)
+            and not (_one_value(zero_desc.shape) and _one_value(scale_desc.shape))):
         fail(op, f"{zero_point_name} has shape {shape_text(zero_desc.shape)} but {scale_name} "
                  f"{shape_text(scale_desc.shape)}; they must have the same shape",
              slot=zero_point_name, given=tuple(zero_desc.shape))
@@ -218,6 +222,13 @@ def _finish(op, version, given, descs, attributes, scale_name, zero_point_name, 
         operator=op, version=version, arrays=arrays, attributes=attributes,
         output_shape=tuple(output.shape), output_dtype=_dtypes.to_numpy(output.dtype),
         granularity={scale_name: granularity})
+
+
+def _one_value(shape):
+    """A 0-d or one-element 1-D shape: per tensor, as ONNX (and onnx.reference
+    and onnxruntime) take a scale or zero point of either shape beside the
+    other's."""
+    return len(shape) <= 1 and math.prod(shape) == 1
 
 
 def _granularity(op, version, x_desc, scale_desc, scale_name, attributes):

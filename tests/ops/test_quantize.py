@@ -504,6 +504,31 @@ def test_quantize_first_principles():
     assert got.tolist() == [[11, 13, 15, 9, 7, 127], [-2, -2, -4, -5, 0, -128]]
 
 
+@pytest.mark.parametrize("scale_shape, zero_shape", [((), (1,)), ((1,), ()), ((1,), (1,))])
+@pytest.mark.parametrize("y_type", [np.uint8, np.int8])
+def test_one_element_parameters_are_per_tensor(scale_shape, zero_shape, y_type):
+    """A 0-d and a one-element 1-D scale or zero point side by side mean one
+    value for the tensor, as onnx.reference reads them."""
+    x = np.array([[0.0, 1.0, 2.5, -7.0], [300.0, -300.0, 3.5, -0.5]], np.float32)
+    scale = np.full(scale_shape, 0.5, np.float32)
+    zero = np.full(zero_shape, 7, y_type)
+    quantized = qops.quantize_linear(x, scale, zero)
+    expected = run_reference("QuantizeLinear", {"x": x, "y_scale": scale, "y_zero_point": zero},
+                             opset=21, output_dtype=y_type)
+    assert_bits_equal(quantized, expected, "QuantizeLinear")
+    restored = qops.dequantize_linear(quantized, scale, zero)
+    expected = run_reference("DequantizeLinear",
+                             {"x": quantized, "x_scale": scale, "x_zero_point": zero}, opset=21,
+                             output_dtype=np.float32)
+    assert_bits_equal(restored, expected, "DequantizeLinear")
+
+
+def test_zero_point_of_another_shape_is_refused():
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(qops.ValidationError, match="y_zero_point has shape .2,. but y_scale"):
+        qops.quantize_linear(x, np.full(3, 0.5, np.float32), np.zeros(2, np.uint8), axis=1)
+
+
 # -- blocked with a short last block, by hand and against onnx.reference -------------------------------
 
 @pytest.mark.parametrize("axis", [1, -1, 0])
