@@ -1395,7 +1395,7 @@ def test_negative_block_size(name, via):
 
 @pytest.mark.parametrize("via", VIAS)
 @pytest.mark.parametrize("name", ONNX_OPS)
-@pytest.mark.parametrize("scale_shape, zp_shape", [((3,), (4,)), ((3,), ()), ((), (3,)), ((), (1,)),
+@pytest.mark.parametrize("scale_shape, zp_shape", [((3,), (4,)), ((3,), ()), ((), (3,)), ((1,), (2,)),
                                                    ((2, 3, 2), (2, 3, 1))])
 def test_zero_point_shape_must_equal_scale_shape(name, scale_shape, zp_shape, via):
     zp_type = I8 if name == DQ else U8
@@ -1404,6 +1404,16 @@ def test_zero_point_shape_must_equal_scale_shape(name, scale_shape, zp_shape, vi
                        **attributes)
     expect(INVALID, [_zp_name(name), _scale_name(name), str(zp_shape), str(scale_shape)], name, via,
            23, **kwargs)
+
+
+@pytest.mark.parametrize("via", VIAS)
+@pytest.mark.parametrize("name", ONNX_OPS)
+@pytest.mark.parametrize("scale_shape, zp_shape", [((), (1,)), ((1,), ())])
+def test_one_element_scale_and_zero_point_are_both_per_tensor(name, scale_shape, zp_shape, via):
+    """As in ONNX: a 0-d and a one-element 1-D parameter side by side."""
+    zp_type = I8 if name == DQ else U8
+    kwargs = _scale_kw(name, (2, 3, 4), full(scale_shape, 0.5, F32), full(zp_shape, 1, zp_type))
+    run(name, via, 23, **kwargs)
 
 
 @pytest.mark.parametrize("via", ARRAY_VIAS)
