@@ -616,10 +616,11 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
     cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
     cdef UnitOutput unit
     start_unit(&unit, scratch, p * MR, q * NR, columns, e)
-    if blocks <= 1 and narrow and not e.raw:
-        # One block, int32 values: each micro-tile's sums go into the rows of
-        # the unit's columns (the scratch of the sums across blocks, unused
-        # here), and the rows are requantized whole, lines of up to
+    cdef bint whole_rows = narrow and not e.raw
+    if blocks <= 1:
+        # One block.  With int32 values, each micro-tile's sums go into the
+        # rows of the unit's columns (the scratch of the sums across blocks,
+        # unused here), and the rows are requantized whole, lines of up to
         # TILE_COLUMNS rather than NR: with a short K (attention's 64) the
         # epilogue is as much work as the products, and its fixed cost per
         # line is spread over eight times the values.
@@ -628,20 +629,16 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
             pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
             for qi in range(q, q_end):
                 microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
+                if not whole_rows:
+                    finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
+                    continue
                 for i in range(MR):
                     memcpy(sums32 + i * TILE_COLUMNS + (qi - q) * NR, tile + i * NR,
                            NR * sizeof(int32_t))
-            narrow_rows(sums32, TILE_COLUMNS,
-                        unit.bytes + (ri * MR - unit.row0) * TILE_COLUMNS, ri * MR, rows_here,
-                        unit.col0, columns, unit.column_term, unit.column_sum, e)
-        finish_unit(&unit, p_end, q_end, e, gemm)
-        return
-    if blocks <= 1:
-        for ri in range(p, p_end):
-            pack_a_block(gemm, ri * MR, min(<Py_ssize_t>MR, gemm.m - ri * MR), 0, k, block)
-            for qi in range(q, q_end):
-                microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
-                finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
+            if whole_rows:
+                narrow_rows(sums32, TILE_COLUMNS,
+                            unit.bytes + (ri * MR - unit.row0) * TILE_COLUMNS, ri * MR,
+                            rows_here, unit.col0, columns, unit.column_term, unit.column_sum, e)
         finish_unit(&unit, p_end, q_end, e, gemm)
         return
     g0 = 0
