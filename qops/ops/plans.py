@@ -122,10 +122,13 @@ class Plan:
             if isinstance(value, Packed4Bit):  # read packed by the kernels
                 arrays[name] = value
                 continue
-            # A Python float past float32's range becomes infinity, which the
-            # value checks refuse with the reason (as on the validating path).
-            with np.errstate(over="ignore"):
-                value = np.asarray(value, dtype)
+            if not (isinstance(value, _ARRAY_TYPES) and value.dtype == dtype):
+                # A Python float past float32's range becomes infinity, which
+                # the value checks refuse with the reason (as on the
+                # validating path).  (Arrays already of the dtype skip the
+                # context manager, a large share of a small call's time.)
+                with np.errstate(over="ignore"):
+                    value = np.asarray(value, dtype)
             arrays[name] = value if value.shape == shape else value.reshape(shape)
         return arrays
 

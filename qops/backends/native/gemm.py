@@ -138,7 +138,7 @@ def prepare_matmul(call, variant=None):
         n_threads = threads_for(work, n_threads)
         arrays = call.arrays
         packed_b, colsum = _cached(call, ("b", variant), lambda: kernels.pack_b_batches(
-            _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
+            _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads, call.packed is None))
         kernels.matmul(_bytes(arrays["a"]).reshape(a_shape), a_flip, a_index, packed_b, colsum,
                        b_index, columns, *call.values, out.view(np.uint8).reshape(out_shape),
                        low, high, n_threads, raw)
@@ -329,7 +329,7 @@ def prepare_pointwise(call, variant=None):
         if any(step != 1 for step in strides):
             image = image[subsample]
         columns = _bytes(image).reshape(batch, channels, pixels)
-        packed, colsum = kernels.pack_b_batches(columns, b_flip, n_threads)
+        packed, colsum = kernels.pack_b_batches(columns, b_flip, n_threads, True)
         rows = _bytes(call.arrays["filter"]).reshape(1, out_channels, channels)
         row_zero, column_zero, multiplier, out_zero, bias = call.values
         row_sums = None

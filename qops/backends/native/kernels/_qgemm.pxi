@@ -31,10 +31,13 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, u
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
+import threading
+
 import numpy as np
 
 from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (
+    TileTerms,
     requantize,
     requantize_line,
     requantize_row_line,
@@ -136,6 +139,32 @@ def scratch_bytes(int n_threads):
     """Bytes of scratch a run on ``n_threads`` threads needs (Gemm.scratch),
     with room to align it."""
     return max(n_threads, 1) * SLOT_BYTES + 64
+
+
+# Buffers that live for one call only (the threads' scratch, a plain call's
+# packed B, a convolution's channels-last copy and offsets) are kept per
+# Python thread and reused by its next call: a fresh buffer of more than
+# 128 KiB is a new mapping from the allocator, and its first touch of every
+# page is a page fault, which on attention's small products took as long as
+# the arithmetic.  Above WORKSPACE_LIMIT bytes a buffer is allocated afresh
+# (the work then dwarfs the faults) and not kept.
+WORKSPACE_LIMIT = 16 << 20
+_workspace = threading.local()
+
+
+def workspace(str name, Py_ssize_t count, dtype):
+    """A 1-D array of ``count`` values of ``dtype``, uninitialized, from this
+    thread's buffer ``name``; it holds until this thread's next request of
+    ``name``, so it must never outlive the call."""
+    dtype = np.dtype(dtype)
+    cdef Py_ssize_t nbytes = count * dtype.itemsize
+    if nbytes > WORKSPACE_LIMIT:
+        return np.empty(count, dtype)
+    buffers = _workspace.__dict__.setdefault("buffers", {})
+    buffer = buffers.get(name)
+    if buffer is None or buffer.shape[0] < nbytes:
+        buffer = buffers[name] = np.empty(max(nbytes, 64), np.uint8)
+    return buffer[:nbytes].view(dtype)
 
 
 cdef inline uint8_t* aligned_scratch(uint8_t[::1] buffer) noexcept:
@@ -453,20 +482,86 @@ cdef struct UnitOutput:
     Py_ssize_t col0
     uint32_t column_term[TILE_COLUMNS]
     uint32_t column_sum[TILE_COLUMNS]
+    # by_tile: the epilogue takes whole micro-tiles (requantize_tile), from
+    # these vectors (TileTerms), zero past the unit's last column.
+    bint by_tile
+    uint32_t tile_column[TILE_COLUMNS]
+    uint32_t tile_column_zero[TILE_COLUMNS]
+    float tile_multiplier[TILE_COLUMNS]
+    float tile_floor[TILE_COLUMNS]
+    float tile_ceiling[TILE_COLUMNS]
+    int32_t tile_offset[TILE_COLUMNS]
+
+
+cdef inline bint tile_epilogue(const Epilogue* e) noexcept nogil:
+    """Whether requantize_tile's rule covers the epilogue: int32 values to
+    bytes, one zero point of A, multipliers and output zero points per column
+    (not per row), and at most 256 output integers."""
+    return (e.narrow and not e.raw and not e.per_row and e.row_zero_step == 0
+            and e.multiplier_step == 0 and e.out_zero_step == 0 and e.high - e.low <= 255)
 
 
 cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssize_t col0,
                      Py_ssize_t cols, const Epilogue* e) noexcept nogil:
     cdef Py_ssize_t c
+    cdef uint32_t row_zero
+    cdef int32_t zero
     unit.bytes = scratch + SLOT_UNIT_OFFSET
     unit.row0 = row0
     unit.col0 = col0
+    unit.by_tile = tile_epilogue(e)
     if not e.narrow or e.raw:
         return
     for c in range(cols):
         unit.column_term[c] = (<uint32_t>e.column_term[col0 + c]
                                if e.column_term != NULL and not e.per_row else 0)
         unit.column_sum[c] = <uint32_t>e.column_sum[col0 + c]
+    if not unit.by_tile:
+        return
+    row_zero = <uint32_t>e.row_zero[0]
+    for c in range(TILE_COLUMNS):
+        if c >= cols:
+            unit.tile_column[c] = 0
+            unit.tile_column_zero[c] = 0
+            unit.tile_multiplier[c] = 0.0
+            unit.tile_floor[c] = 0.0
+            unit.tile_ceiling[c] = 0.0
+            unit.tile_offset[c] = 0
+            continue
+        zero = e.out_zero[col0 + c]
+        unit.tile_column[c] = unit.column_term[c] - row_zero * unit.column_sum[c]
+        unit.tile_column_zero[c] = <uint32_t>e.column_zero[col0 + c]
+        unit.tile_multiplier[c] = e.multiplier[col0 + c]
+        unit.tile_floor[c] = <float>(e.low - zero)
+        unit.tile_ceiling[c] = <float>(e.high - zero)
+        unit.tile_offset[c] = zero - e.low
+
+
+cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
+                         const Epilogue* e, const Gemm* gemm,
+                         const UnitOutput* unit) noexcept nogil:
+    """A micro-tile's int32 values into the unit's bytes by requantize_tile
+    (the whole tile: rows past M and columns past N land in the unit's
+    scratch, never in the output)."""
+    cdef uint32_t row_term[MR]
+    cdef TileTerms terms
+    cdef Py_ssize_t i, r
+    cdef Py_ssize_t at = col0 - unit.col0
+    cdef int64_t row_zero = e.row_zero[0]
+    for i in range(MR):
+        r = row0 + i
+        row_term[i] = (<uint32_t>(e.row_sum[r] - e.k * row_zero)
+                       if e.row_sum != NULL and r < gemm.m else 0)
+    terms.column = unit.tile_column + at
+    terms.column_zero = unit.tile_column_zero + at
+    terms.multiplier = unit.tile_multiplier + at
+    terms.floor = unit.tile_floor + at
+    terms.ceiling = unit.tile_ceiling + at
+    terms.offset = unit.tile_offset + at
+    terms.row_term = row_term
+    terms.low = e.low
+    requantize_tile(tile, &terms, unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + at,
+                    TILE_COLUMNS)
 
 
 cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t* result,
@@ -560,6 +655,9 @@ cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
     cdef Py_ssize_t i
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
+    if unit.by_tile:
+        requantize_unit_tile(tile, row0, col0, e, gemm, unit)
+        return
     if e.narrow and not e.raw:
         requantize_narrow(tile, row0, rows, col0, cols, e, unit)
         return
@@ -616,7 +714,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
     cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
     cdef UnitOutput unit
     start_unit(&unit, scratch, p * MR, q * NR, columns, e)
-    cdef bint whole_rows = narrow and not e.raw
+    cdef bint whole_rows = narrow and not e.raw and not unit.by_tile
     if blocks <= 1:
         # One block.  With int32 values, each micro-tile's sums go into the
         # rows of the unit's columns (the scratch of the sums across blocks,
@@ -629,6 +727,9 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
             pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
             for qi in range(q, q_end):
                 microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
+                if unit.by_tile:
+                    requantize_unit_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
+                    continue
                 if not whole_rows:
                     finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
                     continue
@@ -826,14 +927,23 @@ cdef void batch_row_sums(Gemm* gemm, Py_ssize_t batches, int64_t* sums,
     gemm.a = a
 
 
-def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
-    """Pack every K x N matrix of b; returns (packed, colsum), one row per matrix."""
+def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads, bint transient=False):
+    """Pack every K x N matrix of b; returns (packed, colsum), one row per
+    matrix.  transient: for this call only, in the thread's workspace (a
+    plain call's B), rather than arrays of their own (a compiled constant)."""
     cdef Py_ssize_t batches = b.shape[0], k = b.shape[1], n = b.shape[2], index
-    cdef Py_ssize_t size = packed_b_bytes(k, n)
-    cdef Py_ssize_t padded = ceil_div(n, NR) * NR
+    cdef Py_ssize_t size = max(packed_b_bytes(k, n), 1)
+    cdef Py_ssize_t padded = max(ceil_div(n, NR) * NR, 1)
     # Packing writes every byte of every panel and every column sum.
-    packed = (np.empty if k and n else np.zeros)((batches, max(size, 1)), dtype=np.int8)
-    colsum = (np.empty if k and n else np.zeros)((batches, max(padded, 1)), dtype=np.int64)
+    if transient:
+        packed = workspace("packed b", batches * size, np.int8).reshape(batches, size)
+        colsum = workspace("column sums", batches * padded, np.int64).reshape(batches, padded)
+        if not (k and n):
+            packed[:] = 0
+            colsum[:] = 0
+    else:
+        packed = (np.empty if k and n else np.zeros)((batches, size), dtype=np.int8)
+        colsum = (np.empty if k and n else np.zeros)((batches, padded), dtype=np.int64)
     cdef int8_t[:, ::1] packed_view = packed
     cdef int64_t[:, ::1] colsum_view = colsum
     cdef PackBatches job
@@ -978,7 +1088,7 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     if bias is not None:
         terms = np.ascontiguousarray(bias, np.int64)
         largest_bias = int(np.max(np.abs(terms))) if m else 0
-    scratch = np.empty(scratch_bytes(n_threads), np.uint8)
+    scratch = workspace("scratch", scratch_bytes(n_threads), np.uint8)
     cdef const int64_t[:, ::1] sums_view
     cdef const int64_t[::1] term_view
     e.row_sum = NULL
@@ -1018,7 +1128,13 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     e.column_zero = &col_zero[0]
     e.column_sum = &b_colsum[0, 0]
     e.row_zero = &row_zero[0]
-    e.row_zero_step = 1
+    # One zero point for every row (per-tensor A, the usual case) lets the
+    # epilogue fold it into the unit's column vectors (tile_epilogue).
+    e.row_zero_step = 0
+    for j in range(m):
+        if row_zero[j] != row_zero[0]:
+            e.row_zero_step = 1
+            break
     e.k = k
     e.multiplier = &multiplier[0, 0]
     e.multiplier_step = multiplier.shape[1] if multiplier.shape[0] > 1 else 0
@@ -1448,7 +1564,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.plane_runs = c.fold == 1 and c.padded_w == c.width and c.height > 0
     c.pad_value = <uint8_t>zero_point
     # Per pixel, its first tap's position; per step, the tap's distance from it.
-    row_offsets = np.empty(c.pixels, np.intp)
+    row_offsets = workspace("row offsets", c.pixels, np.intp)
     step_offsets = np.empty(c.steps, np.intp)
     cdef Py_ssize_t[::1] row_offset = row_offsets
     cdef Py_ssize_t[::1] step_offset = step_offsets
@@ -1464,11 +1580,12 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.image_bytes = max(c.padded_h * c.padded_w * c.pixel_stride, 1)
     c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
     # A_SLACK bytes past the last run (gemm.a_slack).
-    copy = np.empty(c.chunk * c.image_bytes + A_SLACK, np.uint8)
-    sums = np.zeros(c.chunk * c.pixels, np.int64)
+    copy = workspace("channels last", c.chunk * c.image_bytes + A_SLACK, np.uint8)
+    sums = workspace("row sums", c.chunk * c.pixels, np.int64)
+    sums[:] = 0
     terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
     row_zero = np.full(1, zero_point, np.int32)
-    scratch = np.empty(scratch_bytes(n_threads), np.uint8)
+    scratch = workspace("scratch", scratch_bytes(n_threads), np.uint8)
     cdef uint8_t[::1] buffer = copy
     cdef int64_t[::1] sums_view = sums
     cdef const int64_t[::1] term_view = terms

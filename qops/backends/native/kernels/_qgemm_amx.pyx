@@ -6,6 +6,8 @@ unsigned A' bytes by a 64 x 16 tile of signed B' bytes (16 groups of 4 k by
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t
 from libc.string cimport memcpy, memset
 
+from qops.backends.native.kernels._requantize cimport TileTerms, requantize_tile_plain
+
 cdef extern from "<immintrin.h>" nogil:
     # Tile numbers must be literals: each call below names its registers.
     void _tile_loadconfig(const void* config)
@@ -139,6 +141,11 @@ PROBE_MULTIPLY_ADDS = 4 * 16 * 16 * 64
 PROBE_MIX = "tdpbusd (AMX-INT8 tiles, exact)"
 # What one round adds to the probe's result: one tdpbusd into tile 0, 64 per element.
 PROBE_RESULT_PER_ROUND = 64
+
+
+cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                          Py_ssize_t pitch) noexcept nogil:
+    requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
 
 include "_pack_avx2.pxi"

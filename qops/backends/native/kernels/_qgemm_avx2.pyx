@@ -5,6 +5,8 @@ by the packers, and vpmaddwd adds exact int32 pairs."""
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 
+from qops.backends.native.kernels._requantize cimport TileTerms
+
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct __m128i:
         pass
@@ -21,6 +23,23 @@ cdef extern from "<immintrin.h>" nogil:
     __m256i _mm256_permute2x128_si256(__m256i a, __m256i b, int control)
     __m256i _mm256_madd_epi16(__m256i a, __m256i b)
     __m256i _mm256_add_epi32(__m256i a, __m256i b)
+    ctypedef struct __m256:
+        pass
+    __m256i _mm256_sub_epi32(__m256i a, __m256i b)
+    __m256i _mm256_mullo_epi32(__m256i a, __m256i b)
+    __m256 _mm256_cvtepi32_ps(__m256i a)
+    __m256i _mm256_cvtps_epi32(__m256 a)
+    __m256 _mm256_mul_ps(__m256 a, __m256 b)
+    __m256 _mm256_max_ps(__m256 a, __m256 b)
+    __m256 _mm256_min_ps(__m256 a, __m256 b)
+    __m256i _mm256_packs_epi32(__m256i a, __m256i b)
+    __m256i _mm256_packus_epi16(__m256i a, __m256i b)
+    __m256i _mm256_permutevar8x32_epi32(__m256i a, __m256i index)
+    __m256i _mm256_setr_epi32(int e0, int e1, int e2, int e3, int e4, int e5, int e6, int e7)
+    __m256i _mm256_set1_epi8(char value)
+    __m256i _mm256_add_epi8(__m256i a, __m256i b)
+    __m128i _mm256_castsi256_si128(__m256i a)
+    __m128i _mm256_extracti128_si256(__m256i a, int index)
 
 cdef extern from *:
     # The unaligned loads and the store on any pointer (their C
@@ -30,10 +49,14 @@ cdef extern from *:
     #define qops_load_128(p) _mm_loadu_si128((const __m128i*)(p))
     #define qops_load_256(p) _mm256_loadu_si256((const __m256i*)(p))
     #define qops_store_256(p, value) _mm256_storeu_si256((__m256i*)(p), (value))
+    #define qops_store_128(p, value) _mm_storeu_si128((__m128i*)(p), (value))
+    #define qops_load_ps(p) _mm256_loadu_ps((const float*)(p))
     """
     __m128i _mm_loadu_si128 "qops_load_128"(const void* p) nogil
     __m256i _mm256_loadu_si256 "qops_load_256"(const void* p) nogil
     void _mm256_storeu_si256 "qops_store_256"(void* p, __m256i value) nogil
+    void _mm_storeu_si128 "qops_store_128"(void* p, __m128i value) nogil
+    __m256 _mm256_loadu_ps "qops_load_ps"(const void* p) nogil
 
 # The tile (MR x NR) and its blocks: _qgemm_avx2.pxd.
 
@@ -97,6 +120,45 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
     _mm256_storeu_si256(tile + 4 * NR + 8, c41)
     _mm256_storeu_si256(tile + 5 * NR, c50)
     _mm256_storeu_si256(tile + 5 * NR + 8, c51)
+
+
+cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
+                                    __m256i row_term) noexcept nogil:
+    """Eight sums of a row (columns c .. c + 7 of the tile) to their output
+    integers less low, as int32: the terms modulo 2**32, float32 product,
+    clamp, then vcvtps2dq, which rounds half to even in the default rounding
+    mode (the rule of round_half_even)."""
+    cdef __m256i value = _mm256_sub_epi32(
+        _mm256_add_epi32(_mm256_loadu_si256(sums), _mm256_loadu_si256(terms.column + c)),
+        _mm256_mullo_epi32(_mm256_loadu_si256(terms.column_zero + c), row_term))
+    cdef __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(value),
+                                       _mm256_loadu_ps(terms.multiplier + c))
+    scaled = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_loadu_ps(terms.floor + c)),
+                           _mm256_loadu_ps(terms.ceiling + c))
+    return _mm256_add_epi32(_mm256_cvtps_epi32(scaled), _mm256_loadu_si256(terms.offset + c))
+
+
+cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                          Py_ssize_t pitch) noexcept nogil:
+    """The tile's rows two at a time: each row's 16 values packed to int16
+    and both rows to bytes (saturating packs, exact: the values lie in [0,
+    high - low]) put dwords of the two rows in the order 0 4 1 5 | 2 6 3 7,
+    which one cross-lane permute puts back as row a | row b."""
+    cdef __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+    cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
+    cdef __m256i first, second, row_term, both
+    cdef Py_ssize_t i
+    for i in range(0, MR, 2):
+        row_term = _mm256_set1_epi32(<int>terms.row_term[i])
+        first = _mm256_packs_epi32(requantize_half(tile + i * NR, terms, 0, row_term),
+                                   requantize_half(tile + i * NR + 8, terms, 8, row_term))
+        row_term = _mm256_set1_epi32(<int>terms.row_term[i + 1])
+        second = _mm256_packs_epi32(requantize_half(tile + (i + 1) * NR, terms, 0, row_term),
+                                    requantize_half(tile + (i + 1) * NR + 8, terms, 8, row_term))
+        both = _mm256_add_epi8(_mm256_permutevar8x32_epi32(_mm256_packus_epi16(first, second),
+                                                           order), low)
+        _mm_storeu_si128(result + i * pitch, _mm256_castsi256_si128(both))
+        _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
 
 
 cdef inline __m256i widened_row(const uint8_t* row, __m128i flip) noexcept nogil:

@@ -5,6 +5,8 @@ A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
+from qops.backends.native.kernels._requantize cimport TileTerms, requantize_tile_plain
+
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct __m512i:
         pass
@@ -179,6 +181,11 @@ PROBE_MULTIPLY_ADDS = 12 * 64
 PROBE_MIX = "vpdpbusd (u8 x s8 quads, exact)"
 # What one round adds to the probe's result: twelve chains, 4 in a lane each.
 PROBE_RESULT_PER_ROUND = 12 * 4
+
+
+cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                          Py_ssize_t pitch) noexcept nogil:
+    requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
 
 include "_pack_avx2.pxi"

@@ -5,6 +5,8 @@ may vectorize for the baseline instruction set."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memset
 
+from qops.backends.native.kernels._requantize cimport TileTerms, requantize_tile_plain
+
 # The tile (MR x NR) and its units: _qgemm_portable.pxd.
 
 
@@ -119,6 +121,11 @@ PROBE_MIX = ("pmaddwd + paddd (SSE2, int16 pairs, exact)" if QOPS_PROBE_LANES > 
 # What one round adds to the probe's result (six chains of (-1)(-1) * 2 in a
 # lane; in plain C, 3 times 1 to 6).
 PROBE_RESULT_PER_ROUND = QOPS_PROBE_RESULT
+
+
+cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                          Py_ssize_t pitch) noexcept nogil:
+    requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
 
 include "_depthwise_scalar.pxi"

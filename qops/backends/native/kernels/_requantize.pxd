@@ -128,3 +128,43 @@ cdef inline void requantize_row_line(const int32_t* sums, uint8_t* result, Py_ss
             values[c - first] = (<int32_t>round_half_even(scaled)) + zero_point
         narrow_line(values, result + first, n)
         first = first + n
+
+
+cdef struct TileTerms:
+    # A micro-tile's epilogue when one zero point of A serves every row and
+    # the multipliers and output zero points are one per column (or one for
+    # all), from the unit's column vectors (each at the tile's first column):
+    #     value[r, c] = S[r, c] + column[c] - column_zero[c] * row_term[r]
+    # modulo 2**32, with column = bias - a_zp' * colsum(B') and row_term =
+    # rowsum(A') - K * a_zp'; then the rule above, clamped to [floor[c],
+    # ceiling[c]] (low and high less the column's zero point) before rounding.
+    # offset[c] is the zero point less low: a rounded value plus offset is the
+    # output integer less low, in [0, high - low], and its byte plus low
+    # (modulo 256) is the output byte, uint8 or int8 alike.
+    const uint32_t* column
+    const uint32_t* column_zero
+    const float* multiplier
+    const float* floor
+    const float* ceiling
+    const int32_t* offset
+    const uint32_t* row_term        # one per row of the tile
+    int32_t low
+
+
+cdef inline void requantize_tile_plain(const int32_t* tile, Py_ssize_t rows, Py_ssize_t columns,
+                                       const TileTerms* terms, uint8_t* result,
+                                       Py_ssize_t pitch) noexcept nogil:
+    """result[i * pitch + c] <- the output byte of tile[i * columns + c], for
+    every row and column of a whole micro-tile (TileTerms' rule)."""
+    cdef Py_ssize_t i, c
+    cdef int32_t value
+    cdef float scaled
+    for i in range(rows):
+        for c in range(columns):
+            value = <int32_t>(<uint32_t>tile[i * columns + c] + terms.column[c]
+                              - terms.column_zero[c] * terms.row_term[i])
+            scaled = (<float>value) * terms.multiplier[c]
+            scaled = terms.floor[c] if scaled < terms.floor[c] else scaled
+            scaled = terms.ceiling[c] if scaled > terms.ceiling[c] else scaled
+            result[i * pitch + c] = <uint8_t>((<int32_t>round_half_even(scaled))
+                                              + terms.offset[c] + terms.low)

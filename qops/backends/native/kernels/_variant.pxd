@@ -32,12 +32,20 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint32_t
 
+from qops.backends.native.kernels._requantize cimport TileTerms
+
 # tile[r * NR + c] <- sum over k < 4 * groups of A[r, k] * B[k, c], for
 # the packed block of A (row r at a + r * a_stride, unsigned values, A_BYTES
 # each) and a packed panel of B' (signed values, B_BYTES each) from its
 # group at b: exact in int32 for up to 65536 k.
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil
+
+# A whole micro-tile's sums (row r at tile + r * NR) requantized by
+# TileTerms' rule into bytes (row r at result + r * pitch): vector
+# intrinsics where the variant has them, requantize_tile_plain elsewhere.
+cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                          Py_ssize_t pitch) noexcept nogil
 
 # One group of a full panel: NR columns of four rows of B (k = 4g .. 4g + 3;
 # each byte xor flip, then read as signed) in the panel layout at target

@@ -183,3 +183,37 @@ def test_small_products_run_on_fewer_threads(monkeypatch):
     assert _native.threads_for(3 * per_thread, 8) == 3
     assert _native.threads_for(100 * per_thread, 2) == 2
     assert _native.threads_for(100 * per_thread, 1) == 1
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("out_type", TYPES)
+@pytest.mark.parametrize("depth", [100, 1500])
+def test_requantization_ties_and_saturation(variant, out_type, depth):
+    """Multipliers of 2**-j make every odd sum a tie, which rounds to even,
+    and the large sums saturate at both ends of the output type; per-column
+    scales and zero points of B, one zero point of A (the epilogue that takes
+    whole micro-tiles).  Checked against the rule stated here in NumPy:
+    float32(sum) * multiplier, round half to even, add the zero point, clip.
+    K = 1500 spans two K blocks of every variant."""
+    rng = np.random.default_rng(depth)
+    rows, columns = 50, 70
+    a = random_values(rng, (rows, depth), np.uint8)
+    b = random_values(rng, (depth, columns), np.int8)
+    a_zero, out_zero = 7, random_values(rng, (), out_type)
+    b_zero = random_values(rng, (1, columns), np.int8)
+    # Output scale 2**(j + 1) over b_scale 2**-j (j = 0 .. 3): multiplier 2**-1 .. 2**-7.
+    b_scale = (2.0 ** -rng.integers(0, 4, (1, columns))).astype(np.float32)
+    output_scale = np.float32(2.0 ** 1) if depth == 100 else np.float32(2.0 ** 9)
+    call = matmul.prepare(dict(a=a, a_scale=np.float32(1.0), a_zero_point=np.uint8(a_zero), b=b,
+                               b_scale=b_scale, b_zero_point=b_zero, output_scale=output_scale,
+                               output_zero_point=out_zero), {}, "4_0")
+    sums = (a.astype(np.int64) - a_zero) @ (b.astype(np.int64) - b_zero.astype(np.int64))
+    multiplier = (b_scale / output_scale).astype(np.float32)
+    scaled = sums.astype(np.float32) * multiplier
+    info = np.iinfo(out_type)
+    expected = np.clip(np.rint(scaled).astype(np.int64) + int(out_zero), info.min, info.max)
+    assert np.any(scaled == np.floor(scaled) + 0.5), "the case has no ties"
+    assert np.any(expected == info.min) and np.any(expected == info.max), "nothing saturates"
+    for n_threads in (1, 2):
+        got = run_variant(_native.run_matmul, call, variant, n_threads)
+        assert np.array_equal(got.astype(np.int64), expected)
