@@ -19,6 +19,7 @@ from qops.errors import (
 )
 from qops.ops.compiled import CompiledOperator, compile
 from qops.ops.convolution import quantized_linear_convolution
+from qops.ops.elementwise import element_wise_quantized_linear_add
 from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
 from qops.ops.matmul import quantized_linear_matrix_multiply
 from qops.packing import Packed4Bit, pack_4bit, unpack_4bit
@@ -40,6 +41,7 @@ __all__ = [
     "convolution_integer",
     "matrix_multiply_integer",
     "dynamic_quantize_linear",
+    "element_wise_quantized_linear_add",
     "pack_4bit",
     "unpack_4bit",
     "Packed4Bit",

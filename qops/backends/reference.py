@@ -64,6 +64,11 @@ def _dynamic_quantize(call, out, n_threads):
     out[...] = reference.dynamic_quantize_linear(call.arrays["input"], call.output_dtype)[0]
 
 
+def _add(call, out, n_threads):
+    out[...] = reference.element_wise_quantized_linear_add(**call.arrays,
+                                                           output_dtype=call.output_dtype)
+
+
 def register_all(register):
     """Put every operator's reference at the dispatch point, priority 0."""
     for operator, run in (("QUANTIZED_LINEAR_CONVOLUTION", _convolution),
@@ -71,6 +76,7 @@ def register_all(register):
                           ("CONVOLUTION_INTEGER", _convolution_integer),
                           ("MATRIX_MULTIPLY_INTEGER", _matmul_integer),
                           ("DYNAMIC_QUANTIZE_LINEAR", _dynamic_quantize),
+                          ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", _add),
                           ("DequantizeLinear", _dequantize),
                           ("QuantizeLinear", _quantize)):
         register(operator, "reference", run, priority=0)

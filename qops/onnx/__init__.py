@@ -2,7 +2,9 @@
 
 * :func:`run_node` runs one ``NodeProto`` of QLinearConv, QLinearMatMul,
   QuantizeLinear, DequantizeLinear, ConvInteger, MatMulInteger or
-  DynamicQuantizeLinear on NumPy inputs, with ONNX's semantics.
+  DynamicQuantizeLinear on NumPy inputs, with ONNX's semantics, and of
+  onnxruntime's ``com.microsoft`` QLinearAdd (the residual add its quantizer
+  writes into CNNs).
 * :func:`reference_ops` returns operator classes for
   ``onnx.reference.ReferenceEvaluator(model, new_ops=...)``, so that a whole
   quantized model runs in the reference evaluator with qops doing the
@@ -24,14 +26,19 @@ from __future__ import annotations
 import numpy as np
 
 from qops.errors import UnsupportedError, ValidationError
-from qops.onnx._nodes import ADAPTERS, NEWEST_OPSET
+from qops.onnx._nodes import ADAPTERS, CONTRIB_ADAPTERS, CONTRIB_DOMAIN, NEWEST_OPSET
 
 __all__ = ["run_node", "reference_ops", "supported_operators", "operator_version", "NEWEST_OPSET"]
 
 
-def supported_operators():
-    """The ONNX operator types :func:`run_node` runs."""
-    return tuple(ADAPTERS)
+def supported_operators(domain=""):
+    """The operator types :func:`run_node` runs in ``domain``: ONNX's
+    default domain (``""``), or onnxruntime's ``"com.microsoft"``."""
+    if domain in ("", "ai.onnx"):
+        return tuple(ADAPTERS)
+    if domain == CONTRIB_DOMAIN:
+        return tuple(CONTRIB_ADAPTERS)
+    return ()
 
 
 def _attributes(node):
@@ -75,8 +82,8 @@ def run_node(node, inputs, opset=None):
     Parameters
     ----------
     node : onnx.NodeProto
-        A node of the default domain whose ``op_type`` is one of
-        :func:`supported_operators`.
+        A node whose ``op_type`` is one of :func:`supported_operators` of its
+        domain (ONNX's default, or ``com.microsoft``).
     inputs : sequence or dict
         The node's inputs in order (``None`` for an omitted optional one), or
         a mapping from the node's input names.  Narrow types (int4, float8,
@@ -95,9 +102,16 @@ def run_node(node, inputs, opset=None):
     qops.ValidationError
         For inputs or attributes the operator (at that opset) does not accept.
     """
+    if node.domain == CONTRIB_DOMAIN:
+        adapter = CONTRIB_ADAPTERS.get(node.op_type)
+        if adapter is None:
+            raise UnsupportedError(
+                f"{node.op_type} ({CONTRIB_DOMAIN}) is not an operator qops runs; of that domain "
+                f"it runs {', '.join(CONTRIB_ADAPTERS)}", given=node.op_type)
+        return adapter(_inputs(node, inputs), _attributes(node), 1)
     if node.domain not in ("", "ai.onnx"):
-        raise UnsupportedError(f"{node.op_type}: domain {node.domain!r} is not ONNX's default",
-                               given=node.domain)
+        raise UnsupportedError(f"{node.op_type}: domain {node.domain!r} is neither ONNX's "
+                               f"default nor {CONTRIB_DOMAIN!r}", given=node.domain)
     adapter = ADAPTERS.get(node.op_type)
     if adapter is None:
         raise UnsupportedError(f"{node.op_type} is not an operator qops runs; it runs "

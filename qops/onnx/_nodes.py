@@ -3,7 +3,8 @@
 QLinearConv, QLinearMatMul, QuantizeLinear and DequantizeLinear map onto
 the operators of the same meaning; ConvInteger, MatMulInteger and
 DynamicQuantizeLinear onto DirectML's CONVOLUTION_INTEGER,
-MATRIX_MULTIPLY_INTEGER and DYNAMIC_QUANTIZE_LINEAR.
+MATRIX_MULTIPLY_INTEGER and DYNAMIC_QUANTIZE_LINEAR; onnxruntime's
+com.microsoft QLinearAdd onto ELEMENT_WISE_QUANTIZED_LINEAR_ADD.
 
 Each adapter takes an ONNX node's inputs (NumPy arrays, ``None`` for an
 omitted optional input), its attributes and the opset, puts them into the
@@ -279,6 +280,37 @@ def dynamic_quantize_linear(inputs, attributes, opset):
     return [y, scale.reshape(()), zero_point.reshape(())]
 
 
+def _broadcast_operands(a, b):
+    """ONNX's multidirectional broadcasting as DirectML's: operands of one
+    dimension count (leading ones added to the shorter), at least 1; returns
+    them and the result's rank (0 for two scalars)."""
+    a, b = np.asarray(a), np.asarray(b)
+    rank = max(a.ndim, b.ndim)
+    width = max(rank, 1)
+    return (a.reshape((1,) * (width - a.ndim) + a.shape),
+            b.reshape((1,) * (width - b.ndim) + b.shape), rank)
+
+
+def qlinear_add(inputs, attributes, opset):
+    """com.microsoft QLinearAdd: A, A_scale, A_zero_point, B, B_scale,
+    B_zero_point, C_scale, C_zero_point; the output's type is C_zero_point's,
+    else A's (onnxruntime's rule)."""
+    a, a_scale, a_zero_point, b, b_scale, b_zero_point, c_scale, c_zero_point = (
+        list(inputs) + [None] * 8)[:8]
+    if a is None or b is None:
+        raise ValidationError("QLinearAdd: A and B are required", slot="a" if a is None else "b")
+    a2, b2, rank = _broadcast_operands(a, b)
+    y = api.element_wise_quantized_linear_add(
+        a=np.ascontiguousarray(a2), a_scale=_scalar(_float32_scale("QLinearAdd", "A_scale", a_scale)),
+        a_zero_point=_scalar(a_zero_point), b=np.ascontiguousarray(b2),
+        b_scale=_scalar(_float32_scale("QLinearAdd", "B_scale", b_scale)),
+        b_zero_point=_scalar(b_zero_point),
+        output_scale=_scalar(_float32_scale("QLinearAdd", "C_scale", c_scale)),
+        output_zero_point=_scalar(c_zero_point),
+        output_dtype=None if c_zero_point is not None else np.asarray(a).dtype)
+    return [y.reshape(()) if rank == 0 else y]
+
+
 #: op_type -> adapter(inputs, attributes, opset) -> outputs
 ADAPTERS = {
     "QLinearConv": qlinear_conv,
@@ -288,4 +320,11 @@ ADAPTERS = {
     "ConvInteger": conv_integer,
     "MatMulInteger": matmul_integer,
     "DynamicQuantizeLinear": dynamic_quantize_linear,
+}
+
+#: The operators of onnxruntime's com.microsoft domain (version 1) that
+#: onnxruntime's quantizer writes into models, as adapters of the same form.
+CONTRIB_DOMAIN = "com.microsoft"
+CONTRIB_ADAPTERS = {
+    "QLinearAdd": qlinear_add,
 }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from qops.onnx._nodes import ADAPTERS
+from qops.onnx._nodes import ADAPTERS, CONTRIB_ADAPTERS, CONTRIB_DOMAIN
 
 
 def operator_classes(run_node, timings=None):
@@ -25,6 +25,10 @@ def operator_classes(run_node, timings=None):
         entry[1] += time.perf_counter() - start
         return outputs
 
-    return [type(name, (OpRun,), {"op_domain": "", "_run": run,
-                                  "__doc__": f"ONNX {name} run by qops.onnx.run_node."})
-            for name in ADAPTERS]
+    return ([type(name, (OpRun,), {"op_domain": "", "_run": run,
+                                   "__doc__": f"ONNX {name} run by qops.onnx.run_node."})
+             for name in ADAPTERS]
+            + [type(name, (OpRun,), {"op_domain": CONTRIB_DOMAIN, "_run": run,
+                                     "__doc__": f"{CONTRIB_DOMAIN} {name} run by "
+                                                "qops.onnx.run_node."})
+               for name in CONTRIB_ADAPTERS])

@@ -10,6 +10,7 @@ arguments.
 
 from qops.reference._requantize import requantization_multiplier, requantize
 from qops.reference.convolution import quantized_linear_convolution
+from qops.reference.elementwise import add_multipliers, element_wise_quantized_linear_add
 from qops.reference.integer import (
     convolution_integer,
     dynamic_quantize_linear,
@@ -28,6 +29,8 @@ __all__ = [
     "matrix_multiply_integer",
     "dynamic_quantize_linear",
     "dynamic_quantize_parameters",
+    "element_wise_quantized_linear_add",
+    "add_multipliers",
     "requantize",
     "requantization_multiplier",
 ]

@@ -7,8 +7,10 @@ Transcribed from the DirectML reference pages
 the integer operators ONNX's ConvInteger, MatMulInteger and
 DynamicQuantizeLinear map onto, ``DML_CONVOLUTION_INTEGER_OPERATOR_DESC`` and
 ``DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC`` (2_1, and 4_0 and above) and
-``DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC`` (4_0).  Slot order is the order
-of the fields in each ``*_OPERATOR_DESC`` structure.
+``DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC`` (4_0), and
+``DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC`` (4_0: onnxruntime's
+QLinearAdd).  Slot order is the order of the fields in each
+``*_OPERATOR_DESC`` structure.
 """
 
 from __future__ import annotations
@@ -401,5 +403,75 @@ DYNAMIC_QUANTIZE_LINEAR = Operator(
     ),
 )
 
+# One element at any rank up to 8 (the page: "the expected number of
+# elements ... is 1"), right-aligned at lower ranks as every pattern is.
+ONE_ELEMENT = _pattern("per-tensor", *(1,) * 8)
+
+
+def _one_element(name, source_name, kind, description):
+    return Slot(name=name, source_name=source_name, kind=kind, description=description,
+                shapes=(ONE_ELEMENT,))
+
+
+_ADD_SLOTS = ("a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",
+              "output_zero_point", "output")
+
+ELEMENT_WISE_QUANTIZED_LINEAR_ADD = Operator(
+    name="ELEMENT_WISE_QUANTIZED_LINEAR_ADD",
+    function="element_wise_quantized_linear_add",
+    source="DirectML",
+    reference="DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC",
+    summary=(
+        "Element-wise sum of two quantized tensors: dequantize A and B, add, quantize the "
+        "result (onnxruntime's QLinearAdd).  Dimensions of size 1 broadcast."
+    ),
+    slots=(
+        Slot(name="a", source_name="ATensor", kind=INPUT,
+             description="the left-hand-side inputs"),
+        _one_element("a_scale", "AScaleTensor", INPUT, "scale for dequantizing A"),
+        _one_element("a_zero_point", "AZeroPointTensor", OPTIONAL,
+                     "zero point for dequantizing A (default 0)"),
+        Slot(name="b", source_name="BTensor", kind=INPUT,
+             description="the right-hand-side inputs"),
+        _one_element("b_scale", "BScaleTensor", INPUT, "scale for dequantizing B"),
+        _one_element("b_zero_point", "BZeroPointTensor", OPTIONAL,
+                     "zero point for dequantizing B (default 0)"),
+        _one_element("output_scale", "OutputScaleTensor", INPUT,
+                     "scale for quantizing the output"),
+        _one_element("output_zero_point", "OutputZeroPointTensor", OPTIONAL,
+                     "zero point for quantizing the output (default 0)"),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="the sums, shaped as A and B broadcast together"),
+    ),
+    attributes=(
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="output type when there is no output zero point"),
+    ),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=_ADD_SLOTS),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("b", "b_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "output_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("a", "a_zero_point")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_4_0,
+            tensors=_rows((
+                ("a", 1, 8, QUANTIZED),
+                ("a_scale", 1, 8, SCALE),
+                ("a_zero_point", 1, 8, QUANTIZED),
+                ("b", 1, 8, QUANTIZED),
+                ("b_scale", 1, 8, SCALE),
+                ("b_zero_point", 1, 8, QUANTIZED),
+                ("output_scale", 1, 8, SCALE),
+                ("output_zero_point", 1, 8, QUANTIZED),
+                ("output", 1, 8, QUANTIZED),
+            )),
+            attributes=("output_dtype",),
+            granularities=("per-tensor",),
+        ),
+    ),
+)
+
 OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY, CONVOLUTION_INTEGER,
-             MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR)
+             MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR, ELEMENT_WISE_QUANTIZED_LINEAR_ADD)

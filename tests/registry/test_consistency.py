@@ -79,6 +79,16 @@ def build_call(op, version, dtypes):
                     b=values(dtypes["b"], (2, 1, 4, 5)),
                     b_zero_point=values(dtypes["b_zero_point"], (1, 1, 1, 5), 1),
                     feature_level=version)
+    if op.name == "ELEMENT_WISE_QUANTIZED_LINEAR_ADD":
+        return dict(a=values(dtypes["a"], (2, 3)),
+                    a_scale=values(dtypes["a_scale"], (1, 1), 0.5),
+                    a_zero_point=values(dtypes["a_zero_point"], (1, 1), 1),
+                    b=values(dtypes["b"], (1, 3)),
+                    b_scale=values(dtypes["b_scale"], (1, 1), 0.25),
+                    b_zero_point=values(dtypes["b_zero_point"], (1, 1), 2),
+                    output_scale=values(dtypes["output_scale"], (1, 1), 0.5),
+                    output_zero_point=values(dtypes["output_zero_point"], (1, 1), 1),
+                    feature_level=version)
     if op.name == "DYNAMIC_QUANTIZE_LINEAR":
         return dict(input=values(dtypes["input"], (2, 3)),
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)

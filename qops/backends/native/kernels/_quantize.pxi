@@ -828,3 +828,113 @@ def widen_float16(const uint16_t[::1] values, float[::1] out):
     with nogil:
         for j in range(values.shape[0]):
             out[j] = float16_value(values[j])
+
+
+# -- ELEMENT_WISE_QUANTIZED_LINEAR_ADD ------------------------------------------------------
+#
+# The output as rows of `inner` elements (the last row may be shorter); row r
+# reads A from a + a_offset[r] and B from b + b_offset[r], each either
+# element by element (step 1) or one value for the whole row (step 0: an
+# operand broadcast along the row).  Bytes are read as offset binary (xor
+# flip turns int8 into v + 128), whose zero point the glue shifted to match.
+
+cdef struct AddJob:
+    const uint8_t* a
+    const uint8_t* b
+    const Py_ssize_t* a_offset
+    const Py_ssize_t* b_offset
+    Py_ssize_t inner
+    Py_ssize_t total
+    bint a_step
+    bint b_step
+    uint8_t a_flip
+    uint8_t b_flip
+    int32_t a_zero
+    int32_t b_zero
+    float a_multiplier
+    float b_multiplier
+    float floor_value        # low - zero point, as float
+    float ceiling_value      # high - zero point
+    int32_t zero             # the output zero point less low
+    uint8_t low              # low, as a byte (added modulo 256)
+    uint8_t* out
+
+
+cdef inline void add_run(const uint8_t* a, Py_ssize_t a_step, const uint8_t* b,
+                         Py_ssize_t b_step, Py_ssize_t count, const AddJob* job,
+                         uint8_t* out) noexcept nogil:
+    """out[i] <- the output byte of A[i * a_step] + B[i * b_step], i < count:
+    float32(x - zp) * multiplier for each, their float32 sum, clamped, rounded
+    half to even, the zero point added (steps are constants where this is
+    inlined, so the loop vectorizes)."""
+    # The job's fields in locals: the output is bytes, which may alias
+    # anything, so fields read through the pointer would be reloaded after
+    # every store and the loop would not vectorize.
+    cdef uint8_t a_flip = job.a_flip, b_flip = job.b_flip, low = job.low
+    cdef int32_t a_zero = job.a_zero, b_zero = job.b_zero, zero = job.zero
+    cdef float a_multiplier = job.a_multiplier, b_multiplier = job.b_multiplier
+    cdef float floor_value = job.floor_value, ceiling_value = job.ceiling_value
+    cdef Py_ssize_t i
+    cdef float value
+    for i in range(count):
+        value = ((<float>(<int32_t>(a[i * a_step] ^ a_flip) - a_zero)) * a_multiplier
+                 + (<float>(<int32_t>(b[i * b_step] ^ b_flip) - b_zero)) * b_multiplier)
+        value = floor_value if value < floor_value else value
+        value = ceiling_value if value > ceiling_value else value
+        out[i] = <uint8_t>((<int32_t>round_half_even(value)) + zero) + low
+
+
+cdef void add_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    cdef const AddJob* job = <const AddJob*>context
+    cdef Py_ssize_t r, first, count
+    cdef const uint8_t* a
+    cdef const uint8_t* b
+    for r in range(start, stop):
+        first = r * job.inner
+        count = min(job.inner, job.total - first)
+        a = job.a + job.a_offset[r]
+        b = job.b + job.b_offset[r]
+        if job.a_step and job.b_step:
+            add_run(a, 1, b, 1, count, job, job.out + first)
+        elif job.b_step:
+            add_run(a, 0, b, 1, count, job, job.out + first)
+        elif job.a_step:
+            add_run(a, 1, b, 0, count, job, job.out + first)
+        else:
+            add_run(a, 0, b, 0, count, job, job.out + first)
+
+
+def quantized_add(const uint8_t[::1] a, const Py_ssize_t[::1] a_offset, bint a_step,
+                  uint8_t a_flip, int32_t a_zero, float a_multiplier,
+                  const uint8_t[::1] b, const Py_ssize_t[::1] b_offset, bint b_step,
+                  uint8_t b_flip, int32_t b_zero, float b_multiplier,
+                  Py_ssize_t inner, int32_t zero_point, int32_t low, int32_t high,
+                  uint8_t[::1] out, int n_threads):
+    """ELEMENT_WISE_QUANTIZED_LINEAR_ADD into ``out`` (rows as above; the
+    offsets hold one entry per row, and the glue has checked every read)."""
+    cdef AddJob job
+    cdef Py_ssize_t total = out.shape[0]
+    if total == 0:
+        return
+    job.a = &a[0]
+    job.b = &b[0]
+    job.a_offset = &a_offset[0]
+    job.b_offset = &b_offset[0]
+    job.inner = inner
+    job.total = total
+    job.a_step = a_step
+    job.b_step = b_step
+    job.a_flip = a_flip
+    job.b_flip = b_flip
+    job.a_zero = a_zero
+    job.b_zero = b_zero
+    job.a_multiplier = a_multiplier
+    job.b_multiplier = b_multiplier
+    job.floor_value = <float>(low - zero_point)
+    job.ceiling_value = <float>(high - zero_point)
+    job.zero = zero_point - low
+    job.low = <uint8_t>low
+    job.out = &out[0]
+    with nogil:
+        run_range(add_rows, &job, a_offset.shape[0], 1,
+                  1 if total < PARALLEL_MIN else n_threads)

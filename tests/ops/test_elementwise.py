@@ -1,0 +1,236 @@
+"""ELEMENT_WISE_QUANTIZED_LINEAR_ADD: the kernels and the reference against
+the rule written out here, onnxruntime's QLinearAdd within 1, validation."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qops
+from qops.backends import dispatch
+from qops.backends.native import elementwise as _native
+from qops.backends.native import variants as _simd
+from qops.ops import elementwise
+
+TYPES = (np.uint8, np.int8)
+
+
+def stated_add(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+               output_zero_point, out_type):
+    """The documented rule, step by step in float32 (written apart from
+    qops.reference)."""
+    f32 = np.float32
+    ma = f32(f32(a_scale) / f32(output_scale))
+    mb = f32(f32(b_scale) / f32(output_scale))
+    a_part = (a.astype(np.int32) - int(a_zero_point)).astype(f32) * ma
+    b_part = (b.astype(np.int32) - int(b_zero_point)).astype(f32) * mb
+    value = (a_part + b_part).astype(f32)
+    info = np.iinfo(out_type)
+    return np.clip(np.rint(value).astype(np.int64) + int(output_zero_point),
+                   info.min, info.max).astype(out_type)
+
+
+def random_values(rng, shape, dtype):
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+@st.composite
+def add_calls(draw):
+    rank = draw(st.integers(1, 8))
+    sizes = [draw(st.integers(1, 4)) for _ in range(rank)]
+    if draw(st.booleans()):
+        sizes[-1] = draw(st.integers(1, 700))  # rows longer than a vector, and partial ones
+    a_shape = tuple(s if draw(st.booleans()) else 1 for s in sizes)
+    b_shape = tuple(s if draw(st.booleans()) else 1 for s in sizes)
+    a_type, b_type, out_type = (draw(st.sampled_from(TYPES)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = st.floats(0.0009765625, 16.0, width=32)
+    return dict(
+        a=random_values(rng, a_shape, a_type), a_scale=np.float32(draw(scale)),
+        a_zero_point=random_values(rng, (), a_type)[()],
+        b=random_values(rng, b_shape, b_type), b_scale=np.float32(draw(scale)),
+        b_zero_point=random_values(rng, (), b_type)[()],
+        output_scale=np.float32(draw(scale)),
+        output_zero_point=random_values(rng, (), out_type)[()])
+
+
+@settings(max_examples=150, deadline=None)
+@given(call=add_calls())
+def test_every_implementation_follows_the_stated_rule(call):
+    expected = stated_add(**call, out_type=call["output_zero_point"].dtype)
+    prepared = elementwise.prepare_add(dict(call), {})
+    assert prepared.output_shape == expected.shape
+    for implementation in ("reference", "kernels"):
+        got = dispatch.execute(prepared, 2, implementation=implementation)
+        assert got.dtype == expected.dtype
+        assert np.array_equal(got, expected), implementation
+    assert np.array_equal(qops.element_wise_quantized_linear_add(**call, n_threads=1), expected)
+
+
+@pytest.mark.parametrize("variant", _simd.available())
+@pytest.mark.parametrize("shapes", [((2, 64, 56, 56), (2, 64, 56, 56)),
+                                    ((2, 64, 56, 56), (1, 64, 1, 1)),
+                                    ((3, 1, 5, 1000), (1, 7, 1, 1000)),
+                                    ((1, 1, 70000), (1, 1, 1))])
+def test_kernels_on_every_variant_and_thread_count(variant, shapes):
+    """Tensors of many rows (shared between threads), each operand whole or
+    broadcast along the rows, on every variant this machine runs."""
+    rng = np.random.default_rng(7)
+    call = dict(a=random_values(rng, shapes[0], np.int8), a_scale=np.float32(0.031),
+                a_zero_point=np.int8(-3), b=random_values(rng, shapes[1], np.uint8),
+                b_scale=np.float32(0.047), b_zero_point=np.uint8(131),
+                output_scale=np.float32(0.05), output_zero_point=np.int8(4))
+    expected = stated_add(**call, out_type=np.int8)
+    prepared = elementwise.prepare_add(dict(call), {})
+    run = _native.prepare_add(prepared, variant)
+    values = run.derive(prepared.arrays, prepared.checked)
+    for n_threads in (1, 2):
+        out = np.empty(prepared.output_shape, np.int8)
+        run.run(dispatch.Call(**{**prepared.__dict__, "values": values}), out, n_threads)
+        assert np.array_equal(out, expected), (variant, n_threads)
+
+
+def test_ties_round_to_even_and_the_output_saturates():
+    """Twice each value is the integer s = (a - 128) + 2 (b - 100): an odd s
+    is a tie, which goes to the even neighbour; the rows of b = 0 and 255
+    saturate at -128 and 127."""
+    a = np.arange(256, dtype=np.uint8).reshape(1, 256)
+    b = np.array([[0], [101], [255]], np.uint8)
+    got = qops.element_wise_quantized_linear_add(
+        a=a, a_scale=0.5, a_zero_point=np.uint8(128), b=b, b_scale=1.0,
+        b_zero_point=np.uint8(100), output_scale=1.0, output_dtype=np.int8)
+    twice = (a.astype(np.int64) - 128) + 2 * (b.astype(np.int64) - 100)
+    half, odd = twice // 2, twice % 2 == 1
+    rounded = half + (odd & (half % 2 == 1))
+    expected = np.clip(rounded, -128, 127)
+    assert np.array_equal(got.astype(np.int64), expected)
+    assert np.any(odd) and got.min() == -128 and got.max() == 127
+
+
+def _onnxruntime_add(call, out_type):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale",
+             "C_zero_point"]
+    values = [call["a"], call["a_scale"], call["a_zero_point"], call["b"], call["b_scale"],
+              call["b_zero_point"], call["output_scale"], call["output_zero_point"]]
+    node = helper.make_node("QLinearAdd", names, ["C"], domain="com.microsoft")
+    initializers = [numpy_helper.from_array(np.asarray(v), n)
+                    for n, v in zip(names, values) if n not in ("A", "B")]
+    graph = helper.make_graph(
+        [node], "add",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(call[k].dtype),
+                                       list(call[k].shape)) for n, k in (("A", "a"), ("B", "b"))],
+        [helper.make_tensor_value_info("C", helper.np_dtype_to_tensor_dtype(np.dtype(out_type)),
+                                       None)],
+        initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    assert TensorProto.UINT8  # the onnx package is present with onnxruntime
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return session.run(None, {"A": call["a"], "B": call["b"]})[0]
+
+
+@pytest.mark.parametrize("a_type", TYPES)
+@pytest.mark.parametrize("shapes", [((1, 32, 28, 28), (1, 32, 28, 28)),
+                                    ((1, 32, 28, 28), (1, 32, 1, 1)), ((5, 1, 3), (1, 4, 3))])
+def test_within_one_of_onnxruntime_qlinearadd(a_type, shapes):
+    rng = np.random.default_rng(11)
+    call = dict(a=random_values(rng, shapes[0], a_type), a_scale=np.float32(0.0173),
+                a_zero_point=random_values(rng, (), a_type)[()],
+                b=random_values(rng, shapes[1], a_type), b_scale=np.float32(0.0291),
+                b_zero_point=random_values(rng, (), a_type)[()],
+                output_scale=np.float32(0.0337),
+                output_zero_point=random_values(rng, (), a_type)[()])
+    ours = qops.element_wise_quantized_linear_add(**call)
+    theirs = _onnxruntime_add(call, a_type)
+    assert ours.shape == theirs.shape
+    assert np.abs(ours.astype(np.int64) - theirs.astype(np.int64)).max() <= 1
+
+
+def _call(**changes):
+    call = dict(a=np.zeros((2, 3), np.uint8), a_scale=0.5, b=np.zeros((2, 3), np.uint8),
+                b_scale=0.5, output_scale=1.0)
+    call.update(changes)
+    return call
+
+
+@pytest.mark.parametrize("changes, match", [
+    (dict(b=np.zeros((2, 4), np.uint8)),
+     r"a has shape \(2, 3\) and b \(2, 4\); dimension 1 differs \(3 and 4\)"),
+    (dict(b=np.zeros((3,), np.uint8)), r"same dimension count"),
+    (dict(a=np.zeros((1,) * 9, np.uint8), b=np.zeros((1,) * 9, np.uint8), feature_level="4_0"),
+     r"a has 9 dimensions; DML_FEATURE_LEVEL_4_0 supports 1 to 8"),
+    (dict(a=np.zeros((2, 3), np.int16)), r"a has dtype int16"),
+    (dict(b_scale=0.0), r"b_scale"),
+    (dict(a_scale=np.float32(3e38), output_scale=np.float32(1e-3)),
+     r"a_scale / output_scale is .*; it must be at most"),
+    (dict(a_zero_point=np.int8(1)), r"a_zero_point"),
+    (dict(a_scale=np.ones((1, 2), np.float32)), r"a_scale has shape \(1, 2\); expected \(1, 1\) per-tensor"),
+    (dict(feature_level="3_1"), r"DML_FEATURE_LEVEL_4_0"),
+])
+def test_bad_calls_are_refused_with_the_reason(changes, match):
+    with pytest.raises(qops.ValidationError, match=match) as error:
+        qops.element_wise_quantized_linear_add(**_call(**changes))
+    assert str(error.value).startswith("ELEMENT_WISE_QUANTIZED_LINEAR_ADD: ")
+
+
+def test_out_receives_the_result():
+    out = np.empty((2, 3), np.uint8)
+    result = qops.element_wise_quantized_linear_add(**_call(a=np.full((2, 3), 4, np.uint8)),
+                                                    out=out)
+    assert result is out and np.all(out == 2)
+
+
+def _qlinear_add_model(a, b, parameters, out_type):
+    from onnx import helper, numpy_helper
+
+    names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale",
+             "C_zero_point"]
+    node = helper.make_node("QLinearAdd", names, ["C"], domain="com.microsoft")
+    graph = helper.make_graph(
+        [node], "add",
+        [helper.make_tensor_value_info("A", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape),
+         helper.make_tensor_value_info("B", helper.np_dtype_to_tensor_dtype(b.dtype), b.shape)],
+        [helper.make_tensor_value_info("C", helper.np_dtype_to_tensor_dtype(np.dtype(out_type)),
+                                       None)],
+        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in parameters.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return node, model
+
+
+def test_qlinear_add_runs_through_qops_onnx_and_the_reference_evaluator():
+    """ONNX broadcasting of different ranks, 1-element 1-D scales as ONNX
+    writes them: run_node and the reference evaluator (with reference_ops)
+    give the stated rule on the operands broadcast by NumPy."""
+    pytest.importorskip("onnx")
+    import qops.onnx
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(5)
+    a = random_values(rng, (2, 3, 4, 5), np.uint8)
+    b = random_values(rng, (4, 1), np.uint8)
+    parameters = dict(A_scale=np.array([0.02], np.float32), A_zero_point=np.uint8(120),
+                      B_scale=np.float32(0.03), B_zero_point=np.array([7], np.uint8),
+                      C_scale=np.float32(0.04), C_zero_point=np.uint8(128))
+    node, model = _qlinear_add_model(a, b, parameters, np.uint8)
+    expected = stated_add(a, 0.02, 120, np.broadcast_to(b, a.shape), 0.03, 7, 0.04, 128,
+                          np.uint8)
+    (got,) = qops.onnx.run_node(node, [a, parameters["A_scale"], parameters["A_zero_point"], b,
+                                       parameters["B_scale"], parameters["B_zero_point"],
+                                       parameters["C_scale"], parameters["C_zero_point"]])
+    assert np.array_equal(got, expected)
+    evaluator = ReferenceEvaluator(model, new_ops=qops.onnx.reference_ops())
+    assert np.array_equal(evaluator.run(None, {"A": a, "B": b})[0], expected)
+    assert qops.onnx.supported_operators("com.microsoft") == ("QLinearAdd",)
+    # Without an output zero point, the output has A's type (int8 here).
+    (signed,) = qops.onnx.run_node(node, [a.astype(np.int8) // 2, np.float32(0.5), None,
+                                          np.int8([[1]]), np.float32(0.5), None,
+                                          np.float32(1.0)])
+    assert signed.dtype == np.int8 and signed.shape == a.shape
