@@ -11,7 +11,24 @@ from qops.ops.validation import Desc, check_scale_values, fail
 from qops.reference import requantization_multiplier
 from qops.registry import dtypes as _dtypes
 
-__all__ = ["output_desc", "requantization", "finish_requantized"]
+__all__ = ["output_desc", "requantization", "finish_requantized", "requantized_slots"]
+
+
+def requantized_slots(op, slots, tensors, zero_points, scales, output_dtype):
+    """A requantized operator's slots, normalized: ``tensors`` must be arrays;
+    each of ``zero_points`` (zero point -> the tensor it pairs with) given as
+    a number takes that tensor's type; ``scales`` are float32; the output
+    zero point takes ``output_dtype``, default the first tensor's type."""
+    given = {name: _args.as_tensor(op, name, slots.get(name)) for name in tensors}
+    for name, paired in zero_points.items():
+        given[name] = _args.as_parameter(op, name, slots.get(name),
+                                         number_dtype=_args.registry_dtype(given[paired]))
+    for name in scales:
+        given[name] = _args.as_parameter(op, name, slots.get(name), number_dtype="FLOAT32")
+    output_dtype = output_dtype or _args.registry_dtype(given[tensors[0]])
+    given["output_zero_point"] = _args.as_parameter(
+        op, "output_zero_point", slots.get("output_zero_point"), number_dtype=output_dtype)
+    return given
 
 
 def output_desc(output_dtype, zero_point_desc, main_desc, shape):

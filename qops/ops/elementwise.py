@@ -9,7 +9,7 @@ import numpy as np
 from qops import registry
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
-from qops.ops.common import output_desc
+from qops.ops.common import output_desc, requantized_slots
 from qops.ops.plans import PlanCache
 from qops.ops.validation import (
     check_attributes,
@@ -110,15 +110,8 @@ def prepare_add(slots: dict, attributes: dict, feature_level=None, *, out=None) 
     op = ADD
     version = resolve_version(op, feature_level)
     attributes = check_attributes(op, version, attributes)
-    given = {name: _args.as_tensor(op, name, slots.get(name)) for name in ("a", "b")}
-    for name, paired in _ZERO_POINTS.items():
-        given[name] = _args.as_parameter(op, name, slots.get(name),
-                                         number_dtype=_args.registry_dtype(given[paired]))
-    for name in SCALES:
-        given[name] = _args.as_parameter(op, name, slots.get(name), number_dtype="FLOAT32")
-    output_dtype = attributes["output_dtype"] or _args.registry_dtype(given["a"])
-    given["output_zero_point"] = _args.as_parameter(
-        op, "output_zero_point", slots.get("output_zero_point"), number_dtype=output_dtype)
+    given = requantized_slots(op, slots, ("a", "b"), _ZERO_POINTS, SCALES,
+                              attributes["output_dtype"])
     # A number or 0-d array is one element at A's dimension count.
     rank = given["a"].desc.ndim if given["a"] is not None else 1
     for name in PARAMETERS:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from qops import registry
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
-from qops.ops.common import finish_requantized, output_desc, requantization
+from qops.ops.common import finish_requantized, output_desc, requantization, requantized_slots
 from qops.ops.geometry import matmul_output_shape
 from qops.ops.plans import FastPath, PlanCache
 from qops.ops.validation import check_attributes, check_patterns, check_tensors, resolve_version
@@ -89,15 +89,8 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
     version = resolve_version(op, feature_level)
     attributes = check_attributes(op, version, attributes)
 
-    given = {name: _args.as_tensor(op, name, slots.get(name)) for name in ("a", "b")}
-    for name, paired in _ZERO_POINTS.items():
-        given[name] = _args.as_parameter(op, name, slots.get(name),
-                                         number_dtype=_args.registry_dtype(given[paired]))
-    for name in SCALES:
-        given[name] = _args.as_parameter(op, name, slots.get(name), number_dtype="FLOAT32")
-    output_dtype = attributes["output_dtype"] or _args.registry_dtype(given["a"])
-    given["output_zero_point"] = _args.as_parameter(
-        op, "output_zero_point", slots.get("output_zero_point"), number_dtype=output_dtype)
+    given = requantized_slots(op, slots, ("a", "b"), _ZERO_POINTS, SCALES,
+                              attributes["output_dtype"])
 
     # Shorthand: a number or 0-d array is per-tensor, all ones at the rank the
     # other scales and zero points share (they must share one), else A's rank.
