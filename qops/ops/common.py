@@ -62,10 +62,12 @@ def requantization(op, arrays, scales):
 
 
 def finish_requantized(op, version, given, descs, attributes, output_shape, granularity, scales,
-                       out):
-    """The value checks of convolution and matrix multiply (scales, the
-    requantization multiplier, ``out=``) and the validated :class:`Call`,
-    carrying the multipliers it computed (``checked``).
+                       out, multipliers=None):
+    """The value checks of a requantized operator (scales, its multipliers,
+    ``out=``) and the validated :class:`Call`, carrying the multipliers it
+    computed (``checked``).  ``multipliers(op, arrays)`` checks and computes
+    them (default: convolution's and matrix multiply's :func:`requantization`
+    of ``scales``).
 
     ``qops.validate`` may mix descriptions and data: what has data is checked.
     """
@@ -73,7 +75,8 @@ def finish_requantized(op, version, given, descs, attributes, output_shape, gran
     arrays, complete = _args.arrays_of(given)
     multiplier = None
     if all(arrays[name] is not None for name in scales):
-        multiplier = requantization(op, arrays, scales)
+        multiplier = (multipliers(op, arrays) if multipliers is not None
+                      else requantization(op, arrays, scales))
     else:
         for name in scales:
             if arrays[name] is not None:

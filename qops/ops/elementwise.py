@@ -9,7 +9,7 @@ import numpy as np
 from qops import registry
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
-from qops.ops.common import output_desc, requantized_slots
+from qops.ops.common import finish_requantized, output_desc, requantized_slots
 from qops.ops.plans import PlanCache
 from qops.ops.validation import (
     check_attributes,
@@ -21,7 +21,6 @@ from qops.ops.validation import (
     shape_text,
 )
 from qops.reference import add_multipliers
-from qops.registry import dtypes as _dtypes
 from qops.threads import resolve_threads
 
 __all__ = ["element_wise_quantized_linear_add", "prepare_add", "check_add_values", "ADD_PLANS"]
@@ -129,28 +128,14 @@ def prepare_add(slots: dict, attributes: dict, feature_level=None, *, out=None) 
     shape = broadcast_shape(op, descs["a"].shape, descs["b"].shape)
     descs["output"] = replace(descs["output"], shape=shape)
     granularity = check_patterns(op, version, descs, {}, PARAMETERS)
-
-    arrays, complete = _args.arrays_of(given)
-    checked = None
-    if all(arrays[name] is not None for name in SCALES):
-        checked = check_add_values(op, arrays)
-    else:
-        for name in SCALES:
-            if arrays[name] is not None:
-                check_scale_values(op, name, arrays[name])
-    numpy_output = _dtypes.to_numpy(descs["output"].dtype)
-    if complete:
-        _args.check_out(op, out, shape, numpy_output, arrays)
-    return Call(operator=op, version=version, arrays=arrays if complete else None,
-                attributes=attributes, output_shape=tuple(shape), output_dtype=numpy_output,
-                granularity=granularity, checked=checked)
+    return finish_requantized(op, version, given, descs, attributes, shape, granularity, SCALES,
+                              out, multipliers=add_values)
 
 
-def check_add_values(op_or_template, arrays):
+def add_values(op, arrays):
     """The scales positive and finite, and what they derive: the multipliers
     ``(float32(a_scale / output_scale), float32(b_scale / output_scale))``,
     each at most float32's largest / 255 so that no product is infinite."""
-    op = getattr(op_or_template, "operator", op_or_template)
     for name in SCALES:
         check_scale_values(op, name, arrays[name])
     with np.errstate(over="ignore"):
@@ -163,6 +148,11 @@ def check_add_values(op_or_template, arrays):
                      f"{_LARGEST_MULTIPLIER:.6g} (float32's largest / 255) so that every "
                      "product is finite: choose a larger output_scale", slot="output_scale")
     return tuple(float(m.reshape(-1)[0]) for m in multipliers)
+
+
+def check_add_values(template, arrays):
+    """A planned call's value checks: :func:`add_values`."""
+    return add_values(template.operator, arrays)
 
 
 # The multipliers depend on the scales alone: kept per set of values.

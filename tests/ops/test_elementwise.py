@@ -1,6 +1,8 @@
 """ELEMENT_WISE_QUANTIZED_LINEAR_ADD: the kernels and the reference against
 the rule written out here, onnxruntime's QLinearAdd within 1, validation."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -87,7 +89,7 @@ def test_kernels_on_every_variant_and_thread_count(variant, shapes):
     values = run.derive(prepared.arrays, prepared.checked)
     for n_threads in (1, 2):
         out = np.empty(prepared.output_shape, np.int8)
-        run.run(dispatch.Call(**{**prepared.__dict__, "values": values}), out, n_threads)
+        run.run(dataclasses.replace(prepared, values=values), out, n_threads)
         assert np.array_equal(out, expected), (variant, n_threads)
 
 

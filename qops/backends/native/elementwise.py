@@ -17,6 +17,7 @@ import numpy as np
 from qops.backends.contract import Prepared
 from qops.backends.native import variants as _simd
 from qops.backends.native.kernels import _quantize_portable as _k
+from qops.backends.native.quantize import _raw
 from qops.registry import dtypes as _dtypes
 
 #: Elements per row when A and B are both whole: rows are what threads share out.
@@ -67,10 +68,6 @@ def _rows(out_shape, a_shape, b_shape):
     return (inner, offsets(a_shape), kinds[0] != 0, offsets(b_shape), kinds[1] != 0)
 
 
-def _bytes_of(array):
-    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-
-
 def _flip_and_zero(array, zero_point):
     """(xor mask, zero point in offset binary) of an 8-bit operand."""
     signed = np.dtype(array.dtype) == np.int8
@@ -96,8 +93,8 @@ def prepare_add(call, variant=None):
 
     def run(call, out, n_threads):
         a_flip, a_zero, b_flip, b_zero, a_multiplier, b_multiplier, zero = call.values
-        add(_bytes_of(call.arrays["a"]), a_offsets, a_step, a_flip, a_zero, a_multiplier,
-            _bytes_of(call.arrays["b"]), b_offsets, b_step, b_flip, b_zero, b_multiplier,
+        add(_raw(call.arrays["a"]), a_offsets, a_step, a_flip, a_zero, a_multiplier,
+            _raw(call.arrays["b"]), b_offsets, b_step, b_flip, b_zero, b_multiplier,
             inner, zero, low, high, out.reshape(-1).view(np.uint8), n_threads)
 
     return Prepared(run, derive)

@@ -1,4 +1,5 @@
-# QuantizeLinear and DequantizeLinear: typed loops over raw bytes, included
+# QuantizeLinear and DequantizeLinear (and the quantized add, whose last
+# step is QuantizeLinear's): typed loops over raw bytes, included
 # by one module per instruction set (_quantize_<variant>.pyx), each compiled
 # with its variant's flags so the same loops vectorize for it.
 #
@@ -853,10 +854,9 @@ cdef struct AddJob:
     int32_t b_zero
     float a_multiplier
     float b_multiplier
-    float floor_value        # low - zero point, as float
-    float ceiling_value      # high - zero point
-    int32_t zero             # the output zero point less low
-    uint8_t low              # low, as a byte (added modulo 256)
+    float zero               # the output's zero point and range, as float
+    float low
+    float high
     uint8_t* out
 
 
@@ -864,24 +864,22 @@ cdef inline void add_run(const uint8_t* a, Py_ssize_t a_step, const uint8_t* b,
                          Py_ssize_t b_step, Py_ssize_t count, const AddJob* job,
                          uint8_t* out) noexcept nogil:
     """out[i] <- the output byte of A[i * a_step] + B[i * b_step], i < count:
-    float32(x - zp) * multiplier for each, their float32 sum, clamped, rounded
-    half to even, the zero point added (steps are constants where this is
+    float32(x - zp) * multiplier for each, their float32 sum, then
+    QuantizeLinear's last step (to_integer; steps are constants where this is
     inlined, so the loop vectorizes)."""
     # The job's fields in locals: the output is bytes, which may alias
     # anything, so fields read through the pointer would be reloaded after
     # every store and the loop would not vectorize.
-    cdef uint8_t a_flip = job.a_flip, b_flip = job.b_flip, low = job.low
-    cdef int32_t a_zero = job.a_zero, b_zero = job.b_zero, zero = job.zero
+    cdef uint8_t a_flip = job.a_flip, b_flip = job.b_flip
+    cdef int32_t a_zero = job.a_zero, b_zero = job.b_zero
     cdef float a_multiplier = job.a_multiplier, b_multiplier = job.b_multiplier
-    cdef float floor_value = job.floor_value, ceiling_value = job.ceiling_value
+    cdef float zero = job.zero, low = job.low, high = job.high
     cdef Py_ssize_t i
-    cdef float value
     for i in range(count):
-        value = ((<float>(<int32_t>(a[i * a_step] ^ a_flip) - a_zero)) * a_multiplier
-                 + (<float>(<int32_t>(b[i * b_step] ^ b_flip) - b_zero)) * b_multiplier)
-        value = floor_value if value < floor_value else value
-        value = ceiling_value if value > ceiling_value else value
-        out[i] = <uint8_t>((<int32_t>round_half_even(value)) + zero) + low
+        out[i] = <uint8_t><int32_t>to_integer(
+            (<float>(<int32_t>(a[i * a_step] ^ a_flip) - a_zero)) * a_multiplier
+            + (<float>(<int32_t>(b[i * b_step] ^ b_flip) - b_zero)) * b_multiplier,
+            zero, low, high)
 
 
 cdef void add_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
@@ -930,10 +928,9 @@ def quantized_add(const uint8_t[::1] a, const Py_ssize_t[::1] a_offset, bint a_s
     job.b_zero = b_zero
     job.a_multiplier = a_multiplier
     job.b_multiplier = b_multiplier
-    job.floor_value = <float>(low - zero_point)
-    job.ceiling_value = <float>(high - zero_point)
-    job.zero = zero_point - low
-    job.low = <uint8_t>low
+    job.zero = <float>zero_point
+    job.low = <float>low
+    job.high = <float>high
     job.out = &out[0]
     with nogil:
         run_range(add_rows, &job, a_offset.shape[0], 1,

@@ -20,16 +20,19 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from qops.backends.native.kernels._rounding cimport round_half_even
 
 
+cdef inline int32_t clamped_round(float scaled, float floor_value,
+                                  float ceiling_value) noexcept nogil:
+    """round_half_even(scaled) within [floor_value, ceiling_value] (integers,
+    the output range less the zero point): the step every form shares."""
+    scaled = floor_value if scaled < floor_value else scaled
+    scaled = ceiling_value if scaled > ceiling_value else scaled
+    return <int32_t>round_half_even(scaled)
+
+
 cdef inline int32_t requantize(int64_t accumulator, float multiplier, int32_t zero_point,
                                int32_t low, int32_t high) noexcept nogil:
-    cdef float value = (<float>accumulator) * multiplier
-    cdef float floor_value = <float>(low - zero_point)
-    cdef float ceiling_value = <float>(high - zero_point)
-    if value < floor_value:
-        value = floor_value
-    if value > ceiling_value:
-        value = ceiling_value
-    return (<int32_t>round_half_even(value)) + zero_point
+    return clamped_round((<float>accumulator) * multiplier, <float>(low - zero_point),
+                         <float>(high - zero_point)) + zero_point
 
 
 cdef enum:
@@ -67,19 +70,14 @@ cdef inline void requantize_line(const int32_t* sums, uint8_t* result, Py_ssize_
     cdef int32_t values[LINE_CHUNK]
     cdef Py_ssize_t first = 0, c, n
     cdef int32_t value, zero
-    cdef float scaled, floor_value, ceiling_value
     while first < count:
         n = min(<Py_ssize_t>LINE_CHUNK, count - first)
         for c in range(first, first + n):
             value = <int32_t>(<uint32_t>sums[c] + column_term[c]
                               - (<uint32_t>column_zero[c]) * row_term - row_zero * column_sum[c])
             zero = out_zero[c]
-            scaled = (<float>value) * multiplier[c]
-            floor_value = <float>(low - zero)
-            ceiling_value = <float>(high - zero)
-            scaled = floor_value if scaled < floor_value else scaled
-            scaled = ceiling_value if scaled > ceiling_value else scaled
-            values[c - first] = (<int32_t>round_half_even(scaled)) + zero
+            values[c - first] = clamped_round((<float>value) * multiplier[c],
+                                              <float>(low - zero), <float>(high - zero)) + zero
         narrow_line(values, result + first, n)
         first = first + n
 
@@ -91,16 +89,14 @@ cdef inline void requantize_sums(const int32_t* sums, uint8_t* result, Py_ssize_
     zero point for the line; as `requantize_line`, for values that fit int32."""
     cdef int32_t values[LINE_CHUNK]
     cdef Py_ssize_t first = 0, c, n
-    cdef float scaled
     cdef float floor_value = <float>(low - zero_point)
     cdef float ceiling_value = <float>(high - zero_point)
     while first < count:
         n = min(<Py_ssize_t>LINE_CHUNK, count - first)
         for c in range(first, first + n):
-            scaled = (<float>(<int32_t>(<uint32_t>sums[c] + term))) * multiplier
-            scaled = floor_value if scaled < floor_value else scaled
-            scaled = ceiling_value if scaled > ceiling_value else scaled
-            values[c - first] = (<int32_t>round_half_even(scaled)) + zero_point
+            values[c - first] = clamped_round(
+                (<float>(<int32_t>(<uint32_t>sums[c] + term))) * multiplier, floor_value,
+                ceiling_value) + zero_point
         narrow_line(values, result + first, n)
         first = first + n
 
@@ -115,17 +111,14 @@ cdef inline void requantize_row_line(const int32_t* sums, uint8_t* result, Py_ss
     corrections); as `requantize_line`, for values that fit int32."""
     cdef int32_t values[LINE_CHUNK]
     cdef Py_ssize_t first = 0, c, n
-    cdef float scaled
     cdef float floor_value = <float>(low - zero_point)
     cdef float ceiling_value = <float>(high - zero_point)
     while first < count:
         n = min(<Py_ssize_t>LINE_CHUNK, count - first)
         for c in range(first, first + n):
-            scaled = (<float>(<int32_t>(<uint32_t>sums[c] + term - row_zero * column_sum[c])
-                              )) * multiplier
-            scaled = floor_value if scaled < floor_value else scaled
-            scaled = ceiling_value if scaled > ceiling_value else scaled
-            values[c - first] = (<int32_t>round_half_even(scaled)) + zero_point
+            values[c - first] = clamped_round(
+                (<float>(<int32_t>(<uint32_t>sums[c] + term - row_zero * column_sum[c])))
+                * multiplier, floor_value, ceiling_value) + zero_point
         narrow_line(values, result + first, n)
         first = first + n
 
@@ -158,13 +151,10 @@ cdef inline void requantize_tile_plain(const int32_t* tile, Py_ssize_t rows, Py_
     every row and column of a whole micro-tile (TileTerms' rule)."""
     cdef Py_ssize_t i, c
     cdef int32_t value
-    cdef float scaled
     for i in range(rows):
         for c in range(columns):
             value = <int32_t>(<uint32_t>tile[i * columns + c] + terms.column[c]
                               - terms.column_zero[c] * terms.row_term[i])
-            scaled = (<float>value) * terms.multiplier[c]
-            scaled = terms.floor[c] if scaled < terms.floor[c] else scaled
-            scaled = terms.ceiling[c] if scaled > terms.ceiling[c] else scaled
-            result[i * pitch + c] = <uint8_t>((<int32_t>round_half_even(scaled))
-                                              + terms.offset[c] + terms.low)
+            result[i * pitch + c] = <uint8_t>(
+                clamped_round((<float>value) * terms.multiplier[c], terms.floor[c],
+                              terms.ceiling[c]) + terms.offset[c] + terms.low)
