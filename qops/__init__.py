@@ -21,6 +21,7 @@ from qops.ops.compiled import CompiledOperator, compile
 from qops.ops.convolution import quantized_linear_convolution
 from qops.ops.elementwise import element_wise_quantized_linear_add
 from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
+from qops.ops.integer_to_float import matrix_multiply_integer_to_float
 from qops.ops.matmul import quantized_linear_matrix_multiply
 from qops.packing import Packed4Bit, pack_4bit, unpack_4bit
 from qops.ops.quantize import dequantize_linear, quantize_linear
@@ -42,6 +43,7 @@ __all__ = [
     "matrix_multiply_integer",
     "dynamic_quantize_linear",
     "element_wise_quantized_linear_add",
+    "matrix_multiply_integer_to_float",
     "pack_4bit",
     "unpack_4bit",
     "Packed4Bit",

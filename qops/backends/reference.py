@@ -12,6 +12,7 @@ import numpy as np
 
 from qops import reference
 from qops.errors import fail
+from qops.reference.integer import EXACT_SUM_LIMIT
 from qops.registry import dtypes as _dtypes
 
 __all__ = ["register_all"]
@@ -21,9 +22,10 @@ _INT32 = np.iinfo(np.int32)
 
 
 def _convolution(call, out, n_threads):
-    out[...] = reference.quantized_linear_convolution(
+    result = reference.quantized_linear_convolution(
         **call.arrays, **{k: call.attributes[k] for k in _SPATIAL},
         output_dtype=call.output_dtype)
+    out[...] = result.reshape(out.shape)  # a 1-D convolution ran with height 1
 
 
 def _matmul(call, out, n_threads):
@@ -60,6 +62,26 @@ def _matmul_integer(call, out, n_threads):
     as_int32_output(call, reference.matrix_multiply_integer(**call.arrays), out)
 
 
+def exact_sums_or_refuse(call):
+    """MATRIX_MULTIPLY_INTEGER_TO_FLOAT takes sums float64 holds exactly:
+    a call whose operands could reach 2**53 is refused, with the bound."""
+    arrays = call.arrays
+    bound = reference.sum_bound(arrays["a"].shape[-1], arrays["a"], arrays["a_zero_point"],
+                                arrays["b"], arrays["b_zero_point"])
+    if bound >= EXACT_SUM_LIMIT:
+        fail(call.operator, f"a sum could reach {bound} (K times the largest |a - a_zero_point| "
+                            "times the largest |b - b_zero_point|), past 2**53, where float64 "
+                            "no longer holds every integer; split K or narrow the operands",
+             slot="b", given=bound, allowed=EXACT_SUM_LIMIT)
+
+
+def integer_to_float(call, out, n_threads):
+    exact_sums_or_refuse(call)
+    result = reference.matrix_multiply_integer_to_float(**call.arrays,
+                                                        output_dtype=call.output_dtype)
+    out[...] = result.reshape(out.shape)  # parameters of a higher rank than the output's
+
+
 def _dynamic_quantize(call, out, n_threads):
     out[...] = reference.dynamic_quantize_linear(call.arrays["input"], call.output_dtype)[0]
 
@@ -75,6 +97,7 @@ def register_all(register):
                           ("QUANTIZED_LINEAR_MATRIX_MULTIPLY", _matmul),
                           ("CONVOLUTION_INTEGER", _convolution_integer),
                           ("MATRIX_MULTIPLY_INTEGER", _matmul_integer),
+                          ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", integer_to_float),
                           ("DYNAMIC_QUANTIZE_LINEAR", _dynamic_quantize),
                           ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", _add),
                           ("DequantizeLinear", _dequantize),

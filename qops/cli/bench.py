@@ -28,10 +28,13 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Case:
-    """One benchmark case: a convolution (NCHW, OIHW), a matrix multiply, or
-    a quantize / dequantize of ``x_shape`` (per tensor, per axis 1, or in
+    """One benchmark case: a convolution (NCHW, OIHW), a matrix multiply, a
+    quantize / dequantize of ``x_shape`` (per tensor, per axis 1, or in
     blocks of ``block`` along axis 1; ``quantized`` is the integer type,
-    ``packed`` gives dequantize the 4-bit input two to a byte)."""
+    ``packed`` gives dequantize the 4-bit input two to a byte), an ``add``
+    of two quantized tensors of ``x_shape`` (QLinearAdd), or an
+    ``integer_to_float`` product (MatMulIntegerToFloat: ``quantized`` is A's
+    type, ``b_type`` B's)."""
 
     name: str
     kind: str
@@ -52,15 +55,23 @@ class Case:
     block: int = 0
     quantized: str = "uint8"
     packed: bool = False
+    b_type: str = "uint8"
 
     @property
     def is_quantize(self):
         return self.kind in ("quantize", "dequantize")
 
+    @property
+    def has_compiled(self):
+        """Whether the case has a compiled form (and onnxruntime a constant-weight one)."""
+        return self.kind in ("conv", "matmul")
+
     def bytes_moved(self):
         """Bytes read and written: x, the output, scales and zero points
         (4-bit values count half a byte when packed, one byte unpacked)."""
         count = math.prod(self.x_shape)
+        if self.kind == "add":
+            return 3 * count + 15  # A, B and the output; six one-element parameters
         params = self._parameter_count()
         if self.quantized == "int4":
             quantized = (count + 1) // 2 if self.packed else count
@@ -87,7 +98,7 @@ class Case:
             out = self.output_size()
             return (2 * self.batch * self.out_channels * out * out
                     * (self.channels // self.groups) * self.kernel * self.kernel)
-        if self.is_quantize:
+        if self.is_quantize or self.kind == "add":
             return 0
         batch = int(np.prod(np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])))
         return 2 * batch * self.a_shape[-2] * self.a_shape[-1] * self.b_shape[-1]
@@ -124,6 +135,11 @@ CASES = (
          granularity="blocked", block=32, quantized="int4"),
     Case(name="dequantize_int4_blocked_packed", kind="dequantize", x_shape=(4096, 4096),
          granularity="blocked", block=32, quantized="int4", packed=True),
+    Case(name="r50_residual_add", kind="add", x_shape=(1, 256, 56, 56)),
+    Case(name="bert_qkv_to_float", kind="integer_to_float", a_shape=(128, 768),
+         b_shape=(768, 768)),
+    Case(name="bert_qkv_to_float_u8s8", kind="integer_to_float", a_shape=(128, 768),
+         b_shape=(768, 768), b_type="int8"),
 )
 
 
@@ -134,6 +150,23 @@ def operands(case, seed=0):
     rng = np.random.default_rng(seed)
     if case.is_quantize:
         return _quantize_operands(case, rng)
+    if case.kind == "add":
+        return {}, dict(
+            a=rng.integers(0, 256, case.x_shape, dtype=np.uint8), a_scale=np.float32(0.0173),
+            a_zero_point=np.uint8(120), b=rng.integers(0, 256, case.x_shape, dtype=np.uint8),
+            b_scale=np.float32(0.0231), b_zero_point=np.uint8(131),
+            output_scale=np.float32(0.0412), output_zero_point=np.uint8(128)), {}
+    if case.kind == "integer_to_float":
+        a_info, b_info = np.iinfo(case.quantized), np.iinfo(case.b_type)
+        columns = case.b_shape[-1]
+        return {}, dict(
+            a=rng.integers(a_info.min, a_info.max + 1, case.a_shape).astype(case.quantized),
+            b=rng.integers(b_info.min, b_info.max + 1, case.b_shape).astype(case.b_type),
+            a_scale=np.float32(0.0173),
+            b_scale=rng.uniform(0.001, 0.02, columns).astype(np.float32),
+            a_zero_point=np.asarray(3, case.quantized),
+            b_zero_point=rng.integers(0, 5, columns).astype(case.b_type),
+            bias=rng.standard_normal(columns).astype(np.float32)), {}
     if case.kind == "conv":
         constants = dict(
             filter=rng.integers(-128, 128, (case.out_channels, case.channels // case.groups,
@@ -196,6 +229,15 @@ def exact_output(case, constants, runtime, attributes):
 
     if case.is_quantize:
         return _exact_quantize_output(case, runtime, attributes)
+    if case.kind == "add":
+        rank = len(case.x_shape)
+        return reference.element_wise_quantized_linear_add(
+            **{k: np.asarray(v).reshape((1,) * rank) if np.ndim(v) == 0 else v
+               for k, v in runtime.items()}, output_dtype=np.dtype(np.uint8))
+    if case.kind == "integer_to_float":
+        return reference.matrix_multiply_integer_to_float(
+            runtime["a"], runtime["a_scale"], runtime["a_zero_point"], runtime["b"],
+            runtime["b_scale"], runtime["b_zero_point"], runtime["bias"])
 
     def per_tensor(value, rank=4):
         return np.asarray(value).reshape((1,) * rank)
@@ -257,6 +299,42 @@ def _quantize_onnx_model(case, runtime, attributes):
     return model, {k: values[k] for k in inputs}
 
 
+_CONTRIB_INPUTS = {
+    "add": ("QLinearAdd", ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point",
+                           "C_scale", "C_zero_point"],
+            ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",
+             "output_zero_point"]),
+    "integer_to_float": ("MatMulIntegerToFloat", ["A", "B", "a_scale", "b_scale",
+                                                  "a_zero_point", "b_zero_point", "bias"],
+                         ["a", "b", "a_scale", "b_scale", "a_zero_point", "b_zero_point",
+                          "bias"]),
+}
+
+
+def _contrib_onnx_model(case, runtime):
+    """A one-node com.microsoft QLinearAdd / MatMulIntegerToFloat model:
+    the operands are inputs, the parameters initializers (as onnxruntime's
+    quantizer writes them)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    op_type, names, slots = _CONTRIB_INPUTS[case.kind]
+    values = {name: np.asarray(runtime[slot]) for name, slot in zip(names, slots)}
+    operands = ("A", "B")
+    node = helper.make_node(op_type, names, ["y"], domain="com.microsoft")
+    out_type = TensorProto.UINT8 if case.kind == "add" else TensorProto.FLOAT
+    graph = helper.make_graph(
+        [node], case.name,
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype),
+                                       list(values[n].shape)) for n in operands],
+        [helper.make_tensor_value_info("y", out_type, None)],
+        initializer=[numpy_helper.from_array(values[n], n) for n in names
+                     if n not in operands])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return model, {n: values[n] for n in operands}
+
+
 def _onnx_model(case, constants, runtime, attributes, constant_weights):
     """A one-node QLinearConv / QLinearMatMul model; the weights are graph
     inputs or, with ``constant_weights``, initializers onnxruntime can prepack."""
@@ -307,6 +385,8 @@ def onnxruntime_runner(case, constants, runtime, attributes, constant_weights, t
 
     if case.is_quantize:
         model, feeds = _quantize_onnx_model(case, runtime, attributes)
+    elif case.kind in _CONTRIB_INPUTS:
+        model, feeds = _contrib_onnx_model(case, runtime)
     else:
         model, feeds = _onnx_model(case, constants, runtime, attributes, constant_weights)
     options = onnxruntime.SessionOptions()
@@ -337,6 +417,18 @@ def qops_runners(case, constants, runtime, attributes, threads):
         function = qops.quantize_linear if case.kind == "quantize" else qops.dequantize_linear
         out = function(**runtime, **attributes, n_threads=threads)
         return lambda: function(**runtime, **attributes, out=out, n_threads=threads), None
+    if case.kind == "add":
+        out = qops.element_wise_quantized_linear_add(**runtime, n_threads=threads)
+        return lambda: qops.element_wise_quantized_linear_add(
+            **runtime, out=out, n_threads=threads), None
+    if case.kind == "integer_to_float":
+        # As an onnxruntime-quantized model has it (A and B of two types
+        # when they differ): through qops.onnx's adapter.
+        from qops.onnx._nodes import matmul_integer_to_float
+
+        _, _, slots = _CONTRIB_INPUTS["integer_to_float"]
+        inputs = [runtime[slot] for slot in slots]
+        return lambda: matmul_integer_to_float(inputs, {}, 1)[0], None
     if case.kind == "conv":
         plain = lambda: qops.quantized_linear_convolution(  # noqa: E731
             **runtime, **constants, **attributes, n_threads=threads)
@@ -471,8 +563,9 @@ def _ratio(numerator, denominator):
     return None if numerator is None or denominator is None else numerator / denominator
 
 
-def _quantize_row(case, runtime, attributes, threads, budget):
-    """qops against onnxruntime on one quantize / dequantize case."""
+def _function_row(case, runtime, attributes, threads, budget):
+    """qops against onnxruntime on a case without a compiled form (quantize,
+    dequantize, add, integer to float)."""
     plain, _ = qops_runners(case, {}, runtime, attributes, threads)
     oracle = exact_output(case, {}, runtime, attributes)
     # qops is timed before onnxruntime's session exists: once it has run,
@@ -485,11 +578,14 @@ def _quantize_row(case, runtime, attributes, threads, budget):
         lambda: onnxruntime_runner(case, {}, runtime, attributes, False, threads), oracle)
     row["ort"] = best_time(ort, budget) if ort else None
     row["speed_vs_ort"] = _ratio(row["ort"], row["qops"])
-    row["gbps"] = case.bytes_moved() / row["qops"] / 1e9
-    row["ort_gbps"] = _ratio(case.bytes_moved() / 1e9, row["ort"])
     for key in ("qops_compiled", "ort_constant", "gops", "gops_compiled", "peak",
-                "speed_vs_ort_constant"):
+                "speed_vs_ort_constant", "gbps", "ort_gbps"):
         row[key] = None
+    if case.operations():
+        row["gops"] = case.operations() / row["qops"] / 1e9
+    else:
+        row["gbps"] = case.bytes_moved() / row["qops"] / 1e9
+        row["ort_gbps"] = _ratio(case.bytes_moved() / 1e9, row["ort"])
     return row
 
 
@@ -501,8 +597,8 @@ def run(cases=CASES, threads=2, budget=0.25, peak_gops=None, progress=sys.stderr
         if progress:
             _progress(index, len(cases), case.name, progress)
         constants, runtime, attributes = operands(case)
-        if case.is_quantize:
-            rows.append(_quantize_row(case, runtime, attributes, threads, budget))
+        if not case.has_compiled:
+            rows.append(_function_row(case, runtime, attributes, threads, budget))
             continue
         oracle = exact_output(case, constants, runtime, attributes)
         plain, compiled = qops_runners(case, constants, runtime, attributes, threads)
@@ -572,10 +668,11 @@ def table(rows, info=None):
             _cell(row.get("gbps"), "{:.1f}"), _cell(row.get("ort_gbps"), "{:.1f}"),
             _yes(row["exact"]), _peer_cell(row["ort_exact"])]) + " |")
     # One mean per kind of case: the convolution and matrix-multiply cases
-    # (which have a compiled pairing) and the quantize / dequantize ones.
+    # (which have a compiled pairing) and the others (quantize, dequantize,
+    # add, integer to float).
     for label, group in (("geometric mean, convolution and matrix multiply",
                           [r for r in rows if r["gop"]]),
-                         ("geometric mean, quantize and dequantize",
+                         ("geometric mean, the other operators",
                           [r for r in rows if not r["gop"]])):
         plain = [r["speed_vs_ort"] for r in group if r["speed_vs_ort"]]
         if not plain:

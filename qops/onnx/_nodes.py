@@ -311,6 +311,32 @@ def qlinear_add(inputs, attributes, opset):
     return [y.reshape(()) if rank == 0 else y]
 
 
+def matmul_integer_to_float(inputs, attributes, opset):
+    """com.microsoft MatMulIntegerToFloat: A, B, a_scale, b_scale,
+    a_zero_point, b_zero_point, bias (a 1-D bias of N adds to every row).
+
+    onnxruntime takes A and B of two 8-bit types; DirectML's operator takes
+    one type for both, so such a pair runs as int16 operands, whose values
+    and so whose exact sums are the same."""
+    a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias = (list(inputs) + [None] * 7)[:7]
+    if a is None or b is None:
+        raise ValidationError("MatMulIntegerToFloat: A and B are required",
+                              slot="a" if a is None else "b")
+    a2, b2, rank, final = _matmul_operands("MatMulIntegerToFloat", a, b)
+    a_zero_point = None if a_zero_point is None else np.asarray(a_zero_point)
+    b_zero_point = None if b_zero_point is None else np.asarray(b_zero_point)
+    if a2.dtype != b2.dtype:
+        a2, b2 = a2.astype(np.int16), b2.astype(np.int16)
+        a_zero_point = None if a_zero_point is None else a_zero_point.astype(np.int16)
+        b_zero_point = None if b_zero_point is None else b_zero_point.astype(np.int16)
+    y = api.matrix_multiply_integer_to_float(
+        a=np.ascontiguousarray(a2), a_scale=_row_parameter(a_scale, rank, True),
+        a_zero_point=_row_parameter(a_zero_point, rank, True), b=np.ascontiguousarray(b2),
+        b_scale=_row_parameter(b_scale, rank, False),
+        b_zero_point=_row_parameter(b_zero_point, rank, False), bias=bias)
+    return [y.reshape(final)]
+
+
 #: op_type -> adapter(inputs, attributes, opset) -> outputs
 ADAPTERS = {
     "QLinearConv": qlinear_conv,
@@ -327,4 +353,5 @@ ADAPTERS = {
 CONTRIB_DOMAIN = "com.microsoft"
 CONTRIB_ADAPTERS = {
     "QLinearAdd": qlinear_add,
+    "MatMulIntegerToFloat": matmul_integer_to_float,
 }

@@ -41,7 +41,7 @@ def desc_of(array_or_desc, note=""):
                 shape=tuple(array_or_desc.shape), note=note)
 
 
-def _is_python_number(value):
+def is_python_number(value):
     return isinstance(value, numbers.Number) and not isinstance(value, np.generic)
 
 
@@ -53,7 +53,7 @@ def as_tensor(op: Operator, slot: str, value):
         return Slotted(None, desc_of(value))
     if isinstance(value, Packed4Bit):  # kept packed: DequantizeLinear's kernels read it as is
         return Slotted(value, desc_of(value))
-    if _is_python_number(value):
+    if is_python_number(value):
         fail(op, f"{slot} must be an array, not the number {value!r}", slot=slot, given=value)
     try:
         array = np.asarray(value)
@@ -67,7 +67,7 @@ def as_tensor(op: Operator, slot: str, value):
 def as_parameter(op: Operator, slot: str, value, *, number_dtype):
     """A scale, zero point or bias: an array, or a Python number given the
     registry type ``number_dtype`` (``None``: the number's natural type)."""
-    if value is None or not _is_python_number(value):
+    if value is None or not is_python_number(value):
         return as_tensor(op, slot, value)
     if isinstance(value, bool):
         fail(op, f"{slot} must be a number, not {value!r}", slot=slot, given=value)

@@ -16,6 +16,7 @@ import numpy as np
 from qops import registry
 from qops.errors import ValidationError
 from qops.ops import convolution, matmul
+from qops.ops.geometry import one_d_attributes
 from qops.ops.plans import FastPath, PlanCache
 from qops.ops.validation import TensorDesc, check_attributes, fail, resolve_version
 from qops.threads import resolve_threads
@@ -152,7 +153,9 @@ def compile(name, *, feature_level=None, **constants_and_attributes):
     if runtime:
         fail(op, f"{runtime[0]} is given when the operator is called, not compiled", slot=runtime[0])
     attributes = {k: v for k, v in constants_and_attributes.items() if k not in slot_names}
-    check_attributes(op, version, attributes)
+    # A 3-dimensional filter is a 1-D convolution's: one value per attribute.
+    one_d = op.name == "QUANTIZED_LINEAR_CONVOLUTION" and np.ndim(constants.get("filter")) == 3
+    check_attributes(op, version, one_d_attributes(op, attributes) if one_d else attributes)
     for slot in op.inputs:
         if slot.name in constant_names and not slot.optional and constants.get(slot.name) is None:
             fail(op, f"{slot.name} is required to compile ({slot.source_name})", slot=slot.name)
@@ -172,7 +175,7 @@ def _stand_ins(op, constants, attributes):
     """Descriptions of the runtime slots that fit the constants (shapes only)."""
     if op.name == "QUANTIZED_LINEAR_CONVOLUTION":
         weights = np.asarray(constants.get("filter")) if constants.get("filter") is not None else None
-        if weights is None or weights.ndim != 4:
+        if weights is None or weights.ndim not in (3, 4):
             return {"input": None, "input_scale": 1.0, "output_scale": 1.0}
         groups = attributes.get("group_count") or 1
         dilations = attributes.get("dilations") or (1, 1)

@@ -6,7 +6,12 @@ from qops import registry
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
 from qops.ops.common import finish_requantized, output_desc, requantization
-from qops.ops.geometry import check_convolution_geometry, convolution_output_shape
+from qops.ops.geometry import (
+    check_convolution_geometry,
+    convolution_in_two_d,
+    convolution_rank,
+    one_d_attributes,
+)
 from qops.ops.plans import PlanCache
 from qops.ops.validation import check_attributes, check_patterns, check_tensors, resolve_version
 from qops.threads import resolve_threads
@@ -30,18 +35,20 @@ def quantized_linear_convolution(input=None, input_scale=None, input_zero_point=
                                  dilations=None, start_padding=None, end_padding=None,
                                  group_count=None, output_dtype=None, feature_level=None, out=None,
                                  n_threads=None):
-    """DirectML ``QUANTIZED_LINEAR_CONVOLUTION``: 2-D convolution of quantized data.
+    """DirectML ``QUANTIZED_LINEAR_CONVOLUTION``: 2-D (or 1-D) convolution of quantized data.
 
     Parameters
     ----------
-    input : ndarray of uint8 or int8, shape (N, C, H, W)
+    input : ndarray of uint8 or int8, shape (N, C, H, W), or (N, C, W) from feature level 4_0
     input_scale : float or ndarray of float32
         Per tensor: a number, a 0-d array or shape ``(1, 1, 1, 1)``.
     input_zero_point : int or ndarray, optional
         Per tensor, the type of ``input``.
     filter : ndarray of uint8 or int8, shape (OC, C / group_count, KH, KW)
+        Or (OC, C / group_count, KW) for a 1-D convolution.
     filter_scale : float or ndarray of float32
-        Per tensor, or per output channel: ``(1, OC, 1, 1)`` or a 1-d array of ``OC``.
+        Per tensor, or per output channel: ``(1, OC, 1, 1)`` (``(1, OC, 1)`` for a 1-D
+        convolution) or a 1-d array of ``OC``.  Fewer dimensions align to the right.
     filter_zero_point : int or ndarray, optional
         Shaped like ``filter_scale``, the type of ``filter``.
     bias : ndarray of int32, optional
@@ -51,9 +58,10 @@ def quantized_linear_convolution(input=None, input_scale=None, input_zero_point=
     output_zero_point : int or ndarray, optional
         Per tensor; its type is the output's.
     strides, dilations : pair of int, optional
-        Default ``(1, 1)``.
+        Default ``(1, 1)``; one value for a 1-D convolution.
     start_padding, end_padding : pair of int, optional
-        Zeros (in the real domain) before and after each spatial dimension; default ``(0, 0)``.
+        Zeros (in the real domain) before and after each spatial dimension; default ``(0, 0)``;
+        one value for a 1-D convolution.
     group_count : int, optional
         Default 1; the input channel count gives a depthwise convolution.
     output_dtype : dtype-like, optional
@@ -67,7 +75,7 @@ def quantized_linear_convolution(input=None, input_scale=None, input_zero_point=
 
     Returns
     -------
-    ndarray of shape (N, OC, OH, OW)
+    ndarray of shape (N, OC, OH, OW), or (N, OC, OW) for a 1-D convolution
         ``saturate(round_half_even(float32(acc) * m) + output_zero_point)`` where
         ``acc`` is the exact sum of ``(input - input_zero_point) * (filter -
         filter_zero_point)`` over each window plus ``bias`` and
@@ -101,11 +109,10 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
     """Normalize and validate a convolution call; raise before anything runs."""
     op = OPERATOR
     version = resolve_version(op, feature_level)
-    attributes = check_attributes(op, version, attributes)
-
-    given = {}
-    for name in ("input", "filter"):
-        given[name] = _args.as_tensor(op, name, slots.get(name))
+    given = {name: _args.as_tensor(op, name, slots.get(name)) for name in ("input", "filter")}
+    rank = convolution_rank(given["input"])
+    attributes = check_attributes(op, version, one_d_attributes(op, attributes) if rank == 3
+                                  else attributes)
     for name, paired in _ZERO_POINTS.items():
         given[name] = _args.as_parameter(op, name, slots.get(name),
                                          number_dtype=_args.registry_dtype(given[paired]))
@@ -116,34 +123,38 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
     given["output_zero_point"] = _args.as_parameter(
         op, "output_zero_point", slots.get("output_zero_point"), number_dtype=output_dtype)
 
-    # Shorthand: numbers and 0-d arrays are per-tensor {1,1,1,1}; a 1-d
-    # filter scale, filter zero point or bias is per-channel {1,C,1,1}.
+    # Shorthand: numbers and 0-d arrays are per-tensor, all ones; a 1-d
+    # filter scale, filter zero point or bias is per-channel {1, OC, 1[, 1]}.
     for name in SLOTS:
         item = given[name]
         if item is None or name in ("input", "filter"):
             continue
         if item.desc.ndim == 0:
-            given[name] = _args.expand(item, (1, 1, 1, 1), _args.shorthand_note(item))
+            given[name] = _args.expand(item, (1,) * rank, _args.shorthand_note(item))
         elif item.desc.ndim == 1 and name in _PER_CHANNEL_SHORTHAND:
-            given[name] = _args.expand(item, (1, item.desc.shape[0], 1, 1), _args.shorthand_note(item))
+            shape = (1, item.desc.shape[0]) + (1,) * (rank - 2)
+            given[name] = _args.expand(item, shape, _args.shorthand_note(item))
 
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
-    geometry_known = all(descs[n] is not None and descs[n].ndim == 4 for n in ("input", "filter"))
-    output_shape = convolution_output_shape(descs, attributes) if geometry_known else ()
+    square, square_descs, output_shape, visible_shape = convolution_in_two_d(given, rank,
+                                                                             attributes)
+    # Without a geometry (input or filter of another rank) there is no output
+    # to describe: the checks report the tensors instead.
     descs["output"] = output_desc(attributes["output_dtype"], descs["output_zero_point"],
-                                  descs["input"], output_shape)
+                                  descs["input"], visible_shape) if output_shape else None
     if descs["output"] is None:
         del descs["output"]
     check_tensors(op, version, descs)
-    check_convolution_geometry(op, descs, attributes, output_shape)
-    symbols = {"OutputChannelCount": descs["filter"].shape[0]}
+    check_convolution_geometry(op, square_descs, attributes, output_shape)
+    square_descs["output"] = descs["output"]
+    symbols = {"OutputChannelCount": square_descs["filter"].shape[0]}
     granularity = check_patterns(
-        op, version, descs, symbols,
+        op, version, square_descs, symbols,
         ("input_scale", "input_zero_point", "filter_scale", "filter_zero_point", "bias",
          "output_scale", "output_zero_point"))
 
-    return finish_requantized(op, version, given, descs, attributes, output_shape, granularity,
-                              SCALES, out)
+    return finish_requantized(op, version, square, square_descs, attributes, visible_shape,
+                              granularity, SCALES, out)
 
 
 def check_values(template, arrays):

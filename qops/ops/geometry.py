@@ -5,14 +5,88 @@ MATRIX_MULTIPLY_INTEGER)."""
 
 from __future__ import annotations
 
+from qops.ops import arguments as _args
 from qops.ops.validation import fail, plural, shape_text
 from qops.reference.convolution import output_size
 
-__all__ = ["INDEX_LIMIT", "convolution_output_shape", "check_convolution_geometry",
-           "matmul_output_shape"]
+__all__ = ["INDEX_LIMIT", "SPATIAL_ATTRIBUTES", "convolution_rank", "one_d_attributes",
+           "two_d_form", "convolution_in_two_d", "convolution_output_shape",
+           "check_convolution_geometry", "matmul_output_shape"]
 
 #: The largest padded spatial size: DirectML indexes tensors with 32-bit integers.
 INDEX_LIMIT = 2**31 - 1
+
+
+#: A convolution's per-axis attributes and the value that leaves an axis as
+#: it is: a 1-D convolution runs as a 2-D one whose height takes these.
+SPATIAL_ATTRIBUTES = {"strides": 1, "dilations": 1, "start_padding": 0, "end_padding": 0}
+
+
+def convolution_rank(input_item):
+    """The dimension count of a convolution's data tensors: the input's when
+    it is 3 (a 1-D convolution) or 4, else 4, so that the dimension check
+    reports a wrong input rather than the shorthand built from it."""
+    ndim = input_item.desc.ndim if input_item is not None else 4
+    return ndim if ndim in (3, 4) else 4
+
+
+def one_d_attributes(op, attributes):
+    """A 1-D convolution's spatial attributes (one value each) with the
+    height's neutral value put first, as the 2-D form it runs as takes them."""
+    attributes = dict(attributes)
+    for name, neutral in SPATIAL_ATTRIBUTES.items():
+        value = attributes.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, (tuple, list)) or len(value) != 1:
+            fail(op, f"{name} is {value!r}; a 1-D convolution (input of 3 dimensions) takes "
+                     "one value per attribute", slot=name, given=value)
+        attributes[name] = (neutral, *value)
+    return attributes
+
+
+def two_d_form(item, rank):
+    """A convolution slot in the 2-D form the kernels run.
+
+    Fewer dimensions than ``rank`` align to the right, as DirectML's
+    broadcasting does (``(OC, 1, 1)`` of a 2-D convolution is
+    ``(1, OC, 1, 1)``).  A 1-D convolution's (``rank`` 3) slots then gain a
+    height of 1 before their width; a 4-dimensional parameter of a 1-D
+    convolution is already in the 2-D form.
+    """
+    if item is None:
+        return None
+    shape = tuple(item.desc.shape)
+    if len(shape) < rank:
+        shape = (1,) * (rank - len(shape)) + shape
+    if len(shape) == 3:
+        shape = shape[:2] + (1,) + shape[2:]
+    if shape == tuple(item.desc.shape):
+        return item
+    note = item.desc.note or f"given as {shape_text(item.desc.shape)}"
+    return _args.expand(item, shape, note)
+
+
+def convolution_in_two_d(given, rank, attributes):
+    """A convolution's slots in their 2-D form (:func:`two_d_form`).
+
+    Returns ``(square, square_descs, output_shape, visible_shape)``: the
+    slots and their descriptions in that form, the 2-D output shape (``()``
+    while the input or filter is not yet a tensor of ``rank`` dimensions; the
+    dimension checks report it) and the output's shape as the caller sees it
+    (a 1-D convolution's has no height).
+    """
+    square = {}
+    for name, item in given.items():
+        if name in ("input", "filter") and item is not None and item.desc.ndim != rank:
+            square[name] = item
+        else:
+            square[name] = two_d_form(item, rank)
+    descs = {name: (item.desc if item is not None else None) for name, item in square.items()}
+    known = all(descs[n] is not None and descs[n].ndim == 4 for n in ("input", "filter"))
+    output_shape = convolution_output_shape(descs, attributes) if known else ()
+    visible = output_shape[:2] + output_shape[3:] if rank == 3 and output_shape else output_shape
+    return square, descs, output_shape, visible
 
 
 def convolution_output_shape(descs, attributes):

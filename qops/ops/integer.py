@@ -11,8 +11,10 @@ from qops.ops import arguments as _args
 from qops.ops.common import output_desc
 from qops.ops.geometry import (
     check_convolution_geometry,
-    convolution_output_shape,
+    convolution_in_two_d,
+    convolution_rank,
     matmul_output_shape,
+    one_d_attributes,
 )
 from qops.ops.plans import PlanCache
 from qops.ops.validation import (
@@ -33,10 +35,6 @@ __all__ = ["convolution_integer", "matrix_multiply_integer", "dynamic_quantize_l
 CONVOLUTION = registry.get("CONVOLUTION_INTEGER")
 MATMUL = registry.get("MATRIX_MULTIPLY_INTEGER")
 DYNAMIC = registry.get("DYNAMIC_QUANTIZE_LINEAR")
-
-_SPATIAL = ("strides", "dilations", "start_padding", "end_padding")
-_NEUTRAL = {"strides": 1, "dilations": 1, "start_padding": 0, "end_padding": 0}
-
 
 def convolution_integer(input=None, input_zero_point=None, filter=None, filter_zero_point=None, *,
                         strides=None, dilations=None, start_padding=None, end_padding=None,
@@ -158,14 +156,6 @@ def _zero_points(op, slots, given, paired):
 
 # -- CONVOLUTION_INTEGER -------------------------------------------------------------------
 
-def _four_d(item, one_d, at_axis=2):
-    """A slot of a 1-D convolution (3 dimensions) as its 2-D form (height 1)."""
-    if item is None or not one_d or item.desc.ndim != 3:
-        return item
-    shape = item.desc.shape[:at_axis] + (1,) + item.desc.shape[at_axis:]
-    return _args.expand(item, shape, item.desc.note)
-
-
 def prepare_convolution_integer(slots: dict, attributes: dict, feature_level=None, *,
                                 out=None) -> Call:
     """Normalize and validate a CONVOLUTION_INTEGER call; raise before anything runs.
@@ -177,49 +167,27 @@ def prepare_convolution_integer(slots: dict, attributes: dict, feature_level=Non
     op = CONVOLUTION
     version = resolve_version(op, feature_level)
     given = {name: _args.as_tensor(op, name, slots.get(name)) for name in ("input", "filter")}
-    one_d = given["input"] is not None and given["input"].desc.ndim == 3
-    attributes = dict(attributes)
-    if one_d:
-        for name in _SPATIAL:
-            value = attributes.get(name)
-            if value is None:
-                continue
-            if not isinstance(value, (tuple, list)) or len(value) != 1:
-                fail(op, f"{name} is {value!r}; a 1-D convolution (input of 3 dimensions) takes "
-                         "one value per attribute", slot=name, given=value)
-            attributes[name] = (_NEUTRAL[name], *value)
-    attributes = check_attributes(op, version, attributes)
+    rank = convolution_rank(given["input"])
+    attributes = check_attributes(op, version, one_d_attributes(op, attributes) if rank == 3
+                                  else attributes)
     _zero_points(op, slots, given, {"input_zero_point": "input", "filter_zero_point": "filter"})
-    rank = given["input"].desc.ndim if given["input"] is not None else 4
     for name in ("input_zero_point", "filter_zero_point"):
         item = given[name]
         if item is None:
             continue
         if item.desc.ndim == 0:
             given[name] = _args.expand(item, (1,) * rank, _args.shorthand_note(item))
-        elif item.desc.ndim == 1 and name == "filter_zero_point" and rank >= 2:
+        elif item.desc.ndim == 1 and name == "filter_zero_point":
             shape = (1, item.desc.shape[0]) + (1,) * (rank - 2)
             given[name] = _args.expand(item, shape, _args.shorthand_note(item))
 
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
-    square = {name: _four_d(item, one_d) for name, item in given.items()}
-    square_descs = {name: (item.desc if item is not None else None)
-                    for name, item in square.items()}
-    geometry_known = all(square_descs[n] is not None and square_descs[n].ndim == 4
-                         for n in ("input", "filter"))
-    output_shape = (convolution_output_shape(square_descs, attributes) if geometry_known
-                    else ())
-    visible_shape = (output_shape[:2] + output_shape[3:]) if one_d and output_shape else output_shape
-    descs["output"] = _int32_output(visible_shape)
+    square, square_descs, output_shape, visible_shape = convolution_in_two_d(given, rank,
+                                                                             attributes)
+    if output_shape:  # else the input or filter has another rank, which the checks report
+        descs["output"] = _int32_output(visible_shape)
     check_tensors(op, version, descs)
     check_convolution_geometry(op, square_descs, attributes, output_shape)
-    # Zero points of fewer dimensions align to the right of {1, C, 1, 1}.
-    for name in ("input_zero_point", "filter_zero_point"):
-        item = square[name]
-        if item is not None and item.desc.ndim < 4:
-            square[name] = _args.expand(item, (1,) * (4 - item.desc.ndim) + item.desc.shape,
-                                        item.desc.note)
-            square_descs[name] = square[name].desc
     granularity = check_patterns(op, version, square_descs,
                                  {"OutputChannelCount": square_descs["filter"].shape[0]},
                                  ("input_zero_point", "filter_zero_point"))

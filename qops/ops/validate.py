@@ -8,7 +8,7 @@ import numpy as np
 
 from qops import registry
 from qops.errors import DTypeValidationError, ValidationError
-from qops.ops import convolution, elementwise, integer, matmul, quantize
+from qops.ops import convolution, elementwise, integer, integer_to_float, matmul, quantize
 from qops.ops.validation import TensorDesc, fail, shape_text
 from qops.registry import dtypes as _dtypes
 
@@ -24,6 +24,7 @@ PREPARE = {
     "MATRIX_MULTIPLY_INTEGER": integer.prepare_matrix_multiply_integer,
     "DYNAMIC_QUANTIZE_LINEAR": integer.prepare_dynamic_quantize,
     "ELEMENT_WISE_QUANTIZED_LINEAR_ADD": elementwise.prepare_add,
+    "MATRIX_MULTIPLY_INTEGER_TO_FLOAT": integer_to_float.prepare,
 }
 
 

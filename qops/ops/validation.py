@@ -301,6 +301,10 @@ def check_constraints(op: Operator, version, descs: dict):
                 given = ", ".join(f"{n} is {d.dtype_text}" for n, d in present)
                 fail(op, f"{constraint.text()}; {given}", DTypeValidationError,
                      slot=present[-1][0], given=given)
+        elif constraint.kind is ConstraintKind.SAME_SIZES:
+            if len({tuple(d.shape) for _, d in present}) > 1:
+                given = ", ".join(f"{n} has {d.shape_text()}" for n, d in present)
+                fail(op, f"{constraint.text()}; {given}", slot=present[0][0], given=given)
         else:
             values = {d.ndim for _, d in present}
             if len(values) > 1:

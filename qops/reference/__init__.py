@@ -15,7 +15,10 @@ from qops.reference.integer import (
     convolution_integer,
     dynamic_quantize_linear,
     dynamic_quantize_parameters,
+    integer_to_float_multipliers,
     matrix_multiply_integer,
+    matrix_multiply_integer_to_float,
+    sum_bound,
 )
 from qops.reference.matmul import quantized_linear_matrix_multiply
 from qops.reference.quantize import dequantize_linear, quantize_linear
@@ -27,6 +30,9 @@ __all__ = [
     "quantize_linear",
     "convolution_integer",
     "matrix_multiply_integer",
+    "matrix_multiply_integer_to_float",
+    "integer_to_float_multipliers",
+    "sum_bound",
     "dynamic_quantize_linear",
     "dynamic_quantize_parameters",
     "element_wise_quantized_linear_add",

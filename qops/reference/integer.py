@@ -1,5 +1,5 @@
 """The integer operators (CONVOLUTION_INTEGER, MATRIX_MULTIPLY_INTEGER,
-DYNAMIC_QUANTIZE_LINEAR), stated in NumPy."""
+MATRIX_MULTIPLY_INTEGER_TO_FLOAT, DYNAMIC_QUANTIZE_LINEAR), stated in NumPy."""
 
 from __future__ import annotations
 
@@ -16,6 +16,51 @@ def matrix_multiply_integer(a, a_zero_point, b, b_zero_point):
     The operator's output is int32; a call whose sums int32 cannot hold is
     refused by the operator (onnxruntime and onnx.reference wrap them)."""
     return exact_products(widen(a, a_zero_point), widen(b, b_zero_point))
+
+
+#: Sums the integer-to-float product takes: below this magnitude float64
+#: holds each exactly, so one rounding takes it to float32.
+EXACT_SUM_LIMIT = 2**53
+
+
+def integer_to_float_multipliers(a_scale, b_scale):
+    """``float32(a_scale * b_scale)``, broadcast over the scales' DirectML
+    shapes.  float16 scales widen to float32 exactly first."""
+    return np.multiply(np.asarray(a_scale, np.float32), np.asarray(b_scale, np.float32),
+                       dtype=np.float32)
+
+
+def sum_bound(depth, a, a_zero_point, b, b_zero_point):
+    """K times the largest ``|a - a_zero_point|`` times the largest
+    ``|b - b_zero_point|``: no sum of the product is larger in magnitude."""
+    left, right = widen(a, a_zero_point), widen(b, b_zero_point)
+    largest_left = int(np.abs(left).max()) if left.size else 0
+    largest_right = int(np.abs(right).max()) if right.size else 0
+    return depth * largest_left * largest_right
+
+
+def matrix_multiply_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
+                                     output_dtype=np.float32):
+    """MATRIX_MULTIPLY_INTEGER_TO_FLOAT, step by step.
+
+    ``acc`` is the exact sum of ``(a - a_zero_point) * (b - b_zero_point)``
+    (the operator refuses calls whose sums could reach 2**53); then, each
+    step rounded once to float32::
+
+        m = float32(a_scale * b_scale)
+        v = float32(float32(acc) * m)
+        v = float32(v + bias)             (with a bias)
+
+    and a float16 output is ``v`` rounded to float16.
+    """
+    sums = exact_products(widen(a, a_zero_point), widen(b, b_zero_point))
+    # |acc| < 2**53: float64 holds it exactly, so float32 rounds it once.
+    value = sums.astype(np.float64).astype(np.float32) * integer_to_float_multipliers(a_scale,
+                                                                                     b_scale)
+    if bias is not None:
+        value = value + np.asarray(bias, np.float32)
+    with np.errstate(over="ignore"):  # past float16's range is infinity
+        return value.astype(output_dtype)
 
 
 def convolution_integer(input, input_zero_point, filter, filter_zero_point, *, strides,

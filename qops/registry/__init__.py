@@ -9,7 +9,7 @@ restates them.
 >>> [op.name for op in registry.operators()]  # doctest: +NORMALIZE_WHITESPACE
 ['QUANTIZED_LINEAR_CONVOLUTION', 'QUANTIZED_LINEAR_MATRIX_MULTIPLY', 'CONVOLUTION_INTEGER',
  'MATRIX_MULTIPLY_INTEGER', 'DYNAMIC_QUANTIZE_LINEAR', 'ELEMENT_WISE_QUANTIZED_LINEAR_ADD',
- 'DequantizeLinear', 'QuantizeLinear']
+ 'MATRIX_MULTIPLY_INTEGER_TO_FLOAT', 'DequantizeLinear', 'QuantizeLinear']
 >>> registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY").introduced
 <FeatureLevel.FL_2_1: (2, 1)>
 """

@@ -1,15 +1,16 @@
 """DirectML operator tables.
 
 Transcribed from the DirectML reference pages
-``DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC`` (introduced in
-``DML_FEATURE_LEVEL_2_1``) and ``DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC``
+``DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC`` (2024 revision: tensor
+support for feature levels 2_1, 4_0 and 5_2) and ``DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC``
 (2024 revision: tensor support for feature levels 2_1 and 4_0), and, for
 the integer operators ONNX's ConvInteger, MatMulInteger and
 DynamicQuantizeLinear map onto, ``DML_CONVOLUTION_INTEGER_OPERATOR_DESC`` and
-``DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC`` (2_1, and 4_0 and above) and
+``DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC`` (2_1, 4_0 and 5_2) and
 ``DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC`` (4_0), and
 ``DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC`` (4_0: onnxruntime's
-QLinearAdd).  Slot order is the order of the fields in each
+QLinearAdd) and ``DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC`` (6_2:
+onnxruntime's MatMulIntegerToFloat).  Slot order is the order of the fields in each
 ``*_OPERATOR_DESC`` structure.
 """
 
@@ -85,6 +86,9 @@ def _rows(spec):
     )
 
 
+_QLC_ATTRIBUTES = ("dimension_count", "strides", "dilations", "start_padding", "end_padding",
+                   "group_count", "output_dtype")
+
 QUANTIZED_LINEAR_CONVOLUTION = Operator(
     name="QUANTIZED_LINEAR_CONVOLUTION",
     function="quantized_linear_convolution",
@@ -117,9 +121,13 @@ QUANTIZED_LINEAR_CONVOLUTION = Operator(
                                                 "OutputHeight, OutputWidth }"),
     ),
     attributes=(
+        # The page says "only a value of 2 is supported", yet its tables from
+        # 4_0 take 3-dimensional tensors: a 1-D convolution, which runs as a
+        # 2-D one of height 1 (so 2 is what the kernels see).
         Attribute(name="dimension_count", source_name="DimensionCount", kind="int",
                   default=2, choices=(2,),
-                  description="number of spatial dimensions; only 2 is supported"),
+                  description="number of spatial dimensions the kernels run (a 1-D convolution "
+                              "runs as a 2-D one of height 1)"),
         Attribute(name="strides", source_name="Strides", kind="ints", default=(1, 1), minimum=1,
                   maximum=UINT_MAX, description="filter step along each spatial dimension"),
         Attribute(name="dilations", source_name="Dilations", kind="ints", default=(1, 1), minimum=1,
@@ -135,9 +143,11 @@ QUANTIZED_LINEAR_CONVOLUTION = Operator(
                   description="output type when there is no output zero point"),
     ),
     constraints=(
-        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("filter", "filter_zero_point")),
-        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "input_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT,
+                   slots=("bias", "filter", "input", "output")),
         Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "output_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "input_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("filter", "filter_zero_point")),
     ),
     versions=(
         VersionSupport(
@@ -154,8 +164,41 @@ QUANTIZED_LINEAR_CONVOLUTION = Operator(
                 ("output_zero_point", 4, 4, QUANTIZED),
                 ("output", 4, 4, QUANTIZED),
             )),
-            attributes=("dimension_count", "strides", "dilations", "start_padding",
-                        "end_padding", "group_count", "output_dtype"),
+            attributes=_QLC_ATTRIBUTES,
+            granularities=("data", "per-tensor", "per-channel"),
+        ),
+        VersionSupport(
+            version=FeatureLevel.FL_4_0,
+            tensors=_rows((
+                ("input", 3, 4, QUANTIZED),
+                ("input_scale", 1, 4, SCALE),
+                ("input_zero_point", 1, 4, QUANTIZED),
+                ("filter", 3, 4, QUANTIZED),
+                ("filter_scale", 3, 4, SCALE),
+                ("filter_zero_point", 1, 4, QUANTIZED),
+                ("bias", 3, 4, ("INT32",)),
+                ("output_scale", 1, 4, SCALE),
+                ("output_zero_point", 1, 4, QUANTIZED),
+                ("output", 3, 4, QUANTIZED),
+            )),
+            attributes=_QLC_ATTRIBUTES,
+            granularities=("data", "per-tensor", "per-channel"),
+        ),
+        VersionSupport(
+            version=FeatureLevel.FL_5_2,
+            tensors=_rows((
+                ("input", 3, 4, QUANTIZED),
+                ("input_scale", 1, 4, SCALE),
+                ("input_zero_point", 1, 4, QUANTIZED),
+                ("filter", 3, 4, QUANTIZED),
+                ("filter_scale", 1, 4, SCALE),
+                ("filter_zero_point", 1, 4, QUANTIZED),
+                ("bias", 3, 4, ("INT32",)),
+                ("output_scale", 1, 4, SCALE),
+                ("output_zero_point", 1, 4, QUANTIZED),
+                ("output", 3, 4, QUANTIZED),
+            )),
+            attributes=_QLC_ATTRIBUTES,
             granularities=("data", "per-tensor", "per-channel"),
         ),
     ),
@@ -356,6 +399,20 @@ MATRIX_MULTIPLY_INTEGER = Operator(
             ),
             granularities=("data", "per-tensor", "per-row", "per-column"),
         ),
+        VersionSupport(
+            version=FeatureLevel.FL_5_2,
+            tensors=_rows((
+                ("a", 2, 4, QUANTIZED),
+                ("a_zero_point", 1, 4, QUANTIZED),
+                ("b", 2, 4, QUANTIZED),
+                ("b_zero_point", 1, 4, QUANTIZED),
+                ("output", 2, 4, ("INT32",)),
+            )),
+            constraints=(
+                Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=("a", "b", "output")),
+            ),
+            granularities=("data", "per-tensor", "per-row", "per-column"),
+        ),
     ),
 )
 
@@ -473,5 +530,76 @@ ELEMENT_WISE_QUANTIZED_LINEAR_ADD = Operator(
     ),
 )
 
+#: The integer types of MATRIX_MULTIPLY_INTEGER_TO_FLOAT's operands, in the page's order.
+WIDE_INTEGERS = ("INT32", "INT16", "INT8", "UINT32", "UINT16", "UINT8")
+FLOATS = ("FLOAT32", "FLOAT16")
+
+# The page's Syntax block has no output scale or zero point (its Members
+# section documents both, and its table lists neither): the Syntax and the
+# table are what is transcribed.
+MATRIX_MULTIPLY_INTEGER_TO_FLOAT = Operator(
+    name="MATRIX_MULTIPLY_INTEGER_TO_FLOAT",
+    function="matrix_multiply_integer_to_float",
+    source="DirectML",
+    reference="DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC",
+    summary=(
+        "Batched matrix multiply of integer data to floating point: the exact sums of "
+        "(A - a_zero_point) (B - b_zero_point), times a_scale * b_scale, plus the bias "
+        "(onnxruntime's MatMulIntegerToFloat)."
+    ),
+    slots=(
+        Slot(name="a", source_name="ATensor", kind=INPUT,
+             description="{ [BatchCount], [ChannelCount], M, K }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "M", "K"),)),
+        Slot(name="a_scale", source_name="AScaleTensor", kind=INPUT,
+             description="scale for dequantizing A", shapes=(PER_TENSOR, PER_ROW)),
+        Slot(name="a_zero_point", source_name="AZeroPointTensor", kind=OPTIONAL,
+             description="zero point for dequantizing A", shapes=(PER_TENSOR, PER_ROW)),
+        Slot(name="b", source_name="BTensor", kind=INPUT,
+             description="{ [BatchCount], [ChannelCount], K, N }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "K", "N"),)),
+        Slot(name="b_scale", source_name="BScaleTensor", kind=INPUT,
+             description="scale for dequantizing B", shapes=(PER_TENSOR, PER_COLUMN)),
+        Slot(name="b_zero_point", source_name="BZeroPointTensor", kind=OPTIONAL,
+             description="zero point for dequantizing B", shapes=(PER_TENSOR, PER_COLUMN)),
+        Slot(name="bias", source_name="BiasTensor", kind=OPTIONAL,
+             description="added to the output; the output's sizes",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "M", "N"),)),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="{ [BatchCount], [ChannelCount], M, N }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "M", "N"),)),
+    ),
+    attributes=(
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="output type when neither a scale array nor the bias gives it"),
+    ),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT,
+                   slots=("a_scale", "a_zero_point", "b_scale", "b_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=("a", "bias", "b", "output")),
+        Constraint(kind=ConstraintKind.SAME_SIZES, slots=("bias", "output")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("a", "a_zero_point", "b", "b_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("a_scale", "bias", "b_scale", "output")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_6_2,
+            tensors=_rows((
+                ("a", 2, 4, WIDE_INTEGERS),
+                ("a_scale", 1, 4, FLOATS),
+                ("a_zero_point", 1, 4, WIDE_INTEGERS),
+                ("b", 2, 4, WIDE_INTEGERS),
+                ("b_scale", 1, 4, FLOATS),
+                ("b_zero_point", 1, 4, WIDE_INTEGERS),
+                ("bias", 2, 4, FLOATS),
+                ("output", 2, 4, FLOATS),
+            )),
+            attributes=("output_dtype",),
+            granularities=("data", "per-tensor", "per-row", "per-column"),
+        ),
+    ),
+)
+
 OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY, CONVOLUTION_INTEGER,
-             MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR, ELEMENT_WISE_QUANTIZED_LINEAR_ADD)
+             MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR, ELEMENT_WISE_QUANTIZED_LINEAR_ADD,
+             MATRIX_MULTIPLY_INTEGER_TO_FLOAT)

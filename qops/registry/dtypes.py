@@ -19,6 +19,7 @@ _NUMPY = {
     "INT16": np.dtype(np.int16),
     "UINT16": np.dtype(np.uint16),
     "INT32": np.dtype(np.int32),
+    "UINT32": np.dtype(np.uint32),
     "FLOAT4E2M1": np.dtype(ml_dtypes.float4_e2m1fn),
     "FLOAT8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
     "FLOAT8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
@@ -54,6 +55,7 @@ INTEGER_RANGES = {
     "INT16": (-32768, 32767),
     "UINT16": (0, 65535),
     "INT32": (-(2**31), 2**31 - 1),
+    "UINT32": (0, 2**32 - 1),
 }
 
 FLOAT8 = frozenset(FLOAT8_TYPES)

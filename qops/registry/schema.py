@@ -45,6 +45,7 @@ DATA_TYPES = (
     "INT16",
     "UINT16",
     "INT32",
+    "UINT32",
     "FLOAT4E2M1",
     "FLOAT8E4M3FN",
     "FLOAT8E4M3FNUZ",
@@ -274,6 +275,7 @@ class TensorSupport:
 class ConstraintKind(enum.Enum):
     SAME_DTYPE = "same data type"
     SAME_DIMENSION_COUNT = "same dimension count"
+    SAME_SIZES = "same sizes"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,7 +294,9 @@ class Constraint:
     def text(self) -> str:
         names = list(self.slots)
         joined = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        what = "data type" if self.kind is ConstraintKind.SAME_DTYPE else "dimension count"
+        what = {ConstraintKind.SAME_DTYPE: "data type",
+                ConstraintKind.SAME_DIMENSION_COUNT: "dimension count",
+                ConstraintKind.SAME_SIZES: "sizes"}[self.kind]
         return f"{joined} must have the same {what}"
 
 

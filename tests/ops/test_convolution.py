@@ -639,3 +639,123 @@ def test_thread_count_does_not_change_results():
         two = run_qops(case, n_threads=2)
         assert_exact(two, one, f"{combo_id(combo)}: n_threads=2 vs 1")
     assert_exact(one, oracle_convolution(case), "and both equal the oracle")
+
+
+# -- 1-D convolution (feature level 4_0) and the level rows ----------------------------
+
+@st.composite
+def one_d_geometry(draw):
+    """A 2-D geometry whose height axis does nothing: one row, a kernel of
+    height 1, stride and dilation 1, no padding (the oracle runs it as 2-D)."""
+    geo = draw(geometry(max_extra=6))
+    geo.update(kernel=(1, geo["kernel"][1]), strides=(1, geo["strides"][1]),
+               dilations=(1, geo["dilations"][1]), start=(0, geo["start"][1]),
+               end=(0, geo["end"][1]), spatial=(1, geo["spatial"][1]))
+    return geo
+
+
+def one_d_kwargs(case, parameter_rank):
+    """The case as a 1-D call: input and filter without their height, one
+    value per spatial attribute, and each parameter given in the 2-D form's
+    shape (``parameter_rank`` 4), in the 1-D form's ``{1, OC, 1}``
+    (``parameter_rank`` 3), or as the shorthand the case's forms chose.
+    The bias is always 1-D form or shorthand: it must have the input's rank."""
+    kwargs = case.qops_kwargs()
+    kwargs["input"], kwargs["filter"] = case.x[:, :, 0], case.w[:, :, 0]
+    for name in ("strides", "dilations", "start_padding", "end_padding"):
+        kwargs[name] = tuple(kwargs[name][1:])
+    for name, value in kwargs.items():
+        if isinstance(value, np.ndarray) and value.ndim == 4 and name not in ("input", "filter"):
+            if parameter_rank == 3 or name == "bias":
+                kwargs[name] = value.reshape(value.shape[:2] + value.shape[3:])
+    return kwargs
+
+
+@pytest.mark.parametrize("combo", ALL_COMBOS)
+@given(data=st.data())
+def test_one_dimensional_convolution_equals_the_oracle_and_onnxruntime(combo, data):
+    """A 1-D convolution (3-dimensional input and filter, from 4_0) against
+    the oracle's 2-D convolution of height 1, on every kernel path the
+    geometry picks (depthwise, pointwise, general) and both thread counts,
+    and onnxruntime's 1-D QLinearConv where it is exact."""
+    case = data.draw(conv_cases(combo, geo=one_d_geometry()), label="case")
+    kwargs = one_d_kwargs(case, data.draw(st.sampled_from([3, 4]), label="parameter_rank"))
+    n_threads = data.draw(st.sampled_from([1, 2]), label="n_threads")
+    got = qops.quantized_linear_convolution(**kwargs, n_threads=n_threads)
+    inputs = dict(case.onnx_inputs(), x=case.x[:, :, 0], w=case.w[:, :, 0])
+    attributes = dict(strides=list(case.strides[1:]), dilations=list(case.dilations[1:]),
+                      pads=[case.start[1], case.end[1]], group=case.groups,
+                      kernel_shape=[case.w.shape[3]])
+    judge(got, oracle_convolution(case)[:, :, 0], context="1-D QLinearConv",
+          peer=lambda: run_ort("QLinearConv", inputs, attributes, opset=10,
+                               output_dtype=case.y_dtype))
+
+
+def test_one_dimensional_convolution_compiles_and_refuses_two_d_attributes():
+    geo = dict(batch=2, channels=4, out_channels=6, groups=2, per_group_in=2, kernel=(1, 3),
+               strides=(1, 2), dilations=(1, 2), start=(0, 2), end=(0, 1), spatial=(1, 13))
+    case = build_case(geo, ("uint8", "int8", "uint8"), 5, per_channel=True, value_mode="random",
+                      scale_mode="random", with_bias=True)
+    kwargs = one_d_kwargs(case, 3)
+    constants = {k: kwargs.pop(k) for k in ("filter", "filter_scale", "filter_zero_point", "bias",
+                                            "strides", "dilations", "start_padding",
+                                            "end_padding", "group_count")}
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    assert_exact(compiled(**kwargs), oracle_convolution(case)[:, :, 0], "compiled 1-D")
+    with pytest.raises(qops.ValidationError, match="strides is \\(1, 2\\); a 1-D convolution "
+                                                   "\\(input of 3 dimensions\\) takes one value"):
+        qops.quantized_linear_convolution(**dict(one_d_kwargs(case, 3), strides=(1, 2)))
+    with pytest.raises(qops.ValidationError, match="takes one value"):
+        qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **dict(constants, dilations=(1, 1)))
+
+
+def _level_call(**changes):
+    rng = np.random.default_rng(21)
+    kwargs = dict(input=rng.integers(0, 256, (1, 2, 9), dtype=np.uint8), input_scale=0.5,
+                  filter=rng.integers(-128, 128, (3, 2, 3), dtype=np.int8), filter_scale=0.25,
+                  output_scale=2.0)
+    kwargs.update(changes)
+    return kwargs
+
+
+@pytest.mark.parametrize("changes, level, message", [
+    ({}, "2_1", "input has 3 dimensions; DML_FEATURE_LEVEL_2_1 supports 4 "
+                "\\(3 to 4 from DML_FEATURE_LEVEL_4_0\\)"),
+    ({"filter_scale": np.full((3, 1), 0.25, np.float32)}, "4_0",
+     "filter_scale has 2 dimensions; DML_FEATURE_LEVEL_4_0 supports 3 to 4 "
+     "\\(1 to 4 from DML_FEATURE_LEVEL_5_2\\)"),
+    ({"bias": np.zeros((1, 3, 1, 1), np.int32)}, None,
+     "bias, filter, input and output must have the same dimension count; bias has 4"),
+    ({"filter": np.zeros((3, 2, 1, 3), np.int8)}, None, "must have the same dimension count"),
+    ({"filter_scale": np.full((2, 1), 0.25, np.float32)}, None,
+     "filter_scale has shape \\(1, 2, 1, 1\\) \\(given as \\(2, 1\\)\\); expected \\(1, 1, 1, 1\\) "
+     "per-tensor or \\(1, 3, 1, 1\\) per-channel"),
+    ({"input_scale": np.full((1, 1, 1, 1, 1), 0.5, np.float32)}, None,
+     "input_scale has 5 dimensions; DML_FEATURE_LEVEL_6_4 supports 1 to 4"),
+])
+def test_feature_level_rows_of_the_convolution(changes, level, message):
+    with pytest.raises(qops.ValidationError, match=message):
+        qops.quantized_linear_convolution(**_level_call(**changes), feature_level=level)
+
+
+@pytest.mark.parametrize("level, filter_scale_shape", [
+    ("4_0", (1, 3, 1)), ("4_0", (3,)), ("4_0", (1, 3, 1, 1)), ("5_2", (3, 1)), ("5_2", (1, 3)),
+    ("5_2", (1, 3, 1)),
+])
+def test_per_channel_filter_scale_shapes_each_level_takes(level, filter_scale_shape):
+    """Where a level takes a shape, it means the same per-channel scale:
+    fewer dimensions align right against the 1-D form {1, OC, 1}."""
+    scales = np.array([0.25, 0.5, 0.125], np.float32)
+    kwargs = _level_call()
+    want = qops.quantized_linear_convolution(
+        **dict(kwargs, input=kwargs["input"][:, :, None], filter=kwargs["filter"][:, :, None],
+               filter_scale=scales), feature_level="2_1")[:, :, 0]
+    if filter_scale_shape == (1, 3):
+        # Right-aligned against {1, OC, 1}, (1, 3) is {1, 1, 3}: not per channel.
+        with pytest.raises(qops.ValidationError, match="per-channel"):
+            qops.quantized_linear_convolution(**dict(kwargs, filter_scale=scales.reshape(1, 3)),
+                                              feature_level=level)
+        return
+    got = qops.quantized_linear_convolution(
+        **dict(kwargs, filter_scale=scales.reshape(filter_scale_shape)), feature_level=level)
+    assert_exact(got, want, f"{level} filter_scale {filter_scale_shape}")

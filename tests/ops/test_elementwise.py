@@ -230,7 +230,7 @@ def test_qlinear_add_runs_through_qops_onnx_and_the_reference_evaluator():
     assert np.array_equal(got, expected)
     evaluator = ReferenceEvaluator(model, new_ops=qops.onnx.reference_ops())
     assert np.array_equal(evaluator.run(None, {"A": a, "B": b})[0], expected)
-    assert qops.onnx.supported_operators("com.microsoft") == ("QLinearAdd",)
+    assert "QLinearAdd" in qops.onnx.supported_operators("com.microsoft")
     # Without an output zero point, the output has A's type (int8 here).
     (signed,) = qops.onnx.run_node(node, [a.astype(np.int8) // 2, np.float32(0.5), None,
                                           np.int8([[1]]), np.float32(0.5), None,

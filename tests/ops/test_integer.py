@@ -51,6 +51,35 @@ def test_matrix_multiply_integer_feature_levels():
         qops.matrix_multiply_integer(a, None, b, np.uint8(1))
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_matrix_multiply_integer_one_dimensional_b_zero_point_from_5_2(n_threads):
+    """From 5_2 the B zero point may have 1 dimension: (N,) per column, (1,)
+    per tensor; 4_0 wants 2 to 4.  ONNX's MatMulInteger takes the same 1-D
+    zero point, so onnxruntime is the peer."""
+    rng = np.random.default_rng(5)
+    a, b = _ints(rng, u8, (2, 5, 9)), _ints(rng, i8, (2, 9, 6))
+    for b_zero in (_ints(rng, i8, (6,)), _ints(rng, i8, (1,))):
+        exact = ((a.astype(np.int64) - 3) @ (b.astype(np.int64) - b_zero.astype(np.int64))
+                 ).astype(np.int32)
+        got = qops.matrix_multiply_integer(a, u8(3), b, b_zero, n_threads=n_threads)
+        inputs = {"A": a, "B": b, "a_zero_point": np.asarray(u8(3)), "b_zero_point": b_zero}
+        judge(got, exact, context="MatMulInteger, 1-D b_zero_point",
+              peer=lambda: run_ort("MatMulInteger", inputs, opset=10, output_dtype=np.int32))
+        with pytest.raises(qops.UnsupportedError, match="b_zero_point has 1 dimension; "
+                                                        "DML_FEATURE_LEVEL_4_0 supports 2 to 4 "
+                                                        "\\(1 to 4 from DML_FEATURE_LEVEL_5_2\\)"):
+            qops.matrix_multiply_integer(a, u8(3), b, b_zero, feature_level="4_0")
+    with pytest.raises(qops.ValidationError, match="b_zero_point has shape \\(4,\\); expected "
+                                                   "\\(1,\\) per-tensor or \\(6,\\) per-column"):
+        qops.matrix_multiply_integer(a, None, b, _ints(rng, i8, (4,)))
+    # 4_0 ties the B zero point's dimension count to the tensors'; 5_2 does not.
+    b_zero = _ints(rng, i8, (1, 6))
+    exact = (a.astype(np.int64) @ (b.astype(np.int64) - b_zero.astype(np.int64))).astype(np.int32)
+    assert np.array_equal(qops.matrix_multiply_integer(a, None, b, b_zero), exact)
+    with pytest.raises(qops.ValidationError, match="same dimension count"):
+        qops.matrix_multiply_integer(a, None, b, b_zero, feature_level="4_0")
+
+
 def test_sums_beyond_int32_are_an_error_not_a_wrap():
     depth = 70000  # past the kernels' proven bound: the exact path runs
     a = np.full((1, depth), 255, u8)

@@ -263,15 +263,52 @@ CONV_DIM_CASES += [(slot, 1) for slot in ("input_scale", "input_zero_point", "ou
                                           "output_zero_point")]
 
 
+#: The convolution page's dimension counts per level, transcribed here apart
+#: from the registry's table: every slot 4 at 2_1; 3 to 4 for the tensors and
+#: 1 to 4 for the parameters (3 to 4 for the filter scale) from 4_0; the
+#: filter scale 1 to 4 from 5_2.
+_CONV_PAGE_DIMS = {"2_1": dict.fromkeys(_CONV_DTYPES, (4, 4))}
+_CONV_PAGE_DIMS["4_0"] = {slot: ((3, 4) if slot in ("input", "filter", "bias", "filter_scale")
+                                 else (1, 4)) for slot in _CONV_DTYPES}
+_CONV_PAGE_DIMS["5_2"] = dict(_CONV_PAGE_DIMS["4_0"], filter_scale=(1, 4))
+
+
+def _dims_text(low, high):
+    return str(low) if low == high else f"{low} to {high}"
+
+
 @pytest.mark.parametrize("via", VIAS)
-@pytest.mark.parametrize("label", ["2_1", "4_0"])
+@pytest.mark.parametrize("label", ["2_1", "3_1", "4_0", "5_1", "5_2", "6_4"])
 @pytest.mark.parametrize("slot, ndim", CONV_DIM_CASES)
 def test_conv_dimension_counts(slot, ndim, label, via):
+    """Each level takes what its row says and names the first level that
+    takes a count it refuses; a tensor of an allowed count that differs
+    from the others meets the page's same-dimension-count constraint."""
+    rows = [key for key in _CONV_PAGE_DIMS if FeatureLevel.parse(key) <= FeatureLevel.parse(label)]
+    low, high = _CONV_PAGE_DIMS[rows[-1]][slot]
     value = data(_conv_shape(slot, ndim), _CONV_DTYPES[slot]) + (1 if "scale" in slot else 0)
+    kwargs = conv_kw(**{slot: value})
+    if low <= ndim <= high:
+        if slot in ("input", "filter", "bias") and ndim != 4:
+            expect(INVALID, ["bias, filter, input and output must have the same dimension count",
+                             f"{slot} has {ndim}"], CONV, via, label, **kwargs)
+        else:
+            result = run(CONV, via, label, **kwargs)
+            shape = getattr(result, "shape", None) or result.output_shape
+            assert tuple(shape) == (1, 3, 3, 3)
+        return
     word = "dimension" if ndim == 1 else "dimensions"
-    error = expect(UNSUPPORTED, [f"{slot} has {ndim} {word}; {level(label)} supports 4"], CONV,
-                   via, label, absent=["from DML_FEATURE_LEVEL"], **conv_kw(**{slot: value}))
+    fragments = [f"{slot} has {ndim} {word}; {level(label)} supports {_dims_text(low, high)}"]
+    later = [key for key in _CONV_PAGE_DIMS if FeatureLevel.parse(key) > FeatureLevel.parse(label)
+             and _CONV_PAGE_DIMS[key][slot][0] <= ndim <= _CONV_PAGE_DIMS[key][slot][1]]
+    if later:
+        fragments.append(f"({_dims_text(*_CONV_PAGE_DIMS[later[0]][slot])} from "
+                         f"{level(later[0])})")
+    error = expect(UNSUPPORTED, fragments, CONV, via, label,
+                   absent=() if later else ["from DML_FEATURE_LEVEL"], **kwargs)
     assert error.slot == slot
+    if later:
+        assert error.first_version is FeatureLevel.parse(later[0])
 
 
 @pytest.mark.parametrize("via", VIAS)

@@ -89,6 +89,14 @@ def build_call(op, version, dtypes):
                     output_scale=values(dtypes["output_scale"], (1, 1), 0.5),
                     output_zero_point=values(dtypes["output_zero_point"], (1, 1), 1),
                     feature_level=version)
+    if op.name == "MATRIX_MULTIPLY_INTEGER_TO_FLOAT":
+        return dict(a=values(dtypes["a"], (2, 3, 4)),
+                    a_scale=values(dtypes["a_scale"], (1, 3, 1), 0.5),
+                    a_zero_point=values(dtypes["a_zero_point"], (1, 1, 1), 1),
+                    b=values(dtypes["b"], (1, 4, 5)),
+                    b_scale=values(dtypes["b_scale"], (1, 1, 5), 0.25),
+                    b_zero_point=values(dtypes["b_zero_point"], (1, 1, 5), 1),
+                    bias=values(dtypes["bias"], (2, 3, 5), 2), feature_level=version)
     if op.name == "DYNAMIC_QUANTIZE_LINEAR":
         return dict(input=values(dtypes["input"], (2, 3)),
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)
@@ -135,8 +143,9 @@ def test_declared_combinations_run_and_undeclared_raise(case):
     function = getattr(qops, op.function)
     output = op.output.name
     if output in group and op.name not in ("DequantizeLinear", "DYNAMIC_QUANTIZE_LINEAR"):
-        # The output type is the output zero point's: it is in the same group.
-        assert any(s.endswith("zero_point") for s in group)
+        # The output type is the output zero point's, or (integer to float)
+        # the scales': either is in the same group.
+        assert any(s.endswith("zero_point") or s.endswith("scale") for s in group)
 
     if not declared:
         with pytest.raises(TypeError) as error:

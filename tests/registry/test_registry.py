@@ -58,6 +58,23 @@ CONV_2_1_TABLE = [
     ("OutputTensor", "Output", "4", "INT8, UINT8"),
 ]
 
+# The current page (seeds/later/directml_quantized_linear_convolution.md):
+# 1-D convolutions from 4_0, a filter scale of 1 to 4 dimensions from 5_2.
+CONV_4_0_TABLE = [
+    ("InputTensor", "Input", "3 to 4", "INT8, UINT8"),
+    ("InputScaleTensor", "Input", "1 to 4", "FLOAT32"),
+    ("InputZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("FilterTensor", "Input", "3 to 4", "INT8, UINT8"),
+    ("FilterScaleTensor", "Input", "3 to 4", "FLOAT32"),
+    ("FilterZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("BiasTensor", "Optional input", "3 to 4", "INT32"),
+    ("OutputScaleTensor", "Input", "1 to 4", "FLOAT32"),
+    ("OutputZeroPointTensor", "Optional input", "1 to 4", "INT8, UINT8"),
+    ("OutputTensor", "Output", "3 to 4", "INT8, UINT8"),
+]
+CONV_5_2_TABLE = [row if row[0] != "FilterScaleTensor" else (row[0], row[1], "1 to 4", row[3])
+                  for row in CONV_4_0_TABLE]
+
 # Seed 002: DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC, "Tensor support"
 MATMUL_4_0_TABLE = [
     ("ATensor", "Input", "2 to 4", "INT8, UINT8"),
@@ -116,6 +133,9 @@ MATMUL_INTEGER_4_0_TABLE = [
     ("BZeroPointTensor", "Optional input", "2 to 4", "INT8, UINT8"),
     ("OutputTensor", "Output", "2 to 4", "INT32"),
 ]
+# From 5_2 the B zero point may have 1 dimension (seeds/later/directml_matrix_multiply_integer.md).
+MATMUL_INTEGER_5_2_TABLE = [row if row[0] != "BZeroPointTensor" else (row[0], row[1], "1 to 4", row[3])
+                            for row in MATMUL_INTEGER_4_0_TABLE]
 DYNAMIC_4_0_TABLE = [
     ("InputTensor", "Input", "1 to 8", "FLOAT32, FLOAT16"),
     ("OutputTensor", "Output", "1 to 8", "INT8, UINT8"),
@@ -123,15 +143,31 @@ DYNAMIC_4_0_TABLE = [
     ("OutputZeroPointTensor", "Output", "1 to 8", "INT8, UINT8"),
 ]
 
+# seeds/later/directml_matrix_multiply_integer_to_float.md (6_2).
+INTEGER_TO_FLOAT_6_2_TABLE = [
+    ("ATensor", "Input", "2 to 4", "INT32, INT16, INT8, UINT32, UINT16, UINT8"),
+    ("AScaleTensor", "Input", "1 to 4", "FLOAT32, FLOAT16"),
+    ("AZeroPointTensor", "Optional input", "1 to 4", "INT32, INT16, INT8, UINT32, UINT16, UINT8"),
+    ("BTensor", "Input", "2 to 4", "INT32, INT16, INT8, UINT32, UINT16, UINT8"),
+    ("BScaleTensor", "Input", "1 to 4", "FLOAT32, FLOAT16"),
+    ("BZeroPointTensor", "Optional input", "1 to 4", "INT32, INT16, INT8, UINT32, UINT16, UINT8"),
+    ("BiasTensor", "Optional input", "2 to 4", "FLOAT32, FLOAT16"),
+    ("OutputTensor", "Output", "2 to 4", "FLOAT32, FLOAT16"),
+]
+
 TABLES = [
     (CONV, FeatureLevel.FL_2_1, CONV_2_1_TABLE),
+    (CONV, FeatureLevel.FL_4_0, CONV_4_0_TABLE),
+    (CONV, FeatureLevel.FL_5_2, CONV_5_2_TABLE),
     (MATMUL, FeatureLevel.FL_2_1, MATMUL_2_1_TABLE),
     (MATMUL, FeatureLevel.FL_4_0, MATMUL_4_0_TABLE),
     (CONV_INTEGER, FeatureLevel.FL_2_1, CONV_INTEGER_2_1_TABLE),
     (CONV_INTEGER, FeatureLevel.FL_4_0, CONV_INTEGER_4_0_TABLE),
     (MATMUL_INTEGER, FeatureLevel.FL_2_1, MATMUL_INTEGER_2_1_TABLE),
     (MATMUL_INTEGER, FeatureLevel.FL_4_0, MATMUL_INTEGER_4_0_TABLE),
+    (MATMUL_INTEGER, FeatureLevel.FL_5_2, MATMUL_INTEGER_5_2_TABLE),
     (DYNAMIC, FeatureLevel.FL_4_0, DYNAMIC_4_0_TABLE),
+    ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", FeatureLevel.FL_6_2, INTEGER_TO_FLOAT_6_2_TABLE),
 ]
 
 # The structure fields in order (seed "Syntax" / struct-fields) and the
@@ -150,6 +186,7 @@ MATMUL_SLOTS = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", 
 SAME_TYPE = "same data type"
 SAME_DIMS = "same dimension count"
 CONV_CONSTRAINTS = {
+    (SAME_DIMS, frozenset({"BiasTensor", "FilterTensor", "InputTensor", "OutputTensor"})),
     (SAME_TYPE, frozenset({"FilterTensor", "FilterZeroPointTensor"})),
     (SAME_TYPE, frozenset({"InputTensor", "InputZeroPointTensor"})),
     (SAME_TYPE, frozenset({"OutputTensor", "OutputZeroPointTensor"})),
@@ -285,6 +322,37 @@ def test_transcribed_tables_match_seed_files(prefix, heading, table):
     assert _table_after(_seed(prefix), heading) == table
 
 
+def _later_seed(name):
+    path = os.path.join(SEEDS, "later", name)
+    if not os.path.exists(path):
+        pytest.skip(f"the later seed page {name} is not beside this checkout")
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("page, heading, table", [
+    ("directml_quantized_linear_convolution.md", "### DML_FEATURE_LEVEL_5_2 and above",
+     CONV_5_2_TABLE),
+    ("directml_quantized_linear_convolution.md", "### DML_FEATURE_LEVEL_4_0 and above",
+     CONV_4_0_TABLE),
+    ("directml_quantized_linear_convolution.md", "### DML_FEATURE_LEVEL_2_1 and above",
+     CONV_2_1_TABLE),
+    ("directml_matrix_multiply_integer.md", "### DML_FEATURE_LEVEL_5_2 and above",
+     MATMUL_INTEGER_5_2_TABLE),
+    ("directml_matrix_multiply_integer.md", "### DML_FEATURE_LEVEL_4_0 and above",
+     MATMUL_INTEGER_4_0_TABLE),
+    ("directml_convolution_integer.md", "### DML_FEATURE_LEVEL_4_0 and above",
+     CONV_INTEGER_4_0_TABLE),
+    ("directml_matrix_multiply_integer_to_float.md", "## Tensor support",
+     INTEGER_TO_FLOAT_6_2_TABLE),
+])
+def test_transcribed_tables_match_later_seed_pages(page, heading, table):
+    """The current pages' tables; the integer pages add a Dimensions column,
+    which the registry's shape patterns hold instead."""
+    rows = _table_after(_later_seed(page), heading)
+    assert [(r[0], r[1], r[-2], r[-1]) for r in rows] == table
+
+
 def test_transcribed_dequantize_types_match_seed_file():
     text = _seed("004")
     sections = re.split(r"^## DequantizeLinear - (\d+)", text, flags=re.M)
@@ -346,8 +414,23 @@ def _constraint_set(op, level):
 
 @pytest.mark.parametrize("name, level, expected", [
     (CONV, FeatureLevel.FL_2_1, CONV_CONSTRAINTS),
+    (CONV, FeatureLevel.FL_4_0, CONV_CONSTRAINTS),
+    (CONV, FeatureLevel.FL_5_2, CONV_CONSTRAINTS),
     (MATMUL, FeatureLevel.FL_2_1, MATMUL_CONSTRAINTS),
     (MATMUL, FeatureLevel.FL_4_0, MATMUL_CONSTRAINTS),
+    ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", FeatureLevel.FL_6_2, {
+        (SAME_DIMS, frozenset({"AScaleTensor", "AZeroPointTensor", "BScaleTensor",
+                               "BZeroPointTensor"})),
+        (SAME_DIMS, frozenset({"ATensor", "BiasTensor", "BTensor", "OutputTensor"})),
+        ("same sizes", frozenset({"BiasTensor", "OutputTensor"})),
+        (SAME_TYPE, frozenset({"ATensor", "AZeroPointTensor", "BTensor", "BZeroPointTensor"})),
+        (SAME_TYPE, frozenset({"AScaleTensor", "BiasTensor", "BScaleTensor", "OutputTensor"})),
+    }),
+    (MATMUL_INTEGER, FeatureLevel.FL_5_2, {
+        (SAME_DIMS, frozenset({"ATensor", "BTensor", "OutputTensor"})),
+        (SAME_TYPE, frozenset({"BTensor", "BZeroPointTensor"})),
+        (SAME_TYPE, frozenset({"ATensor", "AZeroPointTensor"})),
+    }),
 ])
 def test_tensor_constraints(name, level, expected):
     assert ConstraintKind.SAME_DTYPE.value == SAME_TYPE
@@ -376,8 +459,9 @@ def test_main_tensor_dimensions_as_seed_writes_them(name):
 
 
 @pytest.mark.parametrize("name, versions", [
-    (CONV, [FeatureLevel.FL_2_1]),
+    (CONV, [FeatureLevel.FL_2_1, FeatureLevel.FL_4_0, FeatureLevel.FL_5_2]),
     (MATMUL, [FeatureLevel.FL_2_1, FeatureLevel.FL_4_0]),
+    (MATMUL_INTEGER, [FeatureLevel.FL_2_1, FeatureLevel.FL_4_0, FeatureLevel.FL_5_2]),
 ])
 def test_availability(name, versions):
     op = registry.get(name)
@@ -760,6 +844,7 @@ NAMES = [(CONV, "quantized_linear_convolution"), (MATMUL, "quantized_linear_matr
          (CONV_INTEGER, "convolution_integer"), (MATMUL_INTEGER, "matrix_multiply_integer"),
          (DYNAMIC, "dynamic_quantize_linear"),
          ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "element_wise_quantized_linear_add"),
+         ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "matrix_multiply_integer_to_float"),
          ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear")]
 
 

@@ -13,6 +13,8 @@ views the arrays as bytes and calls the kernel.  The plan keeps what
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from qops.backends.contract import Prepared, run_prepared
@@ -144,6 +146,78 @@ def prepare_matmul(call, variant=None):
                        low, high, n_threads, raw)
 
     return Prepared(run, derive)
+
+
+# -- integer to float ------------------------------------------------------------------------
+
+_SUM_SLOTS = ("a", "a_zero_point", "b", "b_zero_point")
+
+
+def prepare_integer_to_float(call, variant=None):
+    """MATRIX_MULTIPLY_INTEGER_TO_FLOAT of 8-bit operands: the GEMM kernels'
+    exact int32 sums (their raw epilogue, as MATRIX_MULTIPLY_INTEGER), then
+    the rule's float steps in NumPy's float32 arithmetic, where each step is
+    one IEEE rounding as the rule states: ``float32(acc) * m``, ``+ bias``."""
+    sums_call = dataclasses.replace(call, arrays={n: call.arrays[n] for n in _SUM_SLOTS},
+                                    output_dtype=np.dtype(np.int32), checked=None, values=None)
+    sums = prepare_matmul(sums_call, variant)
+    wide = call.output_dtype != np.float32
+
+    def derive(arrays, multiplier):
+        # Per-row and per-column parameters have ones before M and N.
+        multiplier = np.asarray(multiplier, np.float32)
+        table = multiplier.reshape(multiplier.shape[-2:]) if multiplier.ndim >= 2 else multiplier
+        return _frozen((sums.derive(arrays, None), table))
+
+    def run(call, out, n_threads):
+        sum_values, multiplier = call.values
+        acc = np.empty(call.output_shape, np.int32)
+        sums.run(dataclasses.replace(call, values=sum_values), acc, n_threads)
+        value = np.empty(call.output_shape, np.float32) if wide else out
+        np.multiply(acc, multiplier, out=value, dtype=np.float32)
+        bias = call.arrays["bias"]
+        if bias is not None:
+            np.add(value, bias, out=value, dtype=np.float32)
+        if wide:
+            with np.errstate(over="ignore"):  # past float16's range is infinity, by the rule
+                out[...] = value
+
+    return Prepared(run, derive)
+
+
+def _narrowed(array, zero_point):
+    """``array`` and its zero point as uint8 or int8 when every value of both
+    lies in that type's range (so each difference is an 8-bit one), else None."""
+    low, high = (int(array.min()), int(array.max())) if array.size else (0, 0)
+    if zero_point is not None:
+        low, high = min(low, int(zero_point.min())), max(high, int(zero_point.max()))
+    for dtype in (np.uint8, np.int8):
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return (array.astype(dtype),
+                    None if zero_point is None else zero_point.astype(dtype))
+    return None
+
+
+def prepare_integer_to_float_16(call, variant=None, exact=None):
+    """16-bit operands whose values (and zero points) are 8-bit ones, as
+    onnxruntime's uint8 x int8 pairs are once widened to one type: narrowed
+    per call and run as 8-bit operands on the GEMM kernels, each side in the
+    type its values fit; other values go to ``exact(call, out, n_threads)``
+    (the reference)."""
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        a = _narrowed(arrays["a"], arrays["a_zero_point"])
+        b = _narrowed(arrays["b"], arrays["b_zero_point"])
+        if a is None or b is None:
+            exact(call, out, n_threads)
+            return
+        narrow = dataclasses.replace(call, arrays=dict(arrays, a=a[0], a_zero_point=a[1], b=b[0],
+                                                       b_zero_point=b[1]))
+        prepare_integer_to_float(narrow, variant).run_once(narrow, out, n_threads)
+
+    return Prepared(run)
 
 
 # -- convolution -----------------------------------------------------------------------------
@@ -359,6 +433,8 @@ def prepare_depthwise(call, variant=None):
                 attributes["end_padding"])
     image_signed, filter_signed = _signed(image), _signed(filter)
     taps_shape = (out_channels, kernel_h * kernel_w)
+    # A 1-D convolution's output has no height; the kernel writes its 2-D form.
+    out_shape = call.output_shape[:2] + (-1, call.output_shape[-1])
 
     def derive(arrays, multiplier):
         return _frozen((int(_vector(arrays["input_zero_point"], 1, np.int32)[0]),
@@ -370,7 +446,7 @@ def prepare_depthwise(call, variant=None):
         kernels.depthwise2d(_bytes(call.arrays["input"]), image_signed, input_zero,
                             _bytes(call.arrays["filter"]).reshape(taps_shape), filter_signed,
                             filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero,
-                            bias, out.view(np.uint8), low, high, n_threads)
+                            bias, out.view(np.uint8).reshape(out_shape), low, high, n_threads)
 
     return Prepared(run, derive)
 

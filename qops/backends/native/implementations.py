@@ -117,6 +117,12 @@ def _prepare_lean_quantize(call):
     return Prepared(run)
 
 
+def _prepare_integer_to_float_16(call, variant=None):
+    from qops.backends import reference  # the exact path for values past 8 bits
+
+    return gemm.prepare_integer_to_float_16(call, variant, exact=reference.integer_to_float)
+
+
 def register_all(register):
     """Put the compiled implementations ahead of the reference."""
     register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "lean", run_prepared(_prepare_lean_matmul),
@@ -144,6 +150,18 @@ def register_all(register):
              supports=lambda call: (_has_work(call, "a", "b")
                                     and gemm.fits_int32(call.arrays["a"].shape[-1])),
              prepare=gemm.prepare_matmul)
+    register("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "kernels",
+             run_prepared(gemm.prepare_integer_to_float), priority=KERNELS,
+             supports=lambda call: (_has_work(call, "a", "b")
+                                    and call.arrays["a"].dtype.itemsize == 1
+                                    and gemm.fits_int32(call.arrays["a"].shape[-1])),
+             prepare=gemm.prepare_integer_to_float)
+    register("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "narrowed kernels",
+             run_prepared(_prepare_integer_to_float_16), priority=KERNELS - 1,
+             supports=lambda call: (_has_work(call, "a", "b")
+                                    and call.arrays["a"].dtype.itemsize == 2
+                                    and gemm.fits_int32(call.arrays["a"].shape[-1])),
+             prepare=_prepare_integer_to_float_16)
     register("CONVOLUTION_INTEGER", "pointwise kernels", run_prepared(gemm.prepare_pointwise),
              priority=POINTWISE,
              supports=lambda call: (_has_work(call, "input", "filter") and gemm.is_pointwise(call)

@@ -1,0 +1,259 @@
+"""``qops.matrix_multiply_integer_to_float`` against the stated rule written
+out here (exact sums in Python integers, then each float32 step on NumPy
+scalars), onnxruntime's com.microsoft MatMulIntegerToFloat as a peer by the
+rule of tests/peers.py, ``qops.onnx`` and the validation."""
+
+import numpy as np
+import pytest
+from conftest import judge
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qops
+from qops.backends import dispatch
+from qops.ops.integer_to_float import prepare
+
+TYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32]
+
+
+def stated(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias, output_dtype):
+    """The rule, element by element: acc exact (Python integers), then
+    ``float32(float32(acc) * float32(a_scale * b_scale))``, ``+ bias`` in
+    float32, and one rounding to the output type."""
+    a, b = np.asarray(a), np.asarray(b)
+    shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    rows, columns = shape[-2:]
+    a = np.broadcast_to(a, shape[:-2] + a.shape[-2:])
+    b = np.broadcast_to(b, shape[:-2] + b.shape[-2:])
+
+    def per(value, count, along_rows):
+        if value is None:
+            return [0] * count
+        flat = np.asarray(value).reshape(-1)
+        return [flat[0]] * count if flat.size == 1 else list(flat)
+
+    a_zp, b_zp = per(a_zero_point, rows, True), per(b_zero_point, columns, False)
+    a_s, b_s = per(a_scale, rows, True), per(b_scale, columns, False)
+    bias = None if bias is None else np.broadcast_to(np.asarray(bias, np.float32), shape)
+    result = np.empty(shape, np.float32)
+    for index in np.ndindex(shape[:-2]):
+        left, right = a[index].tolist(), b[index].tolist()
+        for m in range(rows):
+            for n in range(columns):
+                acc = sum((left[m][k] - int(a_zp[m])) * (right[k][n] - int(b_zp[n]))
+                          for k in range(len(right)))
+                multiplier = np.float32(np.float32(a_s[m]) * np.float32(b_s[n]))
+                value = np.float32(np.float32(acc) * multiplier)
+                if bias is not None:
+                    value = np.float32(value + bias[index + (m, n)])
+                result[index + (m, n)] = value
+    with np.errstate(over="ignore"):
+        return result.astype(output_dtype)
+
+
+@st.composite
+def calls(draw, dtype=None):
+    dtype = np.dtype(draw(st.sampled_from(TYPES)) if dtype is None else dtype)
+    info = np.iinfo(dtype)
+    # Wide types take values whose sums stay below 2**53 (larger are refused).
+    low, high = (int(info.min), int(info.max)) if dtype.itemsize == 1 else (
+        max(int(info.min), -3000), min(int(info.max), 3000))
+    rank = draw(st.integers(2, 4))
+    rows, depth, columns = (draw(st.integers(1, 9)), draw(st.integers(1, 40)),
+                            draw(st.integers(1, 20)))
+    batch_a = tuple(draw(st.sampled_from([1, 2])) for _ in range(rank - 2))
+    batch_b = tuple(size if draw(st.booleans()) else 1 for size in batch_a)
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    float_type = np.dtype(draw(st.sampled_from([np.float32, np.float16])))
+    ones = (1,) * (rank - 2)
+
+    def ints(shape):
+        return rng.integers(low, high + 1, shape).astype(dtype)
+
+    def scales(shape):
+        return (rng.uniform(0.5, 2.0, shape) * 2.0 ** rng.integers(-12, -4, shape)).astype(
+            float_type)
+
+    per_row, per_column = draw(st.booleans()), draw(st.booleans())
+    call = dict(
+        a=ints(batch_a + (rows, depth)), b=ints(batch_b + (depth, columns)),
+        a_scale=scales(ones + ((rows, 1) if per_row else (1, 1))),
+        b_scale=scales(ones + ((1, columns) if per_column else (1, 1))))
+    if draw(st.booleans()):
+        call["a_zero_point"] = ints(ones + ((rows, 1) if per_row else (1, 1)))
+    if draw(st.booleans()):
+        call["b_zero_point"] = ints(ones + ((1, columns) if per_column else (1, 1)))
+    bias_form = draw(st.sampled_from(["none", "full", "row"]))
+    out_batch = tuple(max(x, y) for x, y in zip(batch_a, batch_b))
+    if bias_form == "full":
+        call["bias"] = rng.standard_normal(out_batch + (rows, columns)).astype(float_type)
+    elif bias_form == "row":
+        call["bias"] = rng.standard_normal(columns).astype(float_type)
+    return call
+
+
+def _expected(call):
+    dtype = np.dtype(call["a_scale"].dtype)
+    return stated(call["a"], call["a_scale"], call.get("a_zero_point"), call["b"],
+                  call["b_scale"], call.get("b_zero_point"), call.get("bias"), dtype)
+
+
+@settings(max_examples=60, deadline=None)
+@given(call=calls(), n_threads=st.sampled_from([1, 2]))
+def test_equals_the_stated_rule(call, n_threads):
+    got = qops.matrix_multiply_integer_to_float(**call, n_threads=n_threads)
+    want = _expected(call)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_the_kernels_equal_the_reference_on_8_bit_operands(dtype, data):
+    """8-bit operands run on the GEMM kernels (exact int32 sums, then the
+    float steps); the reference states the rule in NumPy."""
+    call = data.draw(calls(dtype), label="call")
+    validated = prepare(call, {})
+    assert dispatch.select(validated).name == "kernels"
+    want = dispatch.execute(validated, 1, implementation="reference")
+    for n_threads in (1, 2):
+        got = dispatch.execute(validated, n_threads, implementation="kernels")
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), n_threads
+
+
+def _ort_model(inputs, output_dtype):
+    from onnx import helper
+
+    names = ["A", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias"]
+    last = max(i for i, n in enumerate(names) if inputs.get(n) is not None)
+    node = helper.make_node("MatMulIntegerToFloat",
+                            [n if inputs.get(n) is not None else "" for n in names[:last + 1]],
+                            ["Y"], domain="com.microsoft")
+    graph = helper.make_graph(
+        [node], "integer_to_float",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(inputs[n].dtype),
+                                       list(inputs[n].shape))
+         for n in names if inputs.get(n) is not None],
+        [helper.make_tensor_value_info("Y", helper.np_dtype_to_tensor_dtype(
+            np.dtype(output_dtype)), None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return node, model
+
+
+def _run_ort(inputs, output_dtype):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    _, model = _ort_model(inputs, output_dtype)
+    session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                           providers=["CPUExecutionProvider"])
+    return session.run(None, {k: np.asarray(v) for k, v in inputs.items() if v is not None})[0]
+
+
+@pytest.mark.parametrize("a_type, b_type", [(np.uint8, np.uint8), (np.int8, np.int8),
+                                            (np.uint8, np.int8)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_matmul_integer_to_float_through_qops_onnx_and_onnxruntime(a_type, b_type, with_bias):
+    """com.microsoft MatMulIntegerToFloat through ``qops.onnx.run_node`` and
+    the reference evaluator equals the stated rule; onnxruntime is compared
+    where it is exact (a mixed uint8 x int8 pair runs on qops as int16
+    operands, exactly)."""
+    pytest.importorskip("onnx")
+    import qops.onnx
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(7)
+    a = rng.integers(np.iinfo(a_type).min, np.iinfo(a_type).max + 1, (2, 6, 70)).astype(a_type)
+    b = rng.integers(np.iinfo(b_type).min, np.iinfo(b_type).max + 1, (70, 24)).astype(b_type)
+    inputs = {"A": a, "B": b, "a_scale": np.float32(0.0173),
+              "b_scale": rng.uniform(0.001, 0.02, 24).astype(np.float32),
+              "a_zero_point": a_type(3), "b_zero_point": rng.integers(0, 5, 24).astype(b_type),
+              "bias": rng.standard_normal(24).astype(np.float32) if with_bias else None}
+    want = stated(a, inputs["a_scale"], 3, b[None], inputs["b_scale"], inputs["b_zero_point"],
+                  inputs["bias"], np.float32)
+    node, model = _ort_model(inputs, np.float32)
+    names = ("A", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias")
+    (got,) = qops.onnx.run_node(node, [inputs[n] for n in names[:len(node.input)]])
+    judge(got, want, context="MatMulIntegerToFloat",
+          peer=lambda: _run_ort(inputs, np.float32))
+    evaluator = ReferenceEvaluator(model, new_ops=qops.onnx.reference_ops())
+    feeds = {k: np.asarray(v) for k, v in inputs.items() if v is not None}
+    assert np.array_equal(evaluator.run(None, feeds)[0], want)
+    assert "MatMulIntegerToFloat" in qops.onnx.supported_operators("com.microsoft")
+
+
+def _call(**changes):
+    rng = np.random.default_rng(3)
+    call = dict(a=rng.integers(0, 256, (4, 6)).astype(np.uint8), a_scale=0.5,
+                b=rng.integers(0, 256, (6, 5)).astype(np.uint8), b_scale=0.25)
+    call.update(changes)
+    return call
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(b=np.zeros((6, 5), np.int8)),
+     "a, a_zero_point, b and b_zero_point must have the same data type; a is uint8, b is int8"),
+    (dict(feature_level="6_1"), "introduced in DML_FEATURE_LEVEL_6_2"),
+    (dict(bias=np.zeros((4, 4), np.float32)),
+     "bias and output must have the same sizes; bias has (4, 4), output has (4, 5)"),
+    (dict(bias=np.zeros((4, 5), np.float16), b_scale=np.float32(0.25)),
+     "a_scale, bias, b_scale and output must have the same data type"),
+    (dict(a_scale=np.float32(np.inf)), "a_scale has NaN or infinite values"),
+    (dict(a_scale=np.float32(3e38), b_scale=np.float32(3e38)),
+     "float32(a_scale * b_scale) overflows float32"),
+    (dict(a_scale=np.float64(0.5)), "a_scale has dtype float64"),
+    (dict(a_zero_point=np.zeros((1, 4), np.uint8)), "a_zero_point has shape (1, 4); expected "
+                                                    "(1, 1) per-tensor or (4, 1) per-row"),
+    (dict(a=np.full((1, 3), 2**31 - 1, np.int32), b=np.full((3, 1), 2**31 - 1, np.int32),
+          a_zero_point=np.int32(-2**31)), "past 2**53"),
+])
+def test_refuses_what_the_page_or_the_rule_does_not_take(changes, message):
+    with pytest.raises(qops.ValidationError) as error:
+        qops.matrix_multiply_integer_to_float(**_call(**changes))
+    assert message in str(error.value)
+    assert str(error.value).startswith("MATRIX_MULTIPLY_INTEGER_TO_FLOAT: ")
+
+
+def test_output_type_follows_the_scales_and_output_dtype():
+    half = qops.matrix_multiply_integer_to_float(**_call(output_dtype=np.float16))
+    assert half.dtype == np.float16
+    assert np.array_equal(half, _expected(dict(_call(), a_scale=np.float16(0.5),
+                                               b_scale=np.float16(0.25))))
+    # Past float16's largest value is infinity, as one rounding gives it.
+    big = qops.matrix_multiply_integer_to_float(**_call(a_scale=np.float16(60000.0),
+                                                        b_scale=np.float16(1.0)))
+    assert big.dtype == np.float16 and np.isinf(big).any()
+    out = np.empty((4, 5), np.float32)
+    assert qops.matrix_multiply_integer_to_float(**_call(), out=out) is out
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16])
+@pytest.mark.parametrize("a_range, b_range, a_zero, b_zero", [
+    ((0, 255), (-128, 127), 3, -5),      # onnxruntime's uint8 x int8, widened: narrowed
+    ((-128, 127), (0, 255), -2, 200),     # narrowed the other way round
+    ((0, 255), (0, 255), 256, 0),         # a zero point past 8 bits: the exact path
+    ((0, 300), (0, 10), 0, 0),            # values past 8 bits: the exact path
+])
+def test_16_bit_operands_of_8_bit_values_run_narrowed_and_exact(dtype, a_range, b_range,
+                                                                 a_zero, b_zero):
+    """16-bit operands whose values and zero points fit 8 bits run on the
+    GEMM kernels as 8-bit ones; the rest on the exact reference path; both
+    equal the stated rule at 1 and 2 threads."""
+    info = np.iinfo(dtype)
+    if min(a_range[0], b_range[0], a_zero, b_zero) < info.min:
+        pytest.skip("values outside the unsigned type")
+    rng = np.random.default_rng(17)
+    call = dict(a=rng.integers(a_range[0], a_range[1] + 1, (2, 9, 130)).astype(dtype),
+                a_scale=np.float32(0.0173), a_zero_point=np.asarray(a_zero, dtype),
+                b=rng.integers(b_range[0], b_range[1] + 1, (1, 130, 21)).astype(dtype),
+                b_scale=rng.uniform(0.001, 0.02, (1, 1, 21)).astype(np.float32),
+                b_zero_point=np.full((1, 1, 21), b_zero, dtype),
+                bias=rng.standard_normal(21).astype(np.float32))
+    validated = prepare(call, {})
+    assert dispatch.select(validated).name == "narrowed kernels"
+    want = _expected(call)
+    for n_threads in (1, 2):
+        got = dispatch.execute(validated, n_threads)
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), n_threads
