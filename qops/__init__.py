@@ -23,6 +23,7 @@ from qops.ops.elementwise import element_wise_quantized_linear_add
 from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
 from qops.ops.integer_to_float import matrix_multiply_integer_to_float
 from qops.ops.matmul import quantized_linear_matrix_multiply
+from qops.ops.pooling import quantized_linear_average_pooling
 from qops.packing import Packed4Bit, pack_4bit, unpack_4bit
 from qops.ops.quantize import dequantize_linear, quantize_linear
 from qops.ops.validate import Validated, validate
@@ -44,6 +45,7 @@ __all__ = [
     "dynamic_quantize_linear",
     "element_wise_quantized_linear_add",
     "matrix_multiply_integer_to_float",
+    "quantized_linear_average_pooling",
     "pack_4bit",
     "unpack_4bit",
     "Packed4Bit",

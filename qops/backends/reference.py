@@ -82,6 +82,13 @@ def integer_to_float(call, out, n_threads):
     out[...] = result.reshape(out.shape)  # parameters of a higher rank than the output's
 
 
+def _average_pooling(call, out, n_threads):
+    result = reference.quantized_linear_average_pooling(
+        **call.arrays, **{k: v for k, v in call.attributes.items() if k != "output_dtype"},
+        output_dtype=call.output_dtype)
+    out[...] = result.reshape(out.shape)  # a 2-D pooling ran with depth 1
+
+
 def _dynamic_quantize(call, out, n_threads):
     out[...] = reference.dynamic_quantize_linear(call.arrays["input"], call.output_dtype)[0]
 
@@ -98,6 +105,7 @@ def register_all(register):
                           ("CONVOLUTION_INTEGER", _convolution_integer),
                           ("MATRIX_MULTIPLY_INTEGER", _matmul_integer),
                           ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", integer_to_float),
+                          ("QUANTIZED_LINEAR_AVERAGE_POOLING", _average_pooling),
                           ("DYNAMIC_QUANTIZE_LINEAR", _dynamic_quantize),
                           ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", _add),
                           ("DequantizeLinear", _dequantize),

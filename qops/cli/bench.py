@@ -32,9 +32,11 @@ class Case:
     quantize / dequantize of ``x_shape`` (per tensor, per axis 1, or in
     blocks of ``block`` along axis 1; ``quantized`` is the integer type,
     ``packed`` gives dequantize the 4-bit input two to a byte), an ``add``
-    of two quantized tensors of ``x_shape`` (QLinearAdd), or an
+    of two quantized tensors of ``x_shape`` (QLinearAdd), an
     ``integer_to_float`` product (MatMulIntegerToFloat: ``quantized`` is A's
-    type, ``b_type`` B's)."""
+    type, ``b_type`` B's), or a ``pool`` of ``x_shape`` (QLinearAveragePool,
+    ``kernel`` x ``kernel`` windows; QLinearGlobalAveragePool when the window
+    is the whole image)."""
 
     name: str
     kind: str
@@ -72,6 +74,8 @@ class Case:
         count = math.prod(self.x_shape)
         if self.kind == "add":
             return 3 * count + 15  # A, B and the output; six one-element parameters
+        if self.kind == "pool":
+            return count + self.x_shape[0] * self.x_shape[1] * self.output_size() ** 2
         params = self._parameter_count()
         if self.quantized == "int4":
             quantized = (count + 1) // 2 if self.packed else count
@@ -89,8 +93,13 @@ class Case:
         return self.x_shape[0] * -(-self.x_shape[1] // self.block) * math.prod(self.x_shape[2:])
 
     def output_size(self):
+        size = self.x_shape[-1] if self.kind == "pool" else self.size
         span = self.dilation * (self.kernel - 1) + 1
-        return (self.size + 2 * self.pad - span) // self.stride + 1
+        return (size + 2 * self.pad - span) // self.stride + 1
+
+    @property
+    def is_global(self):
+        return self.kind == "pool" and self.kernel == self.x_shape[-1] and not self.pad
 
     def operations(self):
         """Multiply-adds times two."""
@@ -98,7 +107,7 @@ class Case:
             out = self.output_size()
             return (2 * self.batch * self.out_channels * out * out
                     * (self.channels // self.groups) * self.kernel * self.kernel)
-        if self.is_quantize or self.kind == "add":
+        if self.is_quantize or self.kind in ("add", "pool"):
             return 0
         batch = int(np.prod(np.broadcast_shapes(self.a_shape[:-2], self.b_shape[:-2])))
         return 2 * batch * self.a_shape[-2] * self.a_shape[-1] * self.b_shape[-1]
@@ -136,6 +145,8 @@ CASES = (
     Case(name="dequantize_int4_blocked_packed", kind="dequantize", x_shape=(4096, 4096),
          granularity="blocked", block=32, quantized="int4", packed=True),
     Case(name="r50_residual_add", kind="add", x_shape=(1, 256, 56, 56)),
+    Case(name="r50_global_pool", kind="pool", x_shape=(1, 2048, 7, 7), kernel=7),
+    Case(name="pool_3x3_56", kind="pool", x_shape=(1, 256, 56, 56), kernel=3, pad=1),
     Case(name="bert_qkv_to_float", kind="integer_to_float", a_shape=(128, 768),
          b_shape=(768, 768)),
     Case(name="bert_qkv_to_float_u8s8", kind="integer_to_float", a_shape=(128, 768),
@@ -156,6 +167,12 @@ def operands(case, seed=0):
             a_zero_point=np.uint8(120), b=rng.integers(0, 256, case.x_shape, dtype=np.uint8),
             b_scale=np.float32(0.0231), b_zero_point=np.uint8(131),
             output_scale=np.float32(0.0412), output_zero_point=np.uint8(128)), {}
+    if case.kind == "pool":
+        return {}, dict(input=rng.integers(0, 256, case.x_shape, dtype=np.uint8),
+                        input_scale=np.float32(0.0173), input_zero_point=np.uint8(120),
+                        output_scale=np.float32(0.0123), output_zero_point=np.uint8(128)), dict(
+            window_size=(case.kernel,) * 2, strides=(case.stride,) * 2,
+            start_padding=(case.pad,) * 2, end_padding=(case.pad,) * 2)
     if case.kind == "integer_to_float":
         a_info, b_info = np.iinfo(case.quantized), np.iinfo(case.b_type)
         columns = case.b_shape[-1]
@@ -234,6 +251,15 @@ def exact_output(case, constants, runtime, attributes):
         return reference.element_wise_quantized_linear_add(
             **{k: np.asarray(v).reshape((1,) * rank) if np.ndim(v) == 0 else v
                for k, v in runtime.items()}, output_dtype=np.dtype(np.uint8))
+    if case.kind == "pool":
+        image = runtime["input"][:, :, None]
+        return reference.quantized_linear_average_pooling(
+            image, *(np.asarray(runtime[k]).reshape((1,) * 5) for k in (
+                "input_scale", "input_zero_point", "output_scale", "output_zero_point")),
+            window_size=(1,) + attributes["window_size"], strides=(1,) + attributes["strides"],
+            dilations=(1, 1, 1), start_padding=(0,) + attributes["start_padding"],
+            end_padding=(0,) + attributes["end_padding"], include_padding=False,
+            output_dtype=np.dtype(np.uint8))[:, :, 0]
     if case.kind == "integer_to_float":
         return reference.matrix_multiply_integer_to_float(
             runtime["a"], runtime["a_scale"], runtime["a_zero_point"], runtime["b"],
@@ -304,6 +330,8 @@ _CONTRIB_INPUTS = {
                            "C_scale", "C_zero_point"],
             ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",
              "output_zero_point"]),
+    "pool": ("QLinearAveragePool", ["X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"],
+             ["input", "input_scale", "input_zero_point", "output_scale", "output_zero_point"]),
     "integer_to_float": ("MatMulIntegerToFloat", ["A", "B", "a_scale", "b_scale",
                                                   "a_zero_point", "b_zero_point", "bias"],
                          ["a", "b", "a_scale", "b_scale", "a_zero_point", "b_zero_point",
@@ -319,20 +347,26 @@ def _contrib_onnx_model(case, runtime):
 
     op_type, names, slots = _CONTRIB_INPUTS[case.kind]
     values = {name: np.asarray(runtime[slot]) for name, slot in zip(names, slots)}
-    operands = ("A", "B")
-    node = helper.make_node(op_type, names, ["y"], domain="com.microsoft")
-    out_type = TensorProto.UINT8 if case.kind == "add" else TensorProto.FLOAT
+    operands = ("A", "B", "X")
+    attributes = {}
+    if case.is_global:
+        op_type = "QLinearGlobalAveragePool"
+    elif case.kind == "pool":
+        attributes = dict(kernel_shape=[case.kernel] * 2, strides=[case.stride] * 2,
+                          pads=[case.pad] * 4)
+    node = helper.make_node(op_type, names, ["y"], domain="com.microsoft", **attributes)
+    out_type = TensorProto.FLOAT if case.kind == "integer_to_float" else TensorProto.UINT8
     graph = helper.make_graph(
         [node], case.name,
         [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(values[n].dtype),
-                                       list(values[n].shape)) for n in operands],
+                                       list(values[n].shape)) for n in operands if n in values],
         [helper.make_tensor_value_info("y", out_type, None)],
         initializer=[numpy_helper.from_array(values[n], n) for n in names
                      if n not in operands])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
                                                     helper.make_opsetid("com.microsoft", 1)])
     model.ir_version = 10
-    return model, {n: values[n] for n in operands}
+    return model, {n: values[n] for n in operands if n in values}
 
 
 def _onnx_model(case, constants, runtime, attributes, constant_weights):
@@ -421,6 +455,10 @@ def qops_runners(case, constants, runtime, attributes, threads):
         out = qops.element_wise_quantized_linear_add(**runtime, n_threads=threads)
         return lambda: qops.element_wise_quantized_linear_add(
             **runtime, out=out, n_threads=threads), None
+    if case.kind == "pool":
+        out = qops.quantized_linear_average_pooling(**runtime, **attributes, n_threads=threads)
+        return lambda: qops.quantized_linear_average_pooling(
+            **runtime, **attributes, out=out, n_threads=threads), None
     if case.kind == "integer_to_float":
         # As an onnxruntime-quantized model has it (A and B of two types
         # when they differ): through qops.onnx's adapter.

@@ -4,8 +4,8 @@
   QuantizeLinear, DequantizeLinear, ConvInteger, MatMulInteger or
   DynamicQuantizeLinear on NumPy inputs, with ONNX's semantics, and of
   onnxruntime's ``com.microsoft`` QLinearAdd (the residual add its quantizer
-  writes into CNNs) and MatMulIntegerToFloat (its dynamically quantized
-  matrix multiply).
+  writes into CNNs), MatMulIntegerToFloat (its dynamically quantized
+  matrix multiply), QLinearAveragePool and QLinearGlobalAveragePool.
 * :func:`reference_ops` returns operator classes for
   ``onnx.reference.ReferenceEvaluator(model, new_ops=...)``, so that a whole
   quantized model runs in the reference evaluator with qops doing the

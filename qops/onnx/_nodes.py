@@ -4,7 +4,10 @@ QLinearConv, QLinearMatMul, QuantizeLinear and DequantizeLinear map onto
 the operators of the same meaning; ConvInteger, MatMulInteger and
 DynamicQuantizeLinear onto DirectML's CONVOLUTION_INTEGER,
 MATRIX_MULTIPLY_INTEGER and DYNAMIC_QUANTIZE_LINEAR; onnxruntime's
-com.microsoft QLinearAdd onto ELEMENT_WISE_QUANTIZED_LINEAR_ADD.
+com.microsoft QLinearAdd onto ELEMENT_WISE_QUANTIZED_LINEAR_ADD,
+MatMulIntegerToFloat onto MATRIX_MULTIPLY_INTEGER_TO_FLOAT, and
+QLinearAveragePool and QLinearGlobalAveragePool onto
+QUANTIZED_LINEAR_AVERAGE_POOLING.
 
 Each adapter takes an ONNX node's inputs (NumPy arrays, ``None`` for an
 omitted optional input), its attributes and the opset, puts them into the
@@ -337,6 +340,82 @@ def matmul_integer_to_float(inputs, attributes, opset):
     return [y.reshape(final)]
 
 
+def _pooling_input(op_type, x, channels_last):
+    """x as NC[D]HW of 2 or 3 spatial axes (a 1-D pooling gains a height of
+    1), and how to give the result back the node's layout."""
+    x = np.asarray(x)
+    if x.ndim not in (3, 4, 5):
+        raise UnsupportedError(f"{op_type}: X has {x.ndim} dimensions; qops pools 1-D, 2-D and "
+                               "3-D inputs (3 to 5 dimensions)", slot="x", given=x.shape)
+    if channels_last:
+        x = np.moveaxis(x, -1, 1)
+    squeeze = x.ndim == 3
+    if squeeze:
+        x = x[:, :, None, :]
+
+    def back(y):
+        y = y[:, :, 0, :] if squeeze else y
+        return np.ascontiguousarray(np.moveaxis(y, 1, -1)) if channels_last else y
+
+    return np.ascontiguousarray(x), squeeze, back
+
+
+def _pooling_call(x, x_scale, x_zero_point, y_scale, y_zero_point, op_type, **geometry):
+    return api.quantized_linear_average_pooling(
+        input=x, input_scale=_scalar(_float32_scale(op_type, "x_scale", x_scale)),
+        input_zero_point=_scalar(x_zero_point),
+        output_scale=_scalar(_float32_scale(op_type, "y_scale", y_scale)),
+        output_zero_point=_scalar(y_zero_point),
+        output_dtype=None if y_zero_point is not None else x.dtype, **geometry)
+
+
+def qlinear_average_pool(inputs, attributes, opset):
+    """com.microsoft QLinearAveragePool: X, x_scale, x_zero_point, y_scale,
+    y_zero_point; ``kernel_shape``, ``strides``, ``pads`` or ``auto_pad``,
+    ``count_include_pad``, ``channels_last``.  ``ceil_mode`` is taken where
+    it gives the size the floor does (DirectML's output size is the floor)."""
+    x, x_scale, x_zero_point, y_scale, y_zero_point = (list(inputs) + [None] * 5)[:5]
+    if x is None:
+        raise ValidationError("QLinearAveragePool: X is required", slot="x")
+    x4, squeeze, back = _pooling_input("QLinearAveragePool", x, attributes.get("channels_last"))
+    spatial = np.asarray(x).ndim - 2
+    kernel = attributes.get("kernel_shape")
+    if kernel is None or len(kernel) != spatial:
+        raise ValidationError(f"QLinearAveragePool: kernel_shape is {kernel!r}; X has {spatial} "
+                              "spatial axes", slot="kernel_shape", given=kernel)
+    strides = tuple(attributes.get("strides") or (1,) * spatial)
+    sizes = x4.shape[2:][-spatial:]
+    start, end = conv_padding(attributes.get("auto_pad"), attributes.get("pads"), sizes, kernel,
+                              strides, (1,) * spatial)
+    if attributes.get("ceil_mode"):
+        for size, k, stride, low, high in zip(sizes, kernel, strides, start, end):
+            span = size + low + high - k
+            if span % stride:
+                raise UnsupportedError("QLinearAveragePool: ceil_mode=1 adds a window past the "
+                                       "padded input here; DirectML's output size is the floor",
+                                       slot="ceil_mode", given=1)
+    geometry = dict(window_size=tuple(kernel), strides=strides, start_padding=start,
+                    end_padding=end)
+    if squeeze:
+        geometry = {k: ((1 if k in ("window_size", "strides") else 0),) + tuple(v)
+                    for k, v in geometry.items()}
+    y = _pooling_call(x4, x_scale, x_zero_point, y_scale, y_zero_point, "QLinearAveragePool",
+                      include_padding=bool(attributes.get("count_include_pad")), **geometry)
+    return [back(y)]
+
+
+def qlinear_global_average_pool(inputs, attributes, opset):
+    """com.microsoft QLinearGlobalAveragePool: the average over every
+    spatial position (the window is the whole image); ``channels_last``."""
+    x, x_scale, x_zero_point, y_scale, y_zero_point = (list(inputs) + [None] * 5)[:5]
+    if x is None:
+        raise ValidationError("QLinearGlobalAveragePool: X is required", slot="x")
+    x4, _, back = _pooling_input("QLinearGlobalAveragePool", x, attributes.get("channels_last"))
+    y = _pooling_call(x4, x_scale, x_zero_point, y_scale, y_zero_point,
+                      "QLinearGlobalAveragePool", window_size=tuple(x4.shape[2:]))
+    return [back(y)]
+
+
 #: op_type -> adapter(inputs, attributes, opset) -> outputs
 ADAPTERS = {
     "QLinearConv": qlinear_conv,
@@ -354,4 +433,6 @@ CONTRIB_DOMAIN = "com.microsoft"
 CONTRIB_ADAPTERS = {
     "QLinearAdd": qlinear_add,
     "MatMulIntegerToFloat": matmul_integer_to_float,
+    "QLinearAveragePool": qlinear_average_pool,
+    "QLinearGlobalAveragePool": qlinear_global_average_pool,
 }

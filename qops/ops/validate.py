@@ -8,7 +8,15 @@ import numpy as np
 
 from qops import registry
 from qops.errors import DTypeValidationError, ValidationError
-from qops.ops import convolution, elementwise, integer, integer_to_float, matmul, quantize
+from qops.ops import (
+    convolution,
+    elementwise,
+    integer,
+    integer_to_float,
+    matmul,
+    pooling,
+    quantize,
+)
 from qops.ops.validation import TensorDesc, fail, shape_text
 from qops.registry import dtypes as _dtypes
 
@@ -25,6 +33,7 @@ PREPARE = {
     "DYNAMIC_QUANTIZE_LINEAR": integer.prepare_dynamic_quantize,
     "ELEMENT_WISE_QUANTIZED_LINEAR_ADD": elementwise.prepare_add,
     "MATRIX_MULTIPLY_INTEGER_TO_FLOAT": integer_to_float.prepare,
+    "QUANTIZED_LINEAR_AVERAGE_POOLING": pooling.prepare,
 }
 
 

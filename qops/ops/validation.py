@@ -374,7 +374,8 @@ def check_scale_values(op: Operator, name: str, array: np.ndarray):
     if bad.any():
         first = values[bad].flat[0]
         count = int(bad.sum())
-        where = "" if values.size == 1 else f" ({count} of {values.size} elements, first {first!r})"
+        where = ("" if values.size == 1
+                 else f" ({count} of {values.size} elements, first {float(first)!r})")
         fault = _scale_fault(first)
         article = "an" if fault[0] in "aeiou" else "a"
         fail(op, f"{name} has {article} {fault} value{where}; scales must be positive and finite",

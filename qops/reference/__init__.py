@@ -21,6 +21,7 @@ from qops.reference.integer import (
     sum_bound,
 )
 from qops.reference.matmul import quantized_linear_matrix_multiply
+from qops.reference.pooling import quantized_linear_average_pooling
 from qops.reference.quantize import dequantize_linear, quantize_linear
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",
     "integer_to_float_multipliers",
+    "quantized_linear_average_pooling",
     "sum_bound",
     "dynamic_quantize_linear",
     "dynamic_quantize_parameters",

@@ -1,17 +1,22 @@
 """DirectML operator tables.
 
-Transcribed from the DirectML reference pages
-``DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC`` (2024 revision: tensor
-support for feature levels 2_1, 4_0 and 5_2) and ``DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC``
-(2024 revision: tensor support for feature levels 2_1 and 4_0), and, for
-the integer operators ONNX's ConvInteger, MatMulInteger and
-DynamicQuantizeLinear map onto, ``DML_CONVOLUTION_INTEGER_OPERATOR_DESC`` and
-``DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC`` (2_1, 4_0 and 5_2) and
-``DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC`` (4_0), and
-``DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC`` (4_0: onnxruntime's
-QLinearAdd) and ``DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC`` (6_2:
-onnxruntime's MatMulIntegerToFloat).  Slot order is the order of the fields in each
-``*_OPERATOR_DESC`` structure.
+Transcribed from the DirectML reference pages, each with the feature levels
+of its tensor-support tables:
+
+* ``DML_QUANTIZED_LINEAR_CONVOLUTION_OPERATOR_DESC`` (2_1, 4_0 and 5_2);
+* ``DML_QUANTIZED_LINEAR_MATRIX_MULTIPLY_OPERATOR_DESC`` (2_1 and 4_0);
+* for the integer operators ONNX's ConvInteger, MatMulInteger and
+  DynamicQuantizeLinear map onto, ``DML_CONVOLUTION_INTEGER_OPERATOR_DESC``
+  (2_1 and 4_0), ``DML_MATRIX_MULTIPLY_INTEGER_OPERATOR_DESC`` (2_1, 4_0
+  and 5_2) and ``DML_DYNAMIC_QUANTIZE_LINEAR_OPERATOR_DESC`` (4_0);
+* ``DML_ELEMENT_WISE_QUANTIZED_LINEAR_ADD_OPERATOR_DESC`` (4_0: onnxruntime's
+  QLinearAdd);
+* ``DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC`` (6_2: onnxruntime's
+  MatMulIntegerToFloat);
+* ``DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC`` (6_2: onnxruntime's
+  QLinearAveragePool and QLinearGlobalAveragePool).
+
+Slot order is the order of the fields in each ``*_OPERATOR_DESC`` structure.
 """
 
 from __future__ import annotations
@@ -600,6 +605,83 @@ MATRIX_MULTIPLY_INTEGER_TO_FLOAT = Operator(
     ),
 )
 
+POOLING_PER_CHANNEL = _pattern("per-channel", 1, "ChannelCount", 1, 1)
+
+
+def _pooling_parameter(name, source_name, kind, description):
+    return Slot(name=name, source_name=source_name, kind=kind, description=description,
+                shapes=(PER_TENSOR, POOLING_PER_CHANNEL))
+
+
+# The page gives the parameters' shapes in their 4-D form; a 5-D input's
+# are the same with a depth of 1 ({1, ChannelCount, 1, 1, 1}).
+QUANTIZED_LINEAR_AVERAGE_POOLING = Operator(
+    name="QUANTIZED_LINEAR_AVERAGE_POOLING",
+    function="quantized_linear_average_pooling",
+    source="DirectML",
+    reference="DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC",
+    summary=(
+        "Average of quantized values over a sliding 2-D or 3-D window: dequantize, "
+        "average, quantize (onnxruntime's QLinearAveragePool and QLinearGlobalAveragePool)."
+    ),
+    slots=(
+        Slot(name="input", source_name="InputTensor", kind=INPUT,
+             description="{ BatchCount, ChannelCount, [Depth], Height, Width }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "Height", "Width"),)),
+        _pooling_parameter("input_scale", "InputScaleTensor", INPUT,
+                           "scale for dequantizing the input"),
+        _pooling_parameter("input_zero_point", "InputZeroPointTensor", OPTIONAL,
+                           "zero point for dequantizing the input"),
+        _pooling_parameter("output_scale", "OutputScaleTensor", INPUT,
+                           "scale for quantizing the output"),
+        _pooling_parameter("output_zero_point", "OutputZeroPointTensor", OPTIONAL,
+                           "zero point for quantizing the output"),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description="{ BatchCount, ChannelCount, [OutputDepth], OutputHeight, OutputWidth }",
+             shapes=(_pattern("data", "BatchCount", "ChannelCount", "OutputHeight",
+                              "OutputWidth"),)),
+    ),
+    attributes=(
+        Attribute(name="window_size", source_name="WindowSize", kind="ints", default=(1, 1, 1),
+                  minimum=1, maximum=UINT_MAX,
+                  description="the window's size along each spatial dimension (required)"),
+        Attribute(name="strides", source_name="Strides", kind="ints", default=(1, 1, 1),
+                  minimum=1, maximum=UINT_MAX, description="window step along each spatial dimension"),
+        Attribute(name="start_padding", source_name="StartPadding", kind="ints", default=(0, 0, 0),
+                  minimum=0, maximum=UINT_MAX, description="padding before each spatial dimension"),
+        Attribute(name="end_padding", source_name="EndPadding", kind="ints", default=(0, 0, 0),
+                  minimum=0, maximum=UINT_MAX, description="padding after each spatial dimension"),
+        Attribute(name="dilations", source_name="Dilations", kind="ints", default=(1, 1, 1),
+                  minimum=1, maximum=UINT_MAX, description="spacing between window elements"),
+        Attribute(name="include_padding", source_name="IncludePadding", kind="bool",
+                  default=False,
+                  description="count padding elements in each window's divisor"),
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="output type when there is no output zero point"),
+    ),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=("input", "output")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "input_zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "output_zero_point")),
+    ),
+    versions=(
+        VersionSupport(
+            version=FeatureLevel.FL_6_2,
+            tensors=_rows((
+                ("input", 4, 5, QUANTIZED),
+                ("input_scale", 1, 5, SCALE),
+                ("input_zero_point", 1, 5, QUANTIZED),
+                ("output_scale", 1, 5, SCALE),
+                ("output_zero_point", 1, 5, QUANTIZED),
+                ("output", 4, 5, QUANTIZED),
+            )),
+            attributes=("window_size", "strides", "start_padding", "end_padding", "dilations",
+                        "include_padding", "output_dtype"),
+            granularities=("data", "per-tensor", "per-channel"),
+        ),
+    ),
+)
+
 OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY, CONVOLUTION_INTEGER,
              MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR, ELEMENT_WISE_QUANTIZED_LINEAR_ADD,
-             MATRIX_MULTIPLY_INTEGER_TO_FLOAT)
+             MATRIX_MULTIPLY_INTEGER_TO_FLOAT, QUANTIZED_LINEAR_AVERAGE_POOLING)

@@ -97,6 +97,13 @@ def build_call(op, version, dtypes):
                     b_scale=values(dtypes["b_scale"], (1, 1, 5), 0.25),
                     b_zero_point=values(dtypes["b_zero_point"], (1, 1, 5), 1),
                     bias=values(dtypes["bias"], (2, 3, 5), 2), feature_level=version)
+    if op.name == "QUANTIZED_LINEAR_AVERAGE_POOLING":
+        return dict(input=values(dtypes["input"], (1, 2, 3, 3)),
+                    input_scale=values(dtypes["input_scale"], (1, 2, 1, 1), 0.5),
+                    input_zero_point=values(dtypes["input_zero_point"], (1, 1, 1, 1), 1),
+                    output_scale=values(dtypes["output_scale"], (1, 1, 1, 1), 0.25),
+                    output_zero_point=values(dtypes["output_zero_point"], (1, 1, 1, 1), 2),
+                    window_size=(2, 2), start_padding=(1, 0), feature_level=version)
     if op.name == "DYNAMIC_QUANTIZE_LINEAR":
         return dict(input=values(dtypes["input"], (2, 3)),
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)

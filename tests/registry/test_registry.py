@@ -155,6 +155,16 @@ INTEGER_TO_FLOAT_6_2_TABLE = [
     ("OutputTensor", "Output", "2 to 4", "FLOAT32, FLOAT16"),
 ]
 
+# seeds/later/directml_quantized_linear_average_pooling.md (6_2).
+AVERAGE_POOLING_6_2_TABLE = [
+    ("InputTensor", "Input", "4 to 5", "INT8, UINT8"),
+    ("InputScaleTensor", "Input", "1 to 5", "FLOAT32"),
+    ("InputZeroPointTensor", "Optional input", "1 to 5", "INT8, UINT8"),
+    ("OutputScaleTensor", "Input", "1 to 5", "FLOAT32"),
+    ("OutputZeroPointTensor", "Optional input", "1 to 5", "INT8, UINT8"),
+    ("OutputTensor", "Output", "4 to 5", "INT8, UINT8"),
+]
+
 TABLES = [
     (CONV, FeatureLevel.FL_2_1, CONV_2_1_TABLE),
     (CONV, FeatureLevel.FL_4_0, CONV_4_0_TABLE),
@@ -168,6 +178,7 @@ TABLES = [
     (MATMUL_INTEGER, FeatureLevel.FL_5_2, MATMUL_INTEGER_5_2_TABLE),
     (DYNAMIC, FeatureLevel.FL_4_0, DYNAMIC_4_0_TABLE),
     ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", FeatureLevel.FL_6_2, INTEGER_TO_FLOAT_6_2_TABLE),
+    ("QUANTIZED_LINEAR_AVERAGE_POOLING", FeatureLevel.FL_6_2, AVERAGE_POOLING_6_2_TABLE),
 ]
 
 # The structure fields in order (seed "Syntax" / struct-fields) and the
@@ -345,6 +356,8 @@ def _later_seed(name):
      CONV_INTEGER_4_0_TABLE),
     ("directml_matrix_multiply_integer_to_float.md", "## Tensor support",
      INTEGER_TO_FLOAT_6_2_TABLE),
+    ("directml_quantized_linear_average_pooling.md", "## Tensor support",
+     AVERAGE_POOLING_6_2_TABLE),
 ])
 def test_transcribed_tables_match_later_seed_pages(page, heading, table):
     """The current pages' tables; the integer pages add a Dimensions column,
@@ -418,6 +431,11 @@ def _constraint_set(op, level):
     (CONV, FeatureLevel.FL_5_2, CONV_CONSTRAINTS),
     (MATMUL, FeatureLevel.FL_2_1, MATMUL_CONSTRAINTS),
     (MATMUL, FeatureLevel.FL_4_0, MATMUL_CONSTRAINTS),
+    ("QUANTIZED_LINEAR_AVERAGE_POOLING", FeatureLevel.FL_6_2, {
+        (SAME_DIMS, frozenset({"InputTensor", "OutputTensor"})),
+        (SAME_TYPE, frozenset({"InputTensor", "InputZeroPointTensor"})),
+        (SAME_TYPE, frozenset({"OutputTensor", "OutputZeroPointTensor"})),
+    }),
     ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", FeatureLevel.FL_6_2, {
         (SAME_DIMS, frozenset({"AScaleTensor", "AZeroPointTensor", "BScaleTensor",
                                "BZeroPointTensor"})),
@@ -845,6 +863,7 @@ NAMES = [(CONV, "quantized_linear_convolution"), (MATMUL, "quantized_linear_matr
          (DYNAMIC, "dynamic_quantize_linear"),
          ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "element_wise_quantized_linear_add"),
          ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "matrix_multiply_integer_to_float"),
+         ("QUANTIZED_LINEAR_AVERAGE_POOLING", "quantized_linear_average_pooling"),
          ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear")]
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from qops.backends.contract import Prepared, run_prepared
-from qops.backends.native import _lean, elementwise, gemm, quantize, variants
+from qops.backends.native import _lean, elementwise, gemm, pooling, quantize, variants
 from qops.registry import dtypes as _dtypes
 
 __all__ = ["register_all"]
@@ -178,6 +178,9 @@ def register_all(register):
     register("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels",
              run_prepared(elementwise.prepare_add), priority=KERNELS,
              prepare=elementwise.prepare_add)
+    register("QUANTIZED_LINEAR_AVERAGE_POOLING", "kernels",
+             run_prepared(pooling.prepare_average_pooling), priority=KERNELS,
+             supports=pooling.supports_average_pooling, prepare=pooling.prepare_average_pooling)
     register("QuantizeLinear", "lean", run_prepared(_prepare_lean_quantize), priority=LEAN,
              supports=_lean_quantize_supported, prepare=_prepare_lean_quantize,
              fast=QuantizePerTensor)

@@ -1,5 +1,5 @@
 # QuantizeLinear and DequantizeLinear (and the quantized add, whose last
-# step is QuantizeLinear's): typed loops over raw bytes, included
+# step is QuantizeLinear's, and the quantized average pooling): typed loops over raw bytes, included
 # by one module per instruction set (_quantize_<variant>.pyx), each compiled
 # with its variant's flags so the same loops vectorize for it.
 #
@@ -13,6 +13,8 @@
 # then convert to the output type.  Every stage is a plain loop the compiler
 # vectorizes; conversions follow the bit-level rules of NumPy (float16) and
 # ml_dtypes (bfloat16, float8, float4), rounding to nearest even.
+
+import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
@@ -935,3 +937,154 @@ def quantized_add(const uint8_t[::1] a, const Py_ssize_t[::1] a_offset, bint a_s
     with nogil:
         run_range(add_rows, &job, a_offset.shape[0], 1,
                   1 if total < PARALLEL_MIN else n_threads)
+
+
+# -- QUANTIZED_LINEAR_AVERAGE_POOLING ------------------------------------------------------
+#
+# One 3-D pooling (a 2-D one has depth 1) over planes of bytes: int8 input
+# arrives flipped (x ^ 0x80 = x + 128), its zero point shifted to match.
+# Threads share out planes (batch x channel).  Per output row, each window
+# element's run of columns inside the image is added to an int32 row of
+# sums without a branch, so the loop vectorizes when the stride is 1; the
+# glue sends windows of at most 2**23 elements, whose sums of bytes fit.
+
+cdef extern from *:
+    """
+    #define QOPS_DOUBLE_ROUNDING_MAGIC 6755399441055744.0
+    """
+    double DOUBLE_ROUNDING_MAGIC "QOPS_DOUBLE_ROUNDING_MAGIC"
+
+
+cdef struct PoolJob:
+    const uint8_t* input
+    uint8_t* out
+    const int32_t* counts        # per output position: the elements each divisor counts
+    const int32_t* inside        # per output position: the window's elements inside the input
+    const int32_t* in_zero       # per channel
+    const double* in_scale
+    const double* out_scale
+    const int32_t* out_zero
+    int32_t* sums                # a row of sums per thread (slot)
+    uint8_t flip                 # 0x80 for int8 input (read as x + 128), else 0
+    bint whole                   # one window that is the whole plane (a global pooling)
+    Py_ssize_t channels
+    Py_ssize_t size[3]           # input depth, height, width
+    Py_ssize_t out_size[3]
+    Py_ssize_t window[3]
+    Py_ssize_t stride[3]
+    Py_ssize_t dilation[3]
+    Py_ssize_t start[3]
+    double low
+    double high
+
+
+cdef inline void finish_pooled(const PoolJob* job, const int32_t* sums, Py_ssize_t position,
+                               Py_ssize_t count, Py_ssize_t channel, uint8_t* out) noexcept nogil:
+    """out[position + i] <- the output byte of sums[i], i < count."""
+    cdef int32_t zero = job.in_zero[channel], out_zero = job.out_zero[channel]
+    cdef double in_scale = job.in_scale[channel], out_scale = job.out_scale[channel], value
+    cdef Py_ssize_t i
+    for i in range(count):
+        # S * input_scale and output_scale * count are exact in double; the
+        # quotient is the one rounding.
+        value = (<double>(sums[i] - job.inside[position + i] * zero) * in_scale
+                 / (out_scale * <double>job.counts[position + i]))
+        value = min(max(value, -1073741824.0), 1073741824.0)
+        value = (value + DOUBLE_ROUNDING_MAGIC) - DOUBLE_ROUNDING_MAGIC
+        value = min(max(value + out_zero, job.low), job.high)
+        out[position + i] = <uint8_t><int32_t>value
+
+
+cdef void pool_planes(void* context, Py_ssize_t first, Py_ssize_t stop, int slot) noexcept nogil:
+    cdef const PoolJob* job = <const PoolJob*>context
+    cdef Py_ssize_t plane, channel, od, oh, ow, kd, kh, kw, i_d, i_h, offset, low_ow, high_ow, i
+    cdef Py_ssize_t width = job.size[2], out_width = job.out_size[2], stride_w = job.stride[2]
+    cdef Py_ssize_t plane_size = job.size[0] * job.size[1] * job.size[2]
+    cdef Py_ssize_t out_plane = job.out_size[0] * job.out_size[1] * job.out_size[2]
+    cdef const uint8_t* image
+    cdef const uint8_t* row
+    cdef uint8_t* out
+    cdef int32_t* sums = job.sums + slot * out_width
+    cdef uint8_t flip = job.flip
+    cdef uint32_t total
+    for plane in range(first, stop):
+        channel = plane % job.channels
+        image = job.input + plane * plane_size
+        out = job.out + plane * out_plane
+        if job.whole:
+            # A global pooling: the plane's sum in one contiguous loop.
+            total = 0
+            for i in range(plane_size):
+                total += image[i] ^ flip
+            sums[0] = <int32_t>total
+            finish_pooled(job, sums, 0, 1, channel, out)
+            continue
+        for od in range(job.out_size[0]):
+            for oh in range(job.out_size[1]):
+                for ow in range(out_width):
+                    sums[ow] = 0
+                for kd in range(job.window[0]):
+                    i_d = od * job.stride[0] - job.start[0] + kd * job.dilation[0]
+                    if i_d < 0 or i_d >= job.size[0]:
+                        continue
+                    for kh in range(job.window[1]):
+                        i_h = oh * job.stride[1] - job.start[1] + kh * job.dilation[1]
+                        if i_h < 0 or i_h >= job.size[1]:
+                            continue
+                        row = image + (i_d * job.size[1] + i_h) * width
+                        for kw in range(job.window[2]):
+                            # Columns ow * stride_w + offset inside 0 .. width - 1
+                            # (C division truncates: both quotients are of
+                            # numbers at least 0).
+                            offset = kw * job.dilation[2] - job.start[2]
+                            low_ow = 0 if offset >= 0 else (stride_w - 1 - offset) // stride_w
+                            high_ow = (0 if offset > width - 1
+                                       else min(out_width, (width - 1 - offset) // stride_w + 1))
+                            for ow in range(low_ow, high_ow):
+                                sums[ow] += row[ow * stride_w + offset] ^ flip
+                finish_pooled(job, sums, (od * job.out_size[1] + oh) * out_width, out_width,
+                              channel, out)
+
+
+def average_pooling(const uint8_t[::1] input, uint8_t flip, Py_ssize_t channels, tuple size,
+                    tuple out_size,
+                    tuple window, tuple stride, tuple dilation, tuple start,
+                    const int32_t[::1] counts, const int32_t[::1] inside,
+                    const int32_t[::1] in_zero, const double[::1] in_scale,
+                    const double[::1] out_scale, const int32_t[::1] out_zero,
+                    int32_t low, int32_t high, uint8_t[::1] out, int n_threads):
+    """QUANTIZED_LINEAR_AVERAGE_POOLING of planes of ``size`` into ``out``
+    (the glue has checked every size, offset and vector length)."""
+    cdef PoolJob job
+    cdef Py_ssize_t axis, planes
+    cdef int threads = n_threads
+    if out.shape[0] == 0:
+        return
+    if out.shape[0] * window[0] * window[1] * window[2] < PARALLEL_MIN:
+        threads = 1
+    cdef int32_t[:, ::1] rows = np.empty((threads, max(<Py_ssize_t>out_size[2], 1)), np.int32)
+    job.sums = &rows[0, 0]
+    job.input = &input[0]
+    job.flip = flip
+    job.whole = (tuple(out_size) == (1, 1, 1) and tuple(window) == tuple(size)
+                 and tuple(dilation) == (1, 1, 1) and not any(start))
+    job.out = &out[0]
+    job.counts = &counts[0]
+    job.inside = &inside[0]
+    job.in_zero = &in_zero[0]
+    job.in_scale = &in_scale[0]
+    job.out_scale = &out_scale[0]
+    job.out_zero = &out_zero[0]
+    job.channels = channels
+    for axis in range(3):
+        job.size[axis] = size[axis]
+        job.out_size[axis] = out_size[axis]
+        job.window[axis] = window[axis]
+        job.stride[axis] = stride[axis]
+        job.dilation[axis] = dilation[axis]
+        job.start[axis] = start[axis]
+    job.low = low
+    job.high = high
+    planes = out.shape[0] // (out_size[0] * out_size[1] * out_size[2])
+    with nogil:
+        run_range(pool_planes, &job, planes, 1, threads)
