@@ -19,6 +19,10 @@ from qops.errors import (
 )
 from qops.ops.compiled import CompiledOperator, compile
 from qops.ops.convolution import quantized_linear_convolution
+from qops.ops.element_wise_quantize import (
+    element_wise_dequantize_linear,
+    element_wise_quantize_linear,
+)
 from qops.ops.elementwise import element_wise_quantized_linear_add
 from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
 from qops.ops.integer_to_float import matrix_multiply_integer_to_float
@@ -46,6 +50,8 @@ __all__ = [
     "element_wise_quantized_linear_add",
     "matrix_multiply_integer_to_float",
     "quantized_linear_average_pooling",
+    "element_wise_quantize_linear",
+    "element_wise_dequantize_linear",
     "pack_4bit",
     "unpack_4bit",
     "Packed4Bit",

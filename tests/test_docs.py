@@ -276,7 +276,9 @@ def support_mismatches(tree, op):
             support = next(t for t in row.tensors if t.slot == slot.name)
             if _slot_of(cells[0]) != slot.name:
                 problems.append(f"{title}: row {cells[0]!r} where {slot.name} belongs")
-            if cells[1] != slot.kind.value:
+            # An optional slot a version's table lists as an input reads "Input".
+            kind = "Input" if support.required else slot.kind.value
+            if cells[1] != kind:
                 problems.append(f"{title}: {slot.name} kind {cells[1]!r}")
             if _parse_dims(cells[2]) != (support.min_dims, support.max_dims):
                 problems.append(f"{title}: {slot.name} dimension counts {cells[2]!r}")

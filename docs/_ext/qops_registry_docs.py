@@ -240,7 +240,7 @@ def operator_rst(op):
         lines += _title(version_title(op, row.version), "~")
         lines += _list_table(
             ("Tensor", "Kind", "Supported dimension counts", "Supported data types"),
-            [(_slot_cell(op, s), s.kind.value, _dims(row.tensor(s.name)),
+            [(_slot_cell(op, s), row.tensor(s.name).kind_text(s), _dims(row.tensor(s.name)),
               _types(row.tensor(s.name).dtypes)) for s in op.slots],
             widths=(3, 2, 2, 5))
         constraints = tuple(op.constraints) + tuple(row.constraints)

@@ -12,7 +12,6 @@ import numpy as np
 
 from qops import reference
 from qops.errors import fail
-from qops.reference.integer import EXACT_SUM_LIMIT
 from qops.registry import dtypes as _dtypes
 
 __all__ = ["register_all"]
@@ -62,21 +61,13 @@ def _matmul_integer(call, out, n_threads):
     as_int32_output(call, reference.matrix_multiply_integer(**call.arrays), out)
 
 
-def exact_sums_or_refuse(call):
-    """MATRIX_MULTIPLY_INTEGER_TO_FLOAT takes sums float64 holds exactly:
-    a call whose operands could reach 2**53 is refused, with the bound."""
-    arrays = call.arrays
-    bound = reference.sum_bound(arrays["a"].shape[-1], arrays["a"], arrays["a_zero_point"],
-                                arrays["b"], arrays["b_zero_point"])
-    if bound >= EXACT_SUM_LIMIT:
-        fail(call.operator, f"a sum could reach {bound} (K times the largest |a - a_zero_point| "
-                            "times the largest |b - b_zero_point|), past 2**53, where float64 "
-                            "no longer holds every integer; split K or narrow the operands",
-             slot="b", given=bound, allowed=EXACT_SUM_LIMIT)
-
-
 def integer_to_float(call, out, n_threads):
-    exact_sums_or_refuse(call)
+    # The operands' values may be new since the plan's checks: check again.
+    arrays = call.arrays
+    reason = reference.inexact_sums(arrays["a"], arrays["a_zero_point"], arrays["b"],
+                                    arrays["b_zero_point"])
+    if reason:
+        fail(call.operator, reason, slot="b")
     result = reference.matrix_multiply_integer_to_float(**call.arrays,
                                                         output_dtype=call.output_dtype)
     out[...] = result.reshape(out.shape)  # parameters of a higher rank than the output's
@@ -87,6 +78,18 @@ def _average_pooling(call, out, n_threads):
         **call.arrays, **{k: v for k, v in call.attributes.items() if k != "output_dtype"},
         output_dtype=call.output_dtype)
     out[...] = result.reshape(out.shape)  # a 2-D pooling ran with depth 1
+
+
+def _element_wise_quantize(call, out, n_threads):
+    arrays = call.arrays
+    out[...] = reference.element_wise_quantize_linear(arrays["input"], arrays["scale"],
+                                                      arrays["zero_point"], call.output_dtype)
+
+
+def _element_wise_dequantize(call, out, n_threads):
+    arrays = call.arrays
+    out[...] = reference.element_wise_dequantize_linear(arrays["input"], arrays["scale"],
+                                                        arrays["zero_point"])
 
 
 def _dynamic_quantize(call, out, n_threads):
@@ -106,6 +109,8 @@ def register_all(register):
                           ("MATRIX_MULTIPLY_INTEGER", _matmul_integer),
                           ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", integer_to_float),
                           ("QUANTIZED_LINEAR_AVERAGE_POOLING", _average_pooling),
+                          ("ELEMENT_WISE_QUANTIZE_LINEAR", _element_wise_quantize),
+                          ("ELEMENT_WISE_DEQUANTIZE_LINEAR", _element_wise_dequantize),
                           ("DYNAMIC_QUANTIZE_LINEAR", _dynamic_quantize),
                           ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", _add),
                           ("DequantizeLinear", _dequantize),

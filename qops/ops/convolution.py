@@ -9,11 +9,14 @@ from qops.ops.common import finish_requantized, output_desc, requantization
 from qops.ops.geometry import (
     check_convolution_geometry,
     convolution_in_two_d,
-    convolution_rank,
-    one_d_attributes,
+    convolution_attributes,
 )
 from qops.ops.plans import PlanCache
-from qops.ops.validation import check_attributes, check_patterns, check_tensors, resolve_version
+from qops.ops.validation import (
+    check_patterns,
+    check_tensors,
+    resolve_version,
+)
 from qops.threads import resolve_threads
 
 __all__ = ["quantized_linear_convolution", "prepare", "check_values", "PLANS"]
@@ -110,9 +113,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
     op = OPERATOR
     version = resolve_version(op, feature_level)
     given = {name: _args.as_tensor(op, name, slots.get(name)) for name in ("input", "filter")}
-    rank = convolution_rank(given["input"])
-    attributes = check_attributes(op, version, one_d_attributes(op, attributes) if rank == 3
-                                  else attributes)
+    rank, attributes = convolution_attributes(op, version, given["input"], attributes)
     for name, paired in _ZERO_POINTS.items():
         given[name] = _args.as_parameter(op, name, slots.get(name),
                                          number_dtype=_args.registry_dtype(given[paired]))

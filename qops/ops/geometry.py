@@ -6,11 +6,11 @@ MATRIX_MULTIPLY_INTEGER)."""
 from __future__ import annotations
 
 from qops.ops import arguments as _args
-from qops.ops.validation import fail, plural, shape_text
+from qops.ops.validation import check_attributes, check_slot, fail, plural, shape_text
 from qops.reference.convolution import output_size
 
 __all__ = ["INDEX_LIMIT", "SPATIAL_ATTRIBUTES", "convolution_rank", "one_d_attributes",
-           "two_d_form", "convolution_in_two_d", "convolution_output_shape",
+           "two_d_form", "convolution_attributes", "convolution_in_two_d", "convolution_output_shape",
            "check_convolution_geometry", "matmul_output_shape"]
 
 #: The largest padded spatial size: DirectML indexes tensors with 32-bit integers.
@@ -38,11 +38,25 @@ def one_d_attributes(op, attributes):
         value = attributes.get(name)
         if value is None:
             continue
+        if hasattr(value, "tolist") and not isinstance(value, (tuple, list)):
+            value = value.tolist()  # a NumPy array, as the 2-D path takes
         if not isinstance(value, (tuple, list)) or len(value) != 1:
             fail(op, f"{name} is {value!r}; a 1-D convolution (input of 3 dimensions) takes "
                      "one value per attribute", slot=name, given=value)
         attributes[name] = (neutral, *value)
     return attributes
+
+
+def convolution_attributes(op, version, input_item, attributes):
+    """``(rank, attributes)`` of a convolution: its data tensors' dimension
+    count and its attributes checked, a 1-D convolution's in their 2-D form.
+    A level without 1-D convolutions reports the input's rank first, before
+    any error about the attributes."""
+    rank = convolution_rank(input_item)
+    if rank == 3:
+        check_slot(op, version, "input", input_item.desc)
+        attributes = one_d_attributes(op, attributes)
+    return rank, check_attributes(op, version, attributes)
 
 
 def two_d_form(item, rank):

@@ -12,9 +12,8 @@ from qops.ops.common import output_desc
 from qops.ops.geometry import (
     check_convolution_geometry,
     convolution_in_two_d,
-    convolution_rank,
+    convolution_attributes,
     matmul_output_shape,
-    one_d_attributes,
 )
 from qops.ops.plans import PlanCache
 from qops.ops.validation import (
@@ -167,9 +166,7 @@ def prepare_convolution_integer(slots: dict, attributes: dict, feature_level=Non
     op = CONVOLUTION
     version = resolve_version(op, feature_level)
     given = {name: _args.as_tensor(op, name, slots.get(name)) for name in ("input", "filter")}
-    rank = convolution_rank(given["input"])
-    attributes = check_attributes(op, version, one_d_attributes(op, attributes) if rank == 3
-                                  else attributes)
+    rank, attributes = convolution_attributes(op, version, given["input"], attributes)
     _zero_points(op, slots, given, {"input_zero_point": "input", "filter_zero_point": "filter"})
     for name in ("input_zero_point", "filter_zero_point"):
         item = given[name]

@@ -120,7 +120,14 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
                                          number_dtype=_args.registry_dtype(given[paired]))
     float_type = _float_type(op, slots, attributes)
     for name in ("a_scale", "b_scale", "bias"):
-        given[name] = _args.as_parameter(op, name, slots.get(name), number_dtype=float_type)
+        value = slots.get(name)
+        given[name] = _args.as_parameter(op, name, value, number_dtype=float_type)
+        if _args.is_python_number(value) and not isinstance(value, complex):
+            held = given[name].array.item()
+            if held != value and (held == 0 or not np.isfinite(held)):
+                fail(op, f"{name} is {value!r}, which {_dtypes.label(_dtypes.to_numpy(float_type))} "
+                         "(the scales' type here) cannot hold; give it as an array of that "
+                         "type or choose the other type", slot=name, given=value)
 
     # Shorthand, as for the quantized matrix multiply: numbers and 0-d arrays
     # are per tensor, all ones at the rank the other parameters share.
@@ -135,8 +142,11 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
     output_shape = matmul_output_shape(op, descs)
     bias = given["bias"]
-    if bias is not None and output_shape and bias.desc.ndim == 1 and len(output_shape) > 1 \
-            and bias.desc.shape[0] == output_shape[-1]:
+    if bias is not None and output_shape and bias.desc.ndim == 1:
+        if bias.desc.shape[0] != output_shape[-1]:
+            fail(op, f"bias has shape {bias.desc.shape_text()}; a 1-d bias has one value per "
+                     f"column, N = {output_shape[-1]} (or give the output's sizes, "
+                     f"{tuple(output_shape)})", slot="bias", given=tuple(bias.desc.shape))
         given["bias"] = _row_bias(bias, output_shape)
         descs["bias"] = given["bias"].desc
     descs["output"] = Desc(dtype=float_type, dtype_text=_dtypes.label(_dtypes.to_numpy(float_type)),
@@ -153,6 +163,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
         multiplier = multipliers(op, arrays)
     if complete:
         _args.check_out(op, out, output_shape, output_dtype, arrays)
+        check_exact_sums(op, arrays)
     return Call(operator=op, version=version, arrays=arrays if complete else None,
                 attributes=attributes, output_shape=tuple(output_shape),
                 output_dtype=output_dtype, granularity=granularity, checked=multiplier)
@@ -171,6 +182,16 @@ def multipliers(op, arrays):
         fail(op, "float32(a_scale * b_scale) overflows float32; choose scales whose product is "
                  "finite", slot="b_scale")
     return multiplier
+
+
+def check_exact_sums(op, arrays):
+    """Sums that could reach 2**53 are refused: float64 would not hold them.
+    The implementations check again per call (a planned call's value checks
+    see only the parameters)."""
+    reason = reference.inexact_sums(arrays["a"], arrays["a_zero_point"], arrays["b"],
+                                    arrays["b_zero_point"])
+    if reason:
+        fail(op, reason, slot="b")
 
 
 def check_values(template, arrays):

@@ -10,6 +10,7 @@ from qops import registry
 from qops.errors import DTypeValidationError, ValidationError
 from qops.ops import (
     convolution,
+    element_wise_quantize,
     elementwise,
     integer,
     integer_to_float,
@@ -34,6 +35,8 @@ PREPARE = {
     "ELEMENT_WISE_QUANTIZED_LINEAR_ADD": elementwise.prepare_add,
     "MATRIX_MULTIPLY_INTEGER_TO_FLOAT": integer_to_float.prepare,
     "QUANTIZED_LINEAR_AVERAGE_POOLING": pooling.prepare,
+    "ELEMENT_WISE_QUANTIZE_LINEAR": element_wise_quantize.prepare_quantize,
+    "ELEMENT_WISE_DEQUANTIZE_LINEAR": element_wise_quantize.prepare_dequantize,
 }
 
 

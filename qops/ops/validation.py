@@ -255,11 +255,18 @@ def check_tensors(op: Operator, version, descs: dict):
     ``descs`` maps slot names to :class:`Desc` or ``None`` (absent).  The
     output slot is checked too when it is present.
     """
+    row = op.support(version)
     for slot in op.slots:
         desc = descs.get(slot.name)
         if desc is None:
             if slot.kind is SlotKind.INPUT:
                 fail(op, f"{slot.name} is required ({slot.source_name})", slot=slot.name)
+            if not slot.is_output and row.tensor(slot.name).required:
+                first = op.first_version(lambda r, n=slot.name: not r.tensor(n).required,
+                                         after=version)
+                since = f" (optional from {first})" if first else ""
+                fail(op, f"{slot.name} is required at {version}{since}", UnsupportedError,
+                     slot=slot.name, first_version=first)
             continue
         check_slot(op, version, slot.name, desc)
     check_constraints(op, version, descs)
@@ -299,8 +306,10 @@ def check_constraints(op: Operator, version, descs: dict):
             values = {d.dtype_text for _, d in present}
             if len(values) > 1:
                 given = ", ".join(f"{n} is {d.dtype_text}" for n, d in present)
+                # The slot blamed is the first whose type differs from the first slot's.
+                odd = next(n for n, d in present if d.dtype_text != present[0][1].dtype_text)
                 fail(op, f"{constraint.text()}; {given}", DTypeValidationError,
-                     slot=present[-1][0], given=given)
+                     slot=odd, given=given)
         elif constraint.kind is ConstraintKind.SAME_SIZES:
             if len({tuple(d.shape) for _, d in present}) > 1:
                 given = ", ".join(f"{n} has {d.shape_text()}" for n, d in present)

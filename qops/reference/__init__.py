@@ -15,6 +15,7 @@ from qops.reference.integer import (
     convolution_integer,
     dynamic_quantize_linear,
     dynamic_quantize_parameters,
+    inexact_sums,
     integer_to_float_multipliers,
     matrix_multiply_integer,
     matrix_multiply_integer_to_float,
@@ -22,7 +23,12 @@ from qops.reference.integer import (
 )
 from qops.reference.matmul import quantized_linear_matrix_multiply
 from qops.reference.pooling import quantized_linear_average_pooling
-from qops.reference.quantize import dequantize_linear, quantize_linear
+from qops.reference.quantize import (
+    dequantize_linear,
+    element_wise_dequantize_linear,
+    element_wise_quantize_linear,
+    quantize_linear,
+)
 
 __all__ = [
     "quantized_linear_convolution",
@@ -33,7 +39,10 @@ __all__ = [
     "matrix_multiply_integer",
     "matrix_multiply_integer_to_float",
     "integer_to_float_multipliers",
+    "inexact_sums",
     "quantized_linear_average_pooling",
+    "element_wise_quantize_linear",
+    "element_wise_dequantize_linear",
     "sum_bound",
     "dynamic_quantize_linear",
     "dynamic_quantize_parameters",

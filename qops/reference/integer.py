@@ -39,6 +39,22 @@ def sum_bound(depth, a, a_zero_point, b, b_zero_point):
     return depth * largest_left * largest_right
 
 
+def inexact_sums(a, a_zero_point, b, b_zero_point):
+    """Why sums of this product could reach 2**53 (a sentence), or ``None``.
+    The types' ranges decide at once for 8- and 16-bit operands; otherwise
+    the operands' values do."""
+    a, b = np.asarray(a), np.asarray(b)
+    depth = a.shape[-1]
+    if depth * 2 ** (8 * a.dtype.itemsize) * 2 ** (8 * b.dtype.itemsize) < EXACT_SUM_LIMIT:
+        return None
+    bound = sum_bound(depth, a, a_zero_point, b, b_zero_point)
+    if bound < EXACT_SUM_LIMIT:
+        return None
+    return (f"a sum could reach {bound} (K times the largest |a - a_zero_point| times the "
+            "largest |b - b_zero_point|), past 2**53, where float64 no longer holds every "
+            "integer; split K or narrow the operands")
+
+
 def matrix_multiply_integer_to_float(a, a_scale, a_zero_point, b, b_scale, b_zero_point, bias,
                                      output_dtype=np.float32):
     """MATRIX_MULTIPLY_INTEGER_TO_FLOAT, step by step.

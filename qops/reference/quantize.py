@@ -100,3 +100,32 @@ def _quantize(x, y_scale, y_zero_point, axis, block_size, saturate, output_dtype
     if y_zero_point is not None:
         quotient = quotient + broadcast_parameter(y_zero_point, x.shape, axis, block_size)
     return quotient.astype(dtype)
+
+
+def element_wise_quantize_linear(input, scale, zero_point=None, output_dtype=np.uint8):
+    """DirectML's ELEMENT_WISE_QUANTIZE_LINEAR on operands that broadcast:
+    ``clamp(round_half_even(float32(input) / float32(scale)) + zero_point)``,
+    the division in float32 (float16 widens exactly; int32 rounds once)."""
+    x = np.asarray(input).astype(np.float32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        quotient = x / np.asarray(scale).astype(np.float32)
+        rounded = np.rint(quotient).astype(np.float64)
+    rounded = np.where(np.isnan(rounded), 0.0, rounded)
+    if zero_point is not None:
+        rounded = rounded + np.asarray(zero_point, np.float64)
+    low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
+    return np.clip(rounded, low, high).astype(output_dtype)
+
+
+def element_wise_dequantize_linear(input, scale, zero_point=None):
+    """DirectML's ELEMENT_WISE_DEQUANTIZE_LINEAR on operands that broadcast,
+    in the arithmetic of ONNX's DequantizeLinear reference:
+    ``float32(input) - zero_point`` in NumPy's promotion (float32 with an 8-
+    or 16-bit zero point, float64 with a 32-bit one), times the scale,
+    rounded once to the scale's type."""
+    centred = np.asarray(input).astype(np.float32)
+    if zero_point is not None:
+        centred = centred - np.asarray(zero_point)
+    scale = np.asarray(scale)
+    with np.errstate(over="ignore"):
+        return (centred * scale).astype(scale.dtype)

@@ -14,7 +14,9 @@ of its tensor-support tables:
 * ``DML_MATRIX_MULTIPLY_INTEGER_TO_FLOAT_OPERATOR_DESC`` (6_2: onnxruntime's
   MatMulIntegerToFloat);
 * ``DML_QUANTIZED_LINEAR_AVERAGE_POOLING_OPERATOR_DESC`` (6_2: onnxruntime's
-  QLinearAveragePool and QLinearGlobalAveragePool).
+  QLinearAveragePool and QLinearGlobalAveragePool);
+* ``DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC`` and
+  ``DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC`` (1_0, 2_1, 3_0, 6_0 and 6_2).
 
 Slot order is the order of the fields in each ``*_OPERATOR_DESC`` structure.
 """
@@ -84,10 +86,12 @@ CONVOLUTION_OUTPUT = Slot(
 
 
 def _rows(spec):
-    """Support rows from ``(slot, min_dims, max_dims, dtypes)`` tuples."""
+    """Support rows from ``(slot, min_dims, max_dims, dtypes[, "required"])``
+    tuples ("required": an optional slot this version's table lists as an input)."""
     return tuple(
-        TensorSupport(slot=slot, min_dims=low, max_dims=high, dtypes=dtypes)
-        for slot, low, high, dtypes in spec
+        TensorSupport(slot=row[0], min_dims=row[1], max_dims=row[2], dtypes=row[3],
+                      required=row[4:] == ("required",))
+        for row in spec
     )
 
 
@@ -576,6 +580,7 @@ MATRIX_MULTIPLY_INTEGER_TO_FLOAT = Operator(
     ),
     attributes=(
         Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  choices=FLOATS,
                   description="output type when neither a scale array nor the bias gives it"),
     ),
     constraints=(
@@ -682,6 +687,99 @@ QUANTIZED_LINEAR_AVERAGE_POOLING = Operator(
     ),
 )
 
+# ELEMENT_WISE_QUANTIZE_LINEAR and ELEMENT_WISE_DEQUANTIZE_LINEAR: every
+# tensor has the input's sizes (DirectML broadcasts a scale or zero point by
+# strides of 0, which qops takes as NumPy's broadcasting at one dimension
+# count).  Their zero point is an input until 6_2, optional from it.
+_ELEMENT_WISE = ("input", "output", "scale", "zero_point")
+_FOUR = ("4", 4, 4)
+_ANY = ("1 to 8", 1, 8)
+_WIDE_INTEGERS_QDQ = ("INT32", "INT16", "INT8", "UINT32", "UINT16", "UINT8")
+
+
+def _element_wise_slots(input_description, output_description):
+    return (
+        Slot(name="input", source_name="InputTensor", kind=INPUT, description=input_description),
+        Slot(name="scale", source_name="ScaleTensor", kind=INPUT,
+             description="the scales, the input's sizes (broadcast)"),
+        Slot(name="zero_point", source_name="ZeroPointTensor", kind=OPTIONAL,
+             description="the zero points, the input's sizes (broadcast); 0 when absent"),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description=output_description),
+    )
+
+
+def _element_wise_rows(levels):
+    """One version per ``(level, dims, input, scale, zero point, output)``."""
+    rows = []
+    for level, dims, input_types, scale_types, zero_types, output_types in levels:
+        low, high = dims[1], dims[2]
+        required = () if level >= FeatureLevel.FL_6_2 else ("required",)
+        rows.append(VersionSupport(
+            version=level,
+            tensors=_rows((("input", low, high, input_types), ("scale", low, high, scale_types),
+                           ("zero_point", low, high, zero_types) + required,
+                           ("output", low, high, output_types)))))
+    return tuple(rows)
+
+
+ELEMENT_WISE_QUANTIZE_LINEAR = Operator(
+    name="ELEMENT_WISE_QUANTIZE_LINEAR",
+    function="element_wise_quantize_linear",
+    source="DirectML",
+    reference="DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC",
+    summary=("Quantize every element: clamp(round(input / scale) + zero_point), the scale "
+             "and zero point broadcast to the input's sizes."),
+    slots=_element_wise_slots("the values to quantize", "the quantized values"),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=_ELEMENT_WISE),
+        Constraint(kind=ConstraintKind.SAME_SIZES, slots=_ELEMENT_WISE),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "zero_point")),
+    ),
+    attributes=(
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="output type when there is no zero point"),
+    ),
+    versions=tuple(replace(row, attributes=("output_dtype",)) for row in _element_wise_rows((
+        (FeatureLevel.FL_1_0, _FOUR, ("FLOAT32",), ("FLOAT32",), ("UINT8",), ("UINT8",)),
+        (FeatureLevel.FL_2_1, _FOUR, ("FLOAT32", "INT32"), ("FLOAT32",), QUANTIZED, QUANTIZED),
+        (FeatureLevel.FL_3_0, _ANY, ("FLOAT32", "INT32"), ("FLOAT32",), QUANTIZED, QUANTIZED),
+        (FeatureLevel.FL_6_0, _ANY, ("FLOAT32", "FLOAT16", "INT32"), ("FLOAT32", "FLOAT16"),
+         QUANTIZED, QUANTIZED),
+        (FeatureLevel.FL_6_2, _ANY, ("FLOAT32", "FLOAT16", "INT32"), ("FLOAT32", "FLOAT16"),
+         QUANTIZED, QUANTIZED),
+    ))),
+)
+
+ELEMENT_WISE_DEQUANTIZE_LINEAR = Operator(
+    name="ELEMENT_WISE_DEQUANTIZE_LINEAR",
+    function="element_wise_dequantize_linear",
+    source="DirectML",
+    reference="DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC",
+    summary=("Dequantize every element: (input - zero_point) * scale, the scale and zero "
+             "point broadcast to the input's sizes."),
+    slots=_element_wise_slots("the quantized values", "the dequantized values"),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=_ELEMENT_WISE),
+        Constraint(kind=ConstraintKind.SAME_SIZES, slots=_ELEMENT_WISE),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "scale")),
+    ),
+    attributes=(),
+    versions=_element_wise_rows((
+        (FeatureLevel.FL_1_0, _FOUR, ("UINT8",), ("FLOAT32",), ("UINT8",), ("FLOAT32",)),
+        (FeatureLevel.FL_2_1, _FOUR, _WIDE_INTEGERS_QDQ, ("FLOAT32",), _WIDE_INTEGERS_QDQ,
+         ("FLOAT32",)),
+        (FeatureLevel.FL_3_0, _ANY, _WIDE_INTEGERS_QDQ, ("FLOAT32",), _WIDE_INTEGERS_QDQ,
+         ("FLOAT32",)),
+        (FeatureLevel.FL_6_0, _ANY, _WIDE_INTEGERS_QDQ, ("FLOAT32", "FLOAT16"),
+         _WIDE_INTEGERS_QDQ, ("FLOAT32", "FLOAT16")),
+        (FeatureLevel.FL_6_2, _ANY, _WIDE_INTEGERS_QDQ, ("FLOAT32", "FLOAT16"),
+         _WIDE_INTEGERS_QDQ, ("FLOAT32", "FLOAT16")),
+    )),
+)
+
 OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY, CONVOLUTION_INTEGER,
              MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR, ELEMENT_WISE_QUANTIZED_LINEAR_ADD,
-             MATRIX_MULTIPLY_INTEGER_TO_FLOAT, QUANTIZED_LINEAR_AVERAGE_POOLING)
+             MATRIX_MULTIPLY_INTEGER_TO_FLOAT, QUANTIZED_LINEAR_AVERAGE_POOLING,
+             ELEMENT_WISE_QUANTIZE_LINEAR, ELEMENT_WISE_DEQUANTIZE_LINEAR)

@@ -13,7 +13,8 @@ HEADER = ("Tensor", "Kind", "Supported dimension counts", "Supported data types"
 def support_rows(op: Operator, version_row):
     """The seed-style rows of one version: (source name, kind, dims, dtypes)."""
     return [
-        (slot.source_name, slot.kind.value, version_row.tensor(slot.name).dims_text(),
+        (slot.source_name, version_row.tensor(slot.name).kind_text(slot),
+         version_row.tensor(slot.name).dims_text(),
          ", ".join(t for t in version_row.tensor(slot.name).dtypes))
         for slot in op.slots
     ]

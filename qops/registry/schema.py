@@ -233,12 +233,15 @@ class TensorSupport:
     """One row of a tensor-support table: dimension counts and data types.
 
     ``max_dims`` of ``None`` means any number of dimensions (ONNX's N-D).
+    ``required`` marks an optional slot that this version's table lists as an
+    input (DirectML made some zero points optional at a later level).
     """
 
     slot: str
     min_dims: int
     max_dims: Optional[int]
     dtypes: tuple
+    required: bool = False
 
     def __post_init__(self):
         if isinstance(self.min_dims, bool) or not isinstance(self.min_dims, int) or self.min_dims < 0:
@@ -270,6 +273,10 @@ class TensorSupport:
 
     def dtypes_text(self) -> str:
         return ", ".join(dtype_label(d) for d in self.dtypes)
+
+    def kind_text(self, slot) -> str:
+        """The table's Kind column for ``slot`` at this version."""
+        return SlotKind.INPUT.value if self.required else slot.kind.value
 
 
 class ConstraintKind(enum.Enum):

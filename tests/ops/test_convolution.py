@@ -707,6 +707,15 @@ def test_one_dimensional_convolution_compiles_and_refuses_two_d_attributes():
         qops.quantized_linear_convolution(**dict(one_d_kwargs(case, 3), strides=(1, 2)))
     with pytest.raises(qops.ValidationError, match="takes one value"):
         qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **dict(constants, dilations=(1, 1)))
+    # NumPy arrays of one value are one value; at 2_1 the input's rank is the error.
+    as_array = dict(one_d_kwargs(case, 3), strides=np.array([2]), dilations=np.array([2]),
+                    start_padding=np.array([2]), end_padding=np.array([1]))
+    assert_exact(qops.quantized_linear_convolution(**as_array), oracle_convolution(case)[:, :, 0],
+                 "attributes as arrays")
+    with pytest.raises(qops.UnsupportedError, match="input has 3 dimensions; "
+                                                    "DML_FEATURE_LEVEL_2_1 supports 4"):
+        qops.quantized_linear_convolution(**dict(one_d_kwargs(case, 3), strides=(1, 2)),
+                                          feature_level="2_1")
 
 
 def _level_call(**changes):

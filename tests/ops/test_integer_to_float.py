@@ -208,6 +208,10 @@ def _call(**changes):
                                                     "(1, 1) per-tensor or (4, 1) per-row"),
     (dict(a=np.full((1, 3), 2**31 - 1, np.int32), b=np.full((3, 1), 2**31 - 1, np.int32),
           a_zero_point=np.int32(-2**31)), "past 2**53"),
+    (dict(output_dtype=np.int32), "output_dtype is int32; it must be one of float32, float16"),
+    (dict(bias=np.ones(3, np.float32)), "a 1-d bias has one value per column, N = 5"),
+    (dict(a_scale=1e-8, b_scale=np.float16(0.25)),
+     "a_scale is 1e-08, which float16 (the scales' type here) cannot hold"),
 ])
 def test_refuses_what_the_page_or_the_rule_does_not_take(changes, message):
     with pytest.raises(qops.ValidationError) as error:
@@ -257,3 +261,15 @@ def test_16_bit_operands_of_8_bit_values_run_narrowed_and_exact(dtype, a_range, 
     for n_threads in (1, 2):
         got = dispatch.execute(validated, n_threads)
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), n_threads
+
+
+def test_validate_refuses_what_the_function_refuses_and_blames_the_odd_slot():
+    """qops.validate runs the same value checks (sums past 2**53 included);
+    a type constraint names the first slot whose type differs."""
+    a, b = np.full((2, 3), 2**31 - 1, np.int32), np.full((3, 4), -2**31, np.int32)
+    with pytest.raises(qops.ValidationError, match="past 2[*][*]53"):
+        qops.validate("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", a=a, a_scale=1.0, b=b, b_scale=1.0)
+    with pytest.raises(qops.ValidationError) as error:
+        qops.matrix_multiply_integer_to_float(**_call(a_zero_point=np.int8(1),
+                                                      b_zero_point=np.uint8(1)))
+    assert error.value.slot == "a_zero_point"

@@ -104,6 +104,20 @@ def build_call(op, version, dtypes):
                     output_scale=values(dtypes["output_scale"], (1, 1, 1, 1), 0.25),
                     output_zero_point=values(dtypes["output_zero_point"], (1, 1, 1, 1), 2),
                     window_size=(2, 2), start_padding=(1, 0), feature_level=version)
+    if op.name in ("ELEMENT_WISE_QUANTIZE_LINEAR", "ELEMENT_WISE_DEQUANTIZE_LINEAR"):
+        if (op.name == "ELEMENT_WISE_QUANTIZE_LINEAR"
+                and "FLOAT16" in (dtypes["input"], dtypes["scale"])
+                and "FLOAT16" in op.support(version).tensor("input").dtypes):
+            # The page's rule: a float input's scale has its type.
+            dtypes = dict(dtypes, input="FLOAT16", scale="FLOAT16")
+        zero = 0 if dtypes["zero_point"] in ("INT32", "UINT32") else 1
+        call = dict(input=values(dtypes["input"], (1, 2, 3, 4)),
+                    scale=values(dtypes["scale"], (1, 2, 1, 1), 0.5),
+                    zero_point=values(dtypes["zero_point"], (1, 1, 1, 4), zero),
+                    feature_level=version)
+        if op.name == "ELEMENT_WISE_QUANTIZE_LINEAR":
+            call["output_dtype"] = _dtypes.to_numpy(dtypes["output"])
+        return call
     if op.name == "DYNAMIC_QUANTIZE_LINEAR":
         return dict(input=values(dtypes["input"], (2, 3)),
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)

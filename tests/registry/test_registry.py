@@ -165,6 +165,35 @@ AVERAGE_POOLING_6_2_TABLE = [
     ("OutputTensor", "Output", "4 to 5", "INT8, UINT8"),
 ]
 
+# seeds/later/directml_element_wise_(de)quantize_linear.md: every level's
+# table; the zero point is an input until 6_2.
+_ZP_INPUT, _ZP_OPTIONAL = "Input", "Optional input"
+_Q_INPUTS = {"1_0": "FLOAT32", "2_1": "FLOAT32, INT32", "3_0": "FLOAT32, INT32",
+             "6_0": "FLOAT32, FLOAT16, INT32", "6_2": "FLOAT32, FLOAT16, INT32"}
+_WIDE = "INT32, INT16, INT8, UINT32, UINT16, UINT8"
+
+
+def _element_wise_table(level, input_types, scale_types, zero_types, output_types):
+    dims = "4" if level in ("1_0", "2_1") else "1 to 8"
+    zero_kind = _ZP_OPTIONAL if level == "6_2" else _ZP_INPUT
+    return [("InputTensor", "Input", dims, input_types), ("ScaleTensor", "Input", dims, scale_types),
+            ("ZeroPointTensor", zero_kind, dims, zero_types),
+            ("OutputTensor", "Output", dims, output_types)]
+
+
+QUANTIZE_TABLES = {
+    level: _element_wise_table(level, _Q_INPUTS[level],
+                               "FLOAT32, FLOAT16" if level >= "6_0" else "FLOAT32",
+                               "UINT8" if level == "1_0" else "INT8, UINT8",
+                               "UINT8" if level == "1_0" else "INT8, UINT8")
+    for level in _Q_INPUTS}
+DEQUANTIZE_TABLES = {
+    level: _element_wise_table(level, "UINT8" if level == "1_0" else _WIDE,
+                               "FLOAT32, FLOAT16" if level >= "6_0" else "FLOAT32",
+                               "UINT8" if level == "1_0" else _WIDE,
+                               "FLOAT32, FLOAT16" if level >= "6_0" else "FLOAT32")
+    for level in _Q_INPUTS}
+
 TABLES = [
     (CONV, FeatureLevel.FL_2_1, CONV_2_1_TABLE),
     (CONV, FeatureLevel.FL_4_0, CONV_4_0_TABLE),
@@ -179,7 +208,10 @@ TABLES = [
     (DYNAMIC, FeatureLevel.FL_4_0, DYNAMIC_4_0_TABLE),
     ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", FeatureLevel.FL_6_2, INTEGER_TO_FLOAT_6_2_TABLE),
     ("QUANTIZED_LINEAR_AVERAGE_POOLING", FeatureLevel.FL_6_2, AVERAGE_POOLING_6_2_TABLE),
-]
+] + [("ELEMENT_WISE_QUANTIZE_LINEAR", FeatureLevel.parse(level), table)
+     for level, table in QUANTIZE_TABLES.items()] + [
+    ("ELEMENT_WISE_DEQUANTIZE_LINEAR", FeatureLevel.parse(level), table)
+    for level, table in DEQUANTIZE_TABLES.items()]
 
 # The structure fields in order (seed "Syntax" / struct-fields) and the
 # contract's snake_case slot names ("Tensor" dropped).
@@ -358,7 +390,10 @@ def _later_seed(name):
      INTEGER_TO_FLOAT_6_2_TABLE),
     ("directml_quantized_linear_average_pooling.md", "## Tensor support",
      AVERAGE_POOLING_6_2_TABLE),
-])
+] + [("directml_element_wise_quantize_linear.md", f"### DML_FEATURE_LEVEL_{level} and above",
+      table) for level, table in QUANTIZE_TABLES.items()] + [
+    ("directml_element_wise_dequantize_linear.md", f"### DML_FEATURE_LEVEL_{level} and above",
+     table) for level, table in DEQUANTIZE_TABLES.items()])
 def test_transcribed_tables_match_later_seed_pages(page, heading, table):
     """The current pages' tables; the integer pages add a Dimensions column,
     which the registry's shape patterns hold instead."""
@@ -400,8 +435,8 @@ def test_tensor_support_rows(name, level, table):
     for source_name, kind, dims, dtypes in table:
         slot = _slot_by_source(op, source_name)
         assert slot.source_name == source_name
-        assert op.slot(slot.name).kind.value == kind, source_name
         row = support.tensor(slot.name)
+        assert row.kind_text(op.slot(slot.name)) == kind, source_name
         assert row.dims_text() == dims, source_name
         assert dtypes_text(row) == dtypes, source_name
         assert set(row.dtypes) == set(dtypes.split(", ")), source_name
@@ -864,6 +899,8 @@ NAMES = [(CONV, "quantized_linear_convolution"), (MATMUL, "quantized_linear_matr
          ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "element_wise_quantized_linear_add"),
          ("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "matrix_multiply_integer_to_float"),
          ("QUANTIZED_LINEAR_AVERAGE_POOLING", "quantized_linear_average_pooling"),
+         ("ELEMENT_WISE_QUANTIZE_LINEAR", "element_wise_quantize_linear"),
+         ("ELEMENT_WISE_DEQUANTIZE_LINEAR", "element_wise_dequantize_linear"),
          ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear")]
 
 

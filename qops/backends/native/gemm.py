@@ -174,10 +174,11 @@ def prepare_integer_to_float(call, variant=None):
         acc = np.empty(call.output_shape, np.int32)
         sums.run(dataclasses.replace(call, values=sum_values), acc, n_threads)
         value = np.empty(call.output_shape, np.float32) if wide else out
-        np.multiply(acc, multiplier, out=value, dtype=np.float32)
-        bias = call.arrays["bias"]
-        if bias is not None:
-            np.add(value, bias, out=value, dtype=np.float32)
+        with np.errstate(over="ignore"):  # past float32's range is infinity, by the rule
+            np.multiply(acc, multiplier, out=value, dtype=np.float32)
+            bias = call.arrays["bias"]
+            if bias is not None:
+                np.add(value, bias, out=value, dtype=np.float32)
         if wide:
             with np.errstate(over="ignore"):  # past float16's range is infinity, by the rule
                 out[...] = value

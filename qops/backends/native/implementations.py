@@ -181,6 +181,9 @@ def register_all(register):
     register("QUANTIZED_LINEAR_AVERAGE_POOLING", "kernels",
              run_prepared(pooling.prepare_average_pooling), priority=KERNELS,
              supports=pooling.supports_average_pooling, prepare=pooling.prepare_average_pooling)
+    for name in ("ELEMENT_WISE_QUANTIZE_LINEAR", "ELEMENT_WISE_DEQUANTIZE_LINEAR"):
+        register(name, "kernels", run_prepared(quantize.prepare_element_wise), priority=KERNELS,
+                 supports=quantize.element_wise_supported, prepare=quantize.prepare_element_wise)
     register("QuantizeLinear", "lean", run_prepared(_prepare_lean_quantize), priority=LEAN,
              supports=_lean_quantize_supported, prepare=_prepare_lean_quantize,
              fast=QuantizePerTensor)

@@ -195,6 +195,72 @@ def quantize_supported(call):
     return call.arrays["x"].size > 0
 
 
+# -- ELEMENT_WISE_QUANTIZE_LINEAR / ELEMENT_WISE_DEQUANTIZE_LINEAR ---------------------------
+#
+# A call whose scale and zero point vary along one axis at most is ONNX's
+# QuantizeLinear / DequantizeLinear of that form (the division in float32):
+# the same kernels, with the parameters' values along the axis.
+
+_NARROW_INPUTS = ("INT8", "UINT8", "INT16", "UINT16")
+
+
+def element_wise_supported(call):
+    """Per-tensor or per-axis parameters; float32 / float16 input to
+    quantize, 8- and 16-bit input to dequantize (int32 and uint32 follow
+    ONNX's reference arithmetic on the reference)."""
+    x = call.arrays["input"]
+    if call.granularity["scale"] == "broadcast" or x.size == 0:
+        return False
+    name = _dtypes.name_of(x.dtype)
+    if call.operator.name == "ELEMENT_WISE_QUANTIZE_LINEAR":
+        return name in ("FLOAT32", "FLOAT16")
+    return name in _NARROW_INPUTS
+
+
+def _along(value, length, dtype):
+    """A parameter's values along the one axis it may vary on, ``length`` of them."""
+    flat = np.asarray(value).reshape(-1).astype(dtype)
+    return np.ascontiguousarray(np.broadcast_to(flat, (length,)) if flat.size == 1 else flat)
+
+
+def prepare_element_wise(call, variant=None):
+    """``run(call, out, n_threads)`` for element-wise quantize and dequantize
+    calls of this signature on the QuantizeLinear / DequantizeLinear kernels."""
+    x = call.arrays["input"]
+    name = _dtypes.name_of(x.dtype)
+    form, axis = call.granularity["scale"], call.attributes["axis"]
+    layout = _layout(x.shape, form, axis, 0)
+    length = 1 if form == "per-tensor" else x.shape[axis]
+    module = _simd.quantize_module(variant)
+    quantize = call.operator.name == "ELEMENT_WISE_QUANTIZE_LINEAR"
+    zero_point_given = call.arrays["zero_point"] is not None
+
+    def derive(arrays, checked):
+        zero = (np.zeros(length, np.float32) if arrays["zero_point"] is None
+                else _along(arrays["zero_point"], length, np.float32))
+        return _along(arrays["scale"], length, np.float32), zero
+
+    if quantize:
+        kinds = dict(x_kind=_FLOAT_KINDS[name], compute=_FLOAT_KINDS["FLOAT32"],
+                     out_kind=_Q_KINDS[_dtypes.name_of(call.output_dtype)], saturate=True)
+
+        def run(call, out, n_threads):
+            scale, zero = call.values
+            module.quantize(_raw(call.arrays["input"]), scale=scale, zero=zero, **layout,
+                            out=_raw(out), zero_point_given=zero_point_given,
+                            n_threads=n_threads, **kinds)
+    else:
+        out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
+
+        def run(call, out, n_threads):
+            scale, zero = call.values
+            module.dequantize(_raw(call.arrays["input"]), _X_KINDS[name], False, _NO_TABLE,
+                              scale, zero, **layout, out=_raw(out), out_kind=out_kind,
+                              n_threads=n_threads)
+
+    return Prepared(run, derive)
+
+
 __all__ = ["prepare_dequantize", "prepare_quantize", "prepare_dynamic_quantize",
            "run_dequantize", "run_quantize", "run_dynamic_quantize", "dequantize_supported",
-           "quantize_supported"]
+           "quantize_supported", "element_wise_supported", "prepare_element_wise"]
