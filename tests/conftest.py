@@ -163,6 +163,37 @@ def ort_session(model):
         raise
 
 
+def contrib_model(op_type, names, values, feeds, output_dtype, **attributes):
+    """``(node, model)``: one node of onnxruntime's ``com.microsoft`` operator
+    ``op_type``, whose inputs are ``names`` in order.  ``values`` maps them to
+    arrays (a missing or ``None`` one is an omitted optional input); those in
+    ``feeds`` are graph inputs and the others initializers, as onnxruntime's
+    quantizer writes the parameters."""
+    from onnx import numpy_helper
+
+    present = [n for n in names if values.get(n) is not None]
+    last = max(names.index(n) for n in present)
+    node = helper.make_node(op_type, [n if values.get(n) is not None else "" for n in
+                                      names[:last + 1]], ["y_out"], domain="com.microsoft",
+                            **attributes)
+    graph = helper.make_graph(
+        [node], op_type,
+        [helper.make_tensor_value_info(n, onnx_type(np.asarray(values[n]).dtype),
+                                       list(np.shape(values[n]))) for n in present if n in feeds],
+        [helper.make_tensor_value_info("y_out", onnx_type(output_dtype), None)],
+        initializer=[numpy_helper.from_array(np.asarray(values[n]), n) for n in present
+                     if n not in feeds])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return node, model
+
+
+def run_contrib_ort(model, values, feeds):
+    """onnxruntime's output of a :func:`contrib_model` (a skip without a kernel)."""
+    return ort_session(model).run(None, {n: np.asarray(values[n]) for n in feeds})[0]
+
+
 def run_ort(op_type, inputs, attributes=None, *, opset, output_dtype):
     """Run a one-node model on onnxruntime; skip when it has no such kernel."""
     model = make_model(op_type, inputs, attributes, opset=opset, output_dtype=output_dtype)

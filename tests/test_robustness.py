@@ -190,3 +190,15 @@ def test_padding_past_32_bit_indexing_is_refused(function, batch):
         result = getattr(qops, function)(**slots, strides=(2**30, 2**30),
                                          end_padding=(2**31 - 2, 0))
         assert result.shape == (0, 1, 2, 1)
+
+
+@pytest.mark.parametrize("op", qops.registry.operators(), ids=lambda op: op.name)
+def test_every_operator_names_a_missing_slot(op):
+    """Called with every input None, every operator (and qops.validate of
+    it, given nothing) names what is required, never an AttributeError."""
+    nothing = {slot.name: None for slot in op.inputs}
+    if op.name == "QUANTIZED_LINEAR_AVERAGE_POOLING":
+        nothing["window_size"] = (2, 2)  # else the missing attribute is named first
+    for call in (lambda: getattr(qops, op.function)(**nothing), lambda: qops.validate(op.name)):
+        with pytest.raises(qops.ValidationError, match="is required"):
+            call()

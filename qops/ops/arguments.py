@@ -64,6 +64,15 @@ def as_tensor(op: Operator, slot: str, value):
     return Slotted(array, desc_of(array))
 
 
+def required_tensor(op: Operator, slot: str, value):
+    """:func:`as_tensor` of a slot the operator cannot run without: missing,
+    it is named here, before anything reads its shape."""
+    item = as_tensor(op, slot, value)
+    if item is None:
+        fail(op, f"{slot} is required ({op.slot(slot).source_name})", slot=slot)
+    return item
+
+
 def as_parameter(op: Operator, slot: str, value, *, number_dtype):
     """A scale, zero point or bias: an array, or a Python number given the
     registry type ``number_dtype`` (``None``: the number's natural type)."""

@@ -11,7 +11,8 @@ from qops.ops.validation import Desc, check_scale_values, fail
 from qops.reference import requantization_multiplier
 from qops.registry import dtypes as _dtypes
 
-__all__ = ["output_desc", "requantization", "finish_requantized", "requantized_slots"]
+__all__ = ["output_desc", "requantization", "finish_requantized", "requantized_slots",
+           "expand_to_shared_rank"]
 
 
 def requantized_slots(op, slots, tensors, zero_points, scales, output_dtype):
@@ -29,6 +30,24 @@ def requantized_slots(op, slots, tensors, zero_points, scales, output_dtype):
     given["output_zero_point"] = _args.as_parameter(
         op, "output_zero_point", slots.get("output_zero_point"), number_dtype=output_dtype)
     return given
+
+
+def expand_to_shared_rank(op, version, given, group, tensor):
+    """Shorthand of a matrix multiply's scales and zero points: a number or
+    0-d array in ``group`` is per tensor, all ones at the rank the group's
+    arrays share (the page makes them share one), else at the rank of
+    ``tensor`` (A) -- also when the shared rank is one the level refuses, so
+    that the error names the array given, not the shorthand."""
+    explicit = {given[n].desc.ndim for n in group
+                if given.get(n) is not None and given[n].desc.ndim}
+    tensor_rank = given[tensor].desc.ndim if given[tensor] is not None else 4
+    rank = explicit.pop() if len(explicit) == 1 else tensor_rank
+    if not op.support(version).tensor(group[0]).allows_dims(rank):
+        rank = tensor_rank
+    for name in group:
+        item = given.get(name)
+        if item is not None and item.desc.ndim == 0 and rank > 0:
+            given[name] = _args.expand(item, (1,) * rank, _args.shorthand_note(item))
 
 
 def output_desc(output_dtype, zero_point_desc, main_desc, shape):

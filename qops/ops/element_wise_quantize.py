@@ -116,7 +116,7 @@ def _broadcast(item, shape):
     return _args.Slotted(item.array, desc)
 
 
-def form_of(shapes, rank):
+def form_of(shapes):
     """``("per-tensor", 0)``, ``("per-axis", axis)`` when every parameter
     varies along that one axis at most, else ``("broadcast", 0)``."""
     axes = {axis for shape in shapes for axis, size in enumerate(shape) if size != 1}
@@ -130,7 +130,7 @@ def form_of(shapes, rank):
 def _prepare(op, slots, attributes, feature_level, out, quantize):
     version = resolve_version(op, feature_level)
     attributes = check_attributes(op, version, attributes)
-    given = {"input": _args.as_tensor(op, "input", slots.get("input"))}
+    given = {"input": _args.required_tensor(op, "input", slots.get("input"))}
     input_type = _args.registry_dtype(given["input"])
     if quantize:
         scale_number = input_type if input_type in ("FLOAT32", "FLOAT16") else "FLOAT32"
@@ -162,11 +162,11 @@ def _prepare(op, slots, attributes, feature_level, out, quantize):
         # InputTensor."
         wanted = "FLOAT32" if input_type == "INT32" else input_type
         if descs["scale"].dtype != wanted:
+            wanted = _dtypes.label(_dtypes.to_numpy(wanted))
             fail(op, f"scale is {descs['scale'].dtype_text} with an input of "
-                     f"{descs['input'].dtype_text}; it must be {_dtypes.label(_dtypes.to_numpy(wanted))} "
-                     "(float32 for an int32 input, else the input's type)", slot="scale",
-                 given=descs["scale"].dtype_text)
-    form, axis = form_of([s for s in raw_shapes if len(s) == len(shape)] or [()], len(shape))
+                     f"{descs['input'].dtype_text}; it must be {wanted} (float32 for an int32 "
+                     "input, else the input's type)", slot="scale", given=descs["scale"].dtype_text)
+    form, axis = form_of([s for s in raw_shapes if len(s) == len(shape)])
     arrays, complete = _args.arrays_of(given)
     if arrays["scale"] is not None:
         check_scale_values(op, "scale", arrays["scale"])

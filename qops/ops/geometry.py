@@ -10,7 +10,8 @@ from qops.ops.validation import check_attributes, check_slot, fail, plural, shap
 from qops.reference.convolution import output_size
 
 __all__ = ["INDEX_LIMIT", "SPATIAL_ATTRIBUTES", "convolution_rank", "one_d_attributes",
-           "two_d_form", "convolution_attributes", "convolution_in_two_d", "convolution_output_shape",
+           "lifted_attributes", "lifted_form", "two_d_form", "convolution_attributes",
+           "check_window_extents", "SPATIAL_NAMES", "convolution_in_two_d", "convolution_output_shape",
            "check_convolution_geometry", "matmul_output_shape"]
 
 #: The largest padded spatial size: DirectML indexes tensors with 32-bit integers.
@@ -30,21 +31,31 @@ def convolution_rank(input_item):
     return ndim if ndim in (3, 4) else 4
 
 
-def one_d_attributes(op, attributes):
-    """A 1-D convolution's spatial attributes (one value each) with the
-    height's neutral value put first, as the 2-D form it runs as takes them."""
+def lifted_attributes(op, attributes, neutral, count, lift, what):
+    """Spatial attributes given with ``count`` values each (NumPy arrays too)
+    in the form of ``count + lift`` dimensions the kernels run: each of
+    ``neutral``'s attributes gains ``lift`` leading neutral values.  ``what``
+    names the call in the error (``"a 1-D convolution (input of 3
+    dimensions)"``)."""
     attributes = dict(attributes)
-    for name, neutral in SPATIAL_ATTRIBUTES.items():
+    for name, value_of_axis in neutral.items():
         value = attributes.get(name)
         if value is None:
             continue
         if hasattr(value, "tolist") and not isinstance(value, (tuple, list)):
-            value = value.tolist()  # a NumPy array, as the 2-D path takes
-        if not isinstance(value, (tuple, list)) or len(value) != 1:
-            fail(op, f"{name} is {value!r}; a 1-D convolution (input of 3 dimensions) takes "
-                     "one value per attribute", slot=name, given=value)
-        attributes[name] = (neutral, *value)
+            value = value.tolist()
+        if not isinstance(value, (tuple, list)) or len(value) != count:
+            wanted = "one value per attribute" if count == 1 else f"{count} values"
+            fail(op, f"{name} is {value!r}; {what} takes {wanted}", slot=name, given=value)
+        attributes[name] = (value_of_axis,) * lift + tuple(value)
     return attributes
+
+
+def one_d_attributes(op, attributes):
+    """A 1-D convolution's spatial attributes (one value each) with the
+    height's neutral value put first, as the 2-D form it runs as takes them."""
+    return lifted_attributes(op, attributes, SPATIAL_ATTRIBUTES, 1, 1,
+                             "a 1-D convolution (input of 3 dimensions)")
 
 
 def convolution_attributes(op, version, input_item, attributes):
@@ -59,26 +70,32 @@ def convolution_attributes(op, version, input_item, attributes):
     return rank, check_attributes(op, version, attributes)
 
 
-def two_d_form(item, rank):
-    """A convolution slot in the 2-D form the kernels run.
+def lifted_form(item, rank, full_rank):
+    """A slot in the form of ``full_rank`` dimensions the kernels run.
 
-    Fewer dimensions than ``rank`` align to the right, as DirectML's
-    broadcasting does (``(OC, 1, 1)`` of a 2-D convolution is
-    ``(1, OC, 1, 1)``).  A 1-D convolution's (``rank`` 3) slots then gain a
-    height of 1 before their width; a 4-dimensional parameter of a 1-D
-    convolution is already in the 2-D form.
+    Fewer dimensions than ``rank`` (the call's) align to the right, as
+    DirectML's broadcasting does (``(OC, 1, 1)`` of a 2-D convolution is
+    ``(1, OC, 1, 1)``).  A slot one dimension short of ``full_rank`` then
+    gains a spatial size of 1 after the channels (the height of a 1-D
+    convolution, the depth of a 2-D pooling); one of ``full_rank`` already
+    has the form.
     """
     if item is None:
         return None
     shape = tuple(item.desc.shape)
     if len(shape) < rank:
         shape = (1,) * (rank - len(shape)) + shape
-    if len(shape) == 3:
+    if len(shape) == full_rank - 1:
         shape = shape[:2] + (1,) + shape[2:]
     if shape == tuple(item.desc.shape):
         return item
     note = item.desc.note or f"given as {shape_text(item.desc.shape)}"
     return _args.expand(item, shape, note)
+
+
+def two_d_form(item, rank):
+    """A convolution slot in the 2-D form the kernels run (:func:`lifted_form`)."""
+    return lifted_form(item, rank, 4)
 
 
 def convolution_in_two_d(given, rank, attributes):
@@ -127,22 +144,34 @@ def check_convolution_geometry(op, descs, attributes, output_shape):
     if out_channels % groups:
         fail(op, f"filter has {out_channels} output channels, which group_count {groups} does not "
                  "divide", slot="group_count", given=groups)
-    for axis, (dimension, size, kernel) in enumerate(
-            (("height", height, kernel_h), ("width", width, kernel_w))):
+    for dimension, kernel in (("height", kernel_h), ("width", kernel_w)):
+        if kernel < 1:
+            fail(op, f"filter {dimension} is 0; a filter needs at least one element per dimension",
+                 slot="filter", given=descs["filter"].shape)
+    check_window_extents(op, (height, width), (kernel_h, kernel_w), attributes, output_shape[2:],
+                         "filter", slot="input", given=descs["input"].shape)
+
+
+#: The names of up to three spatial dimensions, the last ones for fewer.
+SPATIAL_NAMES = ("depth", "height", "width")
+
+
+def check_window_extents(op, sizes, windows, attributes, output_sizes, what, *, slot, given):
+    """Along each spatial dimension: the padded size within 32-bit indexing,
+    and a non-empty output, the padded input at least the dilated window
+    (``what``: ``"filter"`` or ``"window"``)."""
+    names = SPATIAL_NAMES[len(SPATIAL_NAMES) - len(sizes):]
+    for axis, (dimension, size, window) in enumerate(zip(names, sizes, windows)):
         padded = size + attributes["start_padding"][axis] + attributes["end_padding"][axis]
         if padded > INDEX_LIMIT:
             fail(op, f"the padded input {dimension} is {padded}; spatial sizes with their padding "
                      f"must stay within 2**31 - 1 (32-bit indexing)", slot="end_padding",
                  given=padded, allowed=INDEX_LIMIT)
-        if kernel < 1:
-            fail(op, f"filter {dimension} is 0; a filter needs at least one element per dimension",
-                 slot="filter", given=descs["filter"].shape)
-        if output_shape[2 + axis] < 1:
-            dilated = attributes["dilations"][axis] * (kernel - 1) + 1
-            padded = size + attributes["start_padding"][axis] + attributes["end_padding"][axis]
-            fail(op, f"the output {dimension} would be {output_shape[2 + axis]}: the padded input "
-                     f"{dimension} {padded} is smaller than the dilated filter {dimension} {dilated}",
-                 slot="input", given=descs["input"].shape)
+        if output_sizes[axis] < 1:
+            dilated = attributes["dilations"][axis] * (window - 1) + 1
+            fail(op, f"the output {dimension} would be {output_sizes[axis]}: the padded input "
+                     f"{dimension} {padded} is smaller than the dilated {what} {dimension} "
+                     f"{dilated}", slot=slot, given=given)
 
 
 def matmul_output_shape(op, descs, strict=False):

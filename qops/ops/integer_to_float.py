@@ -7,6 +7,7 @@ import numpy as np
 from qops import reference, registry
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
+from qops.ops.common import expand_to_shared_rank
 from qops.ops.geometry import matmul_output_shape
 from qops.ops.plans import PlanCache
 from qops.ops.validation import (
@@ -129,15 +130,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
                          "(the scales' type here) cannot hold; give it as an array of that "
                          "type or choose the other type", slot=name, given=value)
 
-    # Shorthand, as for the quantized matrix multiply: numbers and 0-d arrays
-    # are per tensor, all ones at the rank the other parameters share.
-    explicit = {given[n].desc.ndim for n in PARAMETERS
-                if given[n] is not None and given[n].desc.ndim}
-    rank = explicit.pop() if len(explicit) == 1 else (given["a"].desc.ndim if given["a"] else 4)
-    for name in PARAMETERS:
-        item = given[name]
-        if item is not None and item.desc.ndim == 0 and rank > 0:
-            given[name] = _args.expand(item, (1,) * rank, _args.shorthand_note(item))
+    expand_to_shared_rank(op, version, given, PARAMETERS, "a")
 
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
     output_shape = matmul_output_shape(op, descs)

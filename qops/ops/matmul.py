@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from qops import registry
 from qops.backends.contract import Call
-from qops.ops import arguments as _args
-from qops.ops.common import finish_requantized, output_desc, requantization, requantized_slots
+from qops.ops.common import (
+    expand_to_shared_rank,
+    finish_requantized,
+    output_desc,
+    requantization,
+    requantized_slots,
+)
 from qops.ops.geometry import matmul_output_shape
 from qops.ops.plans import FastPath, PlanCache
 from qops.ops.validation import check_attributes, check_patterns, check_tensors, resolve_version
@@ -92,18 +97,8 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
     given = requantized_slots(op, slots, ("a", "b"), _ZERO_POINTS, SCALES,
                               attributes["output_dtype"])
 
-    # Shorthand: a number or 0-d array is per-tensor, all ones at the rank the
-    # other scales and zero points share (they must share one), else A's rank.
     group = _parameter_group(version)
-    explicit = {given[n].desc.ndim for n in group if given.get(n) is not None and given[n].desc.ndim}
-    a_rank = given["a"].desc.ndim if given["a"] is not None else 4
-    rank = explicit.pop() if len(explicit) == 1 else a_rank
-    if not OPERATOR.support(version).tensor("a_scale").allows_dims(rank):
-        rank = a_rank  # the explicit rank is wrong at this level; report it, not the shorthand
-    for name in group:
-        item = given.get(name)
-        if item is not None and item.desc.ndim == 0 and rank > 0:
-            given[name] = _args.expand(item, (1,) * rank, _args.shorthand_note(item))
+    expand_to_shared_rank(op, version, given, group, "a")
 
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
     output_shape = matmul_output_shape(op, descs)

@@ -13,7 +13,7 @@ from qops import registry
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
 from qops.ops.common import output_desc
-from qops.ops.geometry import INDEX_LIMIT
+from qops.ops.geometry import check_window_extents, lifted_attributes, lifted_form
 from qops.ops.plans import PlanCache
 from qops.ops.validation import (
     check_attributes,
@@ -22,7 +22,6 @@ from qops.ops.validation import (
     check_tensors,
     fail,
     resolve_version,
-    shape_text,
 )
 from qops.reference.pooling import pooled_size, window_sums
 from qops.registry import dtypes as _dtypes
@@ -98,42 +97,16 @@ def _three_d_attributes(op, attributes, spatial):
     if attributes.get("window_size") is None:
         fail(op, "window_size is required (WindowSize): one value per spatial dimension",
              slot="window_size")
-    attributes = dict(attributes)
-    for name, neutral in SPATIAL.items():
-        value = attributes.get(name)
-        if value is None:
-            continue
-        if isinstance(value, np.ndarray):
-            value = value.tolist()
-        if not isinstance(value, (tuple, list)) or len(value) != spatial:
-            fail(op, f"{name} is {value!r}; a {spatial}-D pooling (input of {spatial + 2} "
-                     f"dimensions) takes {spatial} values", slot=name, given=value)
-        attributes[name] = tuple(value) if spatial == 3 else (neutral, *value)
-    return attributes
-
-
-def _five_d(item, rank):
-    """A parameter in the 5-D form: fewer dimensions than the input's align
-    right; a 4-D input's gain a depth of 1 after the channels."""
-    if item is None:
-        return None
-    shape = tuple(item.desc.shape)
-    if len(shape) < rank:
-        shape = (1,) * (rank - len(shape)) + shape
-    if len(shape) == 4:
-        shape = shape[:2] + (1,) + shape[2:]
-    if shape == tuple(item.desc.shape):
-        return item
-    return _args.expand(item, shape, item.desc.note or f"given as {shape_text(item.desc.shape)}")
+    return lifted_attributes(op, attributes, SPATIAL, spatial, 3 - spatial,
+                             f"a {spatial}-D pooling (input of {spatial + 2} dimensions)")
 
 
 def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> Call:
     """Normalize and validate a pooling call; raise before anything runs."""
     op = OPERATOR
     version = resolve_version(op, feature_level)
-    given = {"input": _args.as_tensor(op, "input", slots.get("input"))}
-    rank = given["input"].desc.ndim if given["input"] is not None else 4
-    rank = rank if rank in (4, 5) else 4
+    given = {"input": _args.required_tensor(op, "input", slots.get("input"))}
+    rank = given["input"].desc.ndim if given["input"].desc.ndim in (4, 5) else 4
     attributes = check_attributes(op, version, _three_d_attributes(op, attributes, rank - 2))
     given["input_zero_point"] = _args.as_parameter(
         op, "input_zero_point", slots.get("input_zero_point"),
@@ -156,7 +129,7 @@ def prepare(slots: dict, attributes: dict, feature_level=None, *, out=None) -> C
                                        _args.shorthand_note(item))
 
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
-    square = {name: (_five_d(item, rank) if name != "input" or item.desc.ndim == 4 else item)
+    square = {name: (lifted_form(item, rank, 5) if name != "input" or item.desc.ndim == 4 else item)
               for name, item in given.items()}
     input_desc = square["input"].desc
     output_shape = ()
@@ -209,19 +182,9 @@ def _check_windows(op, input_shape, attributes, output_shape):
     0 / 0)."""
     if not output_shape:
         return
-    names = ("depth", "height", "width")
-    for axis, size in enumerate(input_shape[2:]):
-        padded = size + attributes["start_padding"][axis] + attributes["end_padding"][axis]
-        if padded > INDEX_LIMIT:
-            fail(op, f"the padded input {names[axis]} is {padded}; spatial sizes with their "
-                     "padding must stay within 2**31 - 1 (32-bit indexing)", slot="end_padding",
-                 given=padded)
-        if output_shape[2 + axis] < 1:
-            span = attributes["dilations"][axis] * (attributes["window_size"][axis] - 1) + 1
-            fail(op, f"the output {names[axis]} would be {output_shape[2 + axis]}: the padded "
-                     f"input {names[axis]} {padded} is smaller than the dilated window "
-                     f"{names[axis]} {span}", slot="window_size",
-                 given=attributes["window_size"])
+    check_window_extents(op, input_shape[2:], attributes["window_size"], attributes,
+                         output_shape[2:], "window", slot="window_size",
+                         given=attributes["window_size"])
     if attributes["include_padding"]:
         return
     _, counts = window_sums(np.zeros((1, 1) + tuple(input_shape[2:]), np.uint8), None,

@@ -5,6 +5,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from conftest import contrib_model, run_contrib_ort
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -110,31 +111,16 @@ def test_ties_round_to_even_and_the_output_saturates():
     assert np.any(odd) and got.min() == -128 and got.max() == 127
 
 
-def _onnxruntime_add(call, out_type):
-    onnxruntime = pytest.importorskip("onnxruntime")
-    from onnx import TensorProto, helper, numpy_helper
+ADD_INPUTS = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale",
+              "C_zero_point"]
+_ADD_SLOTS = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",
+              "output_zero_point"]
 
-    names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale",
-             "C_zero_point"]
-    values = [call["a"], call["a_scale"], call["a_zero_point"], call["b"], call["b_scale"],
-              call["b_zero_point"], call["output_scale"], call["output_zero_point"]]
-    node = helper.make_node("QLinearAdd", names, ["C"], domain="com.microsoft")
-    initializers = [numpy_helper.from_array(np.asarray(v), n)
-                    for n, v in zip(names, values) if n not in ("A", "B")]
-    graph = helper.make_graph(
-        [node], "add",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(call[k].dtype),
-                                       list(call[k].shape)) for n, k in (("A", "a"), ("B", "b"))],
-        [helper.make_tensor_value_info("C", helper.np_dtype_to_tensor_dtype(np.dtype(out_type)),
-                                       None)],
-        initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 10
-    assert TensorProto.UINT8  # the onnx package is present with onnxruntime
-    session = onnxruntime.InferenceSession(model.SerializeToString(),
-                                           providers=["CPUExecutionProvider"])
-    return session.run(None, {"A": call["a"], "B": call["b"]})[0]
+
+def _onnxruntime_add(call, out_type):
+    values = {name: call[slot] for name, slot in zip(ADD_INPUTS, _ADD_SLOTS)}
+    _, model = contrib_model("QLinearAdd", ADD_INPUTS, values, ("A", "B"), out_type)
+    return run_contrib_ort(model, values, ("A", "B"))
 
 
 @pytest.mark.parametrize("a_type", TYPES)
@@ -189,22 +175,8 @@ def test_out_receives_the_result():
 
 
 def _qlinear_add_model(a, b, parameters, out_type):
-    from onnx import helper, numpy_helper
-
-    names = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale",
-             "C_zero_point"]
-    node = helper.make_node("QLinearAdd", names, ["C"], domain="com.microsoft")
-    graph = helper.make_graph(
-        [node], "add",
-        [helper.make_tensor_value_info("A", helper.np_dtype_to_tensor_dtype(a.dtype), a.shape),
-         helper.make_tensor_value_info("B", helper.np_dtype_to_tensor_dtype(b.dtype), b.shape)],
-        [helper.make_tensor_value_info("C", helper.np_dtype_to_tensor_dtype(np.dtype(out_type)),
-                                       None)],
-        initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in parameters.items()])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 10
-    return node, model
+    return contrib_model("QLinearAdd", ADD_INPUTS, dict(parameters, A=a, B=b), ("A", "B"),
+                         out_type)
 
 
 def test_qlinear_add_runs_through_qops_onnx_and_the_reference_evaluator():

@@ -5,7 +5,7 @@ rule of tests/peers.py, ``qops.onnx`` and the validation."""
 
 import numpy as np
 import pytest
-from conftest import judge
+from conftest import contrib_model, judge, run_contrib_ort
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,33 +123,18 @@ def test_the_kernels_equal_the_reference_on_8_bit_operands(dtype, data):
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), n_threads
 
 
-def _ort_model(inputs, output_dtype):
-    from onnx import helper
+ITF_INPUTS = ["A", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias"]
 
-    names = ["A", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias"]
-    last = max(i for i, n in enumerate(names) if inputs.get(n) is not None)
-    node = helper.make_node("MatMulIntegerToFloat",
-                            [n if inputs.get(n) is not None else "" for n in names[:last + 1]],
-                            ["Y"], domain="com.microsoft")
-    graph = helper.make_graph(
-        [node], "integer_to_float",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(inputs[n].dtype),
-                                       list(inputs[n].shape))
-         for n in names if inputs.get(n) is not None],
-        [helper.make_tensor_value_info("Y", helper.np_dtype_to_tensor_dtype(
-            np.dtype(output_dtype)), None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 10
-    return node, model
+
+def _ort_model(inputs, output_dtype):
+    """Every given input a graph input (nothing folded)."""
+    return contrib_model("MatMulIntegerToFloat", ITF_INPUTS, inputs,
+                         [n for n in ITF_INPUTS if inputs.get(n) is not None], output_dtype)
 
 
 def _run_ort(inputs, output_dtype):
-    onnxruntime = pytest.importorskip("onnxruntime")
     _, model = _ort_model(inputs, output_dtype)
-    session = onnxruntime.InferenceSession(model.SerializeToString(),
-                                           providers=["CPUExecutionProvider"])
-    return session.run(None, {k: np.asarray(v) for k, v in inputs.items() if v is not None})[0]
+    return run_contrib_ort(model, inputs, [n for n in ITF_INPUTS if inputs.get(n) is not None])
 
 
 @pytest.mark.parametrize("a_type, b_type", [(np.uint8, np.uint8), (np.int8, np.int8),

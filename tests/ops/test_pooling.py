@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import judge
+from conftest import contrib_model, judge, run_contrib_ort
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -134,28 +134,16 @@ def test_global_pooling_is_the_whole_window(dtype, shape):
     assert np.array_equal(got, want)
 
 
-def _model(op_type, x, parameters, attributes):
-    from onnx import helper, numpy_helper
+POOL_INPUTS = ["X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"]
 
-    names = ["X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"]
-    node = helper.make_node(op_type, names, ["Y"], domain="com.microsoft", **attributes)
-    graph = helper.make_graph(
-        [node], "pool",
-        [helper.make_tensor_value_info("X", helper.np_dtype_to_tensor_dtype(x.dtype),
-                                       list(x.shape))],
-        [helper.make_tensor_value_info("Y", helper.np_dtype_to_tensor_dtype(x.dtype), None)],
-        initializer=[numpy_helper.from_array(np.asarray(parameters[n]), n) for n in names[1:]])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
-                                                    helper.make_opsetid("com.microsoft", 1)])
-    model.ir_version = 10
-    return node, model
+
+def _model(op_type, x, parameters, attributes):
+    return contrib_model(op_type, POOL_INPUTS, dict(parameters, X=x), ("X",), x.dtype,
+                         **attributes)
 
 
 def _onnxruntime(model, x):
-    onnxruntime = pytest.importorskip("onnxruntime")
-    session = onnxruntime.InferenceSession(model.SerializeToString(),
-                                           providers=["CPUExecutionProvider"])
-    return session.run(None, {"X": x})[0]
+    return run_contrib_ort(model, {"X": x}, ("X",))
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])

@@ -161,6 +161,8 @@ def prepare_integer_to_float(call, variant=None):
     sums_call = dataclasses.replace(call, arrays={n: call.arrays[n] for n in _SUM_SLOTS},
                                     output_dtype=np.dtype(np.int32), checked=None, values=None)
     sums = prepare_matmul(sums_call, variant)
+    kernels = variants.module(variant)
+    shape, count = call.output_shape, int(np.prod(call.output_shape, dtype=np.int64))
     wide = call.output_dtype != np.float32
 
     def derive(arrays, multiplier):
@@ -171,16 +173,17 @@ def prepare_integer_to_float(call, variant=None):
 
     def run(call, out, n_threads):
         sum_values, multiplier = call.values
-        acc = np.empty(call.output_shape, np.int32)
+        # One-call buffers from the thread's workspace (no fresh mapping per call).
+        acc = kernels.workspace("integer to float sums", count, np.int32).reshape(shape)
         sums.run(dataclasses.replace(call, values=sum_values), acc, n_threads)
-        value = np.empty(call.output_shape, np.float32) if wide else out
-        with np.errstate(over="ignore"):  # past float32's range is infinity, by the rule
+        value = (kernels.workspace("integer to float values", count, np.float32).reshape(shape)
+                 if wide else out)
+        with np.errstate(over="ignore"):  # past float32's (float16's) range is infinity
             np.multiply(acc, multiplier, out=value, dtype=np.float32)
             bias = call.arrays["bias"]
             if bias is not None:
                 np.add(value, bias, out=value, dtype=np.float32)
-        if wide:
-            with np.errstate(over="ignore"):  # past float16's range is infinity, by the rule
+            if wide:
                 out[...] = value
 
     return Prepared(run, derive)
