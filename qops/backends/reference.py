@@ -34,7 +34,8 @@ def _matmul(call, out, n_threads):
 
 def _dequantize(call, out, n_threads):
     out[...] = reference.dequantize_linear(
-        **call.arrays, axis=call.attributes["axis"], block_size=call.attributes["block_size"])
+        **call.arrays, axis=call.attributes["axis"], block_size=call.attributes["block_size"],
+        output_dtype=call.output_dtype)
 
 
 def _quantize(call, out, n_threads):

@@ -121,8 +121,8 @@ def run_node(node, inputs, opset=None):
     values, attributes = _inputs(node, inputs), _attributes(node)
     if version <= NEWEST_OPSET:
         return adapter(values, attributes, version)
-    # A newer version only adds types (int2, uint2, float8e8m0 in 24 and 25);
-    # everything qops implements runs as at its newest opset.
+    # A newer version only adds types (the 6-bit floats of opset 28); everything
+    # qops implements runs as at its newest opset.
     try:
         return adapter(values, attributes, NEWEST_OPSET)
     except ValidationError as error:

@@ -226,14 +226,12 @@ def quantize_linear(inputs, attributes, opset):
 
 def dequantize_linear(inputs, attributes, opset):
     x, x_scale, x_zero_point = (list(inputs) + [None] * 3)[:3]
-    if attributes.get("output_dtype") and opset >= 23:
-        wanted = _onnx_dtype(attributes["output_dtype"])
-        if np.dtype(wanted) != np.asarray(x_scale).dtype:
-            raise ValidationError(f"DequantizeLinear: output_dtype {np.dtype(wanted)} differs from "
-                                  f"x_scale's {np.asarray(x_scale).dtype}", slot="output_dtype")
+    keywords = dict(axis=attributes.get("axis", 1), block_size=attributes.get("block_size", 0),
+                    opset=opset)
+    if attributes.get("output_dtype"):  # an attribute from opset 23: validation says so before
+        keywords["output_dtype"] = _onnx_dtype(attributes["output_dtype"])
     x_scale, x_zero_point = _per_tensor_pair(x_scale, x_zero_point)
-    return [api.dequantize_linear(x, x_scale, x_zero_point, axis=attributes.get("axis", 1),
-                                  block_size=attributes.get("block_size", 0), opset=opset)]
+    return [api.dequantize_linear(x, x_scale, x_zero_point, **keywords)]
 
 
 def _per_tensor_pair(scale, zero_point):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qops.errors import DTypeValidationError
-from qops.packing import Packed4Bit
+from qops.packing import PackedBits
 from qops.ops.validation import Desc, TensorDesc, fail, shape_text
 from qops.registry import dtypes as _dtypes
 from qops.registry.schema import Operator
@@ -51,7 +51,7 @@ def as_tensor(op: Operator, slot: str, value):
         return None
     if isinstance(value, TensorDesc):
         return Slotted(None, desc_of(value))
-    if isinstance(value, Packed4Bit):  # kept packed: DequantizeLinear's kernels read it as is
+    if isinstance(value, PackedBits):  # kept packed: DequantizeLinear's kernels read it as is
         return Slotted(value, desc_of(value))
     if is_python_number(value):
         fail(op, f"{slot} must be an array, not the number {value!r}", slot=slot, given=value)
@@ -140,7 +140,7 @@ def check_out(op: Operator, out, shape, dtype, inputs):
     if not out.flags.writeable:
         fail(op, "out is read-only", slot="out")
     for name, array in inputs.items():
-        if isinstance(array, Packed4Bit):
+        if isinstance(array, PackedBits):
             array = array.raw
         if isinstance(array, np.ndarray) and np.may_share_memory(out, array):
             fail(op, f"out overlaps {name}; pass a separate array", slot="out", given=name)

@@ -30,7 +30,7 @@ import numpy as np
 
 from qops.backends import dispatch
 from qops.ops.arguments import check_out
-from qops.packing import Packed4Bit
+from qops.packing import PackedBits
 from qops.registry import FeatureLevel, Opset
 
 __all__ = ["CAPACITY", "VALUE_CAPACITY", "VALUE_KEY_LIMIT", "FastPath", "Plan", "PlanCache",
@@ -67,8 +67,8 @@ def signature(slots, attributes, version):
             key.append(None)
         elif type(value) is float:
             key.append(float)
-        elif type(value) is Packed4Bit:
-            key.append((Packed4Bit, value.dtype, value.shape))
+        elif isinstance(value, PackedBits):
+            key.append((type(value), value.dtype, value.shape))
         else:
             return None
     for value in (version, *attributes.values()):
@@ -119,7 +119,7 @@ class Plan:
                 arrays[name] = None
                 continue
             value = slots.get(name)
-            if isinstance(value, Packed4Bit):  # read packed by the kernels
+            if isinstance(value, PackedBits):  # read packed by the kernels
                 arrays[name] = value
                 continue
             if not (isinstance(value, _ARRAY_TYPES) and value.dtype == dtype):
@@ -142,7 +142,7 @@ class Plan:
                 key.append(None)
             elif value.size > VALUE_KEY_LIMIT:
                 return None
-            elif isinstance(value, Packed4Bit):
+            elif isinstance(value, PackedBits):
                 key.append(value.raw.tobytes())
             else:
                 key.append(value.tobytes())

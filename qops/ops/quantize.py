@@ -35,22 +35,24 @@ QUANTIZE = registry.get("QuantizeLinear")
 _FLOAT_SCALES = registry.onnx.FLOAT_TYPES[max(registry.onnx.OPSETS)]
 
 
-def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, opset=None, out=None,
-                      n_threads=None):
+def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=None,
+                      opset=None, out=None, n_threads=None):
     """ONNX ``DequantizeLinear``: ``y = (x - x_zero_point) * x_scale``.
 
     Parameters
     ----------
-    x : ndarray or Packed4Bit
+    x : ndarray, Packed4Bit or Packed2Bit
         int8, uint8, int32 (from opset 10), float8 (19), int16, uint16, int4,
-        uint4 (21) or float4e2m1 (23); the narrow types as ml_dtypes arrays,
-        or the 4-bit types packed two to a byte as ONNX stores them
-        (:class:`qops.Packed4Bit`, read in place without an unpacked copy).
-    x_scale : number or ndarray of float32, float16 or bfloat16
+        uint4 (21), float4e2m1 (23), int2 or uint2 (25); the narrow types as
+        ml_dtypes arrays, or packed as ONNX stores them (:class:`qops.Packed4Bit`
+        two to a byte, :class:`qops.Packed2Bit` four to a byte; read in place
+        without an unpacked copy).
+    x_scale : number or ndarray of float32, float16, bfloat16 or float8e8m0
         A scalar (per tensor), a 1-d array of ``x.shape[axis]`` (per axis,
         from opset 13) or an array of x's rank with
         ``ceil(x.shape[axis] / block_size)`` along ``axis`` (blocked, from 21).
-        Its type is the output's.
+        Its type is the output's unless ``output_dtype`` is given; float8e8m0
+        (a power of two, from opset 24) is no output type and needs it.
     x_zero_point : number or ndarray, optional
         Same shape as ``x_scale`` (a 0-d and a one-element 1-D array are both
         per tensor and may stand beside each other, as in ONNX), same type as
@@ -58,6 +60,9 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
     axis : int, default 1
         Negative values count from the back.
     block_size : int, default 0
+    output_dtype : dtype-like, optional
+        float32, float16 or bfloat16 (from opset 23): the output type, which
+        the product is rounded to.
     opset : int, optional
         Validate against this ONNX opset (default: the newest qops knows).
     out, n_threads
@@ -65,8 +70,8 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
 
     Returns
     -------
-    ndarray of x's shape and x_scale's type
-        Computed in float32 and rounded once to the scale's type.
+    ndarray of x's shape, of ``output_dtype`` or else x_scale's type
+        Computed in float32 and rounded once to the output type.
 
     Notes
     -----
@@ -81,8 +86,9 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, op
     array([-64. ,   0. ,  63.5], dtype=float32)
     """
     slots = dict(x=x, x_scale=x_scale, x_zero_point=x_zero_point)
-    return DEQUANTIZE_PLANS.run(slots, dict(axis=axis, block_size=block_size), opset, out=out,
-                                n_threads=resolve_threads(n_threads))
+    return DEQUANTIZE_PLANS.run(slots, dict(axis=axis, block_size=block_size,
+                                            output_dtype=output_dtype),
+                                opset, out=out, n_threads=resolve_threads(n_threads))
 
 
 def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, saturate=True,
@@ -93,7 +99,8 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     ----------
     x : ndarray of float32, float16 or bfloat16
     y_scale : number or ndarray
-        Per tensor, per axis or blocked, as for :func:`dequantize_linear`.
+        float32, float16, bfloat16 or (from opset 24) float8e8m0; per
+        tensor, per axis or blocked, as for :func:`dequantize_linear`.
     y_zero_point : number or ndarray, optional
         Same shape as ``y_scale`` (a 0-d and a one-element 1-D array are both
         per tensor and may stand beside each other, as in ONNX); its type is the
@@ -107,7 +114,8 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
         The output type when there is no zero point (from opset 21; default uint8).
     precision : dtype-like, optional
         The float type of the division (from opset 23; default: the common
-        type of ``x`` and ``y_scale``).
+        type of ``x`` and ``y_scale``, float32 where they have none, as for
+        float16 or bfloat16 with a float8e8m0 scale).
     opset, out, n_threads
         As for :func:`dequantize_linear`.
 
@@ -120,7 +128,7 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     -----
     Integer outputs saturate: values beyond the type's range (infinities
     included) give its minimum or maximum, and NaN gives the zero point;
-    int4 and uint4 never wrap around.  float8 outputs: NaN stays NaN (the
+    int4, uint4, int2 and uint2 never wrap around.  float8 outputs: NaN stays NaN (the
     fnuz types' one NaN); with ``saturate`` (the default) every other value
     beyond the largest finite one (448 for e4m3fn, 240 for e4m3fnuz, 57344
     for the e5m2 types), infinities included, gives that value with its
@@ -162,8 +170,15 @@ def prepare_dequantize(slots: dict, attributes: dict, opset=None, *, out=None) -
                                     number_dtype=_args.registry_dtype(x))
     given = {"x": x, "x_scale": scale, "x_zero_point": zero_point}
     descs = {name: (item.desc if item is not None else None) for name, item in given.items()}
+    output_type = attributes.get("output_dtype")
     if x is not None and scale is not None:
-        descs["y"] = Desc(dtype=scale.desc.dtype, dtype_text=scale.desc.dtype_text, shape=x.desc.shape)
+        if output_type is not None:
+            descs["y"] = Desc(dtype=output_type, dtype_text=_dtypes.label(_dtypes.to_numpy(output_type)),
+                              shape=x.desc.shape)
+        else:
+            _check_scale_is_an_output_type(op, version, scale.desc)
+            descs["y"] = Desc(dtype=scale.desc.dtype, dtype_text=scale.desc.dtype_text,
+                              shape=x.desc.shape)
     check_tensors(op, version, descs)
     return _finish(op, version, given, descs, attributes, "x_scale", "x_zero_point",
                    descs["y"], out)
@@ -194,6 +209,18 @@ def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> 
     check_tensors(op, version, descs)
     return _finish(op, version, given, descs, attributes, "y_scale", "y_zero_point",
                    descs["y"], out)
+
+
+def _check_scale_is_an_output_type(op, version, scale_desc):
+    """A float8e8m0 scale (opset 24) holds powers of two, and no output has
+    its type: the call must name one."""
+    support = op.support(version)
+    if (scale_desc.dtype in support.tensor("x_scale").dtypes
+            and scale_desc.dtype not in support.tensor("y").dtypes):
+        choices = ", ".join(_dtypes.label(_dtypes.to_numpy(t)) for t in support.tensor("y").dtypes)
+        fail(op, f"x_scale has dtype {scale_desc.dtype_text}, which is no output type; "
+                 f"give output_dtype ({choices})", slot="output_dtype",
+             given=scale_desc.dtype_text, allowed=support.tensor("y").dtypes)
 
 
 def _finish(op, version, given, descs, attributes, scale_name, zero_point_name, output, out):

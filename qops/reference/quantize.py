@@ -35,8 +35,13 @@ def broadcast_parameter(value, shape, axis, block_size):
     return np.take(value, np.arange(shape[axis]) // block_size, axis=axis)
 
 
-def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
-    """``(x - x_zero_point) * x_scale`` in float32, rounded once to the scale's type."""
+def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, output_dtype=None):
+    """``(x - x_zero_point) * x_scale`` in float32, rounded once to
+    ``output_dtype`` (default: the scale's type).
+
+    An int32 ``x`` with a zero point is centred in float64 (NumPy's promotion
+    of float32 and int32), so its product is rounded once, from float64.
+    """
     x = np.asarray(x)
     scale = broadcast_parameter(x_scale, x.shape, axis, block_size)
     centred = x.astype(np.float32)
@@ -44,8 +49,10 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0):
         # A float8 / float4 zero point is 0 (validated), and ONNX leaves it out.
         centred = centred - broadcast_parameter(x_zero_point, x.shape, axis, block_size)
     # Overflow to infinity in a narrow output type is the defined result, not an error.
+    if output_dtype is None:
+        output_dtype = np.asarray(x_scale).dtype
     with np.errstate(over="ignore"):
-        return (centred * scale).astype(np.asarray(x_scale).dtype)
+        return (centred * scale).astype(output_dtype)
 
 
 def division_type(x_dtype, scale_dtype, precision=None):

@@ -9,9 +9,11 @@ from qops.registry.onnx import FLOAT8_TYPES
 from qops.registry.schema import DATA_TYPES, dtype_label
 
 __all__ = ["to_numpy", "name_of", "parse_dtype", "INTEGER_RANGES", "FLOAT8", "NARROW_FLOATS",
-           "FOUR_BIT", "byte_values", "label"]
+           "FOUR_BIT", "TWO_BIT", "byte_values", "label"]
 
 _NUMPY = {
+    "INT2": np.dtype(ml_dtypes.int2),
+    "UINT2": np.dtype(ml_dtypes.uint2),
     "INT4": np.dtype(ml_dtypes.int4),
     "UINT4": np.dtype(ml_dtypes.uint4),
     "INT8": np.dtype(np.int8),
@@ -25,6 +27,7 @@ _NUMPY = {
     "FLOAT8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
     "FLOAT8E5M2": np.dtype(ml_dtypes.float8_e5m2),
     "FLOAT8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "FLOAT8E8M0": np.dtype(ml_dtypes.float8_e8m0fnu),
     "FLOAT16": np.dtype(np.float16),
     "BFLOAT16": np.dtype(ml_dtypes.bfloat16),
     "FLOAT32": np.dtype(np.float32),
@@ -44,10 +47,14 @@ _ALIASES = {
     "float8_e5m2fnuz": "FLOAT8E5M2FNUZ",
     "float4_e2m1fn": "FLOAT4E2M1",
     "float4e2m1fn": "FLOAT4E2M1",
+    "float8_e8m0fnu": "FLOAT8E8M0",
+    "float8e8m0fnu": "FLOAT8E8M0",
 }
 
 #: Inclusive value ranges of the integer types.
 INTEGER_RANGES = {
+    "INT2": (-2, 1),
+    "UINT2": (0, 3),
     "INT4": (-8, 7),
     "UINT4": (0, 15),
     "INT8": (-128, 127),
@@ -60,17 +67,18 @@ INTEGER_RANGES = {
 
 FLOAT8 = frozenset(FLOAT8_TYPES)
 NARROW_FLOATS = FLOAT8 | {"FLOAT4E2M1"}
-#: The types ONNX stores two to a byte.
+#: The types ONNX stores two to a byte, and four to a byte.
 FOUR_BIT = ("INT4", "UINT4", "FLOAT4E2M1")
+TWO_BIT = ("INT2", "UINT2")
 
 
 def byte_values(name: str) -> np.ndarray:
     """float32 of the value ml_dtypes reads from each of the 256 byte values
     of a one-byte type (NaN payloads included).
 
-    An unpacked 4-bit array's byte is read whole: ml_dtypes takes a float4's
-    sign from any of its four high bits (0x12 is -1.0).  The first sixteen
-    entries are the canonical 4-bit codes.
+    An unpacked 4-bit or 2-bit array's byte is read whole: ml_dtypes takes a
+    float4's sign from any of its four high bits (0x12 is -1.0).  The first
+    sixteen (2-bit: four) entries are the canonical codes.
     """
     values = np.arange(256, dtype=np.uint8).view(_NUMPY[name]).astype(np.float32)
     return np.ascontiguousarray(values)

@@ -1,13 +1,16 @@
 """ONNX operator tables: ``DequantizeLinear`` and ``QuantizeLinear``.
 
-Type constraints per opset (10, 13, 19, 21, 23) as the ONNX operator pages
-list them.  ``QuantizeLinear`` takes the same types the other way round: its
+Type constraints per opset (10, 13, 19, 21, 23, 24, 25) as the ONNX operator
+pages list them: 24 adds float8e8m0 scales (a power of two in one byte) and
+25 the 2-bit types int2 and uint2.  ``QuantizeLinear`` takes the same types the other way round: its
 input ``x`` and scale are ``DequantizeLinear``'s output types, and its output
 is one of ``DequantizeLinear``'s quantized types except ``int32``, which is
 dequantized only.  ONNX's own ``QuantizeLinear`` schema also lists ``int32``
 for ``x`` (and, in opset 23, for the scale); qops does not take them: a scale
 is a positive, finite real number, and in opsets 19 and 21, where ``x`` and
 the scale share one type, an ``int32`` ``x`` would need an ``int32`` scale.
+From opset 23 ``DequantizeLinear``'s output type may differ from the scale's
+(``output_dtype``); a float8e8m0 scale, not an output type, needs it.
 
 Granularities: ``per-tensor`` (a scalar or a one-element 1-D scale), from
 opset 13 ``per-axis`` (a 1-D scale of ``x.shape[axis]`` elements) and from
@@ -30,7 +33,7 @@ from qops.registry.schema import (
     VersionSupport,
 )
 
-OPSETS = (10, 13, 19, 21, 23)
+OPSETS = (10, 13, 19, 21, 23, 24, 25)
 
 FLOAT8_TYPES = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
 _FLOAT8 = FLOAT8_TYPES
@@ -42,15 +45,27 @@ DEQUANTIZE_INPUT_TYPES = {
     19: ("INT8", "UINT8", "INT32") + _FLOAT8,
     21: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8,
     23: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8 + ("FLOAT4E2M1",),
+    24: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8 + ("FLOAT4E2M1",),
+    25: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8
+        + ("FLOAT4E2M1", "UINT2", "INT2"),
 }
 
-#: DequantizeLinear's T2 (x_scale, and so y) per opset.
+#: DequantizeLinear's output types (its T3 from opset 23; the scale's type before).
 FLOAT_TYPES = {
     10: ("FLOAT32",),
     13: ("FLOAT32",),
     19: ("FLOAT32", "FLOAT16", "BFLOAT16"),
     21: ("FLOAT32", "FLOAT16", "BFLOAT16"),
     23: ("FLOAT32", "FLOAT16", "BFLOAT16"),
+    24: ("FLOAT32", "FLOAT16", "BFLOAT16"),
+    25: ("FLOAT32", "FLOAT16", "BFLOAT16"),
+}
+
+#: The scale types of both operators (DequantizeLinear's T2): the output
+#: types, and from opset 24 float8e8m0.
+SCALE_TYPES = {
+    opset: types + (("FLOAT8E8M0",) if opset >= 24 else ())
+    for opset, types in FLOAT_TYPES.items()
 }
 
 #: QuantizeLinear's quantized output types: DequantizeLinear's T1 without int32.
@@ -73,6 +88,8 @@ GRANULARITIES = {
     19: ("per-tensor", "per-axis"),
     21: ("per-tensor", "per-axis", "blocked"),
     23: ("per-tensor", "per-axis", "blocked"),
+    24: ("per-tensor", "per-axis", "blocked"),
+    25: ("per-tensor", "per-axis", "blocked"),
 }
 
 _AXIS = Attribute(
@@ -91,6 +108,10 @@ _OUTPUT_DTYPE = Attribute(
     name="output_dtype", source_name="output_dtype", kind="dtype",
     description="the quantized output type when there is no zero point (default uint8)",
 )
+_DEQUANTIZE_OUTPUT_DTYPE = Attribute(
+    name="output_dtype", source_name="output_dtype", kind="dtype", choices=FLOAT_TYPES[23],
+    description="the output type (default: x_scale's), which the product is rounded to",
+)
 _PRECISION = Attribute(
     name="precision", source_name="precision", kind="dtype", choices=FLOAT_TYPES[23],
     description="the float type the division x / y_scale is computed in",
@@ -104,21 +125,23 @@ def _scale_dims(opset):
 
 def _dequantize_version(opset):
     quantized = DEQUANTIZE_INPUT_TYPES[opset]
-    floats = FLOAT_TYPES[opset]
+    constraints = [Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "x_zero_point"))]
+    if opset < 23:
+        # Until output_dtype (opset 23) the scale's type is the output's.
+        constraints.append(Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x_scale", "y")))
     return VersionSupport(
         version=Opset(opset),
         tensors=(
             TensorSupport(slot="x", min_dims=0, max_dims=None, dtypes=quantized),
-            TensorSupport(slot="x_scale", min_dims=0, max_dims=_scale_dims(opset), dtypes=floats),
+            TensorSupport(slot="x_scale", min_dims=0, max_dims=_scale_dims(opset),
+                          dtypes=SCALE_TYPES[opset]),
             TensorSupport(slot="x_zero_point", min_dims=0, max_dims=_scale_dims(opset), dtypes=quantized),
-            TensorSupport(slot="y", min_dims=0, max_dims=None, dtypes=floats),
+            TensorSupport(slot="y", min_dims=0, max_dims=None, dtypes=FLOAT_TYPES[opset]),
         ),
-        constraints=(
-            Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x", "x_zero_point")),
-            Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("x_scale", "y")),
-        ),
+        constraints=tuple(constraints),
         attributes=tuple(
-            name for name, since in (("axis", 13), ("block_size", 21)) if opset >= since
+            name for name, since in (("axis", 13), ("block_size", 21), ("output_dtype", 23))
+            if opset >= since
         ),
         granularities=GRANULARITIES[opset],
     )
@@ -134,7 +157,8 @@ def _quantize_version(opset):
         version=Opset(opset),
         tensors=(
             TensorSupport(slot="x", min_dims=0, max_dims=None, dtypes=QUANTIZE_INPUT_TYPES[opset]),
-            TensorSupport(slot="y_scale", min_dims=0, max_dims=_scale_dims(opset), dtypes=FLOAT_TYPES[opset]),
+            TensorSupport(slot="y_scale", min_dims=0, max_dims=_scale_dims(opset),
+                          dtypes=SCALE_TYPES[opset]),
             TensorSupport(slot="y_zero_point", min_dims=0, max_dims=_scale_dims(opset), dtypes=quantized),
             TensorSupport(slot="y", min_dims=0, max_dims=None, dtypes=quantized),
         ),
@@ -159,7 +183,7 @@ DEQUANTIZE_LINEAR = Operator(
         Slot(name="x", source_name="x", kind=SlotKind.INPUT,
              description="the quantized tensor"),
         Slot(name="x_scale", source_name="x_scale", kind=SlotKind.INPUT,
-             description="scale; its type is the output type",
+             description="scale; its type is the output type unless output_dtype says another",
              shapes=(PER_TENSOR, PER_AXIS, BLOCKED)),
         Slot(name="x_zero_point", source_name="x_zero_point", kind=SlotKind.OPTIONAL_INPUT,
              description="zero point, same shape as x_scale (0 when absent)",
@@ -167,7 +191,7 @@ DEQUANTIZE_LINEAR = Operator(
         Slot(name="y", source_name="y", kind=SlotKind.OUTPUT,
              description="the dequantized tensor, shape of x"),
     ),
-    attributes=(_AXIS, _BLOCK_SIZE),
+    attributes=(_AXIS, _BLOCK_SIZE, _DEQUANTIZE_OUTPUT_DTYPE),
     versions=tuple(_dequantize_version(opset) for opset in OPSETS),
 )
 

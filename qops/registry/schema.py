@@ -38,6 +38,8 @@ __all__ = [
 #: Every element type a registry table may name, in the spelling of
 #: DirectML's ``DML_TENSOR_DATA_TYPE`` / ONNX's ``TensorProto`` (upper case).
 DATA_TYPES = (
+    "INT2",
+    "UINT2",
     "INT4",
     "UINT4",
     "INT8",
@@ -51,6 +53,7 @@ DATA_TYPES = (
     "FLOAT8E4M3FNUZ",
     "FLOAT8E5M2",
     "FLOAT8E5M2FNUZ",
+    "FLOAT8E8M0",
     "FLOAT16",
     "BFLOAT16",
     "FLOAT32",

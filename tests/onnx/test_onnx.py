@@ -22,10 +22,10 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 import qops  # noqa: E402
 import qops.onnx  # noqa: E402
 
-#: Backend cases of types newer than the opsets qops implements (10 to 23):
-#: int2 and uint2 arrived with QuantizeLinear / DequantizeLinear 25.
-BEYOND_OPSET_23 = {"test_quantizelinear_int2", "test_quantizelinear_uint2",
-                   "test_dequantizelinear_int2", "test_dequantizelinear_uint2"}
+#: Backend cases of the 2-bit types, which arrived with QuantizeLinear /
+#: DequantizeLinear 25.
+TWO_BIT_CASES = {"test_quantizelinear_int2", "test_quantizelinear_uint2",
+                 "test_dequantizelinear_int2", "test_dequantizelinear_uint2"}
 
 
 def _backend_cases():
@@ -62,17 +62,20 @@ def test_onnx_backend_node_case(case):
     node = case.model.graph.node[0]
     opset = _opset(case.model)
     for inputs, outputs in case.data_sets:
-        if case.name in BEYOND_OPSET_23:
-            with pytest.raises(qops.UnsupportedError, match="version 23"):
-                qops.onnx.run_node(node, inputs, opset=opset)
-            continue
+        if case.name in TWO_BIT_CASES:  # and not before their opset
+            with pytest.raises(qops.UnsupportedError, match="from opset 25"):
+                qops.onnx.run_node(node, inputs, opset=24)
         got = qops.onnx.run_node(node, inputs, opset=opset)
         assert len(got) == len(outputs)
         for actual, expected in zip(got, outputs):
             assert_bits_equal(actual, _as_array(expected), case.name)
 
 
-@pytest.mark.parametrize("case", [c for c in BACKEND_CASES if c.name not in BEYOND_OPSET_23],
+def test_the_two_bit_cases_are_among_them():
+    assert TWO_BIT_CASES <= {case.name for case in BACKEND_CASES}
+
+
+@pytest.mark.parametrize("case", BACKEND_CASES,
                          ids=lambda case: case.name)
 def test_backend_models_run_in_the_reference_evaluator_with_qops_operators(case):
     evaluator = ReferenceEvaluator(case.model, new_ops=qops.onnx.reference_ops())
@@ -90,6 +93,29 @@ def test_inputs_by_name_and_packed_4_bit_tensors():
     got = qops.onnx.run_node(node, {"x": packed, "s": scale,
                                     "z": helper.make_tensor("z", TensorProto.INT4, [], [1])})
     assert np.array_equal(got[0], (values.astype(np.float32) - 1) * scale)
+
+
+@pytest.mark.parametrize("onnx_type, dtype, values", [
+    (TensorProto.INT2, "int2", [-2, -1, 0, 1, 1, -2, 0]),
+    (TensorProto.UINT2, "uint2", [0, 1, 2, 3, 3, 2, 1]),
+])
+def test_packed_2_bit_tensors(onnx_type, dtype, values):
+    """ONNX stores int2 / uint2 four to a byte; a TensorProto of them runs,
+    and so does the same bytes as qops.Packed2Bit, read in place."""
+    import ml_dtypes
+
+    node = helper.make_node("DequantizeLinear", ["x", "s", "z"], ["y"], axis=0)
+    tensor = helper.make_tensor("x", onnx_type, [7], values)
+    zero = helper.make_tensor("z", onnx_type, [], [1])
+    scale = np.float32(0.25)
+    expected = (np.array(values, np.float32) - 1) * scale
+    got = qops.onnx.run_node(node, {"x": tensor, "s": scale, "z": zero})
+    assert np.array_equal(got[0], expected)
+    quantized = np.array(values, getattr(ml_dtypes, dtype))
+    packed = qops.Packed2Bit(qops.pack_2bit(quantized), quantized.dtype, (7,))
+    assert packed.raw.tolist() == list(tensor.int32_data)  # ONNX's own packing
+    assert np.array_equal(qops.dequantize_linear(packed, scale, np.array(1, quantized.dtype)),
+                          expected)
 
 
 def test_unknown_operators_domains_and_opsets_are_refused():

@@ -123,18 +123,24 @@ def build_call(op, version, dtypes):
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)
     scale, zero_point = op.inputs[1].name, op.inputs[2].name
     # Zero points of int32 and float types must be 0; 0 is valid everywhere.
-    return {"x": values(dtypes["x"], (2, 3)),
+    call = {"x": values(dtypes["x"], (2, 3)),
             scale: values(dtypes[scale], (), 0.5),
             zero_point: values(dtypes[zero_point], (), 0),
             "opset": version}
+    if op.name == "DequantizeLinear" and "output_dtype" in op.support(version).attributes:
+        call["output_dtype"] = _dtypes.to_numpy(dtypes["y"])
+    return call
 
 
-def _chosen_by_caller(op, group):
+def _chosen_by_caller(op, version, group):
     """Whether a call can give ``group`` a dtype: an input slot is in it, or an
-    output whose type an attribute picks.  The integer operators' INT32
-    outputs and DYNAMIC_QUANTIZE_LINEAR's FLOAT32 scale are fixed."""
+    output whose type an attribute picks (DequantizeLinear's from opset 23).
+    The integer operators' INT32 outputs and DYNAMIC_QUANTIZE_LINEAR's
+    FLOAT32 scale are fixed."""
     if any(not op.slot(name).is_output for name in group):
         return True
+    if op.name == "DequantizeLinear":
+        return "output_dtype" in op.support(version).attributes
     return op.name == "DYNAMIC_QUANTIZE_LINEAR" and "output" in group
 
 
@@ -142,7 +148,7 @@ CASES = []
 for _op in registry.operators():
     for _row in _op.versions:
         for _group in dtype_groups(_op, _row.version):
-            if not _chosen_by_caller(_op, _group):
+            if not _chosen_by_caller(_op, _row.version, _group):
                 continue
             for _dtype in DATA_TYPES:
                 CASES.append((_op, _row.version, _group, _dtype))
@@ -174,9 +180,11 @@ def test_declared_combinations_run_and_undeclared_raise(case):
         assert isinstance(error.value, qops.ValidationError)
         message = str(error.value)
         assert message.startswith(op.name + ":")
+        # An output type an attribute picks is refused as the attribute's value.
+        named = [name if not op.slot(name).is_output else "output_dtype" for name in group]
         assert any(f"{slot} has dtype {_dtypes.label(_dtypes.to_numpy(dtype))}" in message
                    or f"{slot} is {_dtypes.label(_dtypes.to_numpy(dtype))}" in message
-                   for slot in group)
+                   for slot in group + tuple(named))
         return
 
     result = function(**kwargs)
@@ -214,9 +222,9 @@ def test_every_declared_dtype_is_exercised():
     for op in registry.operators():
         for row in op.versions:
             for slot in op.slots:
-                if not _chosen_by_caller(op, (slot.name,)) and not any(
+                if not _chosen_by_caller(op, row.version, (slot.name,)) and not any(
                         slot.name in group for group in dtype_groups(op, row.version)
-                        if _chosen_by_caller(op, group)):
+                        if _chosen_by_caller(op, row.version, group)):
                     continue  # a fixed output type, checked by every running case
                 for dtype in row.tensor(slot.name).dtypes:
                     assert (op.name, row.version, slot.name, dtype) in covered

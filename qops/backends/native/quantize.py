@@ -17,7 +17,7 @@ from qops import reference
 from qops.backends.contract import Prepared, run_prepared
 from qops.backends.native import variants as _simd
 from qops.backends.native.kernels import _quantize_portable as _k
-from qops.packing import Packed4Bit
+from qops.packing import PackedBits
 from qops.reference.quantize import division_type
 from qops.registry import dtypes as _dtypes
 
@@ -28,7 +28,8 @@ _X_KINDS = {
 _FLOAT_KINDS = {"FLOAT32": _k.F_FLOAT32, "FLOAT16": _k.F_FLOAT16, "BFLOAT16": _k.F_BFLOAT16}
 _Q_KINDS = {
     "INT8": _k.Q_INT8, "UINT8": _k.Q_UINT8, "INT16": _k.Q_INT16, "UINT16": _k.Q_UINT16,
-    "INT4": _k.Q_INT4, "UINT4": _k.Q_UINT4, "FLOAT8E4M3FN": _k.Q_E4M3FN,
+    "INT4": _k.Q_INT4, "UINT4": _k.Q_UINT4, "INT2": _k.Q_INT2, "UINT2": _k.Q_UINT2,
+    "FLOAT8E4M3FN": _k.Q_E4M3FN,
     "FLOAT8E4M3FNUZ": _k.Q_E4M3FNUZ, "FLOAT8E5M2": _k.Q_E5M2, "FLOAT8E5M2FNUZ": _k.Q_E5M2FNUZ,
     "FLOAT4E2M1": _k.Q_E2M1,
 }
@@ -40,9 +41,9 @@ _BLOCK_ROW = 4096
 
 
 # float32 of every byte value of the types the kernels read through a table
-# (packed nibbles index the first sixteen entries, the canonical codes).
+# (packed codes index the first sixteen, or four, entries: the canonical codes).
 _TABLES = {name: _dtypes.byte_values(name)
-           for name in _dtypes.FOUR_BIT + tuple(sorted(_dtypes.FLOAT8))}
+           for name in _dtypes.FOUR_BIT + _dtypes.TWO_BIT + tuple(sorted(_dtypes.FLOAT8))}
 _NO_TABLE = np.zeros(1, np.float32)
 
 
@@ -85,7 +86,8 @@ def _parameter(value, dtype=np.float32):
 def _zero(zero_point, quantized_name, size):
     """The zero point as float32 (exact for the integer types); the float
     types' and int32's are 0, which ONNX leaves out."""
-    if zero_point is None or quantized_name not in _X_KINDS or quantized_name == "INT32":
+    if (zero_point is None or quantized_name not in _dtypes.INTEGER_RANGES
+            or quantized_name == "INT32"):
         return np.zeros(size, np.float32)
     return _parameter(zero_point)
 
@@ -94,10 +96,10 @@ def prepare_dequantize(call, variant=None):
     """``run(call, out, n_threads)`` for dequantize calls of this signature:
     the kinds, the row geometry and the kernels chosen once."""
     x = call.arrays["x"]
-    packed = isinstance(x, Packed4Bit)
+    packed = x.BITS if isinstance(x, PackedBits) else 0
     name = _dtypes.name_of(x.dtype)
     kind = _X_KINDS.get(name, _k.X_TABLE)
-    # Packed nibbles at odd positions are read through the table, whatever the type.
+    # Packed codes are read through the table where no kind-specific loop reads them.
     table = _TABLES.get(name, _NO_TABLE) if packed or kind == _k.X_TABLE else _NO_TABLE
     layout = _layout(x.shape, call.granularity["x_scale"], call.attributes["axis"],
                      call.attributes["block_size"])
@@ -184,9 +186,10 @@ def dequantize_supported(call):
     if x.size == 0:
         return False
     # int32 with a zero point: ONNX's reference subtracts in float64 and
-    # rounds the product to the output type once; float32 output only.
+    # rounds the exact product to the output type once, which the kernels'
+    # float32 product equals for a float32 output only.
     if (arrays["x_zero_point"] is not None and x.dtype == np.int32
-            and np.asarray(arrays["x_scale"]).dtype != np.float32):
+            and call.output_dtype != np.float32):
         return False
     return True
 

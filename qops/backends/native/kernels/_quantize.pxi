@@ -62,11 +62,13 @@ cpdef enum:
     Q_UINT16 = 3
     Q_INT4 = 4
     Q_UINT4 = 5
-    Q_E4M3FN = 6
-    Q_E4M3FNUZ = 7
-    Q_E5M2 = 8
-    Q_E5M2FNUZ = 9
-    Q_E2M1 = 10
+    Q_INT2 = 6
+    Q_UINT2 = 7      # the integer kinds end here (kind <= Q_UINT2)
+    Q_E4M3FN = 8
+    Q_E4M3FNUZ = 9
+    Q_E5M2 = 10
+    Q_E5M2FNUZ = 11
+    Q_E2M1 = 12
 
 # The capsule name of the lean path's entry; its C type is
 # qops.backends.native._lean.QuantizeTensor.
@@ -215,7 +217,7 @@ cdef inline float int4_value(uint32_t nibble) noexcept nogil:
     return <float>(<int32_t>(nibble ^ 8) - 8)
 
 
-cdef inline void dequantize_span(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+cdef inline void dequantize_span(const uint8_t* x, int x_kind, int packed, Py_ssize_t start,
                           Py_ssize_t count, float s, float z, const float* table,
                           float* out) noexcept nogil:
     """One scale, float32 output: elements ``start .. start + count`` in one
@@ -223,6 +225,13 @@ cdef inline void dequantize_span(const uint8_t* x, int x_kind, bint packed, Py_s
     cdef Py_ssize_t i, j, first, pairs
     cdef uint32_t byte
     out += start
+    if packed == 2:
+        # Four elements a byte, the first in the lowest two bits: through
+        # the table (its first four entries are the canonical codes).
+        for j in range(count):
+            i = start + j
+            out[j] = (table[(x[i >> 2] >> ((i & 3) << 1)) & 3] - z) * s
+        return
     if packed:
         # Two elements a byte, the first in the low nibble.
         j = 0
@@ -276,13 +285,17 @@ cdef inline void dequantize_span(const uint8_t* x, int x_kind, bint packed, Py_s
             out[j] = (table[x[start + j]] - z) * s
 
 
-cdef void load_values(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+cdef void load_values(const uint8_t* x, int x_kind, int packed, Py_ssize_t start,
                       Py_ssize_t count, const float* table, float* values) noexcept nogil:
     """Elements ``start .. start + count`` of x widened to float32 (exact for
     every type but int32, which rounds once, as NumPy's conversion does)."""
     cdef Py_ssize_t i, j, first, pairs
     cdef uint32_t byte
-    if packed:
+    if packed == 2:
+        for j in range(count):
+            i = start + j
+            values[j] = table[(x[i >> 2] >> ((i & 3) << 1)) & 3]
+    elif packed:
         # Two elements a byte, the first in the low nibble.
         j = 0
         if start & 1 and count > 0:
@@ -334,7 +347,7 @@ cdef void load_values(const uint8_t* x, int x_kind, bint packed, Py_ssize_t star
             values[j] = table[x[start + j]]
 
 
-cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+cdef void dequantize_piece(const uint8_t* x, int x_kind, int packed, Py_ssize_t start,
                            Py_ssize_t count, const float* scale, const float* zero, bint vector,
                            const float* table, uint8_t* out, int out_kind) noexcept nogil:
     """Elements ``start .. start + count`` (count <= PIECE) of x into out."""
@@ -369,7 +382,7 @@ cdef void dequantize_piece(const uint8_t* x, int x_kind, bint packed, Py_ssize_t
             halves[j] = bfloat16_bits(values[j])
 
 
-cdef inline void dequantize_row(const uint8_t* x, int x_kind, bint packed, Py_ssize_t start,
+cdef inline void dequantize_row(const uint8_t* x, int x_kind, int packed, Py_ssize_t start,
                                 Py_ssize_t count, const float* scale, const float* zero,
                                 bint vector, const float* table, uint8_t* out,
                                 int out_kind) noexcept nogil:
@@ -392,7 +405,7 @@ cdef struct Job:
     # geometry (see row_geometry).
     const uint8_t* x
     int x_kind
-    bint packed
+    int packed
     int compute
     const float* table
     const float* scale
@@ -504,7 +517,7 @@ cdef Job make_job(const uint8_t[::1] x, const float[::1] scale, const float[::1]
                   Py_ssize_t param_axis, bint vector):
     cdef Job job
     job.x_kind = 0
-    job.packed = False
+    job.packed = 0
     job.compute = F_FLOAT32
     job.table = NULL
     job.out_kind = 0
@@ -525,14 +538,15 @@ cdef Job make_job(const uint8_t[::1] x, const float[::1] scale, const float[::1]
     return job
 
 
-def dequantize(const uint8_t[::1] x, int x_kind, bint packed, const float[::1] table,
+def dequantize(const uint8_t[::1] x, int x_kind, int packed, const float[::1] table,
                const float[::1] scale, const float[::1] zero, bint segments, Py_ssize_t outer,
                Py_ssize_t axis_len, Py_ssize_t inner, Py_ssize_t block, Py_ssize_t group,
                Py_ssize_t param_outer, Py_ssize_t param_axis, bint vector, uint8_t[::1] out,
                int out_kind, int n_threads):
     """DequantizeLinear over the whole tensor (see :func:`row_geometry`).
 
-    ``x``: the elements' bytes (two 4-bit elements a byte when ``packed``);
+    ``x``: the elements' bytes (``packed`` 4: two 4-bit elements a byte,
+    2: four 2-bit elements a byte, 0: one element per byte or more);
     ``table``: float32 of each byte value for ``X_TABLE`` and packed input;
     ``scale`` / ``zero``: float32, indexed by the row's parameter offset
     (``vector``: one per element of the row); ``out``: the output's bytes.
@@ -574,8 +588,22 @@ cdef inline void integer_range(int out_kind, float* low, float* high) noexcept n
         low[0], high[0] = 0.0, 65535.0
     elif out_kind == Q_INT4:
         low[0], high[0] = -8.0, 7.0
-    else:
+    elif out_kind == Q_UINT4:
         low[0], high[0] = 0.0, 15.0
+    elif out_kind == Q_INT2:
+        low[0], high[0] = -2.0, 1.0
+    else:
+        low[0], high[0] = 0.0, 3.0
+
+
+cdef inline uint8_t code_mask(int out_kind) noexcept nogil:
+    """ml_dtypes keeps a signed 4-bit (2-bit) value in the low four (two)
+    bits of its byte; the high bits are 0."""
+    if out_kind == Q_INT4:
+        return 0xf
+    if out_kind == Q_INT2:
+        return 0x3
+    return 0xff
 
 
 cdef void quantize_float32_to_integers(const float* x, Py_ssize_t count, const float* scale,
@@ -586,8 +614,7 @@ cdef void quantize_float32_to_integers(const float* x, Py_ssize_t count, const f
     cdef Py_ssize_t j
     cdef float s = scale[0], z = zero[0], low, high
     cdef uint16_t* words = <uint16_t*>out
-    # ml_dtypes keeps a 4-bit value in the low nibble of its byte.
-    cdef uint8_t mask = 0xf if out_kind == Q_INT4 else 0xff
+    cdef uint8_t mask = code_mask(out_kind)
     integer_range(out_kind, &low, &high)
     if out_kind == Q_INT16 or out_kind == Q_UINT16:
         if vector:
@@ -652,7 +679,7 @@ cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t s
 
     bytes_out = out + start
     words_out = (<uint16_t*>out) + start
-    if out_kind <= Q_UINT4:
+    if out_kind <= Q_UINT2:
         integer_range(out_kind, &low, &high)
         if vector:
             for j in range(count):
@@ -665,8 +692,7 @@ cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t s
             for j in range(count):
                 words_out[j] = <uint16_t><int32_t>values[j]
         else:
-            # ml_dtypes keeps a 4-bit value in the low nibble of its byte.
-            mask = 0xf if out_kind == Q_INT4 else 0xff
+            mask = code_mask(out_kind)
             for j in range(count):
                 bytes_out[j] = (<uint8_t><int32_t>values[j]) & mask
         return
@@ -697,7 +723,7 @@ cdef inline void quantize_row(const uint8_t* x, int x_kind, int compute, Py_ssiz
                               bint vector, uint8_t* out, int out_kind, bint saturate,
                               bint zero_point_given) noexcept nogil:
     cdef Py_ssize_t done = 0, step
-    if x_kind == F_FLOAT32 and compute == F_FLOAT32 and out_kind <= Q_UINT4:
+    if x_kind == F_FLOAT32 and compute == F_FLOAT32 and out_kind <= Q_UINT2:
         quantize_float32_to_integers((<const float*>x) + start, count, scale, zero, vector,
                                      out + start * (2 if out_kind == Q_INT16
                                                     or out_kind == Q_UINT16 else 1), out_kind)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qops import Packed4Bit
+from qops import Packed2Bit, Packed4Bit
 from qops.backends import dispatch as _dispatch
 from qops.backends.native import quantize as _quantize_native
 from qops.backends.native import variants as _simd
@@ -22,22 +22,29 @@ K = _simd.quantize_module("portable")  # the kind constants, the same in every v
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 FLOATS = (F32, F16, BF16)
 INTEGERS = tuple(np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, ml_dtypes.int4,
-                                       ml_dtypes.uint4))
+                                       ml_dtypes.uint4, ml_dtypes.int2, ml_dtypes.uint2))
 FLOAT8 = tuple(np.dtype(t) for t in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fnuz,
                                      ml_dtypes.float8_e5m2, ml_dtypes.float8_e5m2fnuz))
 F4 = np.dtype(ml_dtypes.float4_e2m1fn)
 QUANTIZED = INTEGERS + FLOAT8 + (F4,)
 FOUR_BIT = (INTEGERS[4], INTEGERS[5], F4)
+TWO_BIT = (INTEGERS[6], INTEGERS[7])
 DEQUANTIZED = QUANTIZED + (np.dtype(np.int32),)
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+#: Scale types (opset 25): the float types and float8e8m0, powers of two.
+SCALES = FLOATS + (E8M0,)
+OPSET = 25
 
 
 def raw_bits(array):
-    """Every bit of every element (NaN payloads and -0 count); 4-bit types
-    by their nibble."""
+    """Every bit of every element (NaN payloads and -0 count); 4-bit and
+    2-bit types by their code."""
     array = np.ascontiguousarray(array)
     raw = array.view({1: np.uint8, 2: np.uint16, 4: np.uint32}[array.dtype.itemsize])
-    if array.dtype in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4), F4):
+    if array.dtype in FOUR_BIT:
         raw = raw & 0xF
+    if array.dtype in TWO_BIT:
+        raw = raw & 0x3
     return raw
 
 
@@ -185,6 +192,30 @@ def pack_nibbles(x):
     return np.array([lo | (hi << 4) for lo, hi in zip(nibbles[0::2], nibbles[1::2])], np.uint8)
 
 
+def pack_crumbs(x):
+    """ONNX's layout of 2-bit types: element 4i + j in bits 2j and 2j + 1 of byte i."""
+    codes = [int(b) & 0x3 for b in np.ascontiguousarray(x).reshape(-1).view(np.uint8)]
+    codes += [0] * (-len(codes) % 4)
+    return np.array([sum(c << (2 * j) for j, c in enumerate(codes[i:i + 4]))
+                     for i in range(0, len(codes), 4)], np.uint8)
+
+
+def packed_forms(x):
+    """``x`` packed as ONNX stores it, when its type is stored so."""
+    if x.dtype in FOUR_BIT:
+        return [Packed4Bit(pack_nibbles(x), x.dtype, x.shape)]
+    if x.dtype in TWO_BIT:
+        return [Packed2Bit(pack_crumbs(x), x.dtype, x.shape)]
+    return []
+
+
+def output_type(draw_or_rng, scale_type):
+    """DequantizeLinear's output_dtype: required beside a float8e8m0 scale."""
+    if scale_type != E8M0:
+        return None
+    return FLOATS[int(draw_or_rng.integers(0, 3))]
+
+
 def strided(array, rng):
     """The same values as a non-contiguous view (every other element of a
     larger array), when the array has a dimension to stride."""
@@ -197,7 +228,7 @@ def strided(array, rng):
 
 
 @settings(max_examples=150, deadline=None)
-@given(layout=layouts(), x_type=st.sampled_from(FLOATS), scale_type=st.sampled_from(FLOATS),
+@given(layout=layouts(), x_type=st.sampled_from(FLOATS), scale_type=st.sampled_from(SCALES),
        y_type=st.sampled_from(QUANTIZED),
        precision=st.sampled_from([None, F32, F16, BF16]), saturate=st.booleans(),
        with_zero_point=st.booleans(), seed=st.integers(0, 2**32 - 1))
@@ -211,12 +242,12 @@ def test_quantize_kernel_matches_the_reference(layout, x_type, scale_type, y_typ
     call = ops.prepare_quantize(
         dict(x=x, y_scale=scale, y_zero_point=zero_point),
         dict(attributes, saturate=saturate, output_dtype=None if with_zero_point else y_type,
-             precision=precision), 23)
+             precision=precision), OPSET)
     run_both(call)
 
 
 @settings(max_examples=150, deadline=None)
-@given(layout=layouts(), x_type=st.sampled_from(DEQUANTIZED), scale_type=st.sampled_from(FLOATS),
+@given(layout=layouts(), x_type=st.sampled_from(DEQUANTIZED), scale_type=st.sampled_from(SCALES),
        with_zero_point=st.booleans(), seed=st.integers(0, 2**32 - 1))
 def test_dequantize_kernel_matches_the_reference(layout, x_type, scale_type, with_zero_point,
                                                  seed):
@@ -224,17 +255,18 @@ def test_dequantize_kernel_matches_the_reference(layout, x_type, scale_type, wit
     rng = np.random.default_rng(seed)
     x = strided(quantized_values(rng, shape, x_type), rng)
     scale = positive_scales(rng, param_shape, scale_type)
+    attributes = dict(attributes, output_dtype=output_type(rng, scale_type))
     if x_type == np.int32 and with_zero_point:
-        scale = scale.astype(F32)  # (the reference's float64 path otherwise)
+        # (the reference's float64 path otherwise)
+        attributes["output_dtype"] = F32
     zero_point = zero_points(rng, param_shape, x_type) if with_zero_point else None
     call = ops.prepare_dequantize(dict(x=x, x_scale=scale, x_zero_point=zero_point),
-                                  attributes, 23)
+                                  attributes, OPSET)
     run_both(call)
-    if x_type in FOUR_BIT:
-        # The same values packed two to a byte (packed here, independently of qops).
-        packed = Packed4Bit(pack_nibbles(x), x_type, x.shape)
+    # The same values packed as ONNX stores them (packed here, independently of qops).
+    for packed in packed_forms(x):
         call = ops.prepare_dequantize(dict(x=packed, x_scale=scale, x_zero_point=zero_point),
-                                      attributes, 23)
+                                      attributes, OPSET)
         run_both(call)
 
 
@@ -259,7 +291,7 @@ def test_quantize_large_tensors(shape, attributes, param_shape, y_type):
     for saturate in (True, False):
         call = ops.prepare_quantize(
             dict(x=x, y_scale=scale, y_zero_point=zero_point),
-            dict(attributes, saturate=saturate, output_dtype=None, precision=None), 23)
+            dict(attributes, saturate=saturate, output_dtype=None, precision=None), OPSET)
         run_both(call)
 
 
@@ -272,21 +304,42 @@ def test_dequantize_large_tensors(shape, attributes, param_shape, x_type, scale_
     scale = positive_scales(rng, param_shape, scale_type)
     zero_point = None if x_type == np.int32 else zero_points(rng, param_shape, x_type)
     call = ops.prepare_dequantize(dict(x=x, x_scale=scale, x_zero_point=zero_point),
-                                  attributes, 23)
+                                  attributes, OPSET)
     run_both(call)
 
 
 @pytest.mark.parametrize("shape,attributes,param_shape", GEOMETRIES)
-@pytest.mark.parametrize("x_type", FOUR_BIT, ids=str)
-@pytest.mark.parametrize("scale_type", FLOATS, ids=str)
+@pytest.mark.parametrize("x_type", FOUR_BIT + TWO_BIT, ids=str)
+@pytest.mark.parametrize("scale_type", SCALES, ids=str)
 def test_dequantize_packed_large_tensors(shape, attributes, param_shape, x_type, scale_type):
     rng = np.random.default_rng(3)
     x = quantized_values(rng, shape, x_type)
     scale = positive_scales(rng, param_shape, scale_type)
     zero_point = zero_points(rng, param_shape, x_type)
-    packed = Packed4Bit(pack_nibbles(x), x_type, shape)
-    run_both(ops.prepare_dequantize(dict(x=packed, x_scale=scale, x_zero_point=zero_point),
-                                    attributes, 23))
+    attributes = dict(attributes, output_dtype=output_type(rng, scale_type))
+    for packed in packed_forms(x):
+        run_both(ops.prepare_dequantize(dict(x=packed, x_scale=scale, x_zero_point=zero_point),
+                                        attributes, OPSET))
+
+
+@pytest.mark.parametrize("x_type", [F32, F16, BF16], ids=str)
+def test_every_float8e8m0_scale(x_type):
+    """Each of float8e8m0's 255 values (2**-127, a float32 subnormal, to
+    2**127) as a per-axis scale, both ways; the division and product by a
+    power of two are exact until they leave float32's range."""
+    scale = np.arange(255, dtype=np.uint8).view(E8M0)
+    rng = np.random.default_rng(4)
+    x = special_floats(rng, (3, 255), x_type)
+    for y_type in (np.dtype(np.int8), np.dtype(np.uint16), INTEGERS[6], FLOAT8[0]):
+        for precision in (None, F32):
+            run_both(ops.prepare_quantize(
+                dict(x=x, y_scale=scale, y_zero_point=None),
+                dict(axis=1, block_size=0, saturate=True, output_dtype=y_type,
+                     precision=precision), OPSET))
+    q = random_integers(rng, (3, 255), np.dtype(np.int16))
+    for out in FLOATS:
+        run_both(ops.prepare_dequantize(dict(x=q, x_scale=scale, x_zero_point=None),
+                                        dict(axis=1, block_size=0, output_dtype=out), OPSET))
 
 
 def test_int32_with_a_zero_point_and_a_16_bit_scale_stays_with_the_reference():
@@ -294,6 +347,10 @@ def test_int32_with_a_zero_point_and_a_16_bit_scale_stays_with_the_reference():
     output type); the kernels compute in float32, so they decline it."""
     call = ops.prepare_dequantize(dict(x=np.arange(6, dtype=np.int32), x_scale=np.float16(0.5),
                                        x_zero_point=np.int32(0)), dict(axis=1, block_size=0), 23)
+    assert _dispatch.select(call).name == "reference"
+    call = ops.prepare_dequantize(dict(x=np.arange(6, dtype=np.int32), x_scale=np.float32(0.5),
+                                       x_zero_point=np.int32(0)),
+                                  dict(axis=1, block_size=0, output_dtype=F16), 23)
     assert _dispatch.select(call).name == "reference"
     call = ops.prepare_dequantize(dict(x=np.arange(6, dtype=np.int32), x_scale=np.float32(0.5),
                                        x_zero_point=np.int32(0)), dict(axis=1, block_size=0), 23)
