@@ -19,6 +19,7 @@ from qops.errors import (
 )
 from qops.ops.compiled import CompiledOperator, compile
 from qops.ops.convolution import quantized_linear_convolution
+from qops.ops.dml_quantize import dequantize, quantize
 from qops.ops.element_wise_quantize import (
     element_wise_dequantize_linear,
     element_wise_quantize_linear,
@@ -52,6 +53,8 @@ __all__ = [
     "quantized_linear_average_pooling",
     "element_wise_quantize_linear",
     "element_wise_dequantize_linear",
+    "quantize",
+    "dequantize",
     "pack_4bit",
     "unpack_4bit",
     "Packed4Bit",

@@ -253,6 +253,18 @@ def _slot_of(cell):
     return cell.split(" (")[0]
 
 
+def _page_rows(op):
+    """``(array, slots)`` per row of a reference page's table: one slot a
+    row, but one row for the slots a structure passes as one array."""
+    rows = []
+    for slot in op.slots:
+        if slot.array and rows and rows[-1][0] == slot.array:
+            rows[-1][1].append(slot)
+        else:
+            rows.append((slot.array, [slot]))
+    return rows
+
+
 def support_mismatches(tree, op):
     """Differences between the rendered tensor-support tables and ``op``."""
     problems = []
@@ -270,20 +282,26 @@ def support_mismatches(tree, op):
         header, body = _table_rows(_first_table(sections[title]))
         if header != ["Tensor", "Kind", "Supported dimension counts", "Supported data types"]:
             problems.append(f"{title}: header {header}")
-        if len(body) != len(op.slots):
-            problems.append(f"{title}: {len(body)} rows for {len(op.slots)} slots")
-        for slot, cells in zip(op.slots, body):
-            support = next(t for t in row.tensors if t.slot == slot.name)
-            if _slot_of(cells[0]) != slot.name:
-                problems.append(f"{title}: row {cells[0]!r} where {slot.name} belongs")
+        groups = _page_rows(op)
+        if len(body) != len(groups):
+            problems.append(f"{title}: {len(body)} rows for {len(groups)} slots or arrays")
+        for (array, slots), cells in zip(groups, body):
+            names = ", ".join(slot.name for slot in slots)
+            supports = [next(t for t in row.tensors if t.slot == slot.name) for slot in slots]
+            if _slot_of(cells[0]) != names or (array and f"({array})" not in cells[0]):
+                problems.append(f"{title}: row {cells[0]!r} where {names} belongs")
             # An optional slot a version's table lists as an input reads "Input".
-            kind = "Input" if support.required else slot.kind.value
+            kind = ("Array of inputs" if array
+                    else "Input" if supports[0].required else slots[0].kind.value)
             if cells[1] != kind:
-                problems.append(f"{title}: {slot.name} kind {cells[1]!r}")
-            if _parse_dims(cells[2]) != (support.min_dims, support.max_dims):
-                problems.append(f"{title}: {slot.name} dimension counts {cells[2]!r}")
-            if [t.strip().upper() for t in cells[3].split(",")] != list(support.dtypes):
-                problems.append(f"{title}: {slot.name} data types {cells[3]!r}")
+                problems.append(f"{title}: {names} kind {cells[1]!r}")
+            for support in supports:
+                if _parse_dims(cells[2]) != (support.min_dims, support.max_dims):
+                    problems.append(f"{title}: {support.slot} dimension counts {cells[2]!r}")
+            # An array's row lists its slots' types in slot order, each once.
+            dtypes = list(dict.fromkeys(d for support in supports for d in support.dtypes))
+            if [t.strip().upper() for t in cells[3].split(",")] != dtypes:
+                problems.append(f"{title}: {names} data types {cells[3]!r}")
     if titles != expected_titles:
         problems.append(f"version tables {titles}, expected {expected_titles}")
     return problems
@@ -333,6 +351,22 @@ def test_a_registry_that_differs_from_the_tables_is_caught():
     assert any("b dimension counts" in p for p in support_mismatches(tree, other_dims))
     one_version = dataclasses.replace(op, versions=(oldest,))
     assert support_mismatches(tree, one_version)
+
+
+def test_an_array_row_that_differs_from_the_registry_is_caught():
+    """QUANTIZE's QuantizationTensors row unites its scale's and zero point's
+    types: a registry that changes either no longer matches the page."""
+    op = registry.get("QUANTIZE")
+    tree = _doctree(f".. qops-operator:: {op.name}\n")
+    assert support_mismatches(tree, op) == []
+    (row,) = op.versions
+    tensors = tuple(dataclasses.replace(t, dtypes=("INT8", "UINT8")) if t.slot == "zero_point"
+                    else t for t in row.tensors)
+    fewer = dataclasses.replace(op, versions=(dataclasses.replace(row, tensors=tensors),))
+    assert any("scale, zero_point data types" in p for p in support_mismatches(tree, fewer))
+    ungrouped = dataclasses.replace(op, slots=tuple(dataclasses.replace(s, array="")
+                                                    for s in op.slots))
+    assert any("rows for" in p for p in support_mismatches(tree, ungrouped))
 
 
 def test_the_operator_overview_equals_the_registry():

@@ -111,6 +111,28 @@ def _slot_cell(op, slot):
     return _literal(slot.name)
 
 
+def _row_cell(op, slots, name):
+    """A support row's Tensor cell: its slot, or an array's slots and the array's name."""
+    if len(slots) == 1 and not slots[0].array:
+        return _slot_cell(op, slots[0])
+    return f"{', '.join(_literal(s.name) for s in slots)} ({name})"
+
+
+def _array_lines(op, row):
+    """Which of an array row's types each of its slots takes."""
+    from qops.registry.schema import ARRAY_KIND
+
+    lines = []
+    for slots, name, kind, _ in op.table_rows(row):
+        if kind != ARRAY_KIND:
+            continue
+        parts = [f"{_literal(s.name)}"
+                 + (" (optional)" if row.tensor(s.name).kind_text(s) != "Input" else "")
+                 + f" takes {_types(row.tensor(s.name).dtypes)}" for s in slots]
+        lines += [f"{_literal(name)}, element by element: " + "; ".join(parts) + ".", ""]
+    return lines
+
+
 def overview_rst(page_prefix="/operators/"):
     """The operators table: one row per registry operator, in registry order."""
     rows = []
@@ -240,9 +262,10 @@ def operator_rst(op):
         lines += _title(version_title(op, row.version), "~")
         lines += _list_table(
             ("Tensor", "Kind", "Supported dimension counts", "Supported data types"),
-            [(_slot_cell(op, s), row.tensor(s.name).kind_text(s), _dims(row.tensor(s.name)),
-              _types(row.tensor(s.name).dtypes)) for s in op.slots],
+            [(_row_cell(op, slots, name), kind, _dims(support), _types(support.dtypes))
+             for slots, name, kind, support in op.table_rows(row)],
             widths=(3, 2, 2, 5))
+        lines += _array_lines(op, row)
         constraints = tuple(op.constraints) + tuple(row.constraints)
         if constraints:
             lines += ["Constraints:", ""] + [f"- {c.text()}" for c in constraints] + [""]

@@ -93,6 +93,18 @@ def _element_wise_dequantize(call, out, n_threads):
                                                         arrays["zero_point"])
 
 
+def _quantize_blocks(call, out, n_threads):
+    arrays = call.arrays
+    out[...] = reference.quantize_blocks(arrays["input"], arrays["scale"], arrays["zero_point"],
+                                         call.output_dtype)
+
+
+def _dequantize_blocks(call, out, n_threads):
+    arrays = call.arrays
+    out[...] = reference.dequantize_blocks(arrays["input"], arrays["scale"], arrays["zero_point"],
+                                           call.output_dtype)
+
+
 def _dynamic_quantize(call, out, n_threads):
     out[...] = reference.dynamic_quantize_linear(call.arrays["input"], call.output_dtype)[0]
 
@@ -112,6 +124,8 @@ def register_all(register):
                           ("QUANTIZED_LINEAR_AVERAGE_POOLING", _average_pooling),
                           ("ELEMENT_WISE_QUANTIZE_LINEAR", _element_wise_quantize),
                           ("ELEMENT_WISE_DEQUANTIZE_LINEAR", _element_wise_dequantize),
+                          ("QUANTIZE", _quantize_blocks),
+                          ("DEQUANTIZE", _dequantize_blocks),
                           ("DYNAMIC_QUANTIZE_LINEAR", _dynamic_quantize),
                           ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", _add),
                           ("DequantizeLinear", _dequantize),

@@ -10,6 +10,7 @@ from qops import registry
 from qops.errors import DTypeValidationError, ValidationError
 from qops.ops import (
     convolution,
+    dml_quantize,
     element_wise_quantize,
     elementwise,
     integer,
@@ -37,6 +38,8 @@ PREPARE = {
     "QUANTIZED_LINEAR_AVERAGE_POOLING": pooling.prepare,
     "ELEMENT_WISE_QUANTIZE_LINEAR": element_wise_quantize.prepare_quantize,
     "ELEMENT_WISE_DEQUANTIZE_LINEAR": element_wise_quantize.prepare_dequantize,
+    "QUANTIZE": dml_quantize.prepare_quantize,
+    "DEQUANTIZE": dml_quantize.prepare_dequantize,
 }
 
 

@@ -24,9 +24,12 @@ from qops.reference.integer import (
 from qops.reference.matmul import quantized_linear_matrix_multiply
 from qops.reference.pooling import quantized_linear_average_pooling
 from qops.reference.quantize import (
+    dequantize_blocks,
     dequantize_linear,
     element_wise_dequantize_linear,
     element_wise_quantize_linear,
+    expand_blocks,
+    quantize_blocks,
     quantize_linear,
 )
 
@@ -43,6 +46,9 @@ __all__ = [
     "quantized_linear_average_pooling",
     "element_wise_quantize_linear",
     "element_wise_dequantize_linear",
+    "quantize_blocks",
+    "dequantize_blocks",
+    "expand_blocks",
     "sum_bound",
     "dynamic_quantize_linear",
     "dynamic_quantize_parameters",

@@ -136,3 +136,62 @@ def element_wise_dequantize_linear(input, scale, zero_point=None):
     scale = np.asarray(scale)
     with np.errstate(over="ignore"):
         return (centred * scale).astype(scale.dtype)
+
+
+def expand_blocks(parameter, shape):
+    """A QUANTIZE / DEQUANTIZE scale or zero point at the input's sizes.
+
+    Along each dimension the parameter's size divides the input's, and
+    element ``k`` takes the parameter at ``k // (shape[i] // parameter.shape[i])``:
+    a size of 1 applies to every element, the input's size to one each, and
+    any size between to blocks of consecutive elements.
+    """
+    parameter = np.asarray(parameter)
+    for axis, (size, full) in enumerate(zip(parameter.shape, shape)):
+        if size != full:
+            parameter = np.repeat(parameter, full // size, axis=axis)
+    return parameter
+
+
+def quantize_blocks(input, scale, zero_point=None, output_dtype=None):
+    """DirectML's QUANTIZE, as qops defines it:
+    ``saturate(round_half_even(float32(input) / float32(scale)) + zero_point)``.
+
+    The division is one float32 operation (a float16 input or scale widens
+    exactly); a NaN quotient gives the zero point, infinities saturate.
+    ``output_dtype`` (int8, uint8, ml_dtypes.int4 or uint4) defaults to the
+    zero point's type.  The parameters apply per block (:func:`expand_blocks`).
+    """
+    x = np.asarray(input).astype(np.float32)
+    if output_dtype is None:
+        output_dtype = np.asarray(zero_point).dtype
+    output_dtype = np.dtype(output_dtype)
+    scale = expand_blocks(np.asarray(scale).astype(np.float32), x.shape)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        rounded = np.rint(x / scale).astype(np.float64)
+    rounded = np.where(np.isnan(rounded), 0.0, rounded)
+    if zero_point is not None:
+        rounded = rounded + expand_blocks(np.asarray(zero_point).astype(np.float64), x.shape)
+    low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(output_dtype)]
+    return np.clip(rounded, low, high).astype(output_dtype)
+
+
+def dequantize_blocks(input, scale, zero_point=None, output_dtype=None):
+    """DirectML's DEQUANTIZE, as qops defines it: ``(float32(input) -
+    zero_point) * scale``, computed in float32 and rounded once more to
+    ``output_dtype`` when that is float16 (default: the scale's type).
+
+    ``input`` may be a :class:`qops.Packed4Bit`; the parameters apply per
+    block (:func:`expand_blocks`).
+    """
+    x = np.asarray(input).astype(np.float32)
+    scale = np.asarray(scale)
+    if output_dtype is None:
+        output_dtype = scale.dtype
+    if zero_point is not None:
+        # 8-bit values and their differences are exact in float32.
+        x = x - expand_blocks(np.asarray(zero_point).astype(np.float32), x.shape)
+    product = x * expand_blocks(scale.astype(np.float32), x.shape)
+    # Past float16's range is infinity: the defined result, not an error.
+    with np.errstate(over="ignore"):
+        return product.astype(output_dtype)

@@ -17,6 +17,7 @@ of its tensor-support tables:
   QLinearAveragePool and QLinearGlobalAveragePool);
 * ``DML_ELEMENT_WISE_QUANTIZE_LINEAR_OPERATOR_DESC`` and
   ``DML_ELEMENT_WISE_DEQUANTIZE_LINEAR_OPERATOR_DESC`` (1_0, 2_1, 3_0, 6_0 and 6_2).
+* ``DML_QUANTIZE_OPERATOR_DESC`` and ``DML_DEQUANTIZE_OPERATOR_DESC`` (6_3).
 
 Slot order is the order of the fields in each ``*_OPERATOR_DESC`` structure.
 """
@@ -779,7 +780,84 @@ ELEMENT_WISE_DEQUANTIZE_LINEAR = Operator(
     )),
 )
 
+# QUANTIZE and DEQUANTIZE pass their scale and zero point as one array,
+# QuantizationTensors, whose page row lists every type either may have:
+# qops gives each element its own slot (the scale first; the zero point,
+# present for DML_QUANTIZATION_TYPE_SCALE_ZERO_POINT, second) and splits the
+# types by role.  The page's one constraint is the shared dimension count;
+# the others are qops' rules where the page is silent (docs/operators/quantize.rst).
+_QUANTIZE_SLOTS = ("input", "scale", "zero_point", "output")
+_BLOCK_INTEGERS = ("INT8", "INT4", "UINT8", "UINT4")
+_BLOCK_FLOATS = ("FLOAT32", "FLOAT16")
+
+
+def _quantization_slots(input_description, output_description):
+    return (
+        Slot(name="input", source_name="InputTensor", kind=INPUT, description=input_description),
+        Slot(name="scale", source_name="QuantizationTensors[0]", kind=INPUT,
+             array="QuantizationTensors",
+             description="the scales: along each dimension a size that divides the input's, "
+                         "one scale per block of input size / scale size elements"),
+        Slot(name="zero_point", source_name="QuantizationTensors[1]", kind=OPTIONAL,
+             array="QuantizationTensors",
+             description="the zero points, the scale's sizes (SCALE_ZERO_POINT); "
+                         "0 when absent (SCALE)"),
+        Slot(name="output", source_name="OutputTensor", kind=OUTPUT,
+             description=output_description),
+    )
+
+
+def _quantization_version(input_types, output_types):
+    return (VersionSupport(
+        version=FeatureLevel.FL_6_3,
+        tensors=_rows((("input", 1, 8, input_types), ("scale", 1, 8, _BLOCK_FLOATS),
+                       ("zero_point", 1, 8, _BLOCK_INTEGERS), ("output", 1, 8, output_types))),
+        attributes=("output_dtype",)),)
+
+
+QUANTIZE = Operator(
+    name="QUANTIZE",
+    function="quantize",
+    source="DirectML",
+    reference="DML_QUANTIZE_OPERATOR_DESC",
+    summary=("Quantize to 8 or 4 bits: saturate(round(input / scale) + zero_point), each "
+             "scale and zero point applying to a block of the input."),
+    slots=_quantization_slots("the values to quantize", "the quantized values, the input's sizes"),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=_QUANTIZE_SLOTS),
+        Constraint(kind=ConstraintKind.SAME_SIZES, slots=("scale", "zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "zero_point")),
+    ),
+    attributes=(
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="the output type (required); a zero point has it"),
+    ),
+    versions=_quantization_version(_BLOCK_FLOATS, _BLOCK_INTEGERS),
+)
+
+DEQUANTIZE = Operator(
+    name="DEQUANTIZE",
+    function="dequantize",
+    source="DirectML",
+    reference="DML_DEQUANTIZE_OPERATOR_DESC",
+    summary=("Dequantize 8- or 4-bit values: (input - zero_point) * scale, each scale and "
+             "zero point applying to a block of the input."),
+    slots=_quantization_slots("the quantized values",
+                              "the dequantized values, the input's sizes and the scale's type"),
+    constraints=(
+        Constraint(kind=ConstraintKind.SAME_DIMENSION_COUNT, slots=_QUANTIZE_SLOTS),
+        Constraint(kind=ConstraintKind.SAME_SIZES, slots=("scale", "zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("input", "zero_point")),
+        Constraint(kind=ConstraintKind.SAME_DTYPE, slots=("output", "scale")),
+    ),
+    attributes=(
+        Attribute(name="output_dtype", source_name="OutputTensor.DataType", kind="dtype",
+                  description="the output type: the scale's (its default)"),
+    ),
+    versions=_quantization_version(_BLOCK_INTEGERS, _BLOCK_FLOATS),
+)
+
 OPERATORS = (QUANTIZED_LINEAR_CONVOLUTION, QUANTIZED_LINEAR_MATRIX_MULTIPLY, CONVOLUTION_INTEGER,
              MATRIX_MULTIPLY_INTEGER, DYNAMIC_QUANTIZE_LINEAR, ELEMENT_WISE_QUANTIZED_LINEAR_ADD,
              MATRIX_MULTIPLY_INTEGER_TO_FLOAT, QUANTIZED_LINEAR_AVERAGE_POOLING,
-             ELEMENT_WISE_QUANTIZE_LINEAR, ELEMENT_WISE_DEQUANTIZE_LINEAR)
+             ELEMENT_WISE_QUANTIZE_LINEAR, ELEMENT_WISE_DEQUANTIZE_LINEAR, QUANTIZE, DEQUANTIZE)

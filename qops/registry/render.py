@@ -5,19 +5,30 @@ Nothing here knows an operator: every row comes from :mod:`qops.registry`.
 
 from __future__ import annotations
 
-from qops.registry.schema import Operator
+from qops.registry.schema import ARRAY_KIND, Operator, SlotKind
 
 HEADER = ("Tensor", "Kind", "Supported dimension counts", "Supported data types")
 
 
 def support_rows(op: Operator, version_row):
-    """The seed-style rows of one version: (source name, kind, dims, dtypes)."""
-    return [
-        (slot.source_name, version_row.tensor(slot.name).kind_text(slot),
-         version_row.tensor(slot.name).dims_text(),
-         ", ".join(t for t in version_row.tensor(slot.name).dtypes))
-        for slot in op.slots
-    ]
+    """The seed-style rows of one version: (source name, kind, dims, dtypes);
+    an array of tensors is one row, as its page has it (see :func:`array_lines`)."""
+    return [(name, kind, support.dims_text(), ", ".join(support.dtypes))
+            for _, name, kind, support in op.table_rows(version_row)]
+
+
+def array_lines(op: Operator, version_row):
+    """What each element of an array row takes, one entry per slot:
+    ``QuantizationTensors[0] (scale): FLOAT32, FLOAT16``."""
+    lines = []
+    for slots, _, kind, _ in op.table_rows(version_row):
+        if kind != ARRAY_KIND:
+            continue
+        for slot in slots:
+            support = version_row.tensor(slot.name)
+            optional = ", optional" if support.kind_text(slot) != SlotKind.INPUT.value else ""
+            lines.append(f"{slot.source_name} ({slot.name}): {', '.join(support.dtypes)}{optional}")
+    return lines
 
 
 def table(rows, header=HEADER, style="text"):
@@ -63,6 +74,9 @@ def describe(op: Operator, version=None, style="text"):
         out += ["", f"Tensor support, {version_heading(op, row.version)}:", ""]
         out.append(table(support_rows(op, row), style=style))
         out.append("")
+        arrays = array_lines(op, row)
+        if arrays:
+            out += ["Array elements: " + "; ".join(arrays) + ".", ""]
         constraints = tuple(op.constraints) + tuple(row.constraints)
         if constraints:
             out.append("Constraints: " + "; ".join(c.text() for c in constraints) + ".")

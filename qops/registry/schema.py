@@ -21,6 +21,7 @@ from typing import Optional, Union
 
 __all__ = [
     "DATA_TYPES",
+    "ARRAY_KIND",
     "FeatureLevel",
     "Opset",
     "SlotKind",
@@ -209,12 +210,19 @@ class Slot:
     kind: SlotKind
     description: str = ""
     shapes: tuple = ()
+    #: The structure's array field this slot is an element of, when the
+    #: structure passes several tensors as one array (DirectML's
+    #: ``QuantizationTensors``): its page gives the array one table row.
+    array: str = ""
 
     def __post_init__(self):
         if not _SLOT_NAME.fullmatch(self.name):
             raise ValueError(f"slot name {self.name!r} is not snake_case")
         if not isinstance(self.kind, SlotKind):
             raise ValueError(f"slot {self.name}: kind must be a SlotKind, not {self.kind!r}")
+        if self.array and (not _SYMBOL.fullmatch(self.array) or self.kind is SlotKind.OUTPUT):
+            raise ValueError(f"slot {self.name}: array {self.array!r} must name an input array "
+                             "field")
         granularities = [p.granularity for p in self.shapes]
         if len(set(granularities)) != len(granularities):
             raise ValueError(f"slot {self.name}: repeated granularity in {granularities}")
@@ -280,6 +288,15 @@ class TensorSupport:
     def kind_text(self, slot) -> str:
         """The table's Kind column for ``slot`` at this version."""
         return SlotKind.INPUT.value if self.required else slot.kind.value
+
+
+#: The Kind column of the one row a reference table gives an array of input tensors.
+ARRAY_KIND = "Array of inputs"
+
+
+def _union(groups):
+    """The members of ``groups`` in order of first appearance."""
+    return tuple(dict.fromkeys(item for group in groups for item in group))
 
 
 class ConstraintKind(enum.Enum):
@@ -406,6 +423,7 @@ class Operator:
         if attribute_names & set(names):
             raise ValueError(f"{self.name}: an attribute shares a slot's name")
         version_type = type(self.versions[0].version)
+        arrays = self._arrays()
         previous = None
         for row in self.versions:
             if type(row.version) is not version_type:
@@ -426,8 +444,25 @@ class Operator:
             unknown = set(row.granularities) - granularities
             if unknown:
                 raise ValueError(f"{self.name} {row.version}: unknown granularities {sorted(unknown)}")
+            for members in arrays.values():
+                dims = {(row.tensor(s.name).min_dims, row.tensor(s.name).max_dims) for s in members}
+                if len(dims) > 1:
+                    raise ValueError(f"{self.name} {row.version}: the slots of array "
+                                     f"{members[0].array} differ in dimension counts")
         object.__setattr__(self, "_by_slot", {s.name: s for s in self.slots})
         object.__setattr__(self, "_support_at", {})
+
+    def _arrays(self) -> dict:
+        """``{array field: its slots}``; one array's slots must be adjacent."""
+        arrays = {}
+        for index, slot in enumerate(self.slots):
+            if not slot.array:
+                continue
+            members = arrays.setdefault(slot.array, [])
+            if members and self.slots[index - 1] is not members[-1]:
+                raise ValueError(f"{self.name}: the slots of array {slot.array} are not adjacent")
+            members.append(slot)
+        return arrays
 
     # -- reading the table -------------------------------------------------
 
@@ -470,6 +505,28 @@ class Operator:
                 current = row
         self._support_at[version] = current  # a cache of a pure function of the table
         return current
+
+    def table_rows(self, version_row) -> tuple:
+        """``version_row`` as the reference page's table lists it: one
+        ``(slots, source name, kind, TensorSupport)`` per slot, except that
+        the slots of one array (:attr:`Slot.array`) share a row, named after
+        the array, of kind ``ARRAY_KIND`` ("Array of inputs"), whose data types are theirs
+        in slot order."""
+        rows, done = [], set()
+        for slot in self.slots:
+            support = version_row.tensor(slot.name)
+            if not slot.array:
+                rows.append(((slot,), slot.source_name, support.kind_text(slot), support))
+                continue
+            if slot.array in done:
+                continue
+            done.add(slot.array)
+            members = tuple(s for s in self.slots if s.array == slot.array)
+            merged = TensorSupport(
+                slot=slot.array, min_dims=support.min_dims, max_dims=support.max_dims,
+                dtypes=_union(version_row.tensor(s.name).dtypes for s in members))
+            rows.append((members, slot.array, ARRAY_KIND, merged))
+        return tuple(rows)
 
     def constraints_at(self, version) -> tuple:
         row = self.support(version)

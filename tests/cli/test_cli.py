@@ -48,10 +48,17 @@ def test_ops_name_prints_every_support_row(op):
         for slot in op.slots:
             support = row.tensor(slot.name)
             # The kind is the row's: an optional slot a level lists as an input reads "Input".
-            assert any(l.split() and l.split()[0] == slot.source_name
+            # The slots of one array share its row, as the page has it, and
+            # each is listed with its own types below the table.
+            name, kind = ((slot.array, "Array of inputs") if slot.array
+                          else (slot.source_name, support.kind_text(slot)))
+            assert any(l.split() and l.split()[0] == name
                        and support.dims_text() in l and ", ".join(support.dtypes) in l
-                       and f" {support.kind_text(slot)} " in f" {l} "
+                       and f" {kind} " in f" {l} "
                        for l in result.stdout.splitlines()), (row.version, slot.name)
+            if slot.array:
+                assert f"{slot.source_name} ({slot.name}): {', '.join(support.dtypes)}" \
+                    in result.stdout
 
 
 def test_ops_at_a_feature_level_prints_only_that_row():

@@ -816,20 +816,29 @@ def onnx_packed_bytes(x):
     return np.frombuffer(numpy_helper.from_array(np.asarray(x)).raw_data, np.uint8)
 
 
-@pytest.mark.parametrize("x_type", FOUR_BIT, ids=tid)
-@pytest.mark.parametrize("shape", [(0,), (1,), (5,), (2, 3), (3, 3, 3), (4096 + 1,)], ids=str)
-def test_pack_4bit_is_onnx_packing(x_type, shape):
+#: (type, pack, unpack, elements a byte) for each width ONNX packs.
+PACKINGS = [(t, qops.pack_4bit, qops.unpack_4bit, 2) for t in (I4, U4, F4)] + [
+    (t, qops.pack_2bit, qops.unpack_2bit, 4) for t in (np.dtype(ml_dtypes.int2),
+                                                      np.dtype(ml_dtypes.uint2))]
+
+
+@pytest.mark.parametrize("x_type, pack, unpack, per_byte", PACKINGS,
+                         ids=[tid(p[0]) for p in PACKINGS])
+@pytest.mark.parametrize("shape", [(0,), (1,), (3,), (5,), (2, 3), (3, 3, 3), (4096 + 3,)],
+                         ids=str)
+def test_packing_is_onnx_packing(x_type, pack, unpack, per_byte, shape):
     rng = np.random.default_rng(len(shape))
-    x = rng.integers(0, 16, shape).astype(np.uint8).view(x_type)
-    raw = qops.pack_4bit(x)
-    assert raw.dtype == np.uint8 and raw.shape == (-(-x.size // 2),)
+    x = rng.integers(0, 2 ** (8 // per_byte), shape).astype(np.uint8)  # every code
+    x = x.view(x_type)
+    raw = pack(x)
+    assert raw.dtype == np.uint8 and raw.shape == (-(-x.size // per_byte),)
     assert np.array_equal(raw, onnx_packed_bytes(x))
-    back = qops.unpack_4bit(raw, x_type, shape)
+    back = unpack(raw, x_type, shape)
     assert back.dtype == x_type and back.shape == shape
     assert_bits_equal(back, x, "round trip")
     # non-contiguous input: packed in C order of its elements
     if x.ndim == 2:
-        assert np.array_equal(qops.pack_4bit(x.T), onnx_packed_bytes(np.ascontiguousarray(x.T)))
+        assert np.array_equal(pack(x.T), onnx_packed_bytes(np.ascontiguousarray(x.T)))
 
 
 def test_pack_4bit_nibble_order_by_hand():
@@ -926,21 +935,6 @@ def test_packed_x_is_validated_like_an_array():
 # -- 2-bit types packed four to a byte (opset 25) --------------------------------------------------
 
 TWO_BIT = (I2, U2)
-
-
-@pytest.mark.parametrize("x_type", TWO_BIT, ids=tid)
-@pytest.mark.parametrize("shape", [(0,), (1,), (3,), (5,), (2, 3), (3, 3, 3), (4096 + 3,)], ids=str)
-def test_pack_2bit_is_onnx_packing(x_type, shape):
-    rng = np.random.default_rng(len(shape))
-    x = rng.integers(0, 4, shape).astype(np.uint8).view(x_type)
-    raw = qops.pack_2bit(x)
-    assert raw.dtype == np.uint8 and raw.shape == (-(-x.size // 4),)
-    assert np.array_equal(raw, onnx_packed_bytes(x))
-    back = qops.unpack_2bit(raw, x_type, shape)
-    assert back.dtype == x_type and back.shape == shape
-    assert_bits_equal(back, x, "round trip")
-    if x.ndim == 2:
-        assert np.array_equal(qops.pack_2bit(x.T), onnx_packed_bytes(np.ascontiguousarray(x.T)))
 
 
 def test_pack_2bit_order_by_hand():

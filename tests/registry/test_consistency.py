@@ -118,6 +118,15 @@ def build_call(op, version, dtypes):
         if op.name == "ELEMENT_WISE_QUANTIZE_LINEAR":
             call["output_dtype"] = _dtypes.to_numpy(dtypes["output"])
         return call
+    if op.name in ("QUANTIZE", "DEQUANTIZE"):
+        # Blocks of two along the last axis; the zero point has the scale's shape.
+        call = dict(input=values(dtypes["input"], (2, 3, 4)),
+                    scale=values(dtypes["scale"], (1, 3, 2), 0.5),
+                    zero_point=values(dtypes["zero_point"], (1, 3, 2), 1),
+                    feature_level=version)
+        if op.name == "QUANTIZE":
+            call["output_dtype"] = _dtypes.to_numpy(dtypes["output"])
+        return call
     if op.name == "DYNAMIC_QUANTIZE_LINEAR":
         return dict(input=values(dtypes["input"], (2, 3)),
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)

@@ -466,6 +466,110 @@ def test_onnx_tables_match_the_later_seed_page():
 
 
 # ---------------------------------------------------------------------------
+# seeds/later/directml_quantize.md and directml_dequantize.md (6_3): the
+# scale and zero point are one array, QuantizationTensors, with one table row.
+# ---------------------------------------------------------------------------
+_BLOCK_TYPES = "INT8, INT4, UINT8, UINT4"
+_ARRAY_ROW = ("QuantizationTensors", "Array of inputs", "1 to 8",
+              "FLOAT32, FLOAT16, INT8, INT4, UINT8, UINT4")
+QUANTIZE_6_3_TABLE = [("InputTensor", "Input", "1 to 8", "FLOAT32, FLOAT16"), _ARRAY_ROW,
+                      ("OutputTensor", "Output", "1 to 8", _BLOCK_TYPES)]
+DEQUANTIZE_6_3_TABLE = [("InputTensor", "Input", "1 to 8", _BLOCK_TYPES), _ARRAY_ROW,
+                        ("OutputTensor", "Output", "1 to 8", "FLOAT32, FLOAT16")]
+_QUANTIZATION_PAGES = [("QUANTIZE", "directml_quantize.md", QUANTIZE_6_3_TABLE),
+                       ("DEQUANTIZE", "directml_dequantize.md", DEQUANTIZE_6_3_TABLE)]
+
+
+@pytest.mark.parametrize("name, page, table", _QUANTIZATION_PAGES)
+def test_quantization_tables_match_their_pages(name, page, table):
+    """The page's rows as it writes them, and as the registry renders them
+    (the CLI's and the docs' tables)."""
+    from qops.registry import render
+
+    assert _table_after(_later_seed(page), "## Tensor support") == table
+    op = registry.get(name)
+    assert op.support(FeatureLevel.FL_6_2) is None
+    assert op.introduced is FeatureLevel.FL_6_3
+    assert [tuple(row) for row in render.support_rows(op, op.support(FeatureLevel.FL_6_4))] == table
+    assert "introduced in **DML_FEATURE_LEVEL_6_3**" in _later_seed(page)
+
+
+@pytest.mark.parametrize("name, page, table", _QUANTIZATION_PAGES)
+def test_quantization_array_is_split_by_role(name, page, table):
+    """The page's structure fields in order, the array's elements as slots:
+    the scale first, the zero point (SCALE_ZERO_POINT only) second, and the
+    array's types divided between them."""
+    text = _later_seed(page)
+    struct = text.split("```cpp")[1].split("```")[0]
+    fields = re.findall(r"(\w+);", struct)
+    assert fields == ["InputTensor", "QuantizationType", "QuantizationTensorCount",
+                      "QuantizationTensors", "OutputTensor"]
+    op = registry.get(name)
+    assert [s.name for s in op.slots] == ["input", "scale", "zero_point", "output"]
+    assert [s.source_name for s in op.slots] == ["InputTensor", "QuantizationTensors[0]",
+                                                 "QuantizationTensors[1]", "OutputTensor"]
+    assert [s.array for s in op.slots] == ["", "QuantizationTensors", "QuantizationTensors", ""]
+    assert [s.kind for s in op.slots] == [SlotKind.INPUT, SlotKind.INPUT,
+                                          SlotKind.OPTIONAL_INPUT, SlotKind.OUTPUT]
+    row = op.support(FeatureLevel.FL_6_3)
+    assert dtypes_text(row.tensor("scale")) == "FLOAT32, FLOAT16"
+    assert dtypes_text(row.tensor("zero_point")) == _BLOCK_TYPES
+    listed = set(_ARRAY_ROW[3].split(", "))
+    assert set(row.tensor("scale").dtypes) | set(row.tensor("zero_point").dtypes) == listed
+    assert not set(row.tensor("scale").dtypes) & set(row.tensor("zero_point").dtypes)
+
+
+@pytest.mark.parametrize("name, page, table", _QUANTIZATION_PAGES)
+def test_quantization_constraints(name, page, table):
+    """The page's one constraint (the shared dimension count, the array's
+    elements included), and qops' rules where the page is silent: the zero
+    point has the scale's sizes and the quantized tensor's type, and
+    DEQUANTIZE's output has the scale's type."""
+    text = _later_seed(page)
+    sentence = text.split("## Tensor constraints")[1].strip().splitlines()[0]
+    assert sentence.endswith("must have the same *DimensionCount*.")
+    on_page = set(re.findall(r"\*(\w+)\*", sentence.split(" must ")[0]))
+    assert on_page == {"InputTensor", "OutputTensor", "QuantizationTensors"}
+    op = registry.get(name)
+    by_field = {s.name: s.array or s.source_name for s in op.slots}
+    constraints = op.constraints_at(FeatureLevel.FL_6_3)
+    dims = [c for c in constraints if c.kind is ConstraintKind.SAME_DIMENSION_COUNT]
+    assert len(dims) == 1 and {by_field[s] for s in dims[0].slots} == on_page
+    assert set(dims[0].slots) == {"input", "scale", "zero_point", "output"}
+    own = {(c.kind, frozenset(c.slots)) for c in constraints if c not in dims}
+    quantized = "output" if name == "QUANTIZE" else "input"
+    expected = {(ConstraintKind.SAME_SIZES, frozenset({"scale", "zero_point"})),
+                (ConstraintKind.SAME_DTYPE, frozenset({quantized, "zero_point"}))}
+    if name == "DEQUANTIZE":
+        expected.add((ConstraintKind.SAME_DTYPE, frozenset({"output", "scale"})))
+    assert own == expected
+    assert op.support(FeatureLevel.FL_6_3).attributes == ("output_dtype",)
+
+
+def test_an_array_s_slots_must_be_adjacent_and_share_dimension_counts():
+    def slot(name, array="", kind=SlotKind.INPUT):
+        return Slot(name=name, source_name=name.title(), kind=kind, array=array)
+
+    def operator(slots, dims):
+        rows = tuple(TensorSupport(slot=s.name, min_dims=1, max_dims=dims.get(s.name, 4),
+                                   dtypes=("INT8",)) for s in slots)
+        return Operator(name="X", function="x", source="DirectML", summary="", slots=slots,
+                        attributes=(), versions=(VersionSupport(version=FeatureLevel.FL_6_3,
+                                                                tensors=rows),))
+
+    out = slot("out", kind=SlotKind.OUTPUT)
+    good = operator((slot("a", "Arr"), slot("b", "Arr"), out), {})
+    assert [(r[1], r[2]) for r in good.table_rows(good.versions[0])] == [
+        ("Arr", "Array of inputs"), ("Out", "Output")]
+    with pytest.raises(ValueError, match="not adjacent"):
+        operator((slot("a", "Arr"), slot("c"), slot("b", "Arr"), out), {})
+    with pytest.raises(ValueError, match="differ in dimension counts"):
+        operator((slot("a", "Arr"), slot("b", "Arr"), out), {"b": 8})
+    with pytest.raises(ValueError, match="input array"):
+        slot("o", "Arr", SlotKind.OUTPUT)
+
+
+# ---------------------------------------------------------------------------
 # DirectML tables
 # ---------------------------------------------------------------------------
 
@@ -960,6 +1064,7 @@ NAMES = [(CONV, "quantized_linear_convolution"), (MATMUL, "quantized_linear_matr
          ("QUANTIZED_LINEAR_AVERAGE_POOLING", "quantized_linear_average_pooling"),
          ("ELEMENT_WISE_QUANTIZE_LINEAR", "element_wise_quantize_linear"),
          ("ELEMENT_WISE_DEQUANTIZE_LINEAR", "element_wise_dequantize_linear"),
+         ("QUANTIZE", "quantize"), ("DEQUANTIZE", "dequantize"),
          ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear")]
 
 
@@ -999,7 +1104,7 @@ def test_get_by_registry_and_function_name(name, function):
     assert callable(getattr(qops, function))
 
 
-@pytest.mark.parametrize("bad", ["QUANTIZED_LINEAR_CONV", "Quantize", "", "QLinearConv", None, 3])
+@pytest.mark.parametrize("bad", ["QUANTIZED_LINEAR_CONV", "Quantizer", "", "QLinearConv", None, 3])
 def test_get_unknown_name(bad):
     with pytest.raises(KeyError) as info:
         registry.get(bad)

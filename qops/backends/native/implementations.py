@@ -184,6 +184,9 @@ def register_all(register):
     for name in ("ELEMENT_WISE_QUANTIZE_LINEAR", "ELEMENT_WISE_DEQUANTIZE_LINEAR"):
         register(name, "kernels", run_prepared(quantize.prepare_element_wise), priority=KERNELS,
                  supports=quantize.element_wise_supported, prepare=quantize.prepare_element_wise)
+    for name in ("QUANTIZE", "DEQUANTIZE"):
+        register(name, "kernels", run_prepared(quantize.prepare_blocks), priority=KERNELS,
+                 supports=quantize.blocks_supported, prepare=quantize.prepare_blocks)
     register("QuantizeLinear", "lean", run_prepared(_prepare_lean_quantize), priority=LEAN,
              supports=_lean_quantize_supported, prepare=_prepare_lean_quantize,
              fast=QuantizePerTensor)

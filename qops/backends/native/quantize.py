@@ -267,3 +267,81 @@ def prepare_element_wise(call, variant=None):
 __all__ = ["prepare_dequantize", "prepare_quantize", "prepare_dynamic_quantize",
            "run_dequantize", "run_quantize", "run_dynamic_quantize", "dequantize_supported",
            "quantize_supported", "element_wise_supported", "prepare_element_wise"]
+
+
+# -- QUANTIZE / DEQUANTIZE (DirectML 6_3) ------------------------------------------------------
+#
+# Parameters blocked along one axis at most are an ONNX QuantizeLinear /
+# DequantizeLinear form with the division in float32: per tensor, per axis,
+# or blocked once the parameters are widened to ONNX's blocked shape (x's
+# sizes, with the number of blocks along the blocked axis), which is the
+# layout the kernels' row geometry reads.
+
+_ONNX_FORMS = ("per-tensor", "per-axis", "blocked")
+
+
+def blocks_supported(call):
+    """The forms ONNX states (not blocks along several axes), on non-empty tensors."""
+    return call.granularity["scale"] in _ONNX_FORMS and call.arrays["input"].size > 0
+
+
+def _onnx_blocked(value, shape, axis):
+    """``value`` repeated along every axis but ``axis`` to ``shape``'s size there."""
+    value = np.asarray(value)
+    for other, (size, full) in enumerate(zip(value.shape, shape)):
+        if other != axis and size != full:
+            value = np.repeat(value, full // size, axis=other)
+    return value
+
+
+def prepare_blocks(call, variant=None):
+    """``run(call, out, n_threads)`` for QUANTIZE and DEQUANTIZE calls of
+    this signature on the QuantizeLinear / DequantizeLinear kernels."""
+    x = call.arrays["input"]
+    form = call.granularity["scale"]
+    axis, block_size = call.attributes["axis"], call.attributes["block_size"]
+    shape = tuple(x.shape)
+    layout = _layout(shape, form, axis, block_size)
+    module = _simd.quantize_module(variant)
+    zero_point_given = call.arrays["zero_point"] is not None
+
+    def flat(value):
+        if form == "blocked":
+            value = _onnx_blocked(value, shape, axis)
+        return _parameter(value)
+
+    def derive(arrays, checked):
+        scale = flat(arrays["scale"])
+        zero = (np.zeros(scale.size, np.float32) if arrays["zero_point"] is None
+                else flat(arrays["zero_point"]))
+        return scale, zero
+
+    if call.operator.name == "QUANTIZE":
+        kinds = dict(x_kind=_FLOAT_KINDS[_dtypes.name_of(x.dtype)],
+                     compute=_FLOAT_KINDS["FLOAT32"],
+                     out_kind=_Q_KINDS[_dtypes.name_of(call.output_dtype)], saturate=True)
+
+        def run(call, out, n_threads):
+            scale, zero = call.values
+            module.quantize(_raw(call.arrays["input"]), scale=scale, zero=zero, **layout,
+                            out=_raw(out), zero_point_given=zero_point_given,
+                            n_threads=n_threads, **kinds)
+        return Prepared(run, derive)
+
+    name = _dtypes.name_of(x.dtype)
+    packed = x.BITS if isinstance(x, PackedBits) else 0
+    # Packed nibbles are read through the table of the type's byte values.
+    table = _TABLES[name] if packed else _NO_TABLE
+    out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
+
+    def run(call, out, n_threads):
+        scale, zero = call.values
+        x = call.arrays["input"]
+        module.dequantize(x.raw if packed else _raw(x), _X_KINDS[name], packed, table, scale,
+                          zero, **layout, out=_raw(out), out_kind=out_kind, n_threads=n_threads)
+    return Prepared(run, derive)
+
+
+run_blocks = run_prepared(prepare_blocks)
+
+__all__ += ["blocks_supported", "prepare_blocks", "run_blocks"]
