@@ -822,6 +822,13 @@ PACKINGS = [(t, qops.pack_4bit, qops.unpack_4bit, 2) for t in (I4, U4, F4)] + [
                                                       np.dtype(ml_dtypes.uint2))]
 
 
+#: (type, pack, unpack, packed class, a type of the other width) for the byte tests.
+BYTE_CASES = [(t, qops.pack_4bit, qops.unpack_4bit, qops.Packed4Bit, np.dtype(ml_dtypes.int2))
+              for t in (I4, U4, F4)] + [
+    (t, qops.pack_2bit, qops.unpack_2bit, qops.Packed2Bit, I4)
+    for t in (np.dtype(ml_dtypes.int2), np.dtype(ml_dtypes.uint2))]
+
+
 @pytest.mark.parametrize("x_type, pack, unpack, per_byte", PACKINGS,
                          ids=[tid(p[0]) for p in PACKINGS])
 @pytest.mark.parametrize("shape", [(0,), (1,), (3,), (5,), (2, 3), (3, 3, 3), (4096 + 3,)],
@@ -849,40 +856,48 @@ def test_pack_4bit_nibble_order_by_hand():
         [1, 2, -1, -8, 7]
 
 
-@pytest.mark.parametrize("x_type", FOUR_BIT, ids=tid)
-def test_every_byte_of_an_unpacked_4bit_array_reads_as_ml_dtypes_shows_it(x_type):
-    """A 4-bit array made by viewing bytes can hold codes beyond its four
+@pytest.mark.parametrize("x_type, pack, unpack, packed_class, other", BYTE_CASES,
+                         ids=[tid(c[0]) for c in BYTE_CASES])
+def test_every_byte_of_an_unpacked_sub_byte_array_reads_as_ml_dtypes_shows_it(
+        x_type, pack, unpack, packed_class, other):
+    """A 4-bit or 2-bit array made by viewing bytes can hold codes beyond its
     bits; ml_dtypes gives each byte a value (float4 takes its sign from any
-    high bit: 0x12 is -1.0), and dequantize and pack_4bit keep that value."""
+    high bit: 0x12 is -1.0), and dequantize and packing keep that value."""
     x = np.arange(256, dtype=np.uint8).view(x_type)
     shown = x.astype(np.float32)
     zero = np.zeros((), x_type)
     got = qops.dequantize_linear(x, np.float32(0.5), zero)
     assert_bits_equal(got, shown * np.float32(0.5), "unpacked bytes")
-    raw = qops.pack_4bit(x)
-    assert_bits_equal(qops.unpack_4bit(raw, x_type, x.shape).astype(np.float32), shown,
-                      "packed nibbles")
-    packed = qops.dequantize_linear(qops.Packed4Bit(raw, x_type, x.shape), np.float32(0.5), zero)
+    raw = pack(x)
+    assert_bits_equal(unpack(raw, x_type, x.shape).astype(np.float32), shown, "packed codes")
+    packed = qops.dequantize_linear(packed_class(raw, x_type, x.shape), np.float32(0.5), zero)
     assert_bits_equal(packed, got, "packed bytes")
 
 
-@pytest.mark.parametrize("bad", ["count", "dtype", "raw dtype", "shape"])
-def test_unpack_4bit_rejects_what_does_not_fit(bad):
-    raw, dtype, shape = np.zeros(3, np.uint8), I4, (5,)
+@pytest.mark.parametrize("x_type, pack, unpack, packed_class, other",
+                         [BYTE_CASES[0], BYTE_CASES[3]], ids=["4-bit", "2-bit"])
+@pytest.mark.parametrize("bad", ["count", "dtype", "other width", "raw dtype", "shape"])
+def test_unpacking_rejects_what_does_not_fit(x_type, pack, unpack, packed_class, other, bad):
+    per_byte = 8 // packed_class.BITS
+    raw, dtype, shape = np.zeros(-(-5 // per_byte), np.uint8), x_type, (5,)
     if bad == "count":
-        shape = (7,)
+        shape = (5 + per_byte,)
     elif bad == "dtype":
         dtype = np.int8
+    elif bad == "other width":
+        dtype = other
     elif bad == "raw dtype":
-        raw = np.zeros(3, np.int16)
+        raw = np.zeros(raw.size, np.int16)
     else:
         shape = (-1, 5)
     with pytest.raises(qops.ValidationError):
-        qops.unpack_4bit(raw, dtype, shape)
+        unpack(raw, dtype, shape)
     with pytest.raises(qops.ValidationError):
-        qops.Packed4Bit(raw, dtype, shape)
+        packed_class(raw, dtype, shape)
     with pytest.raises(qops.ValidationError):
-        qops.pack_4bit(np.zeros(4, np.int8))
+        pack(np.zeros(4, np.int8))
+    with pytest.raises(qops.ValidationError, match=f"not a {packed_class.BITS}-bit type"):
+        pack(np.zeros(4, other))
 
 
 @pytest.mark.parametrize("x_type", FOUR_BIT, ids=tid)
@@ -943,37 +958,6 @@ def test_pack_2bit_order_by_hand():
     assert qops.pack_2bit(x).tolist() == [0x8D, 0x01]
     assert qops.unpack_2bit(bytes([0x8D, 0x01]), "int2", (5,)).astype(int).tolist() == \
         [1, -1, 0, -2, 1]
-
-
-@pytest.mark.parametrize("x_type", TWO_BIT, ids=tid)
-def test_every_byte_of_an_unpacked_2bit_array_reads_as_ml_dtypes_shows_it(x_type):
-    x = np.arange(256, dtype=np.uint8).view(x_type)
-    shown = x.astype(np.float32)
-    zero = np.zeros((), x_type)
-    got = qops.dequantize_linear(x, np.float32(0.5), zero)
-    assert_bits_equal(got, shown * np.float32(0.5), "unpacked bytes")
-    raw = qops.pack_2bit(x)
-    packed = qops.dequantize_linear(qops.Packed2Bit(raw, x_type, x.shape), np.float32(0.5), zero)
-    assert_bits_equal(packed, got, "packed bytes")
-
-
-@pytest.mark.parametrize("bad", ["count", "dtype", "raw dtype", "shape"])
-def test_unpack_2bit_rejects_what_does_not_fit(bad):
-    raw, dtype, shape = np.zeros(2, np.uint8), I2, (5,)
-    if bad == "count":
-        shape = (9,)
-    elif bad == "dtype":
-        dtype = I4  # a 4-bit type is no 2-bit one
-    elif bad == "raw dtype":
-        raw = np.zeros(2, np.int16)
-    else:
-        shape = (-1, 5)
-    with pytest.raises(qops.ValidationError):
-        qops.unpack_2bit(raw, dtype, shape)
-    with pytest.raises(qops.ValidationError):
-        qops.Packed2Bit(raw, dtype, shape)
-    with pytest.raises(qops.ValidationError, match="not a 2-bit type"):
-        qops.pack_2bit(np.zeros(4, I4))
 
 
 @pytest.mark.parametrize("x_type", TWO_BIT, ids=tid)

@@ -226,42 +226,51 @@ def _along(value, length, dtype):
     return np.ascontiguousarray(np.broadcast_to(flat, (length,)) if flat.size == 1 else flat)
 
 
+def _directml_run(call, variant, layout):
+    """``run(call, out, n_threads)`` of a DirectML quantize (float ``input``,
+    the division in float32) or dequantize call on the QuantizeLinear /
+    DequantizeLinear kernels, its parameters as float32 vectors in
+    ``call.values`` read by ``layout``'s row geometry."""
+    x = call.arrays["input"]
+    name = _dtypes.name_of(x.dtype)
+    module = _simd.quantize_module(variant)
+    if name in _FLOAT_KINDS:
+        kinds = dict(x_kind=_FLOAT_KINDS[name], compute=_FLOAT_KINDS["FLOAT32"],
+                     out_kind=_Q_KINDS[_dtypes.name_of(call.output_dtype)], saturate=True,
+                     zero_point_given=call.arrays["zero_point"] is not None)
+
+        def run(call, out, n_threads):
+            scale, zero = call.values
+            module.quantize(_raw(call.arrays["input"]), scale=scale, zero=zero, **layout,
+                            out=_raw(out), n_threads=n_threads, **kinds)
+        return run
+
+    packed = x.BITS if isinstance(x, PackedBits) else 0
+    # Packed codes are read through the table of the type's byte values.
+    table = _TABLES[name] if packed else _NO_TABLE
+    out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
+
+    def run(call, out, n_threads):
+        scale, zero = call.values
+        x = call.arrays["input"]
+        module.dequantize(x.raw if packed else _raw(x), _X_KINDS[name], packed, table, scale,
+                          zero, **layout, out=_raw(out), out_kind=out_kind, n_threads=n_threads)
+    return run
+
+
 def prepare_element_wise(call, variant=None):
     """``run(call, out, n_threads)`` for element-wise quantize and dequantize
     calls of this signature on the QuantizeLinear / DequantizeLinear kernels."""
     x = call.arrays["input"]
-    name = _dtypes.name_of(x.dtype)
     form, axis = call.granularity["scale"], call.attributes["axis"]
-    layout = _layout(x.shape, form, axis, 0)
     length = 1 if form == "per-tensor" else x.shape[axis]
-    module = _simd.quantize_module(variant)
-    quantize = call.operator.name == "ELEMENT_WISE_QUANTIZE_LINEAR"
-    zero_point_given = call.arrays["zero_point"] is not None
 
     def derive(arrays, checked):
         zero = (np.zeros(length, np.float32) if arrays["zero_point"] is None
                 else _along(arrays["zero_point"], length, np.float32))
         return _along(arrays["scale"], length, np.float32), zero
 
-    if quantize:
-        kinds = dict(x_kind=_FLOAT_KINDS[name], compute=_FLOAT_KINDS["FLOAT32"],
-                     out_kind=_Q_KINDS[_dtypes.name_of(call.output_dtype)], saturate=True)
-
-        def run(call, out, n_threads):
-            scale, zero = call.values
-            module.quantize(_raw(call.arrays["input"]), scale=scale, zero=zero, **layout,
-                            out=_raw(out), zero_point_given=zero_point_given,
-                            n_threads=n_threads, **kinds)
-    else:
-        out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
-
-        def run(call, out, n_threads):
-            scale, zero = call.values
-            module.dequantize(_raw(call.arrays["input"]), _X_KINDS[name], False, _NO_TABLE,
-                              scale, zero, **layout, out=_raw(out), out_kind=out_kind,
-                              n_threads=n_threads)
-
-    return Prepared(run, derive)
+    return Prepared(_directml_run(call, variant, _layout(x.shape, form, axis, 0)), derive)
 
 
 __all__ = ["prepare_dequantize", "prepare_quantize", "prepare_dynamic_quantize",
@@ -286,12 +295,12 @@ def blocks_supported(call):
 
 
 def _onnx_blocked(value, shape, axis):
-    """``value`` repeated along every axis but ``axis`` to ``shape``'s size there."""
+    """``value`` at ``shape``'s sizes on every axis but ``axis``, where it
+    keeps one value per block (ONNX's blocked shape)."""
     value = np.asarray(value)
-    for other, (size, full) in enumerate(zip(value.shape, shape)):
-        if other != axis and size != full:
-            value = np.repeat(value, full // size, axis=other)
-    return value
+    target = list(shape)
+    target[axis] = value.shape[axis]
+    return reference.expand_blocks(value, target)
 
 
 def prepare_blocks(call, variant=None):
@@ -301,9 +310,6 @@ def prepare_blocks(call, variant=None):
     form = call.granularity["scale"]
     axis, block_size = call.attributes["axis"], call.attributes["block_size"]
     shape = tuple(x.shape)
-    layout = _layout(shape, form, axis, block_size)
-    module = _simd.quantize_module(variant)
-    zero_point_given = call.arrays["zero_point"] is not None
 
     def flat(value):
         if form == "blocked":
@@ -316,30 +322,7 @@ def prepare_blocks(call, variant=None):
                 else flat(arrays["zero_point"]))
         return scale, zero
 
-    if call.operator.name == "QUANTIZE":
-        kinds = dict(x_kind=_FLOAT_KINDS[_dtypes.name_of(x.dtype)],
-                     compute=_FLOAT_KINDS["FLOAT32"],
-                     out_kind=_Q_KINDS[_dtypes.name_of(call.output_dtype)], saturate=True)
-
-        def run(call, out, n_threads):
-            scale, zero = call.values
-            module.quantize(_raw(call.arrays["input"]), scale=scale, zero=zero, **layout,
-                            out=_raw(out), zero_point_given=zero_point_given,
-                            n_threads=n_threads, **kinds)
-        return Prepared(run, derive)
-
-    name = _dtypes.name_of(x.dtype)
-    packed = x.BITS if isinstance(x, PackedBits) else 0
-    # Packed nibbles are read through the table of the type's byte values.
-    table = _TABLES[name] if packed else _NO_TABLE
-    out_kind = _FLOAT_KINDS[_dtypes.name_of(call.output_dtype)]
-
-    def run(call, out, n_threads):
-        scale, zero = call.values
-        x = call.arrays["input"]
-        module.dequantize(x.raw if packed else _raw(x), _X_KINDS[name], packed, table, scale,
-                          zero, **layout, out=_raw(out), out_kind=out_kind, n_threads=n_threads)
-    return Prepared(run, derive)
+    return Prepared(_directml_run(call, variant, _layout(shape, form, axis, block_size)), derive)
 
 
 run_blocks = run_prepared(prepare_blocks)
