@@ -378,7 +378,8 @@ cdef void depthwise_task(void* context, Py_ssize_t job, int slot) noexcept nogil
     cdef const uint8_t* taps = d.taps + o * d.kernel_h * d.kernel_w
     cdef Py_ssize_t i, kh, t, kw
     cdef int32_t first, second
-    cdef int64_t weight_sum = 0
+    cdef int64_t weight_sum = 0, weight_magnitude = 0
+    cdef int64_t bias_o = d.bias[o] if d.bias != NULL else 0
     if not d.ready[slot]:
         for i in range(d.plane_bytes // <Py_ssize_t>sizeof(int16_t)):
             plane[i] = <int16_t>d.input_zero
@@ -394,13 +395,15 @@ cdef void depthwise_task(void* context, Py_ssize_t job, int slot) noexcept nogil
             weights[kh * d.columns + t] = <int32_t>((<uint32_t>first & 0xFFFF)
                                                     | (<uint32_t>second << 16))
             weight_sum = weight_sum + first + second
+            weight_magnitude = (weight_magnitude + (first if first >= 0 else -first)
+                                + (second if second >= 0 else -second))
     depthwise_widen_plane(d.image + index * d.image_stride + (o // d.per_channel) * d.plane_stride,
                           d.input_signed, d.width, d.pad_top, d.image_rows, d.pad_left,
                           d.first_chunk, d.chunks, d.masks, d.pitch, <uint8_t>d.input_zero, plane)
     depthwise_pairs_plane(plane, d.pitch, d.stride_h, d.span, d.kernel_rows, d.offsets, d.columns,
                           weights, d.out_h, d.out_w, d.interleaved,
-                          <int32_t><uint32_t>((d.bias[o] if d.bias != NULL else 0)
-                                              - d.input_zero * weight_sum),
+                          <int32_t><uint32_t>(bias_o - d.input_zero * weight_sum),
+                          (bias_o if bias_o >= 0 else -bias_o) + 255 * weight_magnitude,
                           d.multiplier[o], d.out_zero[o], d.low, d.high,
                           d.out + job * d.out_h * d.out_w)
 

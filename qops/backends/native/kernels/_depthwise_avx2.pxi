@@ -24,8 +24,16 @@
 # registers: float32 scale, clamp, round half to even (vcvtps2dq in the
 # default rounding mode), zero point, low byte.  The driver runs this only
 # when every sum plus bias fits int32.
+#
+# Two refinements for the common case.  When a channel's scaled sums are
+# bounded well inside int32 (the driver passes the largest |sum|), the float
+# clamp goes and saturating packs clamp to the output type instead.  And for
+# 3 x 3 filters at vertical stride 1 or 2 (MobileNet's depthwise layers) a
+# whole plane runs in C loops whose trip counts are constants: unrolled, with
+# no tests of the kernel row and the sums kept in registers.
 
-from libc.stdint cimport int16_t, uint32_t, uint64_t
+from libc.math cimport fabs
+from libc.stdint cimport int16_t, int64_t, uint32_t, uint64_t
 
 cdef extern from *:
     # In C: written in Cython, GCC copies the sums between registers on every
@@ -82,6 +90,64 @@ cdef extern from *:
         sums[4] = s4; sums[5] = s5; sums[6] = s6; sums[7] = s7;
     }
 
+    /* One vector of each of four output rows, for one filter shape known
+       when compiled: taps paired (term c at column 2c), dilation 1 down the
+       columns, so plane row i feeds output row r with kernel row
+       i - r * STRIDE_H.  With the trip counts constant GCC unrolls every
+       loop and the branches on the kernel row vanish (the generic loop
+       spends about a third of its instructions on them).  A block's two
+       vectors are two calls: four accumulators, the kernel's weight pairs
+       and a load fit the sixteen ymm registers, where eight accumulators
+       spill. */
+    #define QOPS_DEPTHWISE_ROWS4_FIXED(NAME, SPAN, COLUMNS, STRIDE_H, KERNEL_H)              \
+    static inline __attribute__((always_inline)) void NAME(                                \
+        const int16_t* a, ptrdiff_t pitch, const int32_t* weights, int32_t start,          \
+        __m256i* sums) {                                                                   \
+        __m256i s[4];                                                                      \
+        _Pragma("GCC unroll 4")                                                            \
+        for (int r = 0; r < 4; r++) s[r] = _mm256_set1_epi32(start);                      \
+        _Pragma("GCC unroll 16")                                                           \
+        for (int i = 0; i < (SPAN); i++) {                                                 \
+            _Pragma("GCC unroll 4")                                                        \
+            for (int c = 0; c < (COLUMNS); c++) {                                          \
+                const __m256i x = _mm256_loadu_si256((const __m256i*)(a + i * pitch + 2 * c)); \
+                _Pragma("GCC unroll 4")                                                    \
+                for (int r = 0; r < 4; r++) {                                              \
+                    const int kh = i - r * (STRIDE_H);                                     \
+                    if (kh >= 0 && kh < (KERNEL_H)) {                                      \
+                        const __m256i w = _mm256_set1_epi32(weights[kh * (COLUMNS) + c]);  \
+                        s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(x, w));            \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+        _Pragma("GCC unroll 4")                                                            \
+        for (int r = 0; r < 4; r++) sums[r] = s[r];                                        \
+    }
+    /* 3 x 3 filters, the depthwise layers of MobileNets and their kin. */
+    QOPS_DEPTHWISE_ROWS4_FIXED(qops_depthwise_rows4_3x3s1_avx2, 6, 2, 1, 3)
+    QOPS_DEPTHWISE_ROWS4_FIXED(qops_depthwise_rows4_3x3s2_avx2, 9, 2, 2, 3)
+
+    /* Whether kernel_rows (4 per plane row, span rows) and offsets are those
+       of a KERNEL_H-row filter of paired taps at vertical stride stride_h and
+       dilation 1, the shapes the fixed loops assume. */
+    static inline int qops_depthwise_fixed_shape(const int32_t* kernel_rows, ptrdiff_t span,
+                                                 const ptrdiff_t* offsets, ptrdiff_t columns,
+                                                 ptrdiff_t stride_h, int kernel_h) {
+        if (span != 3 * stride_h + kernel_h) return 0;
+        for (ptrdiff_t c = 0; c < columns; c++) {
+            if (offsets[c] != 2 * c) return 0;
+        }
+        for (ptrdiff_t i = 0; i < span; i++) {
+            for (ptrdiff_t r = 0; r < 4; r++) {
+                const ptrdiff_t kh = i - r * stride_h;
+                const int32_t expected = (kh >= 0 && kh < kernel_h) ? (int32_t)kh : -1;
+                if (kernel_rows[4 * i + r] != expected) return 0;
+            }
+        }
+        return 1;
+    }
+
     /* The output integers of 8 sums (bias included), as `requantize` computes
        them, each masked to its low byte. */
     static inline __m256i qops_depthwise_requantize_avx2(__m256i sums, __m256 multiplier,
@@ -136,6 +202,106 @@ cdef extern from *:
         memcpy(target, &line, (size_t)(count < 8 ? count : 8));
     }
 
+    /* round_half_even(sums * multiplier) + zero point, for sums whose
+       scaled value the driver has bounded well inside int32: then no float
+       clamp is needed, and the saturating packs below clamp to the output
+       type instead. */
+    static inline __m256i qops_depthwise_round_avx2(__m256i sums, __m256 multiplier,
+                                                    __m256i zero_point) {
+        return _mm256_add_epi32(
+            _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_cvtepi32_ps(sums), multiplier)),
+            zero_point);
+    }
+
+    /* 16 int16 in output order (words 0-7, then 8-15, in the 128-bit
+       halves) saturated to bytes, stored as count (<= 16) outputs. */
+    static inline void qops_depthwise_store_words_avx2(__m256i words, int is_signed,
+                                                       uint8_t* target, ptrdiff_t count) {
+        const __m256i bytes = is_signed ? _mm256_packs_epi16(words, words)
+                                        : _mm256_packus_epi16(words, words);
+        const __m128i line = _mm256_castsi256_si128(_mm256_permute4x64_epi64(bytes, 0x08));
+        if (count >= 16) {
+            _mm_storeu_si128((__m128i*)target, line);
+        } else {
+            uint8_t buffer[16];
+            _mm_storeu_si128((__m128i*)buffer, line);
+            memcpy(target, buffer, (size_t)count);
+        }
+    }
+
+    /* qops_depthwise_store_pairs_avx2 for bounded sums: the even and odd
+       outputs interleaved as int32 (unpack), then two saturating packs. */
+    static inline void qops_depthwise_store_pairs_packed_avx2(__m256i even, __m256i odd,
+                                                              __m256 multiplier,
+                                                              __m256i zero_point,
+                                                              int is_signed, uint8_t* target,
+                                                              ptrdiff_t count) {
+        const __m256i e = qops_depthwise_round_avx2(even, multiplier, zero_point);
+        const __m256i o = qops_depthwise_round_avx2(odd, multiplier, zero_point);
+        /* Halves: (e0 o0 e1 o1 | e4 o4 e5 o5) and (e2 o2 e3 o3 | e6 o6 e7 o7),
+           packed to words e0 o0 .. e3 o3 | e4 o4 .. e7 o7. */
+        qops_depthwise_store_words_avx2(
+            _mm256_packs_epi32(_mm256_unpacklo_epi32(e, o), _mm256_unpackhi_epi32(e, o)),
+            is_signed, target, count);
+    }
+
+    /* Two stride-2 blocks side by side (first, then second: count <= 16
+       outputs) for bounded sums. */
+    static inline void qops_depthwise_store_blocks_packed_avx2(__m256i first, __m256i second,
+                                                               __m256 multiplier,
+                                                               __m256i zero_point,
+                                                               int is_signed, uint8_t* target,
+                                                               ptrdiff_t count) {
+        const __m256i f = qops_depthwise_round_avx2(first, multiplier, zero_point);
+        const __m256i s = qops_depthwise_round_avx2(second, multiplier, zero_point);
+        /* Words f0-3 s0-3 | f4-7 s4-7; the middle quarters trade places. */
+        qops_depthwise_store_words_avx2(
+            _mm256_permute4x64_epi64(_mm256_packs_epi32(f, s), 0xD8), is_signed, target, count);
+    }
+
+    /* A whole output plane (out_h x out_w bytes at `out`) of a fixed shape's
+       loop ROWS4 and bounded sums, in C so that the sums go from the
+       accumulators to the packs in registers, never through memory, and the
+       next block's loads can start while a block is stored. */
+    #define QOPS_DEPTHWISE_PLANE_FIXED(NAME, ROWS4, STRIDE_H)                                \
+    static void NAME(const int16_t* plane, ptrdiff_t pitch, const int32_t* weights,       \
+                     ptrdiff_t out_h, ptrdiff_t out_w, int interleaved, int32_t bias,      \
+                     float multiplier, int32_t zero_point, int is_signed, uint8_t* out) {  \
+        const __m256 scale = _mm256_set1_ps(multiplier);                                   \
+        const __m256i zero = _mm256_set1_epi32(zero_point);                                \
+        const ptrdiff_t width = interleaved ? 16 : 8;                                      \
+        const ptrdiff_t per_row = (out_w + width - 1) / width;                             \
+        for (ptrdiff_t oh = 0; oh < out_h; oh += 4) {                                      \
+            const ptrdiff_t rows = out_h - oh < 4 ? out_h - oh : 4;                        \
+            for (ptrdiff_t block = 0; block < per_row; block += interleaved ? 1 : 2) {     \
+                const int16_t* a = plane + oh * (STRIDE_H) * pitch + block * 16;          \
+                const ptrdiff_t left = out_w - block * width;                              \
+                const ptrdiff_t count = left < 16 ? left : 16;                             \
+                __m256i first[4], second[4];                                               \
+                ROWS4(a, pitch, weights, bias, first);                                     \
+                ROWS4(a + (interleaved ? 1 : 16), pitch, weights, bias, second);          \
+                _Pragma("GCC unroll 4")                                                    \
+                for (int i = 0; i < 4; i++) {                                              \
+                    if (i >= rows) break;                                                  \
+                    uint8_t* target = out + (oh + i) * out_w + block * width;              \
+                    if (interleaved) {                                                     \
+                        qops_depthwise_store_pairs_packed_avx2(first[i], second[i],        \
+                                                               scale, zero, is_signed,      \
+                                                               target, count);              \
+                    } else {                                                               \
+                        qops_depthwise_store_blocks_packed_avx2(first[i], second[i],       \
+                                                                scale, zero, is_signed,     \
+                                                                target, count);             \
+                    }                                                                      \
+                }                                                                          \
+            }                                                                              \
+        }                                                                                  \
+    }
+    QOPS_DEPTHWISE_PLANE_FIXED(qops_depthwise_plane_3x3s1_avx2,
+                               qops_depthwise_rows4_3x3s1_avx2, 1)
+    QOPS_DEPTHWISE_PLANE_FIXED(qops_depthwise_plane_3x3s2_avx2,
+                               qops_depthwise_rows4_3x3s2_avx2, 2)
+
     /* x[0 .. count) widened to int16 into line[0 .. count), loads and stores
        of 16 (or 8) values, the last one overlapping the one before it: no
        byte outside the run is read, no element outside it written. */
@@ -163,23 +329,6 @@ cdef extern from *:
         }
     }
 
-    /* Image row `row` (plane column c holds image column c - pad_left) into
-       chunks first_chunk .. first_chunk + chunks - 1 of 32 plane columns;
-       masks[k] marks the run of chunk k's columns that hold the image.  Only
-       those are written: the rest of the plane is padding, filled with the
-       zero point once. */
-    static inline void qops_depthwise_widen_row_avx2(const uint8_t* row, int is_signed,
-                                                     ptrdiff_t first_chunk, ptrdiff_t chunks,
-                                                     const uint32_t* masks, int16_t* line) {
-        for (ptrdiff_t k = 0; k < chunks; k++) {
-            if (masks[k] == 0) {
-                continue;
-            }
-            const ptrdiff_t c = (first_chunk + k) * 32 + __builtin_ctz(masks[k]);
-            const ptrdiff_t end = (first_chunk + k) * 32 + 32 - __builtin_clz(masks[k]);
-            qops_depthwise_widen_run_avx2(row + c, end - c, is_signed, line + c);
-        }
-    }
     """
     ctypedef struct dw_int "__m256i":
         pass
@@ -191,24 +340,42 @@ cdef extern from *:
         const int16_t* a, const int16_t* b, Py_ssize_t pitch, Py_ssize_t span,
         const int32_t* kernel_rows, const Py_ssize_t* offsets, Py_ssize_t columns,
         const int32_t* weights, int32_t start, dw_int* sums) nogil
+    bint fixed_shape "qops_depthwise_fixed_shape"(
+        const int32_t* kernel_rows, Py_ssize_t span, const Py_ssize_t* offsets,
+        Py_ssize_t columns, Py_ssize_t stride_h, int kernel_h) nogil
     void store_pair_block "qops_depthwise_store_pairs_avx2"(
         dw_int even, dw_int odd, dw_float multiplier, dw_float floor_value,
         dw_float ceiling_value, dw_int zero_point, uint8_t* target, Py_ssize_t count) nogil
+    void depthwise_plane_3x3s1 "qops_depthwise_plane_3x3s1_avx2"(
+        const int16_t* plane, Py_ssize_t pitch, const int32_t* weights, Py_ssize_t out_h,
+        Py_ssize_t out_w, int interleaved, int32_t bias, float multiplier, int32_t zero_point,
+        int is_signed, uint8_t* out) nogil
+    void depthwise_plane_3x3s2 "qops_depthwise_plane_3x3s2_avx2"(
+        const int16_t* plane, Py_ssize_t pitch, const int32_t* weights, Py_ssize_t out_h,
+        Py_ssize_t out_w, int interleaved, int32_t bias, float multiplier, int32_t zero_point,
+        int is_signed, uint8_t* out) nogil
+    void store_pair_block_packed "qops_depthwise_store_pairs_packed_avx2"(
+        dw_int even, dw_int odd, dw_float multiplier, dw_int zero_point, int is_signed,
+        uint8_t* target, Py_ssize_t count) nogil
+    void store_blocks_packed "qops_depthwise_store_blocks_packed_avx2"(
+        dw_int first, dw_int second, dw_float multiplier, dw_int zero_point, int is_signed,
+        uint8_t* target, Py_ssize_t count) nogil
     void store_block "qops_depthwise_store_block_avx2"(
         dw_int sums, dw_float multiplier, dw_float floor_value, dw_float ceiling_value,
         dw_int zero_point, uint8_t* target, Py_ssize_t count) nogil
-    void widen_row "qops_depthwise_widen_row_avx2"(
-        const uint8_t* row, int is_signed, Py_ssize_t first_chunk, Py_ssize_t chunks,
-        const uint32_t* masks, int16_t* line) nogil
+    void widen_run "qops_depthwise_widen_run_avx2"(const uint8_t* x, Py_ssize_t count,
+                                                    int is_signed, int16_t* line) nogil
+    int count_trailing_zeros "__builtin_ctz"(unsigned int value) nogil
+    int count_leading_zeros "__builtin_clz"(unsigned int value) nogil
 
 
 cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize_t stride_h,
                                 Py_ssize_t span, const int32_t* kernel_rows,
                                 const Py_ssize_t* offsets, Py_ssize_t columns,
                                 const int32_t* weights, Py_ssize_t out_h, Py_ssize_t out_w,
-                                bint interleaved, int32_t bias, float multiplier,
-                                int32_t zero_point, int32_t low, int32_t high,
-                                uint8_t* out) noexcept nogil:
+                                bint interleaved, int32_t bias, int64_t largest_sum,
+                                float multiplier, int32_t zero_point, int32_t low,
+                                int32_t high, uint8_t* out) noexcept nogil:
     """One output plane (out_h x out_w bytes at `out`) of one channel, four
     output rows at a time, two vectors per row: the even and odd outputs of a
     stride-1 block, or two stride-2 blocks side by side.  Rows past out_h and
@@ -225,6 +392,25 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
     cdef dw_float floor_value = dw_broadcast_float(<float>(low - zero_point))
     cdef dw_float ceiling_value = dw_broadcast_float(<float>(high - zero_point))
     cdef dw_int zero = dw_broadcast(zero_point)
+    # The saturating packs clamp to the output type when every scaled sum
+    # (|sum| <= largest_sum, and float32 rounding of it and of the product)
+    # stays well inside int32, where vcvtps2dq and the zero point are exact.
+    cdef bint signed_out = low == -128 and high == 127
+    cdef bint packed = ((signed_out or (low == 0 and high == 255))
+                        and fabs(<double>multiplier) * <double>largest_sum < 2.0 ** 30)
+    # 3 x 3 at vertical stride 1 or 2: the unrolled loops.
+    cdef int shape = 0
+    if columns == 2 and stride_h <= 2 and fixed_shape(kernel_rows, span, offsets, columns,
+                                                      stride_h, 3):
+        shape = <int>stride_h
+    if packed and shape == 1:
+        depthwise_plane_3x3s1(plane, pitch, weights, out_h, out_w, interleaved, bias, multiplier,
+                              zero_point, signed_out, out)
+        return
+    if packed and shape == 2:
+        depthwise_plane_3x3s2(plane, pitch, weights, out_h, out_w, interleaved, bias, multiplier,
+                              zero_point, signed_out, out)
+        return
     for oh in range(0, out_h, 4):
         block = 0
         while block < per_row:
@@ -234,7 +420,13 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
             for i in range(min(<Py_ssize_t>4, out_h - oh)):
                 target = out + (oh + i) * out_w + block * width
                 count = min(width, out_w - block * width)
-                if interleaved:
+                if packed and interleaved:
+                    store_pair_block_packed(sums[2 * i], sums[2 * i + 1], scale, zero,
+                                            signed_out, target, count)
+                elif packed:
+                    store_blocks_packed(sums[2 * i], sums[2 * i + 1], scale, zero, signed_out,
+                                        target, min(2 * width, out_w - block * width))
+                elif interleaved:
                     store_pair_block(sums[2 * i], sums[2 * i + 1], scale, floor_value,
                                      ceiling_value, zero, target, count)
                 else:
@@ -255,7 +447,17 @@ cdef void depthwise_widen_plane(const uint8_t* source, bint signed, Py_ssize_t w
     - 1 (see _depthwise_avx512.pxi): plane[r, c] <- x[r - first_row, c -
     pad_left] widened to int16 inside the image; the plane's padding (the
     zero point) is left as the driver filled it."""
-    cdef Py_ssize_t r
+    # The chunks' image columns are one run (the masks mark its pieces):
+    # widened whole, each row is a few wide loads, where chunk by chunk it
+    # was mostly the bookkeeping of short runs.
+    cdef Py_ssize_t r, first = -1, end = 0, k
+    for k in range(chunks):
+        if masks[k]:
+            if first < 0:
+                first = (first_chunk + k) * 32 + count_trailing_zeros(masks[k])
+            end = (first_chunk + k) * 32 + 32 - count_leading_zeros(masks[k])
+    if first < 0:
+        return
     for r in range(rows):
-        widen_row(source + r * width - pad_left, signed, first_chunk, chunks, masks,
-                  plane + (first_row + r) * pitch)
+        widen_run(source + r * width - pad_left + first, end - first, signed,
+                  plane + (first_row + r) * pitch + first)

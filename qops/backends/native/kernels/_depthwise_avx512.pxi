@@ -27,7 +27,7 @@
 # trick assumes), zero point, low byte.  The driver runs this only when every
 # sum plus bias fits int32 (the accumulators then never wrap).
 
-from libc.stdint cimport int16_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int64_t, uint32_t, uint64_t
 
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct dw_int "__m512i":
@@ -160,9 +160,9 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
                                 Py_ssize_t span, const int32_t* kernel_rows,
                                 const Py_ssize_t* offsets, Py_ssize_t columns,
                                 const int32_t* weights, Py_ssize_t out_h, Py_ssize_t out_w,
-                                bint interleaved, int32_t bias, float multiplier,
-                                int32_t zero_point, int32_t low, int32_t high,
-                                uint8_t* out) noexcept nogil:
+                                bint interleaved, int32_t bias, int64_t largest_sum,
+                                float multiplier, int32_t zero_point, int32_t low,
+                                int32_t high, uint8_t* out) noexcept nogil:
     """One output plane (out_h x out_w bytes at `out`) of one channel.
 
     Four output rows at a time, two vectors per row: the even and odd

@@ -30,7 +30,7 @@
 # and, at Python level, PROBE_MULTIPLY_ADDS, PROBE_MIX and
 # PROBE_RESULT_PER_ROUND, which describe probe_kernel (see peak_gops).
 
-from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint32_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
 from qops.backends.native.kernels._requantize cimport TileTerms
 
@@ -60,9 +60,9 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
                                 Py_ssize_t span, const int32_t* kernel_rows,
                                 const Py_ssize_t* offsets, Py_ssize_t columns,
                                 const int32_t* weights, Py_ssize_t out_h, Py_ssize_t out_w,
-                                bint interleaved, int32_t bias, float multiplier,
-                                int32_t zero_point, int32_t low, int32_t high,
-                                uint8_t* out) noexcept nogil
+                                bint interleaved, int32_t bias, int64_t largest_sum,
+                                float multiplier, int32_t zero_point, int32_t low,
+                                int32_t high, uint8_t* out) noexcept nogil
 cdef void depthwise_widen_plane(const uint8_t* source, bint signed, Py_ssize_t width,
                                 Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t pad_left,
                                 Py_ssize_t first_chunk, Py_ssize_t chunks,

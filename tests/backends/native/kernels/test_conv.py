@@ -248,6 +248,45 @@ def test_depthwise_mobilenet_shapes_match(variant, stride):
                               expected)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("strides, dilations", [
+    ((1, 1), (1, 1)), ((2, 2), (1, 1)), ((1, 2), (1, 1)), ((2, 1), (1, 1)),
+    # Not the unrolled 3 x 3 loops: the generic pair loop.
+    ((1, 1), (2, 1)), ((3, 1), (1, 1)), ((1, 1), (1, 2)),
+])
+@pytest.mark.parametrize("output_scale", [
+    0.05,   # values across the range
+    1e-5,   # most values saturate, the scaled sums still far inside int32
+    1e-9,   # scaled sums beyond int32: only a clamp before the conversion is exact
+])
+@pytest.mark.parametrize("out_type", [np.uint8, np.int8])
+def test_depthwise_3x3_forms_and_saturation(variant, strides, dilations, output_scale, out_type):
+    """3 x 3 depthwise filters at the strides and dilations that pick each
+    loop and store of the pair kernels, on planes with a partial last block
+    and a partial last group of rows, with outputs in range, saturating at
+    both ends, and scaled past int32."""
+    rng = np.random.default_rng(hash((strides, dilations)) % 2**32)
+    out_zero = np.array(-3 if out_type == np.int8 else 117, out_type)
+    slots = dict(input=rng.integers(0, 256, (2, 4, 23, 41), dtype=np.uint8),
+                 input_scale=np.float32(0.02), input_zero_point=np.uint8(120),
+                 filter=rng.integers(-128, 128, (4, 1, 3, 3), dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, 4).astype(np.float32),
+                 bias=rng.integers(-50000, 50000, 4, dtype=np.int32),
+                 output_scale=np.float32(output_scale), output_zero_point=out_zero)
+    attributes = dict(strides=strides, dilations=dilations, start_padding=(1, 1),
+                      end_padding=(1, 1), group_count=4)
+    call = convolution.prepare(slots, attributes, "2_1")
+    expected = reference(call)
+    low, high = np.iinfo(out_type).min, np.iinfo(out_type).max
+    if output_scale < 0.01:
+        assert np.count_nonzero(expected == low) and np.count_nonzero(expected == high)
+    else:
+        assert np.count_nonzero((expected > low) & (expected < high)) > expected.size // 2
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
+                              expected)
+
+
 def _depthwise_call(seed, size=20, channels=6):
     rng = np.random.default_rng(seed)
     slots = dict(input=rng.integers(0, 256, (2, channels, size, size), dtype=np.uint8),
