@@ -80,6 +80,23 @@ class CompiledOperator:
         self._fast_constants = tuple(constants.get(name) for name in
                                      CONSTANT_SLOTS["QUANTIZED_LINEAR_MATRIX_MULTIPLY"])
 
+    @property
+    def constants(self):
+        """The bound constant operands, by slot name."""
+        return dict(self._constants)
+
+    @property
+    def attributes(self):
+        """The bound attributes, by name."""
+        return dict(self._attributes)
+
+    def __reduce__(self):
+        # Its caches and locks stay behind: a copy (another process, a dask
+        # worker) compiles the same constants again and packs them on its
+        # first call.
+        return (_recompile, (self.operator.name, self.feature_level, self._constants,
+                             self._attributes))
+
     def __repr__(self):
         bound = ", ".join(f"{k}={getattr(v, 'shape', v)}" for k, v in self._constants.items())
         return f"<compiled {self.operator.name} at {self.feature_level}: {bound}>"
@@ -187,3 +204,8 @@ def _stand_ins(op, constants, attributes):
         return {"a": None, "a_scale": 1.0, "output_scale": 1.0}
     return {"a": TensorDesc("uint8", (1,) * (b.ndim - 2) + (1, b.shape[-2])), "a_scale": 1.0,
             "output_scale": 1.0}
+
+
+def _recompile(name, feature_level, constants, attributes):
+    """A pickled :class:`CompiledOperator` on arrival."""
+    return compile(name, feature_level=feature_level, **constants, **attributes)
