@@ -76,6 +76,27 @@ def test_calls_from_several_threads_agree():
     assert all(np.array_equal(r, e) for r, e in zip(results, expected))
 
 
+def test_a_pickled_compiled_operator_is_the_same_operator():
+    """A copy (another process, a dask worker) binds the same constants,
+    attributes and feature level and gives the same bytes; its caches are
+    its own."""
+    import pickle
+    rng = np.random.default_rng(4)
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", feature_level="4_0",
+                            filter=ints(rng, (6, 2, 3, 3), i8),
+                            filter_scale=rng.uniform(0.01, 0.1, 6).astype(np.float32),
+                            strides=(2, 1), start_padding=(1, 0), end_padding=(0, 1),
+                            group_count=2)
+    image = ints(rng, (2, 4, 7, 6), u8)
+    expected = compiled(image, 0.05, np.uint8(3), 0.5, np.uint8(9))
+    copy = pickle.loads(pickle.dumps(compiled))
+    assert copy.feature_level == compiled.feature_level
+    assert copy.attributes == compiled.attributes
+    assert all(np.array_equal(copy.constants[k], v) for k, v in compiled.constants.items())
+    assert np.array_equal(copy(image, 0.05, np.uint8(3), 0.5, np.uint8(9)), expected)
+    assert copy._packed is not compiled._packed
+
+
 def test_constants_are_copied_and_frozen():
     weights = np.ones((2, 1, 1, 1), i8)
     compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", filter=weights, filter_scale=1.0)
