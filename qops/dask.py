@@ -302,15 +302,6 @@ def element_wise_dequantize_linear(input, scale, zero_point=None, *, out=None, *
                          dict(keywords, out=out), onnx=False)
 
 
-def _range_of(values):
-    """[min(0, x.min()), max(0, x.max())] of a float array, as float32: all
-    DynamicQuantizeLinear's scale and zero point depend on."""
-    values = np.asarray(values)
-    if values.size == 0:
-        return np.zeros(2, np.float32)
-    return np.array([min(0.0, values.min()), max(0.0, values.max())], np.float32)
-
-
 def _dynamic_parameters(extremes, rank, keywords):
     """The in-memory function's scale and zero point for the global range:
     on the two extremes (as a tensor of the input's rank) it finds the same
