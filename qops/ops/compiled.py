@@ -17,7 +17,7 @@ from qops import registry
 from qops.errors import ValidationError
 from qops.ops import convolution, matmul
 from qops.ops.geometry import one_d_attributes
-from qops.ops.plans import FastPath, PlanCache
+from qops.ops.plans import FastPath, PlanCache, signature_tail
 from qops.ops.validation import TensorDesc, check_attributes, fail, resolve_version
 from qops.threads import resolve_threads
 
@@ -79,6 +79,9 @@ class CompiledOperator:
         self._fast = FastPath(operator.name)
         self._fast_constants = tuple(constants.get(name) for name in
                                      CONSTANT_SLOTS["QUANTIZED_LINEAR_MATRIX_MULTIPLY"])
+        # The attributes and level never change: their part of every call's
+        # plan key is made once.
+        self._tail = signature_tail(attributes, version)
 
     @property
     def constants(self):
@@ -130,7 +133,7 @@ class CompiledOperator:
         slots = {name: slots.get(name) for name in self.runtime_slots}
         return self._plans.run(slots, self._attributes, self.feature_level, out=out,
                                n_threads=resolve_threads(n_threads), packed=self._packed,
-                               constants=self._constants, fast=fast)
+                               constants=self._constants, fast=fast, tail=self._tail)
 
 
 def compile(name, *, feature_level=None, **constants_and_attributes):

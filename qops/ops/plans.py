@@ -34,7 +34,7 @@ from qops.packing import PackedBits
 from qops.registry import FeatureLevel, Opset
 
 __all__ = ["CAPACITY", "VALUE_CAPACITY", "VALUE_KEY_LIMIT", "FastPath", "Plan", "PlanCache",
-           "signature"]
+           "signature", "signature_tail"]
 
 #: Plans kept per cache; an overflowing cache starts again.
 CAPACITY = 256
@@ -48,9 +48,11 @@ _ARRAY_TYPES = (np.ndarray, np.generic)
 _PLAIN = (int, str)
 _VERSIONS = (FeatureLevel, Opset)
 _INTS = {int}
+# Values that cannot change after a call: their converted arrays are kept.
+_IMMUTABLE = (np.generic, float, int)
 
 
-def signature(slots, attributes, version):
+def signature(slots, attributes, version, tail=None):
     """A hashable key of a call's signature, or ``None`` when the call must
     take the full path (a value whose validation cannot be told from its
     type: a Python int zero point, a list of scales, an unusual attribute).
@@ -58,6 +60,8 @@ def signature(slots, attributes, version):
     Every call computes it, so it is one function of plain loops: arrays and
     NumPy scalars key by (dtype, shape), a Python float (a scale: its value
     is checked per call) by its type, the version and attributes by value.
+    ``tail``: :func:`signature_tail` of the version and attributes, when the
+    caller keeps it (a compiled operator's attributes never change).
     """
     key = []
     for value in slots.values():
@@ -71,6 +75,17 @@ def signature(slots, attributes, version):
             key.append((type(value), value.dtype, value.shape))
         else:
             return None
+    if tail is None:
+        tail = signature_tail(attributes, version)
+        if tail is None:
+            return None
+    key.append(tail)
+    return tuple(key)
+
+
+def signature_tail(attributes, version):
+    """The version and attributes' part of :func:`signature`, or ``None``."""
+    key = []
     for value in (version, *attributes.values()):
         kind = type(value)
         if value is None or kind in _PLAIN:
@@ -110,18 +125,30 @@ class Plan:
     value_slots: tuple = ()
     fast_form: object = None
     values: dict = dataclasses.field(default_factory=dict, compare=False)
+    # Per slot, the last immutable value given (a NumPy scalar or a Python
+    # number: a scale or zero point, the same object call after call) with
+    # its array in the layout and that array's bytes: converting and keying
+    # one again was a large share of a small call's time.
+    scalars: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def arrays_of(self, slots):
         """The call's slots in the validated layout."""
         arrays = {}
+        scalars = self.scalars
         for name, dtype, shape in self.layout:
             if shape is None:
                 arrays[name] = None
                 continue
             value = slots.get(name)
+            if type(value) is not np.ndarray:
+                last = scalars.get(name)
+                if last is not None and last[0] is value:
+                    arrays[name] = last[1]
+                    continue
             if isinstance(value, PackedBits):  # read packed by the kernels
                 arrays[name] = value
                 continue
+            given = value
             if not (isinstance(value, _ARRAY_TYPES) and value.dtype == dtype):
                 # A Python float past float32's range becomes infinity, which
                 # the value checks refuse with the reason (as on the
@@ -129,17 +156,28 @@ class Plan:
                 # context manager, a large share of a small call's time.)
                 with np.errstate(over="ignore"):
                     value = np.asarray(value, dtype)
-            arrays[name] = value if value.shape == shape else value.reshape(shape)
+            array = value if value.shape == shape else value.reshape(shape)
+            if isinstance(given, _IMMUTABLE) and array is not given:
+                # An array of its own, made read-only: the memo hands it to
+                # every later call with the same object.
+                array.flags.writeable = False
+                scalars[name] = (given, array, array.tobytes())
+            arrays[name] = array
         return arrays
 
     def _key(self, arrays):
         if self.value_slots is None:
             return None
         key = []
+        scalars = self.scalars
         for name in self.value_slots:
             value = arrays.get(name)
             if value is None:
                 key.append(None)
+                continue
+            last = scalars.get(name)
+            if last is not None and last[1] is value:
+                key.append(last[2])
             elif value.size > VALUE_KEY_LIMIT:
                 return None
             elif isinstance(value, PackedBits):
@@ -203,16 +241,18 @@ class PlanCache:
         self._lock = threading.Lock()
 
     def run(self, slots, attributes, version, *, out, n_threads, packed=None, constants=None,
-            fast=None, with_checked=False):
+            fast=None, with_checked=False, tail=None):
         """Validate (fully the first time a signature is seen) and run.
 
         ``constants`` are slots fixed for this cache (a compiled operator's);
         they are validated with the first call and not part of the key.
         ``fast`` (the operator's fast path) learns the signatures it can
         take, so that later calls like this one take it.  ``with_checked``:
-        return what the value checks derived beside the output.
+        return what the value checks derived beside the output.  ``tail``:
+        :func:`signature_tail` of the attributes and version, kept by a caller
+        whose attributes never change.
         """
-        key = signature(slots, attributes, version)
+        key = signature(slots, attributes, version, tail)
         if key is not None:
             # Plans made before an implementation was switched on or off are not reused.
             key = (dispatch.generation(), key)

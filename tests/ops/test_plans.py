@@ -13,9 +13,6 @@ from qops.ops import (
     matmul as matmul_front,
 )
 from qops.ops import plans as _plans
-from qops.ops import (
-    quantize as quantize_front,
-)
 
 u8, i8 = np.uint8, np.int8
 
@@ -285,3 +282,40 @@ def test_a_warm_call_refuses_an_overflowing_float_scale_as_a_cold_one_does():
         warnings.simplefilter("error")
         with pytest.raises(qops.ValidationError, match="a_scale has an infinite value"):
             qops.quantized_linear_matrix_multiply(**dict(slots, a_scale=1e40))
+
+
+def test_scalar_parameters_are_remembered_by_object_and_never_by_place():
+    """A plan keeps the array it made of a NumPy scalar or a Python float,
+    by that object: the next object in the same slot, equal or not, is its
+    own value; the same object again reuses the array, which is read-only."""
+    rng = np.random.default_rng(16)
+    base = dict(input=rng.integers(0, 256, (1, 3, 6, 6), dtype=u8), input_scale=np.float32(0.1),
+                input_zero_point=u8(120), filter=rng.integers(-128, 128, (4, 3, 3, 3), dtype=i8),
+                filter_scale=np.float32(0.05), output_zero_point=u8(100))
+    full = dict(filter_zero_point=None, bias=None, strides=(1, 1), dilations=(1, 1),
+                start_padding=(0, 0), end_padding=(0, 0), group_count=1,
+                output_dtype=np.dtype(u8))
+    results = {}
+    scales = [np.float32(0.25), np.float32(0.5), 0.75, np.float32(0.25), 0.75]
+    for scale in scales * 2:
+        got = qops.quantized_linear_convolution(**base, output_scale=scale)
+        expected = reference.quantized_linear_convolution(**full, **base, output_scale=scale)
+        assert np.array_equal(got, expected), scale
+        results.setdefault(float(scale), got.tobytes())
+        assert results[float(scale)] == got.tobytes()
+    assert len(results) == 3 and len(convolution_front.PLANS) == 2  # float32 and float scales
+    remembered = [last for plan in convolution_front.PLANS._plans.values()
+                  for last in plan.scalars.values()]
+    assert remembered and all(not array.flags.writeable for _, array, _ in remembered
+                              if isinstance(array, np.ndarray))
+
+
+def test_a_bad_scalar_given_again_is_refused_again():
+    rng = np.random.default_rng(17)
+    slots = dict(input=rng.integers(0, 256, (1, 2, 4, 4), dtype=u8), input_scale=np.float32(0.1),
+                 filter=rng.integers(-128, 128, (3, 2, 1, 1), dtype=i8), filter_scale=0.1)
+    qops.quantized_linear_convolution(**slots, output_scale=np.float32(0.5))
+    for bad in (np.float32(np.nan), np.float32(0.0), -2.0):
+        for _ in range(3):
+            with pytest.raises(qops.ValidationError, match="output_scale"):
+                qops.quantized_linear_convolution(**slots, output_scale=bad)

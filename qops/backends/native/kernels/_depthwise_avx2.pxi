@@ -274,8 +274,14 @@ cdef extern from *:
         for (ptrdiff_t oh = 0; oh < out_h; oh += 4) {                                      \
             const ptrdiff_t rows = out_h - oh < 4 ? out_h - oh : 4;                        \
             for (ptrdiff_t block = 0; block < per_row; block += interleaved ? 1 : 2) {     \
-                const int16_t* a = plane + oh * (STRIDE_H) * pitch + block * 16;          \
-                const ptrdiff_t left = out_w - block * width;                              \
+                /* A row's last block ends at its last output, overlapping the     \
+                   block before it: whole 16-byte stores, where a short one went     \
+                   through a buffer and memcpy. */                                  \
+                ptrdiff_t start = block * width;                                           \
+                if (start + 16 > out_w && out_w >= 16) start = out_w - 16;                 \
+                const int16_t* a = plane + oh * (STRIDE_H) * pitch                         \
+                                   + (interleaved ? start : 2 * start);                    \
+                const ptrdiff_t left = out_w - start;                                      \
                 const ptrdiff_t count = left < 16 ? left : 16;                             \
                 __m256i first[4], second[4];                                               \
                 ROWS4(a, pitch, weights, bias, first);                                     \
@@ -283,7 +289,7 @@ cdef extern from *:
                 _Pragma("GCC unroll 4")                                                    \
                 for (int i = 0; i < 4; i++) {                                              \
                     if (i >= rows) break;                                                  \
-                    uint8_t* target = out + (oh + i) * out_w + block * width;              \
+                    uint8_t* target = out + (oh + i) * out_w + start;                      \
                     if (interleaved) {                                                     \
                         qops_depthwise_store_pairs_packed_avx2(first[i], second[i],        \
                                                                scale, zero, is_signed,      \

@@ -249,6 +249,32 @@ def test_depthwise_mobilenet_shapes_match(variant, stride):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("stride", [1, 2])
+@pytest.mark.parametrize("out_w", [1, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 40, 47, 48, 49])
+def test_depthwise_row_widths(variant, stride, out_w):
+    """Rows of every width around the 16-output blocks: a row's last block
+    ends at its last output (overlapping the block before it) from 16
+    outputs up, and is stored short below; no output is written twice
+    with different values, none outside the row."""
+    rng = np.random.default_rng(out_w * 10 + stride)
+    width = stride * (out_w - 1) + 1
+    slots = dict(input=rng.integers(0, 256, (1, 3, 9, width), dtype=np.uint8),
+                 input_scale=np.float32(0.02), input_zero_point=np.uint8(120),
+                 filter=rng.integers(-128, 128, (3, 1, 3, 3), dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, 3).astype(np.float32),
+                 bias=rng.integers(-5000, 5000, 3, dtype=np.int32),
+                 output_scale=np.float32(0.05), output_zero_point=np.uint8(128))
+    attributes = dict(strides=(stride, stride), start_padding=(1, 1), end_padding=(1, 1),
+                      group_count=3)
+    call = convolution.prepare(slots, attributes, "2_1")
+    expected = reference(call)
+    assert expected.shape[-1] == out_w
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_depthwise, call, variant, n_threads),
+                              expected)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("strides, dilations", [
     ((1, 1), (1, 1)), ((2, 2), (1, 1)), ((1, 2), (1, 1)), ((2, 1), (1, 1)),
     # Not the unrolled 3 x 3 loops: the generic pair loop.
