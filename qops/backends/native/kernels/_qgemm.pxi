@@ -27,6 +27,7 @@
 # int32 (K * 255 * 255 + |bias| < 2**31), blocks add and the epilogue works
 # modulo 2**32 in int32 lanes (`requantize_line`); otherwise in int64.
 
+from libc.math cimport fabs
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -491,6 +492,8 @@ cdef struct UnitOutput:
     float tile_floor[TILE_COLUMNS]
     float tile_ceiling[TILE_COLUMNS]
     int32_t tile_offset[TILE_COLUMNS]
+    bint no_column_zero             # TileTerms' shortcuts, for the unit's columns
+    bint packs_clamp
 
 
 cdef inline bint tile_epilogue(const Epilogue* e) noexcept nogil:
@@ -519,6 +522,19 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     if not unit.by_tile:
         return
     row_zero = <uint32_t>e.row_zero[0]
+    # |value| <= K * 255 * 255 + |bias|: each product of differences of bytes
+    # is at most 255 * 255 in magnitude.
+    cdef double largest_bias = 0.0, largest_multiplier = 0.0
+    unit.no_column_zero = True
+    for c in range(cols):
+        if e.column_zero[col0 + c] != 0:
+            unit.no_column_zero = False
+        if e.column_term != NULL:
+            largest_bias = max(largest_bias, fabs(<double>e.column_term[col0 + c]))
+        largest_multiplier = max(largest_multiplier, fabs(<double>e.multiplier[col0 + c]))
+    unit.packs_clamp = (e.high - e.low == 255
+                        and largest_multiplier * (<double>e.k * 65025.0 + largest_bias)
+                        < 1073741824.0)
     for c in range(TILE_COLUMNS):
         if c >= cols:
             unit.tile_column[c] = 0
@@ -560,6 +576,8 @@ cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_s
     terms.offset = unit.tile_offset + at
     terms.row_term = row_term
     terms.low = e.low
+    terms.no_column_zero = unit.no_column_zero
+    terms.packs_clamp = unit.packs_clamp
     requantize_tile(tile, &terms, unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + at,
                     TILE_COLUMNS)
 

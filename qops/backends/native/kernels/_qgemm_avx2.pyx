@@ -123,42 +123,65 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
 
 
 cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
-                                    __m256i row_term) noexcept nogil:
+                                    __m256i row_term, bint column_zero,
+                                    bint clamp) noexcept nogil:
     """Eight sums of a row (columns c .. c + 7 of the tile) to their output
     integers less low, as int32: the terms modulo 2**32, float32 product,
     clamp, then vcvtps2dq, which rounds half to even in the default rounding
-    mode (the rule of round_half_even)."""
-    cdef __m256i value = _mm256_sub_epi32(
-        _mm256_add_epi32(_mm256_loadu_si256(sums), _mm256_loadu_si256(terms.column + c)),
-        _mm256_mullo_epi32(_mm256_loadu_si256(terms.column_zero + c), row_term))
+    mode (the rule of round_half_even).  Without column_zero the product
+    with the row term is left out (it is 0); without clamp the caller's
+    saturating packs clamp (TileTerms.packs_clamp)."""
+    cdef __m256i value = _mm256_add_epi32(_mm256_loadu_si256(sums),
+                                          _mm256_loadu_si256(terms.column + c))
+    if column_zero:
+        value = _mm256_sub_epi32(value, _mm256_mullo_epi32(
+            _mm256_loadu_si256(terms.column_zero + c), row_term))
     cdef __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(value),
                                        _mm256_loadu_ps(terms.multiplier + c))
-    scaled = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_loadu_ps(terms.floor + c)),
-                           _mm256_loadu_ps(terms.ceiling + c))
+    if clamp:
+        scaled = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_loadu_ps(terms.floor + c)),
+                               _mm256_loadu_ps(terms.ceiling + c))
     return _mm256_add_epi32(_mm256_cvtps_epi32(scaled), _mm256_loadu_si256(terms.offset + c))
 
 
-cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
-                          Py_ssize_t pitch) noexcept nogil:
+cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                                 Py_ssize_t pitch, bint column_zero, bint clamp) noexcept nogil:
     """The tile's rows two at a time: each row's 16 values packed to int16
     and both rows to bytes (saturating packs, exact: the values lie in [0,
-    high - low]) put dwords of the two rows in the order 0 4 1 5 | 2 6 3 7,
-    which one cross-lane permute puts back as row a | row b."""
+    high - low], or saturate to it when the clamp is left to them) put
+    dwords of the two rows in the order 0 4 1 5 | 2 6 3 7, which one
+    cross-lane permute puts back as row a | row b."""
     cdef __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
     cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
     cdef __m256i first, second, row_term, both
     cdef Py_ssize_t i
     for i in range(0, MR, 2):
         row_term = _mm256_set1_epi32(<int>terms.row_term[i])
-        first = _mm256_packs_epi32(requantize_half(tile + i * NR, terms, 0, row_term),
-                                   requantize_half(tile + i * NR + 8, terms, 8, row_term))
+        first = _mm256_packs_epi32(
+            requantize_half(tile + i * NR, terms, 0, row_term, column_zero, clamp),
+            requantize_half(tile + i * NR + 8, terms, 8, row_term, column_zero, clamp))
         row_term = _mm256_set1_epi32(<int>terms.row_term[i + 1])
-        second = _mm256_packs_epi32(requantize_half(tile + (i + 1) * NR, terms, 0, row_term),
-                                    requantize_half(tile + (i + 1) * NR + 8, terms, 8, row_term))
+        second = _mm256_packs_epi32(
+            requantize_half(tile + (i + 1) * NR, terms, 0, row_term, column_zero, clamp),
+            requantize_half(tile + (i + 1) * NR + 8, terms, 8, row_term, column_zero, clamp))
         both = _mm256_add_epi8(_mm256_permutevar8x32_epi32(_mm256_packus_epi16(first, second),
                                                            order), low)
         _mm_storeu_si128(result + i * pitch, _mm256_castsi256_si128(both))
         _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
+
+
+cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                          Py_ssize_t pitch) noexcept nogil:
+    """requantize_rows with the shortcuts the terms allow, each a loop of
+    its own (constant flags: the compiler drops what they turn off)."""
+    if terms.no_column_zero and terms.packs_clamp:
+        requantize_rows(tile, terms, result, pitch, False, False)
+    elif terms.no_column_zero:
+        requantize_rows(tile, terms, result, pitch, False, True)
+    elif terms.packs_clamp:
+        requantize_rows(tile, terms, result, pitch, True, False)
+    else:
+        requantize_rows(tile, terms, result, pitch, True, True)
 
 
 cdef inline __m256i widened_row(const uint8_t* row, __m128i flip) noexcept nogil:

@@ -142,6 +142,13 @@ cdef struct TileTerms:
     const int32_t* offset
     const uint32_t* row_term        # one per row of the tile
     int32_t low
+    # Shortcuts a vectorized rule may take (the plain rule needs neither):
+    # every column_zero is 0, so the column_zero * row_term product is 0;
+    # and every |value * multiplier| stays below 2**30 with outputs filling
+    # a byte (high - low = 255), so that saturating packs of the rounded
+    # value plus offset clamp exactly as the float clamp does.
+    bint no_column_zero
+    bint packs_clamp
 
 
 cdef inline void requantize_tile_plain(const int32_t* tile, Py_ssize_t rows, Py_ssize_t columns,

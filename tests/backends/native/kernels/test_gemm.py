@@ -217,3 +217,37 @@ def test_requantization_ties_and_saturation(variant, out_type, depth):
     for n_threads in (1, 2):
         got = run_variant(_native.run_matmul, call, variant, n_threads)
         assert np.array_equal(got.astype(np.int64), expected)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("out_type", TYPES)
+@pytest.mark.parametrize("b_zero", [0, 200])
+@pytest.mark.parametrize("reach", [0.5, 0.999, 1.0, 2.5])
+def test_the_epilogue_shortcuts_hold_to_their_bound(variant, out_type, b_zero, reach):
+    """Sums at the bound the epilogue reasons with, K * 255 * 255 in
+    magnitude (a = 255 and a = 0 against b - b_zp = +-255), scaled to
+    `reach` times 2**30: below 1 the saturating packs clamp, from 1 the
+    float clamp must (at 2.5 the scaled sums are past int32, where an
+    unclamped conversion gives its invalid value).  B's zero point 0 leaves
+    out the column-zero product; 200 needs it.  Against the rule in NumPy."""
+    depth, rows, columns = 64, 12, 32
+    b_high = 255 if b_zero == 0 else 0   # b - b_zp = +255, or -200
+    a = np.zeros((rows, depth), np.uint8)
+    a[::2] = 255
+    b = np.full((depth, columns), b_high, np.uint8)
+    b[:, ::3] = b_zero   # some columns sum to 0
+    sums = a.astype(np.int64) @ (b.astype(np.int64) - b_zero)
+    bound = depth * 255.0 * 255.0
+    multiplier = np.float32(reach * 2.0**30 / bound)
+    out_zero = random_values(np.random.default_rng(1), (), out_type)
+    call = matmul.prepare(dict(a=a, a_scale=np.float32(1.0), a_zero_point=np.uint8(0), b=b,
+                               b_scale=multiplier, b_zero_point=np.uint8(b_zero),
+                               output_scale=np.float32(1.0), output_zero_point=out_zero),
+                          {}, "4_0")
+    scaled = sums.astype(np.float32) * multiplier
+    info = np.iinfo(out_type)
+    expected = np.clip(np.rint(scaled.astype(np.float64)) + int(out_zero), info.min, info.max)
+    assert np.abs(scaled).max() >= reach * 2.0**30 * (200 / 255 if b_zero else 1) * 0.99
+    for n_threads in (1, 2):
+        got = run_variant(_native.run_matmul, call, variant, n_threads)
+        assert np.array_equal(got.astype(np.int64), expected.astype(np.int64))
