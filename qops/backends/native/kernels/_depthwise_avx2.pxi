@@ -90,29 +90,30 @@ cdef extern from *:
         sums[4] = s4; sums[5] = s5; sums[6] = s6; sums[7] = s7;
     }
 
-    /* One vector of each of four output rows, for one filter shape known
+    /* One vector of each of ROWS output rows, for one filter shape known
        when compiled: taps paired (term c at column 2c), dilation 1 down the
        columns, so plane row i feeds output row r with kernel row
        i - r * STRIDE_H.  With the trip counts constant GCC unrolls every
        loop and the branches on the kernel row vanish (the generic loop
-       spends about a third of its instructions on them).  A block's two
-       vectors are two calls: four accumulators, the kernel's weight pairs
-       and a load fit the sixteen ymm registers, where eight accumulators
-       spill. */
-    #define QOPS_DEPTHWISE_ROWS4_FIXED(NAME, SPAN, COLUMNS, STRIDE_H, KERNEL_H)              \
+       spends about a third of its instructions on them).  Two rows a call:
+       the calls' accumulators, the kernel's six weight pairs and the loads
+       stay in registers.  With four rows a call GCC reordered the sums into
+       trees and spilled (a third of the instructions were spills and
+       reloads), and the planes took 10 to 20% longer. */
+    #define QOPS_DEPTHWISE_ROWS_FIXED(NAME, ROWS, SPAN, COLUMNS, STRIDE_H, KERNEL_H)         \
     static inline __attribute__((always_inline)) void NAME(                                \
         const int16_t* a, ptrdiff_t pitch, const int32_t* weights, int32_t start,          \
         __m256i* sums) {                                                                   \
-        __m256i s[4];                                                                      \
+        __m256i s[ROWS];                                                                   \
         _Pragma("GCC unroll 4")                                                            \
-        for (int r = 0; r < 4; r++) s[r] = _mm256_set1_epi32(start);                      \
+        for (int r = 0; r < (ROWS); r++) s[r] = _mm256_set1_epi32(start);                 \
         _Pragma("GCC unroll 16")                                                           \
         for (int i = 0; i < (SPAN); i++) {                                                 \
             _Pragma("GCC unroll 4")                                                        \
             for (int c = 0; c < (COLUMNS); c++) {                                          \
                 const __m256i x = _mm256_loadu_si256((const __m256i*)(a + i * pitch + 2 * c)); \
                 _Pragma("GCC unroll 4")                                                    \
-                for (int r = 0; r < 4; r++) {                                              \
+                for (int r = 0; r < (ROWS); r++) {                                         \
                     const int kh = i - r * (STRIDE_H);                                     \
                     if (kh >= 0 && kh < (KERNEL_H)) {                                      \
                         const __m256i w = _mm256_set1_epi32(weights[kh * (COLUMNS) + c]);  \
@@ -122,11 +123,11 @@ cdef extern from *:
             }                                                                              \
         }                                                                                  \
         _Pragma("GCC unroll 4")                                                            \
-        for (int r = 0; r < 4; r++) sums[r] = s[r];                                        \
+        for (int r = 0; r < (ROWS); r++) sums[r] = s[r];                                   \
     }
     /* 3 x 3 filters, the depthwise layers of MobileNets and their kin. */
-    QOPS_DEPTHWISE_ROWS4_FIXED(qops_depthwise_rows4_3x3s1_avx2, 6, 2, 1, 3)
-    QOPS_DEPTHWISE_ROWS4_FIXED(qops_depthwise_rows4_3x3s2_avx2, 9, 2, 2, 3)
+    QOPS_DEPTHWISE_ROWS_FIXED(qops_depthwise_rows2_3x3s1_avx2, 2, 4, 2, 1, 3)
+    QOPS_DEPTHWISE_ROWS_FIXED(qops_depthwise_rows2_3x3s2_avx2, 2, 5, 2, 2, 3)
 
     /* Whether kernel_rows (4 per plane row, span rows) and offsets are those
        of a KERNEL_H-row filter of paired taps at vertical stride stride_h and
@@ -260,10 +261,10 @@ cdef extern from *:
     }
 
     /* A whole output plane (out_h x out_w bytes at `out`) of a fixed shape's
-       loop ROWS4 and bounded sums, in C so that the sums go from the
-       accumulators to the packs in registers, never through memory, and the
-       next block's loads can start while a block is stored. */
-    #define QOPS_DEPTHWISE_PLANE_FIXED(NAME, ROWS4, STRIDE_H)                                \
+       two-row loop ROWS2 and bounded sums, in C so that each block's four
+       rows are stored straight from the sums and the next block's loads can
+       start while a block is stored. */
+    #define QOPS_DEPTHWISE_PLANE_FIXED(NAME, ROWS2, STRIDE_H)                                \
     static void NAME(const int16_t* plane, ptrdiff_t pitch, const int32_t* weights,       \
                      ptrdiff_t out_h, ptrdiff_t out_w, int interleaved, int32_t bias,      \
                      float multiplier, int32_t zero_point, int is_signed, uint8_t* out) {  \
@@ -284,8 +285,12 @@ cdef extern from *:
                 const ptrdiff_t left = out_w - start;                                      \
                 const ptrdiff_t count = left < 16 ? left : 16;                             \
                 __m256i first[4], second[4];                                               \
-                ROWS4(a, pitch, weights, bias, first);                                     \
-                ROWS4(a + (interleaved ? 1 : 16), pitch, weights, bias, second);          \
+                const int16_t* b = a + (interleaved ? 1 : 16);                             \
+                const ptrdiff_t lower = 2 * (STRIDE_H) * pitch;                            \
+                ROWS2(a, pitch, weights, bias, first);                                     \
+                ROWS2(a + lower, pitch, weights, bias, first + 2);                         \
+                ROWS2(b, pitch, weights, bias, second);                                    \
+                ROWS2(b + lower, pitch, weights, bias, second + 2);                        \
                 _Pragma("GCC unroll 4")                                                    \
                 for (int i = 0; i < 4; i++) {                                              \
                     if (i >= rows) break;                                                  \
@@ -304,9 +309,9 @@ cdef extern from *:
         }                                                                                  \
     }
     QOPS_DEPTHWISE_PLANE_FIXED(qops_depthwise_plane_3x3s1_avx2,
-                               qops_depthwise_rows4_3x3s1_avx2, 1)
+                               qops_depthwise_rows2_3x3s1_avx2, 1)
     QOPS_DEPTHWISE_PLANE_FIXED(qops_depthwise_plane_3x3s2_avx2,
-                               qops_depthwise_rows4_3x3s2_avx2, 2)
+                               qops_depthwise_rows2_3x3s2_avx2, 2)
 
     /* x[0 .. count) widened to int16 into line[0 .. count), loads and stores
        of 16 (or 8) values, the last one overlapping the one before it: no
