@@ -35,6 +35,8 @@
 from libc.math cimport fabs
 from libc.stdint cimport int16_t, int64_t, uint32_t, uint64_t
 
+from qops.backends.native.kernels._requantize cimport packs_clamp_exactly
+
 cdef extern from *:
     # In C: written in Cython, GCC copies the sums between registers on every
     # iteration of the term loop.
@@ -403,12 +405,11 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
     cdef dw_float floor_value = dw_broadcast_float(<float>(low - zero_point))
     cdef dw_float ceiling_value = dw_broadcast_float(<float>(high - zero_point))
     cdef dw_int zero = dw_broadcast(zero_point)
-    # The saturating packs clamp to the output type when every scaled sum
-    # (|sum| <= largest_sum, and float32 rounding of it and of the product)
-    # stays well inside int32, where vcvtps2dq and the zero point are exact.
+    # Saturating packs clamp to the output type where they may (|sum| <=
+    # largest_sum).
     cdef bint signed_out = low == -128 and high == 127
-    cdef bint packed = ((signed_out or (low == 0 and high == 255))
-                        and fabs(<double>multiplier) * <double>largest_sum < 2.0 ** 30)
+    cdef bint packed = packs_clamp_exactly(fabs(<double>multiplier) * <double>largest_sum,
+                                           low, high)
     # 3 x 3 at vertical stride 1 or 2: the unrolled loops.
     cdef int shape = 0
     if columns == 2 and stride_h <= 2 and fixed_shape(kernel_rows, span, offsets, columns,

@@ -39,6 +39,7 @@ import numpy as np
 from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (
     TileTerms,
+    packs_clamp_exactly,
     requantize,
     requantize_line,
     requantize_row_line,
@@ -522,8 +523,7 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     if not unit.by_tile:
         return
     row_zero = <uint32_t>e.row_zero[0]
-    # |value| <= K * 255 * 255 + |bias|: each product of differences of bytes
-    # is at most 255 * 255 in magnitude.
+    # |value| <= K * MAX_PRODUCT + |bias|.
     cdef double largest_bias = 0.0, largest_multiplier = 0.0
     unit.no_column_zero = True
     for c in range(cols):
@@ -532,9 +532,8 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         if e.column_term != NULL:
             largest_bias = max(largest_bias, fabs(<double>e.column_term[col0 + c]))
         largest_multiplier = max(largest_multiplier, fabs(<double>e.multiplier[col0 + c]))
-    unit.packs_clamp = (e.high - e.low == 255
-                        and largest_multiplier * (<double>e.k * 65025.0 + largest_bias)
-                        < 1073741824.0)
+    unit.packs_clamp = packs_clamp_exactly(
+        largest_multiplier * (<double>e.k * MAX_PRODUCT + largest_bias), e.low, e.high)
     for c in range(TILE_COLUMNS):
         if c >= cols:
             unit.tile_column[c] = 0

@@ -144,11 +144,20 @@ cdef struct TileTerms:
     int32_t low
     # Shortcuts a vectorized rule may take (the plain rule needs neither):
     # every column_zero is 0, so the column_zero * row_term product is 0;
-    # and every |value * multiplier| stays below 2**30 with outputs filling
-    # a byte (high - low = 255), so that saturating packs of the rounded
-    # value plus offset clamp exactly as the float clamp does.
+    # and the saturating packs of the rounded value plus offset clamp
+    # exactly as the float clamp does (packs_clamp_exactly).
     bint no_column_zero
     bint packs_clamp
+
+
+cdef inline bint packs_clamp_exactly(double largest_scaled, int32_t low,
+                                     int32_t high) noexcept nogil:
+    """Whether saturating packs (int32 to int16 to a byte) may stand in for
+    the float clamp: the outputs fill a byte (high - low = 255), and every
+    |sum * multiplier| is at most largest_scaled < 2**30, so the float
+    product (rounded at most up to 2**30), its conversion and the zero point
+    stay exact in int32 and only the packs saturate."""
+    return high - low == 255 and largest_scaled < 1073741824.0
 
 
 cdef inline void requantize_tile_plain(const int32_t* tile, Py_ssize_t rows, Py_ssize_t columns,

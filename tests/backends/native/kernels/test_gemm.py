@@ -225,7 +225,8 @@ def test_requantization_ties_and_saturation(variant, out_type, depth):
 @pytest.mark.parametrize("reach", [0.5, 0.999, 1.0, 2.5])
 def test_the_epilogue_shortcuts_hold_to_their_bound(variant, out_type, b_zero, reach):
     """Sums at the bound the epilogue reasons with, K * 255 * 255 in
-    magnitude (a = 255 and a = 0 against b - b_zp = +-255), scaled to
+    magnitude (a = 255 or 0 against b - b_zp = 255, or -200 with B's zero
+    point 200), scaled to
     `reach` times 2**30: below 1 the saturating packs clamp, from 1 the
     float clamp must (at 2.5 the scaled sums are past int32, where an
     unclamped conversion gives its invalid value).  B's zero point 0 leaves
