@@ -507,49 +507,67 @@ cdef inline bint tile_epilogue(const Epilogue* e) noexcept nogil:
 
 cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssize_t col0,
                      Py_ssize_t cols, const Epilogue* e) noexcept nogil:
+    # Every loop below is a plain one the compiler vectorizes: on products
+    # with a short K (attention's 64) this setup is redone for each unit and
+    # was, as scalar code, a fifth of the epilogue's time.
     cdef Py_ssize_t c
     cdef uint32_t row_zero
-    cdef int32_t zero
     unit.bytes = scratch + SLOT_UNIT_OFFSET
     unit.row0 = row0
     unit.col0 = col0
     unit.by_tile = tile_epilogue(e)
     if not e.narrow or e.raw:
         return
+    cdef const int64_t* column_term = e.column_term + col0
+    cdef const int64_t* column_sum = e.column_sum + col0
+    cdef const int32_t* column_zero = e.column_zero + col0
+    cdef const float* multiplier = e.multiplier + col0
+    cdef const int32_t* out_zero = e.out_zero + col0
+    if e.column_term != NULL and not e.per_row:
+        for c in range(cols):
+            unit.column_term[c] = <uint32_t>column_term[c]
+    else:
+        memset(unit.column_term, 0, cols * sizeof(uint32_t))
     for c in range(cols):
-        unit.column_term[c] = (<uint32_t>e.column_term[col0 + c]
-                               if e.column_term != NULL and not e.per_row else 0)
-        unit.column_sum[c] = <uint32_t>e.column_sum[col0 + c]
+        unit.column_sum[c] = <uint32_t>column_sum[c]
     if not unit.by_tile:
         return
     row_zero = <uint32_t>e.row_zero[0]
-    # |value| <= K * MAX_PRODUCT + |bias|.
-    cdef double largest_bias = 0.0, largest_multiplier = 0.0
-    unit.no_column_zero = True
+    # |value| <= K * MAX_PRODUCT + |bias|.  The largest |multiplier| is taken
+    # as the largest of the floats' bits less the sign: for finite floats
+    # their order as unsigned integers is their order as numbers.
+    cdef int64_t largest_bias = 0, bias
+    cdef uint32_t largest_bits = 0, bits
+    cdef uint32_t any_column_zero = 0
+    cdef float largest_multiplier
     for c in range(cols):
-        if e.column_zero[col0 + c] != 0:
-            unit.no_column_zero = False
-        if e.column_term != NULL:
-            largest_bias = max(largest_bias, fabs(<double>e.column_term[col0 + c]))
-        largest_multiplier = max(largest_multiplier, fabs(<double>e.multiplier[col0 + c]))
+        any_column_zero |= <uint32_t>column_zero[c]
+        memcpy(&bits, &multiplier[c], 4)
+        bits &= 0x7fffffffU
+        largest_bits = bits if bits > largest_bits else largest_bits
+    if e.column_term != NULL:
+        for c in range(cols):
+            bias = column_term[c] if column_term[c] >= 0 else -column_term[c]
+            largest_bias = bias if bias > largest_bias else largest_bias
+    memcpy(&largest_multiplier, &largest_bits, 4)
+    unit.no_column_zero = any_column_zero == 0
     unit.packs_clamp = packs_clamp_exactly(
-        largest_multiplier * (<double>e.k * MAX_PRODUCT + largest_bias), e.low, e.high)
-    for c in range(TILE_COLUMNS):
-        if c >= cols:
-            unit.tile_column[c] = 0
-            unit.tile_column_zero[c] = 0
-            unit.tile_multiplier[c] = 0.0
-            unit.tile_floor[c] = 0.0
-            unit.tile_ceiling[c] = 0.0
-            unit.tile_offset[c] = 0
-            continue
-        zero = e.out_zero[col0 + c]
+        largest_multiplier * (<double>e.k * MAX_PRODUCT + <double>largest_bias), e.low, e.high)
+    for c in range(cols):
         unit.tile_column[c] = unit.column_term[c] - row_zero * unit.column_sum[c]
-        unit.tile_column_zero[c] = <uint32_t>e.column_zero[col0 + c]
-        unit.tile_multiplier[c] = e.multiplier[col0 + c]
-        unit.tile_floor[c] = <float>(e.low - zero)
-        unit.tile_ceiling[c] = <float>(e.high - zero)
-        unit.tile_offset[c] = zero - e.low
+        unit.tile_column_zero[c] = <uint32_t>column_zero[c]
+        unit.tile_multiplier[c] = multiplier[c]
+        unit.tile_floor[c] = <float>(e.low - out_zero[c])
+        unit.tile_ceiling[c] = <float>(e.high - out_zero[c])
+        unit.tile_offset[c] = out_zero[c] - e.low
+    if cols < TILE_COLUMNS:
+        # Zero past the unit's last column: whole micro-tiles read them.
+        memset(&unit.tile_column[cols], 0, (TILE_COLUMNS - cols) * sizeof(uint32_t))
+        memset(&unit.tile_column_zero[cols], 0, (TILE_COLUMNS - cols) * sizeof(uint32_t))
+        memset(&unit.tile_multiplier[cols], 0, (TILE_COLUMNS - cols) * sizeof(float))
+        memset(&unit.tile_floor[cols], 0, (TILE_COLUMNS - cols) * sizeof(float))
+        memset(&unit.tile_ceiling[cols], 0, (TILE_COLUMNS - cols) * sizeof(float))
+        memset(&unit.tile_offset[cols], 0, (TILE_COLUMNS - cols) * sizeof(int32_t))
 
 
 cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
@@ -694,9 +712,9 @@ cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t co
         requantize_wide(tile, row0, rows, col0, cols, e, unit)
 
 
-cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index,
-                   Py_ssize_t p, Py_ssize_t p_end, Py_ssize_t q, Py_ssize_t q_end,
-                   uint8_t* scratch) noexcept nogil:
+cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
+                   Epilogue* own_epilogue, Py_ssize_t index, Py_ssize_t p, Py_ssize_t p_end,
+                   Py_ssize_t q, Py_ssize_t q_end, uint8_t* scratch) noexcept nogil:
     """Micro-tiles [p, p_end) x panels [q, q_end) of product `index` of the
     batch, from the full K to the output.
 
@@ -705,19 +723,21 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Py_ssize_t index
     the epilogue; with more, their sums gather in the scratch (int32 where
     the whole value fits, else int64) and the epilogue runs after the last.
     """
-    cdef Gemm own = product[0]
-    cdef Epilogue own_epilogue = common[0]
-    cdef const Gemm* gemm = &own
-    cdef const Epilogue* e = &own_epilogue
-    cdef Py_ssize_t a_member = own.a_index[index] if own.a_index != NULL else index
-    cdef Py_ssize_t b_member = own.b_index[index] if own.b_index != NULL else index
-    own.a = own.a + a_member * own.a_batch_stride
-    own.b = own.b + b_member * own.b_batch_stride
-    own.out = own.out + index * own.out_batch_stride * (4 if own_epilogue.raw else 1)
-    own_epilogue.column_sum = (own_epilogue.column_sum
-                               + b_member * own_epilogue.column_sum_batch_stride)
-    if own_epilogue.row_sum != NULL:
-        own_epilogue.row_sum = own_epilogue.row_sum + a_member * own_epilogue.row_sum_batch_stride
+    # `own` and `own_epilogue` are the caller's copies of the two, made once
+    # per run of units (a field read back soon after a copy's wide vector
+    # stores waits for them instead of forwarding: on short products that
+    # wait per unit was a tenth of the time); here only the batch member's
+    # fields change.
+    cdef Py_ssize_t a_member = product.a_index[index] if product.a_index != NULL else index
+    cdef Py_ssize_t b_member = product.b_index[index] if product.b_index != NULL else index
+    cdef const Gemm* gemm = own
+    cdef const Epilogue* e = own_epilogue
+    own.a = product.a + a_member * product.a_batch_stride
+    own.b = product.b + b_member * product.b_batch_stride
+    own.out = product.out + index * product.out_batch_stride * (4 if common.raw else 1)
+    own_epilogue.column_sum = common.column_sum + b_member * common.column_sum_batch_stride
+    if common.row_sum != NULL:
+        own_epilogue.row_sum = common.row_sum + a_member * common.row_sum_batch_stride
     cdef int32_t tile[MR * NR]
     cdef uint8_t* block = scratch
     cdef int32_t* sums32 = <int32_t*>(scratch + SLOT_A_BYTES)
@@ -843,13 +863,16 @@ cdef struct TileJobs:
 cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
     """Units [start, stop): unit job % tiles of product job // tiles."""
     cdef const TileJobs* t = <const TileJobs*>context
+    cdef Gemm own = t.gemm[0]
+    cdef Epilogue own_epilogue = t.e[0]
     cdef Py_ssize_t job, tile, p, q
     for job in range(start, stop):
         tile = job % t.tiles
         p = (tile % t.tiles_m) * TILE_M_PANELS
         q = (tile // t.tiles_m) * t.tile_n_panels
-        run_unit(t.gemm, t.e, job // t.tiles, p, min(p + TILE_M_PANELS, t.m_panels), q,
-                 min(q + t.tile_n_panels, t.n_panels), t.gemm.scratch + slot * SLOT_BYTES)
+        run_unit(t.gemm, t.e, &own, &own_epilogue, job // t.tiles, p,
+                 min(p + TILE_M_PANELS, t.m_panels), q, min(q + t.tile_n_panels, t.n_panels),
+                 t.gemm.scratch + slot * SLOT_BYTES)
 
 
 cdef inline int64_t sum_values(const uint8_t* p, Py_ssize_t count, uint8_t flip) noexcept nogil:

@@ -5,7 +5,7 @@ A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
-from qops.backends.native.kernels._requantize cimport TileTerms, requantize_tile_plain
+from qops.backends.native.kernels._requantize cimport TileTerms
 
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct __m512i:
@@ -15,6 +15,25 @@ cdef extern from "<immintrin.h>" nogil:
     __m512i _mm512_set1_epi32(int value)
     __m512i _mm512_dpbusd_epi32(__m512i accumulator, __m512i a, __m512i b)
     void _mm512_storeu_si512(void* p, __m512i value)
+    ctypedef struct __m512:
+        pass
+    __m512i _mm512_add_epi32(__m512i a, __m512i b)
+    __m512i _mm512_sub_epi32(__m512i a, __m512i b)
+    __m512i _mm512_mullo_epi32(__m512i a, __m512i b)
+    __m512 _mm512_cvtepi32_ps(__m512i a)
+    __m512i _mm512_cvtps_epi32(__m512 a)
+    __m512 _mm512_mul_ps(__m512 a, __m512 b)
+    __m512 _mm512_max_ps(__m512 a, __m512 b)
+    __m512 _mm512_min_ps(__m512 a, __m512 b)
+    __m512 _mm512_loadu_ps(const void* p)
+    __m512i _mm512_packs_epi32(__m512i a, __m512i b)
+    __m512i _mm512_packus_epi16(__m512i a, __m512i b)
+    __m512i _mm512_permutexvar_epi32(__m512i index, __m512i a)
+    __m512i _mm512_setr_epi32(int e0, int e1, int e2, int e3, int e4, int e5, int e6, int e7,
+                              int e8, int e9, int e10, int e11, int e12, int e13, int e14,
+                              int e15)
+    __m512i _mm512_set1_epi8(char value)
+    __m512i _mm512_add_epi8(__m512i a, __m512i b)
 
 # The tile (MR x NR) and its units: _qgemm_avx512vnni.pxd.
 
@@ -183,9 +202,65 @@ PROBE_MIX = "vpdpbusd (u8 x s8 quads, exact)"
 PROBE_RESULT_PER_ROUND = 12 * 4
 
 
+cdef inline __m512i requantize_quarter(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
+                                       __m512i row_term, bint column_zero,
+                                       bint clamp) noexcept nogil:
+    """Sixteen sums of a row (columns c .. c + 15 of the tile) to their output
+    integers less low, as int32: the terms modulo 2**32, float32 product,
+    clamp, then vcvtps2dq, which rounds half to even in the default rounding
+    mode (the rule of round_half_even).  Without column_zero the product
+    with the row term is left out (it is 0); without clamp the caller's
+    saturating packs clamp (TileTerms.packs_clamp)."""
+    cdef __m512i value = _mm512_add_epi32(_mm512_loadu_si512(sums),
+                                          _mm512_loadu_si512(terms.column + c))
+    if column_zero:
+        value = _mm512_sub_epi32(value, _mm512_mullo_epi32(
+            _mm512_loadu_si512(terms.column_zero + c), row_term))
+    cdef __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(value),
+                                       _mm512_loadu_ps(terms.multiplier + c))
+    if clamp:
+        scaled = _mm512_min_ps(_mm512_max_ps(scaled, _mm512_loadu_ps(terms.floor + c)),
+                               _mm512_loadu_ps(terms.ceiling + c))
+    return _mm512_add_epi32(_mm512_cvtps_epi32(scaled), _mm512_loadu_si512(terms.offset + c))
+
+
+cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                                 Py_ssize_t pitch, bint column_zero, bint clamp) noexcept nogil:
+    """Each row's 64 values in four quarters, packed to int16 in pairs and
+    the pairs to bytes (saturating packs, exact: the values lie in [0,
+    high - low], or saturate to it when the clamp is left to them).  The
+    packs work within 128-bit lanes, so lane L of the bytes holds dwords L of
+    quarters 0, 1, 2, 3 in turn; one vpermd puts the row in column order."""
+    cdef __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+    cdef __m512i low = _mm512_set1_epi8(<char>terms.low)
+    cdef __m512i row_term, first, second
+    cdef const int32_t* sums
+    cdef Py_ssize_t i
+    for i in range(MR):
+        row_term = _mm512_set1_epi32(<int>terms.row_term[i])
+        sums = tile + i * NR
+        first = _mm512_packs_epi32(
+            requantize_quarter(sums, terms, 0, row_term, column_zero, clamp),
+            requantize_quarter(sums + 16, terms, 16, row_term, column_zero, clamp))
+        second = _mm512_packs_epi32(
+            requantize_quarter(sums + 32, terms, 32, row_term, column_zero, clamp),
+            requantize_quarter(sums + 48, terms, 48, row_term, column_zero, clamp))
+        _mm512_storeu_si512(result + i * pitch, _mm512_add_epi8(
+            _mm512_permutexvar_epi32(order, _mm512_packus_epi16(first, second)), low))
+
+
 cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
                           Py_ssize_t pitch) noexcept nogil:
-    requantize_tile_plain(tile, MR, NR, terms, result, pitch)
+    """requantize_rows with the shortcuts the terms allow, each a loop of
+    its own (constant flags: the compiler drops what they turn off)."""
+    if terms.no_column_zero and terms.packs_clamp:
+        requantize_rows(tile, terms, result, pitch, False, False)
+    elif terms.no_column_zero:
+        requantize_rows(tile, terms, result, pitch, False, True)
+    elif terms.packs_clamp:
+        requantize_rows(tile, terms, result, pitch, True, False)
+    else:
+        requantize_rows(tile, terms, result, pitch, True, True)
 
 
 include "_pack_avx2.pxi"
