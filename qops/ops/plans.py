@@ -204,25 +204,37 @@ class Plan:
         return found
 
     def run(self, arrays, out, n_threads, packed=None, *, checked=None, validated=False,
-            with_checked=False):
+            with_checked=False, record=None):
         """Run on ``arrays`` in the layout; ``validated``: the arrays' values
         and ``out`` were checked by the caller (a cold call), and ``checked``
         is what those checks derived.  Returns the output, and with
-        ``with_checked`` what the checks derived too."""
+        ``with_checked`` what the checks derived too.  ``record(plan, arrays,
+        checked, values)``, when given, hears what the run used."""
         checked, values = self._values(arrays, checked, check=not validated)
+        if out is not None and not validated:
+            template = self.template
+            check_out(template.operator, out, template.output_shape, template.output_dtype,
+                      arrays)
+        out = self.run_values(arrays, checked, values, out, n_threads, packed)
+        if record is not None:
+            record(self, arrays, checked, values)
+        return (out, checked) if with_checked else out
+
+    def run_values(self, arrays, checked, values, out, n_threads, packed=None):
+        """Run on ``arrays`` whose values were checked and derived before
+        (``checked``, ``values``), into ``out`` (checked, or None)."""
         template = self.template
         call = dispatch.Call(template.operator, template.version, arrays, template.attributes,
                              template.output_shape, template.output_dtype,
                              template.granularity, packed, checked, values)
         if out is None:
             out = np.empty(call.output_shape, call.output_dtype)
-        elif not validated:
-            check_out(template.operator, out, call.output_shape, call.output_dtype, arrays)
         self.prepared.run(call, out, n_threads)
-        return (out, checked) if with_checked else out
+        return out
 
-    def __call__(self, slots, out, n_threads, packed=None, with_checked=False):
-        return self.run(self.arrays_of(slots), out, n_threads, packed, with_checked=with_checked)
+    def __call__(self, slots, out, n_threads, packed=None, with_checked=False, record=None):
+        return self.run(self.arrays_of(slots), out, n_threads, packed, with_checked=with_checked,
+                        record=record)
 
 
 class PlanCache:
@@ -241,7 +253,7 @@ class PlanCache:
         self._lock = threading.Lock()
 
     def run(self, slots, attributes, version, *, out, n_threads, packed=None, constants=None,
-            fast=None, with_checked=False, tail=None):
+            fast=None, with_checked=False, tail=None, record=None):
         """Validate (fully the first time a signature is seen) and run.
 
         ``constants`` are slots fixed for this cache (a compiled operator's);
@@ -250,7 +262,7 @@ class PlanCache:
         take, so that later calls like this one take it.  ``with_checked``:
         return what the value checks derived beside the output.  ``tail``:
         :func:`signature_tail` of the attributes and version, kept by a caller
-        whose attributes never change.
+        whose attributes never change.  ``record``: as for :meth:`Plan.run`.
         """
         key = signature(slots, attributes, version, tail)
         if key is not None:
@@ -267,9 +279,10 @@ class PlanCache:
                         self._plans.clear()
                     self._plans[key] = plan
             result = plan.run(call.arrays, out, n_threads, packed, checked=call.checked,
-                              validated=True, with_checked=with_checked)
+                              validated=True, with_checked=with_checked, record=record)
         else:
-            result = plan(every_slot, out, n_threads, packed, with_checked=with_checked)
+            result = plan(every_slot, out, n_threads, packed, with_checked=with_checked,
+                          record=record)
         if fast is not None and plan.fast_form is not None:
             fast.learn(plan.fast_form)  # after a successful run: only calls that pass
         return result
