@@ -24,9 +24,8 @@ from qops.threads import resolve_threads
 
 __all__ = ["compile", "CompiledOperator"]
 
-# Markers of the recent call's forms (CompiledOperator._remember).
+# The recent call's form of a parameter given as the same object (CompiledOperator._remember).
 _SAME = object()
-_MISSING = object()
 
 #: The slots a compiled operator owns, per operator.
 CONSTANT_SLOTS = {
@@ -181,14 +180,14 @@ class CompiledOperator:
 
     def _run_recent(self, slots, n_threads):
         recent = self._recent
-        if recent is None or len(slots) != len(recent[1]):
+        if recent is None:
             return None
         generation, forms, plan, arrays, checked, values = recent
         if generation != dispatch.generation():
             return None
         arrays = dict(arrays)
         for form in forms:
-            value = slots.get(form[0], _MISSING)
+            value = slots.get(form[0])  # every name is a runtime slot (__call__)
             kind = form[1]
             if kind is None:
                 if value is not None:

@@ -128,3 +128,103 @@ def test_compiled_calls_reject_bound_and_unknown_slots():
         compiled(a=a, a_scale=1.0, output_scale=1.0, c=a)
     with pytest.raises(qops.ValidationError, match="only convolution and matrix multiply"):
         qops.compile("QuantizeLinear")
+
+
+def _matmul_operator(rng):
+    # Products past the lean path's size (SMALL_PRODUCT_LIMIT multiply-adds).
+    b = ints(rng, (64, 70), i8)
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=b, b_scale=f32(0.02))
+    return compiled, dict(b=b, b_scale=f32(0.02))
+
+
+def test_a_repeated_call_follows_new_data_and_new_parameters():
+    """The recent-call shortcut (same parameter objects, new data of the same
+    form) gives the plain function's bytes, and any other parameter object,
+    of the same value or not, takes the validating path with its own values."""
+    rng = np.random.default_rng(7)
+    compiled, constants = _matmul_operator(rng)
+    scale, zero, out_scale = f32(0.03), u8(120), f32(0.4)
+    parameters = dict(a_scale=scale, a_zero_point=zero, output_scale=out_scale,
+                      output_zero_point=u8(128))
+    for step in range(4):
+        a = ints(rng, (13, 64), u8)
+        got = compiled(a=a, **parameters)
+        assert np.array_equal(got, qops.quantized_linear_matrix_multiply(
+            a=a, **parameters, **constants))
+        assert 0.5 < np.mean((got > 0) & (got < 255))  # values, not saturation, compared
+    changed = dict(a_scale=f32(0.04), a_zero_point=u8(110), output_scale=0.5,
+                   output_zero_point=u8(100))
+    assert np.array_equal(compiled(a=a, **changed),
+                          qops.quantized_linear_matrix_multiply(a=a, **changed, **constants))
+    # Another shape, then the first form again: each its own plan.
+    short = ints(rng, (5, 64), u8)
+    assert np.array_equal(compiled(a=short, **changed),
+                          qops.quantized_linear_matrix_multiply(a=short, **changed, **constants))
+    assert np.array_equal(compiled(a=a, **changed),
+                          qops.quantized_linear_matrix_multiply(a=a, **changed, **constants))
+
+
+def test_a_parameter_array_changed_in_place_is_read_again():
+    """An array parameter may change between calls: its new values count."""
+    rng = np.random.default_rng(8)
+    compiled, constants = _matmul_operator(rng)
+    a = ints(rng, (6, 64), u8)
+    zero = np.array(100, u8)
+    parameters = dict(a_scale=f32(0.03), output_scale=f32(0.4), output_zero_point=u8(128))
+    first = compiled(a=a, a_zero_point=zero, **parameters)
+    zero[...] = 110
+    second = compiled(a=a, a_zero_point=zero, **parameters)
+    assert np.array_equal(second, qops.quantized_linear_matrix_multiply(
+        a=a, a_zero_point=u8(110), **parameters, **constants))
+    assert not np.array_equal(first, second)
+
+
+def test_a_repeated_call_is_still_validated():
+    """A bad call after good ones of the same form is refused as on its own,
+    and a call of another dtype or with out= takes the full path."""
+    rng = np.random.default_rng(9)
+    compiled, constants = _matmul_operator(rng)
+    a = ints(rng, (6, 64), u8)
+    good = dict(a_scale=f32(0.03), a_zero_point=u8(1), output_scale=f32(0.4))
+    compiled(a=a, **good)
+    compiled(a=a, **good)
+    # An optional slot left out before and given now counts.
+    assert np.array_equal(compiled(a=a, **good, output_zero_point=u8(50)),
+                          qops.quantized_linear_matrix_multiply(
+                              a=a, **good, output_zero_point=u8(50), **constants))
+    compiled(a=a, **good)
+    with pytest.raises(qops.ValidationError, match="a_scale"):
+        compiled(a=a, **dict(good, a_scale=f32(0.0)))
+    with pytest.raises(qops.ValidationError, match="a_zero_point"):
+        compiled(a=a, **dict(good, a_zero_point=i8(1)))
+    with pytest.raises(qops.ValidationError, match="has 1 dimension"):
+        compiled(a=a[0], **good)
+    signed = ints(rng, (6, 64), i8)
+    with pytest.raises(qops.ValidationError, match="a_zero_point"):
+        compiled(a=signed, **good)  # the same parameter objects, A of another type
+    assert np.array_equal(compiled(a=signed, **dict(good, a_zero_point=i8(1))),
+                          qops.quantized_linear_matrix_multiply(
+                              a=signed, **dict(good, a_zero_point=i8(1)), **constants))
+    out = np.empty((6, 70), u8)
+    assert compiled(a=a, **good, out=out) is out
+    with pytest.raises(qops.ValidationError, match="out"):
+        compiled(a=a, **good, out=np.empty((6, 71), u8))
+    with pytest.raises(qops.ValidationError):
+        compiled(a=a, **good, n_threads=0)
+
+
+def test_a_repeated_convolution_follows_its_input():
+    """The shortcut on a convolution (channels-first input, every thread count)."""
+    rng = np.random.default_rng(10)
+    constants = dict(filter=ints(rng, (8, 3, 3, 3), i8),
+                     filter_scale=rng.uniform(0.01, 0.1, 8).astype(f32))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants,
+                            start_padding=(1, 1), end_padding=(1, 1))
+    parameters = dict(input_scale=f32(0.05), input_zero_point=u8(128), output_scale=f32(0.3),
+                      output_zero_point=u8(128))
+    for n_threads in (1, 2, 1):
+        image = ints(rng, (1, 3, 9, 9), u8)
+        assert np.array_equal(
+            compiled(input=image, **parameters, n_threads=n_threads),
+            qops.quantized_linear_convolution(input=image, **parameters, **constants,
+                                              start_padding=(1, 1), end_padding=(1, 1)))
