@@ -99,3 +99,17 @@ def test_ten_thousand_calls_do_not_grow_the_process(make):
         run(name, slots, attributes, out=out if index % 2 else None)
     growth = _resident_bytes() - before
     assert growth < 4 * 2**20, f"{name}: {growth / 2**20:.1f} MiB more after 10,000 calls"
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3, 5])
+def test_the_range_scheduler_runs_every_element_once_in_whole_grains(n_threads):
+    """Home segments and the chunks threads take from each other's segments
+    cover a range exactly once, in whole grains but for the range's end,
+    whatever the range, grain and thread count (and however the threads
+    interleave: some chunks spin long enough for the workers to join)."""
+    for total in list(range(0, 40)) + [97, 1000]:
+        for grain in (1, 2, 3, 7, 64):
+            runs, bad = pool.range_coverage(total, grain, n_threads, spin=2000)
+            assert runs == [1] * total, (total, grain)
+            assert bad == 0, (total, grain)
+

@@ -94,3 +94,28 @@ class Implementation:
     priority: int
     prepare: Callable = None
     fast: Callable = None
+
+
+#: Outputs of at least this many bytes start on a cache line.
+ALIGNED_OUTPUT_BYTES = 4096
+
+
+def empty_output(shape, dtype):
+    """A new output array whose data starts on a 64-byte cache line (from
+    ALIGNED_OUTPUT_BYTES on; smaller ones as np.empty makes them).
+
+    The kernels' threads write neighbouring blocks of the output: where a
+    block's edge falls inside a cache line, the line passes between the
+    cores for each row, which on a 128 x 768 product took a tenth of the
+    time.  np.empty starts large arrays 16 bytes past a line half the time.
+    """
+    dtype = np.dtype(dtype)
+    size = dtype.itemsize
+    for extent in shape:
+        size *= extent
+    if size < ALIGNED_OUTPUT_BYTES:
+        return np.empty(shape, dtype)
+    buffer = np.empty(size + 64, np.uint8)
+    start = -buffer.ctypes.data % 64
+    return buffer[start:start + size].view(dtype).reshape(shape)
+

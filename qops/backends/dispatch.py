@@ -19,7 +19,7 @@ import threading
 
 import numpy as np
 
-from qops.backends.contract import Call, Implementation, Prepared
+from qops.backends.contract import Call, Implementation, Prepared, empty_output
 
 __all__ = ["Call", "Implementation", "Prepared", "register", "implementations", "select",
            "execute", "prepare", "fast_path", "set_enabled", "generation", "summary"]
@@ -126,7 +126,7 @@ def prepare(call, implementation=None) -> Prepared:
 def execute(call, n_threads, *, out=None, implementation=None):
     """Run a validated call once (derive its values too); write into ``out``
     if given and return the result."""
-    target = np.empty(call.output_shape, call.output_dtype) if out is None else out
+    target = empty_output(call.output_shape, call.output_dtype) if out is None else out
     prepare(call, implementation).run_once(call, target, n_threads)
     return target
 

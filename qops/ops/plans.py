@@ -29,6 +29,7 @@ import threading
 import numpy as np
 
 from qops.backends import dispatch
+from qops.backends.contract import empty_output
 from qops.ops.arguments import check_out
 from qops.packing import PackedBits
 from qops.registry import FeatureLevel, Opset
@@ -228,7 +229,7 @@ class Plan:
                              template.output_shape, template.output_dtype,
                              template.granularity, packed, checked, values)
         if out is None:
-            out = np.empty(call.output_shape, call.output_dtype)
+            out = empty_output(call.output_shape, call.output_dtype)
         self.prepared.run(call, out, n_threads)
         return out
 

@@ -88,3 +88,29 @@ def test_the_reference_cannot_be_switched_off_and_unknown_names_are_refused():
         dispatch.set_enabled(MATMUL, "reference", False)
     with pytest.raises(LookupError):
         dispatch.set_enabled(MATMUL, "nonesuch", False)
+
+
+@pytest.mark.parametrize("shape, dtype", [((128, 768), np.uint8), ((3, 50, 70), np.int32),
+                                          ((4096,), np.int8), ((7, 9), np.uint8),
+                                          ((0, 5000), np.uint8)])
+def test_outputs_start_on_a_cache_line(shape, dtype):
+    """Outputs the operators allocate are C-contiguous arrays of the shape
+    and type asked, starting on a 64-byte line from ALIGNED_OUTPUT_BYTES on
+    (threads writing neighbouring blocks then share no line at a block's
+    start), whatever np.empty would have given."""
+    from qops.backends.contract import ALIGNED_OUTPUT_BYTES, empty_output
+
+    for _ in range(8):  # np.empty alternates between aligned and not
+        out = empty_output(shape, dtype)
+        assert out.shape == shape and out.dtype == dtype and out.flags.c_contiguous
+        assert out.flags.writeable
+        if out.nbytes >= ALIGNED_OUTPUT_BYTES:
+            assert out.ctypes.data % 64 == 0
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 256, (128, 768), dtype=np.uint8)
+    b = rng.integers(-128, 128, (768, 64), dtype=np.int8)
+    for _ in range(4):
+        y = qops.quantized_linear_matrix_multiply(
+            a=a, a_scale=np.float32(0.02), a_zero_point=np.uint8(128), b=b,
+            b_scale=np.float32(0.01), output_scale=np.float32(0.5))
+        assert y.ctypes.data % 64 == 0

@@ -843,11 +843,15 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     jobs.m_panels = m_panels
     jobs.n_panels = n_panels
     jobs.tile_n_panels = tile_n_panels
-    # A column of units shares its B' panels: where there are enough columns
-    # to go round, a chunk takes whole columns, so that no column is loaded
-    # into two threads' caches.
+    # A column of units shares its B' panels: where whole columns share out
+    # evenly enough (the busiest thread at most 1/16 over an even share), a
+    # chunk takes whole columns, so that no column is loaded into two
+    # threads' caches; else single units (7 columns on 2 threads would
+    # leave one thread 4 of them, 14% over).
+    cdef Py_ssize_t columns = tiles * gemm.batch // tiles_m
+    cdef Py_ssize_t busiest = ceil_div(columns, n_threads) * n_threads
     run_range(run_tiles, &jobs, tiles * gemm.batch,
-              tiles_m if tiles * gemm.batch // tiles_m >= 2 * n_threads else 1, n_threads)
+              tiles_m if 16 * busiest <= 17 * columns else 1, n_threads)
 
 
 cdef struct TileJobs:

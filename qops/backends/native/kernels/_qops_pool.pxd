@@ -18,10 +18,11 @@ ctypedef void (*range_task)(void* context, Py_ssize_t start, Py_ssize_t stop,
 
 cdef void run_tasks(pool_task task, void* context, Py_ssize_t count, int threads) noexcept nogil
 
-# [0, total) in contiguous chunks of whole `grain`s of elements (the last
-# chunk may be shorter), guided: each half an even share of what is left, so
-# the first are large (a static schedule's locality) and the last small (the
-# threads finish together).
+# [0, total) in chunks of whole `grain`s of elements (a range's last may be
+# shorter): one contiguous home segment per thread, which that thread takes
+# in halving chunks, then helps the others with theirs; the caller's segment
+# is always the first, so each thread works on the same part call after call
+# (its data stays in the thread's cache) and the threads finish together.
 cdef void run_range(range_task task, void* context, Py_ssize_t total, Py_ssize_t grain,
                     int threads) noexcept nogil
 

@@ -25,6 +25,8 @@ setting.  threadpoolctl sees it through the exported C functions
 ``qops_pool_configure`` (the controller is in qops/backends/native/pool.py).
 """
 
+from libc.stdlib cimport calloc, free
+
 from qops.backends.native.kernels._openmp_helpers cimport omp_get_max_threads  # noqa: F401
 
 cdef extern from *:
@@ -245,55 +247,94 @@ cdef extern from *:
         __atomic_store_n(&qops_pool_configured, n > 0 ? n : 0, __ATOMIC_RELAXED);
     }
 
-    /* A range cut into contiguous chunks, one task each, guided: each chunk
-       is half an even share of what is left (at least `grain`), so the first
-       ones are large and contiguous (each thread's work keeps its locality)
-       and the last ones small (the threads finish together, however few the
-       elements: 12 equal tiles on 2 threads end 6 and 6, where 8 equal
-       chunks of 1 or 2 tiles could end 7 and 5).  Chunks are whole grains
-       (but the last): a caller's grain is a unit that should not be split. */
-    #define QOPS_RANGE_CHUNKS 256
+    /* A range cut into one home segment per thread (contiguous, whole
+       grains, as even as can be), each a task of the job: its thread takes
+       chunks from the segment's front, each half of what is left there (at
+       least a grain), and when its own segment is done takes chunks from
+       the others' fronts in turn, so the threads finish together however
+       unevenly they run or join.  A thread's home is its slot's segment:
+       the caller's is the first and with two threads the worker's the
+       second, so call after call each thread works on the same part of the range
+       and finds that part's data in its own cache: a matrix product's B
+       columns stay in the L2 of the core that multiplies them (on a
+       128 x 768 x 768 product, 8% less time than chunks handed out in
+       turn, which sent the columns from core to core).  A thread that
+       never joins only leaves its segment to the others.  Chunks are whole
+       grains (but a range's last): a caller's grain is a unit that should
+       not be split. */
+    #define QOPS_RANGE_SEGMENTS (QOPS_POOL_MAX_WORKERS + 1)
     typedef void (*qops_range_task)(void* context, ptrdiff_t start, ptrdiff_t stop, int slot);
     typedef struct {
         qops_range_task task;
         void* context;
-        ptrdiff_t bounds[QOPS_RANGE_CHUNKS + 1];
+        ptrdiff_t grain;
+        int segments;
+        ptrdiff_t next[QOPS_RANGE_SEGMENTS];   /* atomic: each segment's front */
+        ptrdiff_t end[QOPS_RANGE_SEGMENTS];
     } qops_range;
 
-    static void qops_range_chunk(void* context, ptrdiff_t index, int slot) {
-        const qops_range* range = (const qops_range*)context;
-        range->task(range->context, range->bounds[index], range->bounds[index + 1], slot);
+    /* Take a chunk [*start, *stop) from segment s; 0 when it is done. */
+    static int qops_range_take(qops_range* range, int s, ptrdiff_t* start, ptrdiff_t* stop) {
+        ptrdiff_t front = __atomic_load_n(&range->next[s], __ATOMIC_RELAXED);
+        for (;;) {
+            ptrdiff_t left = range->end[s] - front, size;
+            if (left <= 0)
+                return 0;
+            size = (left + 1) / 2;
+            size = (size + range->grain - 1) / range->grain * range->grain;
+            if (size > left)
+                size = left;
+            if (__atomic_compare_exchange_n(&range->next[s], &front, front + size, 0,
+                                            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                *start = front;
+                *stop = front + size;
+                return 1;
+            }
+        }
+    }
+
+    /* The task of a range's job: the thread's home segment (by its slot,
+       so the caller's is always the first, even when a worker takes task 0
+       before it), then the others in turn.  A thread that runs a second
+       task finds every segment done. */
+    static void qops_range_segment(void* context, ptrdiff_t index, int slot) {
+        qops_range* range = (qops_range*)context;
+        ptrdiff_t start, stop;
+        int turn, s;
+        (void)index;
+        for (turn = 0; turn < range->segments; turn++) {
+            s = (slot + turn) % range->segments;
+            while (qops_range_take(range, s, &start, &stop))
+                range->task(range->context, start, stop, slot);
+        }
     }
 
     static void qops_run_range(qops_range_task task, void* context, ptrdiff_t total,
                                ptrdiff_t grain, int threads) {
         qops_range range;
-        ptrdiff_t start = 0, left, size, chunks = 0;
+        ptrdiff_t grains, s;
         if (total <= 0)
             return;
         if (grain < 1)
             grain = 1;
-        if (threads <= 1 || total <= grain) {
-            task(context, 0, total, 0);
-            return;
-        }
-        range.bounds[0] = 0;
-        while (start < total) {
-            left = total - start;
-            size = (left + 2 * (ptrdiff_t)threads - 1) / (2 * (ptrdiff_t)threads);
-            size = (size + grain - 1) / grain * grain;  /* whole grains */
-            if (size > left || chunks == QOPS_RANGE_CHUNKS - 1)
-                size = left;
-            start += size;
-            range.bounds[++chunks] = start;
-        }
-        if (chunks == 1) {
+        grains = (total + grain - 1) / grain;
+        if (threads > grains)
+            threads = (int)grains;
+        if (threads > QOPS_RANGE_SEGMENTS)
+            threads = QOPS_RANGE_SEGMENTS;
+        if (threads <= 1) {
             task(context, 0, total, 0);
             return;
         }
         range.task = task;
         range.context = context;
-        qops_run_tasks(qops_range_chunk, &range, chunks, threads);
+        range.grain = grain;
+        range.segments = threads;
+        for (s = 0; s < threads; s++) {
+            range.next[s] = grains * s / threads * grain;
+            range.end[s] = s + 1 == threads ? total : grains * (s + 1) / threads * grain;
+        }
+        qops_run_tasks(qops_range_segment, &range, threads, threads);
     }
     """
     int QOPS_POOL_ENABLED
@@ -381,3 +422,51 @@ def threads_used(int n_threads, long spin=200000):
     with nogil:
         run_tasks(mark_slot, &spread, 64, n_threads)
     return sum(seen[i] for i in range(MAX_WORKERS + 1))
+
+
+cdef struct Coverage:
+    int* runs          # per element: how many chunks covered it
+    int* bad_chunks    # chunks that start off a grain or end short of one inside the range
+    Py_ssize_t total
+    Py_ssize_t grain
+    long spin
+
+
+cdef void count_chunk(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    cdef Coverage* coverage = <Coverage*>context
+    cdef Py_ssize_t i
+    cdef volatile long sink = 0
+    if start % coverage.grain or (stop % coverage.grain and stop != coverage.total):
+        __atomic_add_fetch(coverage.bad_chunks, 1, __ATOMIC_RELAXED)
+    for i in range(start, stop):
+        __atomic_add_fetch(&coverage.runs[i], 1, __ATOMIC_RELAXED)
+    for i in range(coverage.spin):  # some chunks long enough for others to join
+        sink = sink + i
+
+
+cdef extern from *:
+    int __atomic_add_fetch(int* target, int value, int order) noexcept nogil
+    int __ATOMIC_RELAXED
+
+
+def range_coverage(Py_ssize_t total, Py_ssize_t grain, int n_threads, long spin=0):
+    """Run a range of ``total`` elements in grains of ``grain`` on
+    ``n_threads`` threads; returns (runs per element, chunks not made of whole
+    grains): the check that the range scheduler covers each element once."""
+    if total < 0 or grain < 1 or not 1 <= n_threads <= MAX_WORKERS:
+        raise ValueError("total >= 0, grain >= 1, n_threads in [1, MAX_WORKERS]")
+    cdef int* runs = <int*>calloc(max(total, 1), sizeof(int))
+    cdef int bad = 0
+    cdef Coverage coverage
+    if runs == NULL:
+        raise MemoryError()
+    coverage.runs = runs
+    coverage.bad_chunks = &bad
+    coverage.total = total
+    coverage.grain = grain
+    coverage.spin = spin
+    with nogil:
+        run_range(count_chunk, &coverage, total, grain, n_threads)
+    counts = [runs[i] for i in range(total)]
+    free(runs)
+    return counts, bad
