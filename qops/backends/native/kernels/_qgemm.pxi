@@ -38,7 +38,7 @@ import numpy as np
 
 from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (
-    TileTerms,
+    RowTerms, TileTerms,
     packs_clamp_exactly,
     requantize,
     requantize_line,
@@ -222,46 +222,51 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
     """Up to PACK_COLUMNS columns of a K x N matrix into their panels (panel_size
     bytes apart); sums[c] <- sum_k B'[k, c] (0 for padding columns).
 
-    Four rows at a time: whole panels through the variant's pack_group, a
-    last partial panel column by column.  Rows past K read a row of `flip`
-    bytes (as long as the columns), which pack to B' = 0.  Column sums
-    gather in int32 for at most SUM_GROUPS groups (|sum| <= 512 per group),
-    then in int64.
+    A panel at a time, down its K four rows at a time through the variant's
+    pack_group (a last partial panel from a copy padded to a whole one): the
+    panel is written as one stream and its column sums stay in L1, where
+    row-major order wrote eight panels a group apart and took half again as
+    long.  Rows past K read a row of `flip` bytes (as long as the columns),
+    which pack to B' = 0.  Column sums gather in int32 for at most
+    SUM_GROUPS groups (|sum| <= 512 per group), then in int64.
     """
     cdef uint8_t filler[PACK_COLUMNS]
-    cdef int32_t partial[PACK_COLUMNS]
-    cdef const uint8_t* row0
-    cdef const uint8_t* row1
-    cdef const uint8_t* row2
-    cdef const uint8_t* row3
+    cdef int32_t partial[NR]
+    cdef uint8_t edge[4 * NR]
+    cdef const uint8_t* rows[4]
     cdef int8_t* target
-    cdef Py_ssize_t g, q, c, kk, first, width
+    cdef Py_ssize_t g, g0, g1, q, c, j, first, width
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t panels = ceil_div(columns, NR)
     memset(filler, flip, PACK_COLUMNS)
-    memset(partial, 0, sizeof(partial))
-    for c in range(panels * NR):
-        sums[c] = 0
-    for g in range(groups):
-        kk = 4 * g
-        row0 = b + kk * ldb
-        row1 = b + (kk + 1) * ldb if kk + 1 < k else filler
-        row2 = b + (kk + 2) * ldb if kk + 2 < k else filler
-        row3 = b + (kk + 3) * ldb if kk + 3 < k else filler
-        for q in range(panels):
-            first = q * NR
-            width = min(<Py_ssize_t>NR, columns - first)
-            target = packed + q * panel_size + g * GROUP_BYTES
-            if width == NR:
-                pack_group(row0 + first, row1 + first, row2 + first, row3 + first, flip,
-                           target, partial + first)
-            else:
-                pack_columns(row0 + first, row1 + first, row2 + first, row3 + first, width,
-                             flip, target, partial + first)
-        if (g + 1) % SUM_GROUPS == 0 or g + 1 == groups:
-            for c in range(panels * NR):
-                sums[c] += partial[c]
-                partial[c] = 0
+    memset(edge, flip, sizeof(edge))
+    for q in range(panels):
+        first = q * NR
+        width = min(<Py_ssize_t>NR, columns - first)
+        target = packed + q * panel_size
+        for c in range(NR):
+            sums[first + c] = 0
+        g0 = 0
+        while g0 < groups:
+            g1 = min(g0 + SUM_GROUPS, groups)
+            memset(partial, 0, sizeof(partial))
+            for g in range(g0, g1):
+                for j in range(4):
+                    rows[j] = b + (4 * g + j) * ldb + first if 4 * g + j < k else filler + first
+                if width == NR:
+                    pack_group(rows[0], rows[1], rows[2], rows[3], flip,
+                               target + g * GROUP_BYTES, partial)
+                else:
+                    # A last, partial panel: its rows copied into whole ones
+                    # whose other columns are `flip` bytes (B' = 0: zero in
+                    # the panel and in the sums), then packed as whole.
+                    for j in range(4):
+                        memcpy(edge + j * NR, rows[j], width)
+                    pack_group(edge, edge + NR, edge + 2 * NR, edge + 3 * NR, flip,
+                               target + g * GROUP_BYTES, partial)
+            for c in range(NR):
+                sums[first + c] += partial[c]
+            g0 = g1
 
 
 cdef struct PackB:
@@ -495,6 +500,10 @@ cdef struct UnitOutput:
     int32_t tile_offset[TILE_COLUMNS]
     bint no_column_zero             # TileTerms' shortcuts, for the unit's columns
     bint packs_clamp
+    # by_rows: a per-row epilogue by whole micro-tiles (requantize_tile_rows,
+    # where the variant vectorizes it: ROW_TILES), from column_sum, zero past
+    # the unit's last column.
+    bint by_rows
 
 
 cdef inline bint tile_epilogue(const Epilogue* e) noexcept nogil:
@@ -516,6 +525,8 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     unit.row0 = row0
     unit.col0 = col0
     unit.by_tile = tile_epilogue(e)
+    unit.by_rows = (ROW_TILES and e.per_row and e.narrow and not e.raw
+                    and e.high - e.low <= 255)
     if not e.narrow or e.raw:
         return
     cdef const int64_t* column_term = e.column_term + col0
@@ -530,6 +541,8 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         memset(unit.column_term, 0, cols * sizeof(uint32_t))
     for c in range(cols):
         unit.column_sum[c] = <uint32_t>column_sum[c]
+    if cols < TILE_COLUMNS:
+        memset(&unit.column_sum[cols], 0, (TILE_COLUMNS - cols) * sizeof(uint32_t))
     if not unit.by_tile:
         return
     row_zero = <uint32_t>e.row_zero[0]
@@ -597,6 +610,53 @@ cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_s
     terms.packs_clamp = unit.packs_clamp
     requantize_tile(tile, &terms, unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + at,
                     TILE_COLUMNS)
+
+
+cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
+                                      const Epilogue* e, const Gemm* gemm,
+                                      const UnitOutput* unit) noexcept nogil:
+    """A micro-tile's int32 values into the unit's bytes by
+    requantize_tile_rows (the whole tile; rows past M take zero terms and,
+    like columns past N, land in the unit's scratch only)."""
+    cdef uint32_t term[MR]
+    cdef uint32_t row_zero[MR]
+    cdef float multiplier[MR]
+    cdef float floor_value[MR]
+    cdef float ceiling_value[MR]
+    cdef int32_t offset[MR]
+    cdef RowTerms terms
+    cdef Py_ssize_t i, r
+    cdef int64_t zero
+    cdef uint32_t row_term
+    cdef int32_t out_zero
+    for i in range(MR):
+        r = row0 + i
+        if r >= gemm.m:
+            term[i] = row_zero[i] = 0
+            multiplier[i] = floor_value[i] = ceiling_value[i] = 0.0
+            offset[i] = 0
+            continue
+        zero = e.row_zero[r * e.row_zero_step]
+        row_term = <uint32_t>(e.row_sum[r] - e.k * zero) if e.row_sum != NULL else 0
+        term[i] = ((<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
+                   - (<uint32_t>e.column_zero[0]) * row_term)
+        row_zero[i] = <uint32_t>zero
+        multiplier[i] = e.multiplier[r]
+        out_zero = e.out_zero[r]
+        floor_value[i] = <float>(e.low - out_zero)
+        ceiling_value[i] = <float>(e.high - out_zero)
+        offset[i] = out_zero - e.low
+    terms.term = term
+    terms.row_zero = row_zero
+    terms.multiplier = multiplier
+    terms.floor = floor_value
+    terms.ceiling = ceiling_value
+    terms.offset = offset
+    terms.column_sum = unit.column_sum + (col0 - unit.col0)
+    terms.low = e.low
+    requantize_tile_rows(tile, &terms,
+                         unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + col0 - unit.col0,
+                         TILE_COLUMNS)
 
 
 cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t* result,
@@ -693,6 +753,9 @@ cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
     if unit.by_tile:
         requantize_unit_tile(tile, row0, col0, e, gemm, unit)
         return
+    if unit.by_rows:
+        requantize_unit_rows(tile, row0, col0, e, gemm, unit)
+        return
     if e.narrow and not e.raw:
         requantize_narrow(tile, row0, rows, col0, cols, e, unit)
         return
@@ -751,7 +814,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
     cdef UnitOutput unit
     start_unit(&unit, scratch, p * MR, q * NR, columns, e)
-    cdef bint whole_rows = narrow and not e.raw and not unit.by_tile
+    cdef bint whole_rows = narrow and not e.raw and not unit.by_tile and not unit.by_rows
     if blocks <= 1:
         # One block.  With int32 values, each micro-tile's sums go into the
         # rows of the unit's columns (the scratch of the sums across blocks,
@@ -766,6 +829,9 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                 microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
                 if unit.by_tile:
                     requantize_unit_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
+                    continue
+                if unit.by_rows:
+                    requantize_unit_rows(tile, ri * MR, qi * NR, e, gemm, &unit)
                     continue
                 if not whole_rows:
                     finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)

@@ -14,6 +14,8 @@ cdef enum:
     # smaller.)
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
+    # The per-row epilogue by the line forms.
+    ROW_TILES = 0
     DEPTHWISE_PAIRS = 1
 
 include "_variant.pxd"

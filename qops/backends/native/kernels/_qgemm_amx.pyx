@@ -6,7 +6,8 @@ unsigned A' bytes by a 64 x 16 tile of signed B' bytes (16 groups of 4 k by
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t
 from libc.string cimport memcpy, memset
 
-from qops.backends.native.kernels._requantize cimport TileTerms, requantize_tile_plain
+from qops.backends.native.kernels._requantize cimport (
+    RowTerms, TileTerms, requantize_tile_plain, requantize_tile_rows_plain)
 
 cdef extern from "<immintrin.h>" nogil:
     # Tile numbers must be literals: each call below names its registers.
@@ -147,6 +148,12 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
                           Py_ssize_t pitch) noexcept nogil:
     requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
+
+
+cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                               Py_ssize_t pitch) noexcept nogil:
+    # Not called while ROW_TILES is 0; the interface's plain form.
+    requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
 
 include "_pack_avx2.pxi"
 include "_depthwise_avx512.pxi"

@@ -21,6 +21,8 @@ cdef enum:
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     # The pair kernel of _depthwise_avx2.pxi.
+    # The per-row epilogue by the line forms.
+    ROW_TILES = 0
     DEPTHWISE_PAIRS = 1
 
 include "_variant.pxd"

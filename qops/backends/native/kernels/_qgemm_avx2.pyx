@@ -5,7 +5,8 @@ by the packers, and vpmaddwd adds exact int32 pairs."""
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 
-from qops.backends.native.kernels._requantize cimport TileTerms
+from qops.backends.native.kernels._requantize cimport (
+    RowTerms, TileTerms, requantize_tile_rows_plain)
 
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct __m128i:
@@ -279,6 +280,12 @@ PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
 # What one round adds to the probe's result: six chains, (-1)(-1) * 2 in a lane each.
 PROBE_RESULT_PER_ROUND = 6 * 2
 
+
+
+cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                               Py_ssize_t pitch) noexcept nogil:
+    # Not called while ROW_TILES is 0; the interface's plain form.
+    requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
 
 include "_depthwise_avx2.pxi"
 include "_qgemm.pxi"

@@ -15,6 +15,8 @@ cdef enum:
     # micro-tiles.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
+    # The per-row epilogue by whole micro-tiles in zmm registers.
+    ROW_TILES = 1
     DEPTHWISE_PAIRS = 1
 
 include "_variant.pxd"

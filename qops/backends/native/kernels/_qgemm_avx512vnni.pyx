@@ -2,10 +2,10 @@
 """Quantized GEMM with AVX-512 VNNI: vpdpbusd multiplies 4 unsigned bytes of
 A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 
-from libc.stdint cimport int8_t, int32_t, uint8_t
+from libc.stdint cimport int8_t, int32_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
-from qops.backends.native.kernels._requantize cimport TileTerms
+from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct __m512i:
@@ -26,6 +26,7 @@ cdef extern from "<immintrin.h>" nogil:
     __m512 _mm512_max_ps(__m512 a, __m512 b)
     __m512 _mm512_min_ps(__m512 a, __m512 b)
     __m512 _mm512_loadu_ps(const void* p)
+    __m512 _mm512_set1_ps(float value)
     __m512i _mm512_packs_epi32(__m512i a, __m512i b)
     __m512i _mm512_packus_epi16(__m512i a, __m512i b)
     __m512i _mm512_permutexvar_epi32(__m512i index, __m512i a)
@@ -34,6 +35,12 @@ cdef extern from "<immintrin.h>" nogil:
                               int e15)
     __m512i _mm512_set1_epi8(char value)
     __m512i _mm512_add_epi8(__m512i a, __m512i b)
+    __m512i _mm512_xor_si512(__m512i a, __m512i b)
+    __m512i _mm512_unpacklo_epi8(__m512i a, __m512i b)
+    __m512i _mm512_unpackhi_epi8(__m512i a, __m512i b)
+    __m512i _mm512_unpacklo_epi16(__m512i a, __m512i b)
+    __m512i _mm512_unpackhi_epi16(__m512i a, __m512i b)
+    __m512i _mm512_shuffle_i64x2(__m512i a, __m512i b, int control)
 
 # The tile (MR x NR) and its units: _qgemm_avx512vnni.pxd.
 
@@ -263,6 +270,96 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
         requantize_rows(tile, terms, result, pitch, True, True)
 
 
-include "_pack_avx2.pxi"
+cdef inline __m512i requantize_row_quarter(const int32_t* sums, const uint32_t* column_sum,
+                                           __m512i term, __m512i row_zero, __m512 multiplier,
+                                           __m512 floor, __m512 ceiling,
+                                           __m512i offset) noexcept nogil:
+    """Sixteen sums of a row by RowTerms' rule, to their output integers less
+    low (the steps of requantize_quarter with the row's terms)."""
+    cdef __m512i value = _mm512_sub_epi32(
+        _mm512_add_epi32(_mm512_loadu_si512(sums), term),
+        _mm512_mullo_epi32(_mm512_loadu_si512(column_sum), row_zero))
+    cdef __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(value), multiplier)
+    scaled = _mm512_min_ps(_mm512_max_ps(scaled, floor), ceiling)
+    return _mm512_add_epi32(_mm512_cvtps_epi32(scaled), offset)
+
+
+cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                               Py_ssize_t pitch) noexcept nogil:
+    """Each row's 64 values by its own terms, packed to bytes as in
+    requantize_rows."""
+    cdef __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+    cdef __m512i low = _mm512_set1_epi8(<char>terms.low)
+    cdef __m512i term, row_zero, offset, first, second
+    cdef __m512 multiplier, floor, ceiling
+    cdef const int32_t* sums
+    cdef const uint32_t* column_sum = terms.column_sum
+    cdef Py_ssize_t i
+    for i in range(MR):
+        term = _mm512_set1_epi32(<int>terms.term[i])
+        row_zero = _mm512_set1_epi32(<int>terms.row_zero[i])
+        multiplier = _mm512_set1_ps(terms.multiplier[i])
+        floor = _mm512_set1_ps(terms.floor[i])
+        ceiling = _mm512_set1_ps(terms.ceiling[i])
+        offset = _mm512_set1_epi32(terms.offset[i])
+        sums = tile + i * NR
+        first = _mm512_packs_epi32(
+            requantize_row_quarter(sums, column_sum, term, row_zero, multiplier, floor, ceiling,
+                                   offset),
+            requantize_row_quarter(sums + 16, column_sum + 16, term, row_zero, multiplier,
+                                   floor, ceiling, offset))
+        second = _mm512_packs_epi32(
+            requantize_row_quarter(sums + 32, column_sum + 32, term, row_zero, multiplier,
+                                   floor, ceiling, offset),
+            requantize_row_quarter(sums + 48, column_sum + 48, term, row_zero, multiplier,
+                                   floor, ceiling, offset))
+        _mm512_storeu_si512(result + i * pitch, _mm512_add_epi8(
+            _mm512_permutexvar_epi32(order, _mm512_packus_epi16(first, second)), low))
+
+
+cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                     const uint8_t* row3, uint8_t flip, int8_t* target,
+                     int32_t* sums) noexcept nogil:
+    """64 columns of four rows into one group of a panel: column c's bytes
+    (row0..row3) at target[4c..4c+3]; sums[c] += their sum as signed bytes.
+
+    Byte then word interleaves put each column's four bytes together, but
+    within 128-bit lanes: lane L of q0..q3 holds columns 16L + 0-3, 4-7,
+    8-11 and 12-15.  Two rounds of lane shuffles make the four 64-byte
+    stores columns 0-15, 16-31, 32-47 and 48-63.  A column's sum is one
+    vpdpbusd of its quad with bytes of 1."""
+    cdef __m512i mask = _mm512_set1_epi8(<char>flip)
+    cdef __m512i ones = _mm512_set1_epi8(1)
+    cdef __m512i a0 = _mm512_xor_si512(_mm512_loadu_si512(row0), mask)
+    cdef __m512i a1 = _mm512_xor_si512(_mm512_loadu_si512(row1), mask)
+    cdef __m512i a2 = _mm512_xor_si512(_mm512_loadu_si512(row2), mask)
+    cdef __m512i a3 = _mm512_xor_si512(_mm512_loadu_si512(row3), mask)
+    cdef __m512i low01 = _mm512_unpacklo_epi8(a0, a1)
+    cdef __m512i high01 = _mm512_unpackhi_epi8(a0, a1)
+    cdef __m512i low23 = _mm512_unpacklo_epi8(a2, a3)
+    cdef __m512i high23 = _mm512_unpackhi_epi8(a2, a3)
+    cdef __m512i q0 = _mm512_unpacklo_epi16(low01, low23)
+    cdef __m512i q1 = _mm512_unpackhi_epi16(low01, low23)
+    cdef __m512i q2 = _mm512_unpacklo_epi16(high01, high23)
+    cdef __m512i q3 = _mm512_unpackhi_epi16(high01, high23)
+    # Lanes (0, 1) and (2, 3) of each pair, then every other lane of those.
+    cdef __m512i t0 = _mm512_shuffle_i64x2(q0, q1, 0x44)
+    cdef __m512i t1 = _mm512_shuffle_i64x2(q2, q3, 0x44)
+    cdef __m512i t2 = _mm512_shuffle_i64x2(q0, q1, 0xEE)
+    cdef __m512i t3 = _mm512_shuffle_i64x2(q2, q3, 0xEE)
+    cdef __m512i s0 = _mm512_shuffle_i64x2(t0, t1, 0x88)
+    cdef __m512i s1 = _mm512_shuffle_i64x2(t0, t1, 0xDD)
+    cdef __m512i s2 = _mm512_shuffle_i64x2(t2, t3, 0x88)
+    cdef __m512i s3 = _mm512_shuffle_i64x2(t2, t3, 0xDD)
+    _mm512_storeu_si512(target, s0)
+    _mm512_storeu_si512(target + 64, s1)
+    _mm512_storeu_si512(target + 128, s2)
+    _mm512_storeu_si512(target + 192, s3)
+    _mm512_storeu_si512(sums, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums), ones, s0))
+    _mm512_storeu_si512(sums + 16, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums + 16), ones, s1))
+    _mm512_storeu_si512(sums + 32, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums + 32), ones, s2))
+    _mm512_storeu_si512(sums + 48, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums + 48), ones, s3))
+
+
 include "_depthwise_avx512.pxi"
 include "_qgemm.pxi"

@@ -5,7 +5,8 @@ may vectorize for the baseline instruction set."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memset
 
-from qops.backends.native.kernels._requantize cimport TileTerms, requantize_tile_plain
+from qops.backends.native.kernels._requantize cimport (
+    RowTerms, TileTerms, requantize_tile_plain, requantize_tile_rows_plain)
 
 # The tile (MR x NR) and its units: _qgemm_portable.pxd.
 
@@ -127,6 +128,12 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
                           Py_ssize_t pitch) noexcept nogil:
     requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
+
+
+cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                               Py_ssize_t pitch) noexcept nogil:
+    # Not called while ROW_TILES is 0; the interface's plain form.
+    requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
 
 include "_depthwise_scalar.pxi"
 include "_qgemm.pxi"

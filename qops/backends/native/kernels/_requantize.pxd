@@ -174,3 +174,38 @@ cdef inline void requantize_tile_plain(const int32_t* tile, Py_ssize_t rows, Py_
             result[i * pitch + c] = <uint8_t>(
                 clamped_round((<float>value) * terms.multiplier[c], terms.floor[c],
                               terms.ceiling[c]) + terms.offset[c] + terms.low)
+
+
+cdef struct RowTerms:
+    # A micro-tile's epilogue when the requantization belongs to the rows (a
+    # pointwise convolution computed as filter x image, whose rows are output
+    # channels): per row i of the tile
+    #     value[i, c] = S[i, c] + term[i] - row_zero[i] * column_sum[c]
+    # modulo 2**32 (term: the row's bias less its column zero-point share),
+    # then the rule above with the row's multiplier, clamped to [floor[i],
+    # ceiling[i]]; offset[i] and low as in TileTerms.
+    const uint32_t* term
+    const uint32_t* row_zero
+    const float* multiplier
+    const float* floor
+    const float* ceiling
+    const int32_t* offset
+    const uint32_t* column_sum      # one per column of the tile
+    int32_t low
+
+
+cdef inline void requantize_tile_rows_plain(const int32_t* tile, Py_ssize_t rows,
+                                            Py_ssize_t columns, const RowTerms* terms,
+                                            uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    """result[i * pitch + c] <- the output byte of tile[i * columns + c], for
+    every row and column of a whole micro-tile (RowTerms' rule)."""
+    cdef Py_ssize_t i, c
+    cdef int32_t value
+    for i in range(rows):
+        for c in range(columns):
+            value = <int32_t>(<uint32_t>tile[i * columns + c] + terms.term[i]
+                              - terms.row_zero[i] * terms.column_sum[c])
+            result[i * pitch + c] = <uint8_t>(
+                clamped_round((<float>value) * terms.multiplier[i], terms.floor[i],
+                              terms.ceiling[i]) + terms.offset[i] + terms.low)
+

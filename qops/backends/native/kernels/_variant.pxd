@@ -22,6 +22,9 @@
 #                         values) stays in L2 while its micro-tiles take turns
 #       TILE_M_PANELS     micro-tiles down a unit of parallel work
 #       TILE_COLUMNS      columns of B' per unit (a multiple of NR)
+#       ROW_TILES         1 when requantize_tile_rows is vectorized, so that the
+#                         driver gives it whole micro-tiles of a per-row
+#                         epilogue; 0 when the line forms serve better
 #       DEPTHWISE_PAIRS   1 when depthwise_pairs_plane is a pair kernel
 #                         (_depthwise_avx512.pxi, _depthwise_avx2.pxi), 0 when
 #                         the variant has none and _depthwise.pxi runs its
@@ -32,7 +35,7 @@
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
-from qops.backends.native.kernels._requantize cimport TileTerms
+from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
 # tile[r * NR + c] <- sum over k < 4 * groups of A[r, k] * B[k, c], for
 # the packed block of A (row r at a + r * a_stride, unsigned values, A_BYTES
@@ -46,6 +49,10 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
 # intrinsics where the variant has them, requantize_tile_plain elsewhere.
 cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
                           Py_ssize_t pitch) noexcept nogil
+
+# The same by RowTerms' rule (per-row requantization).
+cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                               Py_ssize_t pitch) noexcept nogil
 
 # One group of a full panel: NR columns of four rows of B (k = 4g .. 4g + 3;
 # each byte xor flip, then read as signed) in the panel layout at target
