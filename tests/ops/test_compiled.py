@@ -228,3 +228,23 @@ def test_a_repeated_convolution_follows_its_input():
             compiled(input=image, **parameters, n_threads=n_threads),
             qops.quantized_linear_convolution(input=image, **parameters, **constants,
                                               start_padding=(1, 1), end_padding=(1, 1)))
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (9, 64)])  # the lean path's sizes and past them
+def test_compiled_matmul_takes_slots_by_position_or_keyword(shape):
+    rng = np.random.default_rng(11)
+    b = ints(rng, (shape[1], 5), i8)
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=b, b_scale=f32(0.02))
+    a = ints(rng, shape, u8)
+    expected = qops.quantized_linear_matrix_multiply(
+        a=a, a_scale=f32(0.03), a_zero_point=u8(7), b=b, b_scale=f32(0.02),
+        output_scale=f32(0.4), output_zero_point=u8(128))
+    assert np.array_equal(compiled(a, f32(0.03), u8(7), f32(0.4), u8(128)), expected)
+    assert np.array_equal(compiled(a, f32(0.03), output_zero_point=u8(128), a_zero_point=u8(7),
+                                   output_scale=f32(0.4)), expected)
+    with pytest.raises(qops.ValidationError, match="at most 5 positional"):
+        compiled(a, f32(0.03), u8(7), f32(0.4), u8(128), u8(1))
+    with pytest.raises(qops.ValidationError, match="b_scale is bound at compile time"):
+        compiled(a, f32(0.03), output_scale=f32(0.4), b_scale=f32(0.1))
+    with pytest.raises(qops.ValidationError, match="a_scale"):
+        compiled(a, f32(-1.0), output_scale=f32(0.4))
