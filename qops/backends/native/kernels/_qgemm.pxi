@@ -196,26 +196,6 @@ cdef inline void store_b(int8_t* group, Py_ssize_t column, Py_ssize_t j,
         group[column * 4 + j] = value
 
 
-cdef inline void pack_columns(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                              const uint8_t* row3, Py_ssize_t width, uint8_t flip,
-                              int8_t* target, int32_t* sums) noexcept nogil:
-    """`width` columns of four rows into one group of a panel (the rest of
-    the group zero); sums[c] += the column's four values."""
-    cdef Py_ssize_t c
-    cdef int8_t v0, v1, v2, v3
-    memset(target, 0, GROUP_BYTES)
-    for c in range(width):
-        v0 = <int8_t>(row0[c] ^ flip)
-        v1 = <int8_t>(row1[c] ^ flip)
-        v2 = <int8_t>(row2[c] ^ flip)
-        v3 = <int8_t>(row3[c] ^ flip)
-        store_b(target, c, 0, v0)
-        store_b(target, c, 1, v1)
-        store_b(target, c, 2, v2)
-        store_b(target, c, 3, v3)
-        sums[c] += v0 + v1 + v2 + v3
-
-
 cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t columns,
                          uint8_t flip, int8_t* packed, Py_ssize_t panel_size,
                          int64_t* sums) noexcept nogil:

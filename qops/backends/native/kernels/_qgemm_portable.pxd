@@ -1,16 +1,22 @@
-# Portable C (see _variant.pxd for what each constant means).
+# Portable (see _variant.pxd for what each constant means).  On x86-64 the
+# baseline instruction set is SSE2, whose pmaddwd multiplies int16 pairs
+# exactly, so the layout is the AVX2 variant's at half the width; elsewhere
+# the same layout runs as plain C.
 cdef enum:
-    # 8 x 32: eight rows of int32 sums by 32 columns, a tile the compiler
-    # keeps in vector registers where the baseline instruction set has them.
-    MR = 8
-    NR = 32
-    A_BYTES = 1
-    B_BYTES = 1
-    # 1024 k per block: the packed rows of A (8 KiB) stay in L1, and the
-    # unit's block of B' (1024 x 128 bytes, 128 KiB) in a 256 KiB L2.
+    # 6 x 8: per pair of k, two xmm of B' columns and one broadcast pair of A
+    # per row feed twelve pmaddwd into twelve xmm accumulators: 15 of the 16
+    # xmm registers.  Both operands are int16, widened once by the packers.
+    MR = 6
+    NR = 8
+    A_BYTES = 2
+    B_BYTES = 2
+    # 1024 k per block: the packed rows of A (6 x 1024 x 2 bytes, 12 KiB)
+    # stay in a 32 KiB L1 while each 16 KiB panel of the block streams from
+    # L2, and the unit's block of B' (1024 x 128 x 2 bytes, 256 KiB) stays in
+    # L2 while its eight micro-tiles take turns.
     K_BLOCK_GROUPS = 256
-    # 8 micro-tiles (64 rows) by four panels (128 columns) per unit: each
-    # packed block of A serves the four panels, each block of B' the eight
+    # 8 micro-tiles (48 rows) by sixteen panels (128 columns) per unit: each
+    # packed block of A serves sixteen panels, each block of B' eight
     # micro-tiles.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128

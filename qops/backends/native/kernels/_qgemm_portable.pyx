@@ -1,43 +1,208 @@
 # cython: language_level=3
-"""Quantized GEMM, portable C: the micro-kernel is plain loops the compiler
-may vectorize for the baseline instruction set."""
+"""Quantized GEMM, portable: SSE2 on x86-64 (pmaddwd on int16 pairs, the
+AVX2 variant's design at half the width), the same layout in plain C
+elsewhere."""
 
-from libc.stdint cimport int8_t, int32_t, uint8_t
-from libc.string cimport memset
+from libc.stdint cimport int8_t, int32_t, uint8_t, uint32_t
 
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms, requantize_tile_plain, requantize_tile_rows_plain)
 
-# The tile (MR x NR) and its units: _qgemm_portable.pxd.
+# The tile (MR x NR) and its units: _qgemm_portable.pxd.  The kernels are C
+# below, each in SSE2 intrinsics where the compiler targets SSE2 and in
+# plain loops where not (a choice the preprocessor makes, not Cython).
+cdef extern from *:
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #define QOPS_PORTABLE_SSE2 1
+
+    /* Per pair of k: B' columns 0-3 and 4-7 (int16 pairs), each row's pair of
+       A broadcast, twelve pmaddwd + paddd; lane c of a row's accumulators is
+       column c's sum. */
+    static void qops_portable_microkernel(const uint8_t* a, ptrdiff_t a_stride,
+                                          ptrdiff_t groups, const int8_t* b, int32_t* tile) {
+        __m128i c00 = _mm_setzero_si128(), c01 = _mm_setzero_si128();
+        __m128i c10 = _mm_setzero_si128(), c11 = _mm_setzero_si128();
+        __m128i c20 = _mm_setzero_si128(), c21 = _mm_setzero_si128();
+        __m128i c30 = _mm_setzero_si128(), c31 = _mm_setzero_si128();
+        __m128i c40 = _mm_setzero_si128(), c41 = _mm_setzero_si128();
+        __m128i c50 = _mm_setzero_si128(), c51 = _mm_setzero_si128();
+        const int32_t* a0 = (const int32_t*)a;
+        const int32_t* a1 = (const int32_t*)(a + a_stride);
+        const int32_t* a2 = (const int32_t*)(a + 2 * a_stride);
+        const int32_t* a3 = (const int32_t*)(a + 3 * a_stride);
+        const int32_t* a4 = (const int32_t*)(a + 4 * a_stride);
+        const int32_t* a5 = (const int32_t*)(a + 5 * a_stride);
+        ptrdiff_t pair;
+        for (pair = 0; pair < 2 * groups; pair++) {
+            __m128i b0 = _mm_loadu_si128((const __m128i*)b);
+            __m128i b1 = _mm_loadu_si128((const __m128i*)(b + 16));
+            __m128i x = _mm_set1_epi32(a0[pair]);
+            c00 = _mm_add_epi32(c00, _mm_madd_epi16(x, b0));
+            c01 = _mm_add_epi32(c01, _mm_madd_epi16(x, b1));
+            x = _mm_set1_epi32(a1[pair]);
+            c10 = _mm_add_epi32(c10, _mm_madd_epi16(x, b0));
+            c11 = _mm_add_epi32(c11, _mm_madd_epi16(x, b1));
+            x = _mm_set1_epi32(a2[pair]);
+            c20 = _mm_add_epi32(c20, _mm_madd_epi16(x, b0));
+            c21 = _mm_add_epi32(c21, _mm_madd_epi16(x, b1));
+            x = _mm_set1_epi32(a3[pair]);
+            c30 = _mm_add_epi32(c30, _mm_madd_epi16(x, b0));
+            c31 = _mm_add_epi32(c31, _mm_madd_epi16(x, b1));
+            x = _mm_set1_epi32(a4[pair]);
+            c40 = _mm_add_epi32(c40, _mm_madd_epi16(x, b0));
+            c41 = _mm_add_epi32(c41, _mm_madd_epi16(x, b1));
+            x = _mm_set1_epi32(a5[pair]);
+            c50 = _mm_add_epi32(c50, _mm_madd_epi16(x, b0));
+            c51 = _mm_add_epi32(c51, _mm_madd_epi16(x, b1));
+            b += 32;
+        }
+        _mm_storeu_si128((__m128i*)(tile + 0), c00);
+        _mm_storeu_si128((__m128i*)(tile + 4), c01);
+        _mm_storeu_si128((__m128i*)(tile + 8), c10);
+        _mm_storeu_si128((__m128i*)(tile + 12), c11);
+        _mm_storeu_si128((__m128i*)(tile + 16), c20);
+        _mm_storeu_si128((__m128i*)(tile + 20), c21);
+        _mm_storeu_si128((__m128i*)(tile + 24), c30);
+        _mm_storeu_si128((__m128i*)(tile + 28), c31);
+        _mm_storeu_si128((__m128i*)(tile + 32), c40);
+        _mm_storeu_si128((__m128i*)(tile + 36), c41);
+        _mm_storeu_si128((__m128i*)(tile + 40), c50);
+        _mm_storeu_si128((__m128i*)(tile + 44), c51);
+    }
+
+    /* Eight bytes of a row of B, xor flip, as int16: each byte unpacked
+       beside itself and shifted down arithmetically (SSE2 has no pmovsxbw). */
+    static inline __m128i qops_portable_widened(const uint8_t* row, __m128i flip) {
+        __m128i bytes = _mm_xor_si128(_mm_loadl_epi64((const __m128i*)row), flip);
+        return _mm_srai_epi16(_mm_unpacklo_epi8(bytes, bytes), 8);
+    }
+
+    /* 8 columns of four rows into one group: per pair of rows, the rows'
+       int16 values interleaved column by column (columns 0-3, then 4-7). */
+    static void qops_portable_pack_group(const uint8_t* row0, const uint8_t* row1,
+                                         const uint8_t* row2, const uint8_t* row3, uint8_t flip,
+                                         int8_t* target, int32_t* sums) {
+        __m128i mask = _mm_set1_epi8((char)flip), ones = _mm_set1_epi16(1);
+        __m128i k0 = qops_portable_widened(row0, mask), k1 = qops_portable_widened(row1, mask);
+        __m128i k2 = qops_portable_widened(row2, mask), k3 = qops_portable_widened(row3, mask);
+        __m128i low01 = _mm_unpacklo_epi16(k0, k1), high01 = _mm_unpackhi_epi16(k0, k1);
+        __m128i low23 = _mm_unpacklo_epi16(k2, k3), high23 = _mm_unpackhi_epi16(k2, k3);
+        _mm_storeu_si128((__m128i*)target, low01);
+        _mm_storeu_si128((__m128i*)(target + 16), high01);
+        _mm_storeu_si128((__m128i*)(target + 32), low23);
+        _mm_storeu_si128((__m128i*)(target + 48), high23);
+        _mm_storeu_si128((__m128i*)sums, _mm_add_epi32(
+            _mm_loadu_si128((const __m128i*)sums),
+            _mm_add_epi32(_mm_madd_epi16(low01, ones), _mm_madd_epi16(low23, ones))));
+        _mm_storeu_si128((__m128i*)(sums + 4), _mm_add_epi32(
+            _mm_loadu_si128((const __m128i*)(sums + 4)),
+            _mm_add_epi32(_mm_madd_epi16(high01, ones), _mm_madd_epi16(high23, ones))));
+    }
+
+    /* Four sums of a row (columns c .. c + 3) to their output integers less
+       low: TileTerms' rule without a column zero point (SSE2 has no 32-bit
+       multiply), cvtps2dq rounding half to even in the default mode. */
+    static inline __m128i qops_portable_quarter(const int32_t* sums, const uint32_t* column,
+                                                const float* multiplier, const float* floor,
+                                                const float* ceiling, const int32_t* offset,
+                                                int clamp) {
+        __m128i value = _mm_add_epi32(_mm_loadu_si128((const __m128i*)sums),
+                                      _mm_loadu_si128((const __m128i*)column));
+        __m128 scaled = _mm_mul_ps(_mm_cvtepi32_ps(value), _mm_loadu_ps(multiplier));
+        if (clamp)
+            scaled = _mm_min_ps(_mm_max_ps(scaled, _mm_loadu_ps(floor)), _mm_loadu_ps(ceiling));
+        return _mm_add_epi32(_mm_cvtps_epi32(scaled), _mm_loadu_si128((const __m128i*)offset));
+    }
+
+    /* A whole 6 x 8 tile into bytes (row i at result + i * pitch), both halves
+       of a row packed with saturation (exact: the values lie in [0, 255], or
+       saturate to it when the clamp is left to the packs). */
+    static void qops_portable_requantize_tile(const int32_t* tile, const uint32_t* column,
+                                              const float* multiplier, const float* floor,
+                                              const float* ceiling, const int32_t* offset,
+                                              int32_t low, int clamp, uint8_t* result,
+                                              ptrdiff_t pitch) {
+        __m128i base = _mm_set1_epi8((char)low);
+        int i;
+        for (i = 0; i < 6; i++) {
+            __m128i words = _mm_packs_epi32(
+                qops_portable_quarter(tile + 8 * i, column, multiplier, floor, ceiling, offset,
+                                      clamp),
+                qops_portable_quarter(tile + 8 * i + 4, column + 4, multiplier + 4, floor + 4,
+                                      ceiling + 4, offset + 4, clamp));
+            _mm_storel_epi64((__m128i*)(result + i * pitch),
+                             _mm_add_epi8(_mm_packus_epi16(words, words), base));
+        }
+    }
+    #else
+    #define QOPS_PORTABLE_SSE2 0
+
+    static void qops_portable_microkernel(const uint8_t* a, ptrdiff_t a_stride,
+                                          ptrdiff_t groups, const int8_t* b, int32_t* tile) {
+        const int16_t* panel = (const int16_t*)b;
+        ptrdiff_t pair, r, c;
+        memset(tile, 0, 6 * 8 * sizeof(int32_t));
+        for (pair = 0; pair < 2 * groups; pair++, panel += 16)
+            for (r = 0; r < 6; r++) {
+                const int16_t* x = (const int16_t*)(a + r * a_stride) + 2 * pair;
+                for (c = 0; c < 8; c++)
+                    tile[r * 8 + c] += x[0] * panel[2 * c] + x[1] * panel[2 * c + 1];
+            }
+    }
+
+    static void qops_portable_pack_group(const uint8_t* row0, const uint8_t* row1,
+                                         const uint8_t* row2, const uint8_t* row3, uint8_t flip,
+                                         int8_t* target, int32_t* sums) {
+        int16_t* panel = (int16_t*)target;
+        int c;
+        for (c = 0; c < 8; c++) {
+            int16_t v0 = (int8_t)(row0[c] ^ flip), v1 = (int8_t)(row1[c] ^ flip);
+            int16_t v2 = (int8_t)(row2[c] ^ flip), v3 = (int8_t)(row3[c] ^ flip);
+            panel[2 * c] = v0;
+            panel[2 * c + 1] = v1;
+            panel[16 + 2 * c] = v2;
+            panel[16 + 2 * c + 1] = v3;
+            sums[c] += v0 + v1 + v2 + v3;
+        }
+    }
+
+    static void qops_portable_requantize_tile(const int32_t* tile, const uint32_t* column,
+                                              const float* multiplier, const float* floor,
+                                              const float* ceiling, const int32_t* offset,
+                                              int32_t low, int clamp, uint8_t* result,
+                                              ptrdiff_t pitch) {
+        (void)tile; (void)column; (void)multiplier; (void)floor; (void)ceiling;
+        (void)offset; (void)low; (void)clamp; (void)result; (void)pitch;
+    }
+    #endif
+    """
+    bint SSE2 "QOPS_PORTABLE_SSE2"
+    void c_microkernel "qops_portable_microkernel"(
+        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+        int32_t* tile) noexcept nogil
+    void c_pack_group "qops_portable_pack_group"(
+        const uint8_t* row0, const uint8_t* row1, const uint8_t* row2, const uint8_t* row3,
+        uint8_t flip, int8_t* target, int32_t* sums) noexcept nogil
+    void c_requantize_tile "qops_portable_requantize_tile"(
+        const int32_t* tile, const uint32_t* column, const float* multiplier,
+        const float* floor, const float* ceiling, const int32_t* offset, int32_t low,
+        bint clamp, uint8_t* result, Py_ssize_t pitch) noexcept nogil
 
 
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil:
-    cdef Py_ssize_t g, r, c
-    cdef int32_t a0, a1, a2, a3
-    cdef const uint8_t* values
-    cdef const int8_t* column
-    memset(tile, 0, MR * NR * sizeof(int32_t))
-    for g in range(groups):
-        for r in range(MR):
-            values = a + r * a_stride + 4 * g
-            a0 = values[0]
-            a1 = values[1]
-            a2 = values[2]
-            a3 = values[3]
-            for c in range(NR):
-                column = b + c * 4
-                tile[r * NR + c] += (a0 * column[0] + a1 * column[1] + a2 * column[2]
-                                     + a3 * column[3])
-        b += NR * 4
+    c_microkernel(a, a_stride, groups, b, tile)
 
 
 cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
                      const uint8_t* row3, uint8_t flip, int8_t* target,
                      int32_t* sums) noexcept nogil:
-    """NR columns of four rows into one group of a panel (the driver's
-    column-by-column loop, which the compiler vectorizes as it can)."""
-    pack_columns(row0, row1, row2, row3, NR, flip, target, sums)
+    c_pack_group(row0, row1, row2, row3, flip, target, sums)
 
 
 # The peak probe (peak_gops in _qgemm.pxi): what the baseline instruction
@@ -126,7 +291,13 @@ PROBE_RESULT_PER_ROUND = QOPS_PROBE_RESULT
 
 cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
                           Py_ssize_t pitch) noexcept nogil:
-    requantize_tile_plain(tile, MR, NR, terms, result, pitch)
+    """SSE2 where the rule needs no 32-bit products (every zero point of B
+    is 0: no column_zero * row_term), the plain rule otherwise."""
+    if SSE2 and terms.no_column_zero:
+        c_requantize_tile(tile, terms.column, terms.multiplier, terms.floor, terms.ceiling,
+                          terms.offset, terms.low, not terms.packs_clamp, result, pitch)
+    else:
+        requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
 
 

@@ -1,0 +1,67 @@
+"""The portable variant's kernels where the target has no SSE2: its C, built
+here twice (as the build compiles it, and with __SSE2__ undefined, which
+selects the plain loops), both against the exact products and packing."""
+
+import ctypes
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+SOURCE = (pathlib.Path(__file__).parents[4] / "qops" / "backends" / "native" / "kernels"
+          / "_qgemm_portable.pyx")
+COMPILER = shutil.which("cc") or shutil.which("gcc")
+
+
+def kernel_source():
+    """The C kernels of the portable variant (its `cdef extern from *` block)."""
+    text = SOURCE.read_text()
+    start = text.index('cdef extern from *:\n    """') + len('cdef extern from *:\n    """')
+    code = text[start:text.index('    """', start)]
+    # Exported for ctypes (static in the extension module).
+    return "\n".join(line[4:] for line in code.splitlines()).replace("static void", "void")
+
+
+@pytest.fixture(scope="module", params=["sse2", "plain"])
+def kernels(request, tmp_path_factory):
+    if COMPILER is None:
+        pytest.skip("no C compiler")
+    directory = tmp_path_factory.mktemp(request.param)
+    source = directory / "kernels.c"
+    source.write_text(kernel_source())
+    library = directory / "kernels.so"
+    flags = ["-U__SSE2__"] if request.param == "plain" else []
+    subprocess.run([COMPILER, "-O2", "-shared", "-fPIC", *flags, "-o", str(library),
+                    str(source)], check=True, capture_output=True)
+    return ctypes.CDLL(str(library))
+
+
+def address(array):
+    return ctypes.c_void_p(array.ctypes.data)
+
+
+def test_the_micro_kernel_sums_exactly(kernels):
+    rng = np.random.default_rng(0)
+    for groups in (1, 2, 7, 40):
+        a = rng.integers(0, 256, (6, 4 * groups)).astype(np.int16)   # A' as int16
+        b = rng.integers(-128, 128, (groups, 2, 8, 2)).astype(np.int16)  # [g][pair][c][2 k]
+        tile = np.zeros(48, np.int32)
+        kernels.qops_portable_microkernel(address(a), ctypes.c_ssize_t(a.strides[0]),
+                                          ctypes.c_ssize_t(groups), address(b), address(tile))
+        columns = b.transpose(0, 1, 3, 2).reshape(4 * groups, 8)
+        assert np.array_equal(tile, (a.astype(np.int64) @ columns).ravel())
+
+
+def test_a_group_packs_to_int16_pairs_with_its_column_sums(kernels):
+    rng = np.random.default_rng(1)
+    for flip in (0, 128):
+        rows = rng.integers(0, 256, (4, 8)).astype(np.uint8)
+        target = np.zeros(32, np.int16)
+        sums = np.full(8, 5, np.int32)
+        kernels.qops_portable_pack_group(*(address(rows[r]) for r in range(4)),
+                                         ctypes.c_uint8(flip), address(target), address(sums))
+        values = (rows ^ flip).view(np.int8).astype(np.int16)
+        assert np.array_equal(target, np.stack([values[0:2].T, values[2:4].T]).ravel())
+        assert np.array_equal(sums, 5 + values.sum(0))
