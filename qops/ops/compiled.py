@@ -14,7 +14,6 @@ import threading
 import numpy as np
 
 from qops import registry
-from qops.backends import dispatch
 from qops.errors import ValidationError
 from qops.ops import convolution, matmul
 from qops.ops.geometry import one_d_attributes
@@ -23,9 +22,6 @@ from qops.ops.validation import TensorDesc, check_attributes, fail, resolve_vers
 from qops.threads import resolve_threads
 
 __all__ = ["compile", "CompiledOperator"]
-
-# The recent call's form of a parameter given as the same object (CompiledOperator._remember).
-_SAME = object()
 
 #: The slots a compiled operator owns, per operator.
 CONSTANT_SLOTS = {
@@ -74,7 +70,8 @@ class CompiledOperator:
         self._attributes = attributes
         self._packed = PackCache()
         front_end = _FRONT_ENDS[operator.name]
-        self._plans = PlanCache(front_end.prepare, front_end.check_values, front_end.VALUE_SLOTS)
+        self._plans = PlanCache(front_end.prepare, front_end.check_values, front_end.VALUE_SLOTS,
+                                recent=True)
         self.runtime_slots = tuple(s.name for s in operator.inputs
                                    if s.name not in CONSTANT_SLOTS[operator.name])
         self._runtime_names = frozenset(self.runtime_slots)
@@ -84,10 +81,6 @@ class CompiledOperator:
         # The attributes and level never change: their part of every call's
         # plan key is made once.
         self._tail = signature_tail(attributes, version)
-        # The slots whose values validation never reads (the input or A:
-        # any integers will do); the others are scales and zero points.
-        self._data_slots = frozenset(self.runtime_slots) - set(front_end.VALUE_SLOTS)
-        self._recent = None
 
     @property
     def constants(self):
@@ -126,71 +119,12 @@ class CompiledOperator:
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)
         fast = self._fast.get()
-        n_threads = resolve_threads(n_threads)
-        if out is None:
-            result = self._run_recent(slots, n_threads)
-            if result is not None:
-                return result
         # In slot order, whatever order the keywords came in: the plans key
         # calls by their slots' values in order.
         slots = {name: slots.get(name) for name in self.runtime_slots}
         return self._plans.run(slots, self._attributes, self.feature_level, out=out,
-                               n_threads=n_threads, packed=self._packed,
-                               constants=self._constants, fast=fast, tail=self._tail,
-                               record=(None if out is not None else
-                                       lambda *used: self._remember(slots, *used)))
-
-    # -- the recent call -------------------------------------------------------------
-    #
-    # Networks call an operator with the same scale and zero-point objects
-    # each time and a new input of the same shape.  Such a call would pass
-    # validation as the one before it did and derive the same kernel
-    # vectors, so the operator remembers the last call it ran (its plan, the
-    # arrays in the plan's layout and what their values derived) and, when
-    # every parameter is the same immutable object and the data slot the
-    # same type, dtype and shape, runs the plan on the new data directly.
-    # This skips the signature, the layout conversion and the value key:
-    # about half of a compiled call's fixed cost.
-
-    def _remember(self, slots, plan, arrays, checked, values):
-        forms = []
-        for name, value in slots.items():
-            if value is None:
-                forms.append((name, None, None))
-            elif name in self._data_slots:
-                layout = arrays[name]
-                if type(value) is not np.ndarray or value.dtype != layout.dtype:
-                    return
-                forms.append((name, np.ndarray, layout.shape, value.shape))
-            elif type(value) in (float, int) or isinstance(value, np.generic):
-                forms.append((name, _SAME, value))
-            else:
-                return  # an array parameter may change in place: not remembered
-        self._recent = (dispatch.generation(), tuple(forms), plan, arrays, checked, values)
-
-    def _run_recent(self, slots, n_threads):
-        recent = self._recent
-        if recent is None:
-            return None
-        generation, forms, plan, arrays, checked, values = recent
-        if generation != dispatch.generation():
-            return None
-        arrays = dict(arrays)
-        for form in forms:
-            value = slots.get(form[0])  # every name is a runtime slot (__call__)
-            kind = form[1]
-            if kind is None:
-                if value is not None:
-                    return None
-            elif kind is _SAME:
-                if value is not form[2]:
-                    return None
-            elif (type(value) is not np.ndarray or value.dtype != arrays[form[0]].dtype
-                  or value.shape != form[3]):
-                return None
-            else:
-                arrays[form[0]] = value if value.shape == form[2] else value.reshape(form[2])
-        return plan.run_values(arrays, checked, values, None, n_threads, self._packed)
+                               n_threads=resolve_threads(n_threads), packed=self._packed,
+                               constants=self._constants, fast=fast, tail=self._tail)
 
 
 class CompiledMatrixMultiply(CompiledOperator):
@@ -210,17 +144,19 @@ class CompiledMatrixMultiply(CompiledOperator):
         if args:
             fail(self.operator, f"takes at most {len(self.runtime_slots)} positional slots "
                                 f"({', '.join(self.runtime_slots)})")
-        if not slots:
-            fast = self._fast.get()
-            if fast is not None:
-                result = fast.run(a, a_scale, a_zero_point, self._b, self._b_scale,
-                                  self._b_zero_point, output_scale, output_zero_point, out,
-                                  n_threads)
-                if result is not None:
-                    return result
+        fast = self._fast.get() if not slots else None
+        if fast is not None:
+            result = fast.run(a, a_scale, a_zero_point, self._b, self._b_scale,
+                              self._b_zero_point, output_scale, output_zero_point, out, n_threads)
+            if result is not None:
+                return result
         named = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, output_scale=output_scale,
-                     output_zero_point=output_zero_point)
-        return super().__call__(out=out, n_threads=n_threads, **named, **slots)
+                     output_zero_point=output_zero_point)  # in slot order, as the plans key
+        if slots:  # a bound or unknown slot: the general call says which
+            return super().__call__(out=out, n_threads=n_threads, **named, **slots)
+        return self._plans.run(named, self._attributes, self.feature_level, out=out,
+                               n_threads=resolve_threads(n_threads), packed=self._packed,
+                               constants=self._constants, fast=fast, tail=self._tail)
 
 
 _CLASSES = {"QUANTIZED_LINEAR_MATRIX_MULTIPLY": CompiledMatrixMultiply}

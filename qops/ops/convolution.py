@@ -165,4 +165,4 @@ def check_values(template, arrays):
 
 #: Validated signatures of the plain function: a call like an earlier one
 #: checks only its values.
-PLANS = PlanCache(prepare, check_values, VALUE_SLOTS)
+PLANS = PlanCache(prepare, check_values, VALUE_SLOTS, recent=True)

@@ -122,5 +122,5 @@ def check_values(template, arrays):
 
 #: Validated signatures of the plain function, and its fast path (small
 #: products of the signatures validated before: see qops.backends.native._lean).
-PLANS = PlanCache(prepare, check_values, VALUE_SLOTS)
+PLANS = PlanCache(prepare, check_values, VALUE_SLOTS, recent=True)
 FAST = FastPath(OPERATOR.name)

@@ -319,3 +319,48 @@ def test_a_bad_scalar_given_again_is_refused_again():
         for _ in range(3):
             with pytest.raises(qops.ValidationError, match="output_scale"):
                 qops.quantized_linear_convolution(**slots, output_scale=bad)
+
+
+def test_a_plain_call_like_the_last_follows_its_data_and_attributes():
+    """The recent-call shortcut of the plain functions: new data (B changed
+    in place included) and new attributes with the same parameter objects
+    give the exact result each time; a parameter object changed, or a slot
+    left out, takes the validating path."""
+    from qops import reference
+
+    rng = np.random.default_rng(12)
+    scales = dict(input_scale=np.float32(0.05), input_zero_point=np.uint8(128),
+                  filter_scale=np.float32(0.02), output_scale=np.float32(0.3),
+                  output_zero_point=np.uint8(128))
+    image = rng.integers(0, 256, (1, 4, 10, 10), dtype=np.uint8)
+    weights = rng.integers(-128, 128, (6, 4, 3, 3), dtype=np.int8)
+    for strides in ((1, 1), (1, 1), (2, 1), (2, 1)):
+        image[...] = rng.integers(0, 256, image.shape, dtype=np.uint8)
+        weights[...] = rng.integers(-128, 128, weights.shape, dtype=np.int8)  # in place
+        got = qops.quantized_linear_convolution(input=image, filter=weights, strides=strides,
+                                                **scales)
+        expected = reference.quantized_linear_convolution(
+            image, *(np.reshape(scales[k], (1,) * 4) for k in ("input_scale", "input_zero_point")),
+            weights, np.reshape(scales["filter_scale"], (1,) * 4), None, None,
+            *(np.reshape(scales[k], (1,) * 4) for k in ("output_scale", "output_zero_point")),
+            strides=strides, dilations=(1, 1), start_padding=(0, 0), end_padding=(0, 0),
+            group_count=1, output_dtype=np.dtype(np.uint8))
+        assert np.array_equal(got, expected), strides
+    a = rng.integers(0, 256, (40, 64), dtype=np.uint8)
+    b = rng.integers(-128, 128, (64, 50), dtype=np.int8)
+    parameters = dict(a_scale=np.float32(0.03), a_zero_point=np.uint8(100),
+                      b_scale=np.float32(0.02), output_scale=np.float32(0.5),
+                      output_zero_point=np.uint8(128))
+    first = qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters)
+    b[...] = -b
+    second = qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters)
+    assert np.array_equal(second, qops.reference.quantized_linear_matrix_multiply(
+        a, *(np.reshape(parameters[k], (1, 1)) for k in ("a_scale", "a_zero_point")), b,
+        np.reshape(parameters["b_scale"], (1, 1)), None,
+        *(np.reshape(parameters[k], (1, 1)) for k in ("output_scale", "output_zero_point")),
+        output_dtype=np.dtype(np.uint8)))
+    assert not np.array_equal(first, second)
+    with pytest.raises(qops.ValidationError, match="b_zero_point"):
+        qops.quantized_linear_matrix_multiply(a=a, b=b, b_zero_point=np.uint8(1), **parameters)
+    without = dict(parameters, output_zero_point=None)
+    assert qops.quantized_linear_matrix_multiply(a=a, b=b, **without).dtype == np.uint8

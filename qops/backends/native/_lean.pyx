@@ -477,3 +477,10 @@ def quantize_per_tensor(object entry, x, y_scale, y_zero_point, out, n_threads):
         kernel(<const float*>cnp.PyArray_DATA(source), count, scale, zero,
                <uint8_t*>cnp.PyArray_DATA(result), out_type == cnp.NPY_INT8, threads)
     return result
+
+
+def data_address(cnp.ndarray array):
+    """The address of an array's first byte (what ``array.ctypes.data`` gives,
+    in a twentieth of the time: a call's output is checked with it)."""
+    return <size_t>cnp.PyArray_DATA(array)
+
