@@ -329,6 +329,7 @@ class PlanCache:
 
     def _remember(self, slots, tail, plan, arrays, checked, values):
         forms = []
+        kept = dict(arrays)
         for name, value in slots.items():
             if value is None:
                 forms.append((name, None))
@@ -336,12 +337,13 @@ class PlanCache:
                 layout = arrays[name]
                 if type(value) is not np.ndarray or value.dtype != layout.dtype:
                     return
-                forms.append((name, np.ndarray, layout.shape, value.shape))
+                forms.append((name, np.ndarray, layout.dtype, layout.shape, value.shape))
+                kept[name] = None  # the caller's data is not kept alive
             elif type(value) in _SCALARS or isinstance(value, np.generic):
                 forms.append((name, _SAME, value))
             else:
                 return  # an array parameter may change in place: not remembered
-        self._recent = (dispatch.generation(), tail, tuple(forms), plan, arrays, checked, values)
+        self._recent = (dispatch.generation(), tail, tuple(forms), plan, kept, checked, values)
 
     def _run_recent(self, slots, tail, n_threads, packed):
         recent = self._recent
@@ -360,11 +362,10 @@ class PlanCache:
             elif kind is _SAME:
                 if value is not form[2]:
                     return None
-            elif (type(value) is not np.ndarray or value.dtype != arrays[form[0]].dtype
-                  or value.shape != form[3]):
+            elif type(value) is not np.ndarray or value.dtype != form[2] or value.shape != form[4]:
                 return None
             else:
-                arrays[form[0]] = value if value.shape == form[2] else value.reshape(form[2])
+                arrays[form[0]] = value if value.shape == form[3] else value.reshape(form[3])
         return plan.run_values(arrays, checked, values, None, n_threads, packed)
 
     def clear(self):

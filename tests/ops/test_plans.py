@@ -364,3 +364,23 @@ def test_a_plain_call_like_the_last_follows_its_data_and_attributes():
         qops.quantized_linear_matrix_multiply(a=a, b=b, b_zero_point=np.uint8(1), **parameters)
     without = dict(parameters, output_zero_point=None)
     assert qops.quantized_linear_matrix_multiply(a=a, b=b, **without).dtype == np.uint8
+
+
+def test_the_recent_call_does_not_keep_the_callers_data_alive():
+    """What the recent-call shortcut keeps (plans, parameters, kernel vectors)
+    holds no reference to a call's data arrays."""
+    import gc
+    import weakref
+
+    rng = np.random.default_rng(13)
+    a = rng.integers(0, 256, (40, 64), dtype=np.uint8)
+    b = rng.integers(-128, 128, (64, 50), dtype=np.int8)
+    parameters = dict(a_scale=np.float32(0.03), b_scale=np.float32(0.02),
+                      output_scale=np.float32(0.5))
+    qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters)
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=b, b_scale=np.float32(0.02))
+    compiled(a=a, a_scale=parameters["a_scale"], output_scale=parameters["output_scale"])
+    watched = weakref.ref(a), weakref.ref(b)
+    del a, b
+    gc.collect()
+    assert watched[0]() is None and watched[1]() is None
