@@ -92,6 +92,10 @@ class CompiledOperator:
         """The bound attributes, by name."""
         return dict(self._attributes)
 
+    def _too_many_positional(self):
+        fail(self.operator, f"takes at most {len(self.runtime_slots)} positional slots "
+                            f"({', '.join(self.runtime_slots)})")
+
     def __reduce__(self):
         # Its caches and locks stay behind: a copy (another process, a dask
         # worker) compiles the same constants again and packs them on its
@@ -106,8 +110,7 @@ class CompiledOperator:
     def __call__(self, *args, out=None, n_threads=None, **slots):
         if args:
             if len(args) > len(self.runtime_slots):
-                fail(self.operator, f"takes at most {len(self.runtime_slots)} positional slots "
-                                    f"({', '.join(self.runtime_slots)})")
+                self._too_many_positional()
             for name, value in zip(self.runtime_slots, args):
                 if name in slots:
                     fail(self.operator, f"{name} given twice", slot=name)
@@ -142,8 +145,7 @@ class CompiledMatrixMultiply(CompiledOperator):
     def __call__(self, a=None, a_scale=None, a_zero_point=None, output_scale=None,
                  output_zero_point=None, *args, out=None, n_threads=None, **slots):
         if args:
-            fail(self.operator, f"takes at most {len(self.runtime_slots)} positional slots "
-                                f"({', '.join(self.runtime_slots)})")
+            self._too_many_positional()
         fast = self._fast.get() if not slots else None
         if fast is not None:
             result = fast.run(a, a_scale, a_zero_point, self._b, self._b_scale,

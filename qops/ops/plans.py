@@ -51,8 +51,6 @@ _VERSIONS = (FeatureLevel, Opset)
 _INTS = {int}
 # Values that cannot change after a call: their converted arrays are kept.
 _IMMUTABLE = (np.generic, float, int)
-# The Python scalars a recent call's parameter may be (a bool is not a zero point).
-_SCALARS = (float, int)
 # The recent call's form of a parameter given as the same object, and a slot not given.
 _SAME = object()
 _ABSENT = object()
@@ -339,7 +337,7 @@ class PlanCache:
                     return
                 forms.append((name, np.ndarray, layout.dtype, layout.shape, value.shape))
                 kept[name] = None  # the caller's data is not kept alive
-            elif type(value) in _SCALARS or isinstance(value, np.generic):
+            elif isinstance(value, _IMMUTABLE):
                 forms.append((name, _SAME, value))
             else:
                 return  # an array parameter may change in place: not remembered

@@ -326,8 +326,6 @@ def test_a_plain_call_like_the_last_follows_its_data_and_attributes():
     in place included) and new attributes with the same parameter objects
     give the exact result each time; a parameter object changed, or a slot
     left out, takes the validating path."""
-    from qops import reference
-
     rng = np.random.default_rng(12)
     scales = dict(input_scale=np.float32(0.05), input_zero_point=np.uint8(128),
                   filter_scale=np.float32(0.02), output_scale=np.float32(0.3),
@@ -354,7 +352,7 @@ def test_a_plain_call_like_the_last_follows_its_data_and_attributes():
     first = qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters)
     b[...] = -b
     second = qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters)
-    assert np.array_equal(second, qops.reference.quantized_linear_matrix_multiply(
+    assert np.array_equal(second, reference.quantized_linear_matrix_multiply(
         a, *(np.reshape(parameters[k], (1, 1)) for k in ("a_scale", "a_zero_point")), b,
         np.reshape(parameters["b_scale"], (1, 1)), None,
         *(np.reshape(parameters[k], (1, 1)) for k in ("output_scale", "output_zero_point")),

@@ -483,4 +483,3 @@ def data_address(cnp.ndarray array):
     """The address of an array's first byte (what ``array.ctypes.data`` gives,
     in a twentieth of the time: a call's output is checked with it)."""
     return <size_t>cnp.PyArray_DATA(array)
-

@@ -27,7 +27,6 @@
 # int32 (K * 255 * 255 + |bias| < 2**31), blocks add and the epilogue works
 # modulo 2**32 in int32 lanes (`requantize_line`); otherwise in int64.
 
-from libc.math cimport fabs
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
@@ -509,12 +508,12 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
                     and e.high - e.low <= 255)
     if not e.narrow or e.raw:
         return
-    cdef const int64_t* column_term = e.column_term + col0
+    # Per-column vectors (a per-row epilogue's bias, multipliers and zero
+    # points are the rows': only the column sums are read then).
+    cdef const int64_t* column_term = (e.column_term + col0
+                                       if e.column_term != NULL and not e.per_row else NULL)
     cdef const int64_t* column_sum = e.column_sum + col0
-    cdef const int32_t* column_zero = e.column_zero + col0
-    cdef const float* multiplier = e.multiplier + col0
-    cdef const int32_t* out_zero = e.out_zero + col0
-    if e.column_term != NULL and not e.per_row:
+    if column_term != NULL:
         for c in range(cols):
             unit.column_term[c] = <uint32_t>column_term[c]
     else:
@@ -525,6 +524,9 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         memset(&unit.column_sum[cols], 0, (TILE_COLUMNS - cols) * sizeof(uint32_t))
     if not unit.by_tile:
         return
+    cdef const int32_t* column_zero = e.column_zero + col0
+    cdef const float* multiplier = e.multiplier + col0
+    cdef const int32_t* out_zero = e.out_zero + col0
     row_zero = <uint32_t>e.row_zero[0]
     # |value| <= K * MAX_PRODUCT + |bias|.  The largest |multiplier| is taken
     # as the largest of the floats' bits less the sign: for finite floats
@@ -538,7 +540,7 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         memcpy(&bits, &multiplier[c], 4)
         bits &= 0x7fffffffU
         largest_bits = bits if bits > largest_bits else largest_bits
-    if e.column_term != NULL:
+    if column_term != NULL:
         for c in range(cols):
             bias = column_term[c] if column_term[c] >= 0 else -column_term[c]
             largest_bias = bias if bias > largest_bias else largest_bias
@@ -592,6 +594,20 @@ cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_s
                     TILE_COLUMNS)
 
 
+cdef inline uint32_t row_term_of(const Epilogue* e, Py_ssize_t r, int64_t row_zero) noexcept nogil:
+    """rowsum(A'[r]) - K * a_zp'[r] modulo 2**32 (0 when no column zero point
+    asks for row sums)."""
+    return <uint32_t>(e.row_sum[r] - e.k * row_zero) if e.row_sum != NULL else 0
+
+
+cdef inline uint32_t per_row_term(const Epilogue* e, Py_ssize_t r,
+                                  uint32_t row_term) noexcept nogil:
+    """A per-row epilogue's term for row r: its bias less the one column zero
+    point times the row term, modulo 2**32."""
+    return ((<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
+            - (<uint32_t>e.column_zero[0]) * row_term)
+
+
 cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
                                       const Epilogue* e, const Gemm* gemm,
                                       const UnitOutput* unit) noexcept nogil:
@@ -607,7 +623,6 @@ cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_s
     cdef RowTerms terms
     cdef Py_ssize_t i, r
     cdef int64_t zero
-    cdef uint32_t row_term
     cdef int32_t out_zero
     for i in range(MR):
         r = row0 + i
@@ -617,9 +632,7 @@ cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_s
             offset[i] = 0
             continue
         zero = e.row_zero[r * e.row_zero_step]
-        row_term = <uint32_t>(e.row_sum[r] - e.k * zero) if e.row_sum != NULL else 0
-        term[i] = ((<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
-                   - (<uint32_t>e.column_zero[0]) * row_term)
+        term[i] = per_row_term(e, r, row_term_of(e, r, zero))
         row_zero[i] = <uint32_t>zero
         multiplier[i] = e.multiplier[r]
         out_zero = e.out_zero[r]
@@ -649,15 +662,14 @@ cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t
     for i in range(rows):
         r = row0 + i
         row_zero = e.row_zero[r * e.row_zero_step]
-        row_term = <uint32_t>(e.row_sum[r] - e.k * row_zero) if e.row_sum != NULL else 0
+        row_term = row_term_of(e, r, row_zero)
         if e.per_row:
             # One bias, multiplier and output zero point for the row; one
             # column zero point for every column.
             requantize_row_line(
                 tile + i * tile_pitch, result + i * TILE_COLUMNS, cols,
-                (<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
-                - (<uint32_t>e.column_zero[0]) * row_term,
-                <uint32_t>row_zero, column_sum, e.multiplier[r], e.out_zero[r], e.low, e.high)
+                per_row_term(e, r, row_term), <uint32_t>row_zero, column_sum, e.multiplier[r],
+                e.out_zero[r], e.low, e.high)
         else:
             requantize_line(tile + i * tile_pitch, result + i * TILE_COLUMNS, cols, column_term,
                             e.column_zero + col0, column_sum, row_term,

@@ -281,11 +281,11 @@ PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
 PROBE_RESULT_PER_ROUND = 6 * 2
 
 
-
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil:
     # Not called while ROW_TILES is 0; the interface's plain form.
     requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
+
 
 include "_depthwise_avx2.pxi"
 include "_qgemm.pxi"

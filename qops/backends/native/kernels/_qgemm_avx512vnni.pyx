@@ -2,7 +2,7 @@
 """Quantized GEMM with AVX-512 VNNI: vpdpbusd multiplies 4 unsigned bytes of
 A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 
-from libc.stdint cimport int8_t, int32_t, uint8_t, uint32_t
+from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
@@ -209,51 +209,64 @@ PROBE_MIX = "vpdpbusd (u8 x s8 quads, exact)"
 PROBE_RESULT_PER_ROUND = 12 * 4
 
 
+cdef inline __m512i output_integers(__m512i value, __m512 multiplier, __m512 floor,
+                                    __m512 ceiling, __m512i offset, bint clamp) noexcept nogil:
+    """Sixteen values (their terms added modulo 2**32) to their output
+    integers less low, as int32: float32 product, clamp, then vcvtps2dq,
+    which rounds half to even in the default rounding mode (the rule of
+    round_half_even).  Without clamp the caller's saturating packs clamp
+    (TileTerms.packs_clamp)."""
+    cdef __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(value), multiplier)
+    if clamp:
+        scaled = _mm512_min_ps(_mm512_max_ps(scaled, floor), ceiling)
+    return _mm512_add_epi32(_mm512_cvtps_epi32(scaled), offset)
+
+
+cdef inline void store_row(uint8_t* target, __m512i q0, __m512i q1, __m512i q2, __m512i q3,
+                           __m512i low) noexcept nogil:
+    """A row's 64 output integers less low (four quarters of int32) as bytes:
+    packed to int16 in pairs and the pairs to bytes (saturating packs, exact:
+    the values lie in [0, high - low], or saturate to it when the clamp is
+    left to them).  The packs work within 128-bit lanes, so lane L of the
+    bytes holds dwords L of quarters 0, 1, 2, 3 in turn; one vpermd puts the
+    row in column order, and adding low gives the output bytes."""
+    cdef __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+    _mm512_storeu_si512(target, _mm512_add_epi8(_mm512_permutexvar_epi32(
+        order, _mm512_packus_epi16(_mm512_packs_epi32(q0, q1), _mm512_packs_epi32(q2, q3))),
+        low))
+
+
 cdef inline __m512i requantize_quarter(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
                                        __m512i row_term, bint column_zero,
                                        bint clamp) noexcept nogil:
-    """Sixteen sums of a row (columns c .. c + 15 of the tile) to their output
-    integers less low, as int32: the terms modulo 2**32, float32 product,
-    clamp, then vcvtps2dq, which rounds half to even in the default rounding
-    mode (the rule of round_half_even).  Without column_zero the product
-    with the row term is left out (it is 0); without clamp the caller's
-    saturating packs clamp (TileTerms.packs_clamp)."""
+    """Sixteen sums of a row (columns c .. c + 15 of the tile) by
+    TileTerms' rule.  Without column_zero the product with the row term is
+    left out (it is 0)."""
     cdef __m512i value = _mm512_add_epi32(_mm512_loadu_si512(sums),
                                           _mm512_loadu_si512(terms.column + c))
     if column_zero:
         value = _mm512_sub_epi32(value, _mm512_mullo_epi32(
             _mm512_loadu_si512(terms.column_zero + c), row_term))
-    cdef __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(value),
-                                       _mm512_loadu_ps(terms.multiplier + c))
-    if clamp:
-        scaled = _mm512_min_ps(_mm512_max_ps(scaled, _mm512_loadu_ps(terms.floor + c)),
-                               _mm512_loadu_ps(terms.ceiling + c))
-    return _mm512_add_epi32(_mm512_cvtps_epi32(scaled), _mm512_loadu_si512(terms.offset + c))
+    return output_integers(value, _mm512_loadu_ps(terms.multiplier + c),
+                           _mm512_loadu_ps(terms.floor + c), _mm512_loadu_ps(terms.ceiling + c),
+                           _mm512_loadu_si512(terms.offset + c), clamp)
 
 
 cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
                                  Py_ssize_t pitch, bint column_zero, bint clamp) noexcept nogil:
-    """Each row's 64 values in four quarters, packed to int16 in pairs and
-    the pairs to bytes (saturating packs, exact: the values lie in [0,
-    high - low], or saturate to it when the clamp is left to them).  The
-    packs work within 128-bit lanes, so lane L of the bytes holds dwords L of
-    quarters 0, 1, 2, 3 in turn; one vpermd puts the row in column order."""
-    cdef __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+    """Each row's 64 values in four quarters, stored by store_row."""
     cdef __m512i low = _mm512_set1_epi8(<char>terms.low)
-    cdef __m512i row_term, first, second
+    cdef __m512i row_term
     cdef const int32_t* sums
     cdef Py_ssize_t i
     for i in range(MR):
         row_term = _mm512_set1_epi32(<int>terms.row_term[i])
         sums = tile + i * NR
-        first = _mm512_packs_epi32(
-            requantize_quarter(sums, terms, 0, row_term, column_zero, clamp),
-            requantize_quarter(sums + 16, terms, 16, row_term, column_zero, clamp))
-        second = _mm512_packs_epi32(
-            requantize_quarter(sums + 32, terms, 32, row_term, column_zero, clamp),
-            requantize_quarter(sums + 48, terms, 48, row_term, column_zero, clamp))
-        _mm512_storeu_si512(result + i * pitch, _mm512_add_epi8(
-            _mm512_permutexvar_epi32(order, _mm512_packus_epi16(first, second)), low))
+        store_row(result + i * pitch,
+                  requantize_quarter(sums, terms, 0, row_term, column_zero, clamp),
+                  requantize_quarter(sums + 16, terms, 16, row_term, column_zero, clamp),
+                  requantize_quarter(sums + 32, terms, 32, row_term, column_zero, clamp),
+                  requantize_quarter(sums + 48, terms, 48, row_term, column_zero, clamp), low)
 
 
 cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
@@ -270,31 +283,16 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
         requantize_rows(tile, terms, result, pitch, True, True)
 
 
-cdef inline __m512i requantize_row_quarter(const int32_t* sums, const uint32_t* column_sum,
-                                           __m512i term, __m512i row_zero, __m512 multiplier,
-                                           __m512 floor, __m512 ceiling,
-                                           __m512i offset) noexcept nogil:
-    """Sixteen sums of a row by RowTerms' rule, to their output integers less
-    low (the steps of requantize_quarter with the row's terms)."""
-    cdef __m512i value = _mm512_sub_epi32(
-        _mm512_add_epi32(_mm512_loadu_si512(sums), term),
-        _mm512_mullo_epi32(_mm512_loadu_si512(column_sum), row_zero))
-    cdef __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(value), multiplier)
-    scaled = _mm512_min_ps(_mm512_max_ps(scaled, floor), ceiling)
-    return _mm512_add_epi32(_mm512_cvtps_epi32(scaled), offset)
-
-
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil:
-    """Each row's 64 values by its own terms, packed to bytes as in
-    requantize_rows."""
-    cdef __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15)
+    """Each row's 64 values by its own terms (RowTerms' rule, always
+    clamped), stored by store_row."""
     cdef __m512i low = _mm512_set1_epi8(<char>terms.low)
-    cdef __m512i term, row_zero, offset, first, second
+    cdef __m512i term, row_zero, offset
+    cdef __m512i quarters[4]
     cdef __m512 multiplier, floor, ceiling
     cdef const int32_t* sums
-    cdef const uint32_t* column_sum = terms.column_sum
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, j
     for i in range(MR):
         term = _mm512_set1_epi32(<int>terms.term[i])
         row_zero = _mm512_set1_epi32(<int>terms.row_zero[i])
@@ -303,18 +301,13 @@ cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8
         ceiling = _mm512_set1_ps(terms.ceiling[i])
         offset = _mm512_set1_epi32(terms.offset[i])
         sums = tile + i * NR
-        first = _mm512_packs_epi32(
-            requantize_row_quarter(sums, column_sum, term, row_zero, multiplier, floor, ceiling,
-                                   offset),
-            requantize_row_quarter(sums + 16, column_sum + 16, term, row_zero, multiplier,
-                                   floor, ceiling, offset))
-        second = _mm512_packs_epi32(
-            requantize_row_quarter(sums + 32, column_sum + 32, term, row_zero, multiplier,
-                                   floor, ceiling, offset),
-            requantize_row_quarter(sums + 48, column_sum + 48, term, row_zero, multiplier,
-                                   floor, ceiling, offset))
-        _mm512_storeu_si512(result + i * pitch, _mm512_add_epi8(
-            _mm512_permutexvar_epi32(order, _mm512_packus_epi16(first, second)), low))
+        for j in range(4):
+            quarters[j] = output_integers(
+                _mm512_sub_epi32(_mm512_add_epi32(_mm512_loadu_si512(sums + 16 * j), term),
+                                 _mm512_mullo_epi32(
+                                     _mm512_loadu_si512(terms.column_sum + 16 * j), row_zero)),
+                multiplier, floor, ceiling, offset, True)
+        store_row(result + i * pitch, quarters[0], quarters[1], quarters[2], quarters[3], low)
 
 
 cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,

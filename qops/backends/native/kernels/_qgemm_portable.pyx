@@ -300,11 +300,11 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
         requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
 
-
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil:
     # Not called while ROW_TILES is 0; the interface's plain form.
     requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
+
 
 include "_depthwise_scalar.pxi"
 include "_qgemm.pxi"

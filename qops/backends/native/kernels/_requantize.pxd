@@ -208,4 +208,3 @@ cdef inline void requantize_tile_rows_plain(const int32_t* tile, Py_ssize_t rows
             result[i * pitch + c] = <uint8_t>(
                 clamped_round((<float>value) * terms.multiplier[i], terms.floor[i],
                               terms.ceiling[i]) + terms.offset[i] + terms.low)
-
