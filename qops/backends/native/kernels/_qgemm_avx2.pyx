@@ -171,18 +171,7 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
         _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
 
 
-cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
-                          Py_ssize_t pitch) noexcept nogil:
-    """requantize_rows with the shortcuts the terms allow, each a loop of
-    its own (constant flags: the compiler drops what they turn off)."""
-    if terms.no_column_zero and terms.packs_clamp:
-        requantize_rows(tile, terms, result, pitch, False, False)
-    elif terms.no_column_zero:
-        requantize_rows(tile, terms, result, pitch, False, True)
-    elif terms.packs_clamp:
-        requantize_rows(tile, terms, result, pitch, True, False)
-    else:
-        requantize_rows(tile, terms, result, pitch, True, True)
+include "_tile_shortcuts.pxi"
 
 
 cdef inline __m256i widened_row(const uint8_t* row, __m128i flip) noexcept nogil:
