@@ -2,10 +2,11 @@
 # One input channel per group: a GEMM would have one row per group, so this
 # runs directly, one (image, output channel) plane per task.
 #
-# Two kernels.  The AVX-512 and AVX2 variants run horizontal strides 1 and 2
-# (sums that fit int32 with their bias) through their pair kernel
-# (_depthwise_avx512.pxi, _depthwise_avx2.pxi), driven by depthwise_pairs
-# below.  Everything else takes the row kernel.  Both run one task per (image, output channel) on the
+# Two kernels.  Every variant with a pair kernel (_depthwise_avx512.pxi,
+# _depthwise_avx2.pxi, and _depthwise_sse2.pxi on any x86-64) runs
+# horizontal strides 1 and 2, with sums that fit int32 with their bias,
+# through it, driven by depthwise_pairs below.  Everything else takes the
+# row kernel.  Both run one task per (image, output channel) on the
 # process's pool (_qops_pool.pxd).  The row kernel:
 #
 # Each task centres its input channel (x - x_zp, which fits int16) into a
@@ -418,9 +419,9 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
                           uint8_t[:, :, :, ::1] out, int32_t low, int32_t high,
                           int n_threads) except *:
     """depthwise2d through the variant's pair kernel (_depthwise_avx512.pxi,
-    _depthwise_avx2.pxi), for horizontal strides 1 and 2 and sums that
-    fit int32 with their bias; one task per (image, output channel), on the
-    process's pool.
+    _depthwise_avx2.pxi, _depthwise_sse2.pxi), for horizontal strides 1
+    and 2 and sums that fit int32 with their bias; one task per (image,
+    output channel), on the process's pool.
 
     Each thread (pool slot) has an int16 plane, rows `pitch` apart, 64-byte
     aligned, filled with the input zero point by its first task; each task widens its input
@@ -442,7 +443,8 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     d.columns = ceil_div(kernel_w, 2) if d.paired else kernel_w
     # Blocks span 32 plane columns (stride 2: in pairs); the loads reach 32
     # columns plus the furthest term and its pair partner past a block.  (The
-    # AVX2 kernel's blocks span 16 columns and its loads 16: inside the same.)
+    # AVX2 and SSE2 kernels' passes span 16 columns or fewer and their loads
+    # 16 or 8: inside the same.)
     blocks = ceil_div(out_w, 32) if stride_w == 1 else round_up(ceil_div(out_w, 16), 2)
     columns_read = 32 * blocks + (kernel_w - 1) * dilation_w + 2
     d.pitch = round_up(columns_read, 32)

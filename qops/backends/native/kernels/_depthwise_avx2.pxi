@@ -1,7 +1,8 @@
 # -- depthwise convolution with AVX2: pairs of taps per vpmaddwd ------------------
 # Included by the AVX2 variant before _qgemm.pxi (whose _depthwise.pxi drives
 # it); the AVX-512 variants include _depthwise_avx512.pxi, the portable one
-# _depthwise_scalar.pxi.
+# _depthwise_sse2.pxi.  Its plane driver, the same at 128 bits, is
+# _depthwise_pair_driver.pxi.
 #
 # The design of _depthwise_avx512.pxi on 256-bit registers: a 32-bit lane j
 # of a 32-byte load from int16 element e of the widened plane holds elements
@@ -32,10 +33,7 @@
 # whole plane runs in C loops whose trip counts are constants: unrolled, with
 # no tests of the kernel row and the sums kept in registers.
 
-from libc.math cimport fabs
 from libc.stdint cimport int16_t, int64_t, uint32_t, uint64_t
-
-from qops.backends.native.kernels._requantize cimport packs_clamp_exactly
 
 cdef extern from *:
     # In C: written in Cython, GCC copies the sums between registers on every
@@ -130,26 +128,6 @@ cdef extern from *:
     /* 3 x 3 filters, the depthwise layers of MobileNets and their kin. */
     QOPS_DEPTHWISE_ROWS_FIXED(qops_depthwise_rows2_3x3s1_avx2, 2, 4, 2, 1, 3)
     QOPS_DEPTHWISE_ROWS_FIXED(qops_depthwise_rows2_3x3s2_avx2, 2, 5, 2, 2, 3)
-
-    /* Whether kernel_rows (4 per plane row, span rows) and offsets are those
-       of a KERNEL_H-row filter of paired taps at vertical stride stride_h and
-       dilation 1, the shapes the fixed loops assume. */
-    static inline int qops_depthwise_fixed_shape(const int32_t* kernel_rows, ptrdiff_t span,
-                                                 const ptrdiff_t* offsets, ptrdiff_t columns,
-                                                 ptrdiff_t stride_h, int kernel_h) {
-        if (span != 3 * stride_h + kernel_h) return 0;
-        for (ptrdiff_t c = 0; c < columns; c++) {
-            if (offsets[c] != 2 * c) return 0;
-        }
-        for (ptrdiff_t i = 0; i < span; i++) {
-            for (ptrdiff_t r = 0; r < 4; r++) {
-                const ptrdiff_t kh = i - r * stride_h;
-                const int32_t expected = (kh >= 0 && kh < kernel_h) ? (int32_t)kh : -1;
-                if (kernel_rows[4 * i + r] != expected) return 0;
-            }
-        }
-        return 1;
-    }
 
     /* The output integers of 8 sums (bias included), as `requantize` computes
        them, each masked to its low byte. */
@@ -353,9 +331,6 @@ cdef extern from *:
         const int16_t* a, const int16_t* b, Py_ssize_t pitch, Py_ssize_t span,
         const int32_t* kernel_rows, const Py_ssize_t* offsets, Py_ssize_t columns,
         const int32_t* weights, int32_t start, dw_int* sums) nogil
-    bint fixed_shape "qops_depthwise_fixed_shape"(
-        const int32_t* kernel_rows, Py_ssize_t span, const Py_ssize_t* offsets,
-        Py_ssize_t columns, Py_ssize_t stride_h, int kernel_h) nogil
     void store_pair_block "qops_depthwise_store_pairs_avx2"(
         dw_int even, dw_int odd, dw_float multiplier, dw_float floor_value,
         dw_float ceiling_value, dw_int zero_point, uint8_t* target, Py_ssize_t count) nogil
@@ -378,98 +353,9 @@ cdef extern from *:
         dw_int zero_point, uint8_t* target, Py_ssize_t count) nogil
     void widen_run "qops_depthwise_widen_run_avx2"(const uint8_t* x, Py_ssize_t count,
                                                     int is_signed, int16_t* line) nogil
-    int count_trailing_zeros "__builtin_ctz"(unsigned int value) nogil
-    int count_leading_zeros "__builtin_clz"(unsigned int value) nogil
+    # int32 lanes per ymm: a stride-2 block's outputs, half a pass's
+    # (_depthwise_pair_driver.pxi).
+    enum: DW_LANES "8"
 
 
-cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize_t stride_h,
-                                Py_ssize_t span, const int32_t* kernel_rows,
-                                const Py_ssize_t* offsets, Py_ssize_t columns,
-                                const int32_t* weights, Py_ssize_t out_h, Py_ssize_t out_w,
-                                bint interleaved, int32_t bias, int64_t largest_sum,
-                                float multiplier, int32_t zero_point, int32_t low,
-                                int32_t high, uint8_t* out) noexcept nogil:
-    """One output plane (out_h x out_w bytes at `out`) of one channel, four
-    output rows at a time, two vectors per row: the even and odd outputs of a
-    stride-1 block, or two stride-2 blocks side by side.  Rows past out_h and
-    a stride-2 block past the row are computed from the plane's zero margin
-    and not stored."""
-    cdef Py_ssize_t width = 16 if interleaved else 8   # outputs per block
-    cdef Py_ssize_t per_row = (out_w + width - 1) // width
-    cdef Py_ssize_t step = 1 if interleaved else 2
-    cdef Py_ssize_t oh, block, i, count
-    cdef const int16_t* a
-    cdef uint8_t* target
-    cdef dw_int sums[8]
-    cdef dw_float scale = dw_broadcast_float(multiplier)
-    cdef dw_float floor_value = dw_broadcast_float(<float>(low - zero_point))
-    cdef dw_float ceiling_value = dw_broadcast_float(<float>(high - zero_point))
-    cdef dw_int zero = dw_broadcast(zero_point)
-    # Saturating packs clamp to the output type where they may (|sum| <=
-    # largest_sum).
-    cdef bint signed_out = low == -128 and high == 127
-    cdef bint packed = packs_clamp_exactly(fabs(<double>multiplier) * <double>largest_sum,
-                                           low, high)
-    # 3 x 3 at vertical stride 1 or 2: the unrolled loops.
-    cdef int shape = 0
-    if columns == 2 and stride_h <= 2 and fixed_shape(kernel_rows, span, offsets, columns,
-                                                      stride_h, 3):
-        shape = <int>stride_h
-    if packed and shape == 1:
-        depthwise_plane_3x3s1(plane, pitch, weights, out_h, out_w, interleaved, bias, multiplier,
-                              zero_point, signed_out, out)
-        return
-    if packed and shape == 2:
-        depthwise_plane_3x3s2(plane, pitch, weights, out_h, out_w, interleaved, bias, multiplier,
-                              zero_point, signed_out, out)
-        return
-    for oh in range(0, out_h, 4):
-        block = 0
-        while block < per_row:
-            a = plane + oh * stride_h * pitch + block * 16
-            depthwise_rows4(a, a + (1 if interleaved else 16), pitch, span, kernel_rows,
-                            offsets, columns, weights, bias, sums)
-            for i in range(min(<Py_ssize_t>4, out_h - oh)):
-                target = out + (oh + i) * out_w + block * width
-                count = min(width, out_w - block * width)
-                if packed and interleaved:
-                    store_pair_block_packed(sums[2 * i], sums[2 * i + 1], scale, zero,
-                                            signed_out, target, count)
-                elif packed:
-                    store_blocks_packed(sums[2 * i], sums[2 * i + 1], scale, zero, signed_out,
-                                        target, min(2 * width, out_w - block * width))
-                elif interleaved:
-                    store_pair_block(sums[2 * i], sums[2 * i + 1], scale, floor_value,
-                                     ceiling_value, zero, target, count)
-                else:
-                    store_block(sums[2 * i], scale, floor_value, ceiling_value, zero, target,
-                                count)
-                    if block + 1 < per_row:
-                        store_block(sums[2 * i + 1], scale, floor_value, ceiling_value, zero,
-                                    target + 8, min(width, out_w - (block + 1) * width))
-            block = block + step
-
-
-cdef void depthwise_widen_plane(const uint8_t* source, bint signed, Py_ssize_t width,
-                                Py_ssize_t first_row, Py_ssize_t rows, Py_ssize_t pad_left,
-                                Py_ssize_t first_chunk, Py_ssize_t chunks,
-                                const uint32_t* masks, Py_ssize_t pitch, uint8_t zero,
-                                int16_t* plane) noexcept nogil:
-    """Image rows 0 .. rows - 1 into plane rows first_row .. first_row + rows
-    - 1 (see _depthwise_avx512.pxi): plane[r, c] <- x[r - first_row, c -
-    pad_left] widened to int16 inside the image; the plane's padding (the
-    zero point) is left as the driver filled it."""
-    # The chunks' image columns are one run (the masks mark its pieces):
-    # widened whole, each row is a few wide loads, where chunk by chunk it
-    # was mostly the bookkeeping of short runs.
-    cdef Py_ssize_t r, first = -1, end = 0, k
-    for k in range(chunks):
-        if masks[k]:
-            if first < 0:
-                first = (first_chunk + k) * 32 + count_trailing_zeros(masks[k])
-            end = (first_chunk + k) * 32 + 32 - count_leading_zeros(masks[k])
-    if first < 0:
-        return
-    for r in range(rows):
-        widen_run(source + r * width - pad_left + first, end - first, signed,
-                  plane + (first_row + r) * pitch + first)
+include "_depthwise_pair_driver.pxi"

@@ -1,6 +1,7 @@
 # -- depthwise convolution with AVX-512: pairs of taps per vpdpwssd ---------------
 # Included by the AVX-512 variants before _qgemm.pxi (whose _depthwise.pxi
-# drives it); the other variants include _depthwise_scalar.pxi instead.
+# drives it); the AVX2 and portable variants include _depthwise_avx2.pxi and
+# _depthwise_sse2.pxi instead.
 #
 # The driver widens one input channel into an int16 plane (x, padded with
 # x_zp, rows `pitch` apart; x_zp times the weights' sum is taken off the

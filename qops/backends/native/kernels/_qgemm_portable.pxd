@@ -22,6 +22,10 @@ cdef enum:
     TILE_COLUMNS = 128
     # The per-row epilogue by the line forms.
     ROW_TILES = 0
-    DEPTHWISE_PAIRS = 0
+
+cdef extern from *:
+    # The pair kernel (_depthwise_sse2.pxi) wherever the target has SSE2
+    # (QOPS_PORTABLE_SSE2, from the kernels' C); the row kernel elsewhere.
+    enum: DEPTHWISE_PAIRS "QOPS_PORTABLE_SSE2"
 
 include "_variant.pxd"

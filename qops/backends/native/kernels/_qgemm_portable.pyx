@@ -306,5 +306,5 @@ cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8
     requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
 
 
-include "_depthwise_scalar.pxi"
+include "_depthwise_sse2.pxi"
 include "_qgemm.pxi"

@@ -26,7 +26,8 @@
 #                         driver gives it whole micro-tiles of a per-row
 #                         epilogue; 0 when the line forms serve better
 #       DEPTHWISE_PAIRS   1 when depthwise_pairs_plane is a pair kernel
-#                         (_depthwise_avx512.pxi, _depthwise_avx2.pxi), 0 when
+#                         (_depthwise_avx512.pxi, _depthwise_avx2.pxi,
+#                         _depthwise_sse2.pxi), 0 when
 #                         the variant has none and _depthwise.pxi runs its
 #                         row kernel
 #
