@@ -36,10 +36,12 @@ def kernel(name, extra_flags=(), package=KERNELS, numpy_headers=False):
                      **settings)
 
 
-# The lean per-call paths (qops.backends.native._lean) read arrays through NumPy's C API.
-# The pool is one extension that every kernel module cimports: one per process.
+# The lean per-call paths (qops.backends.native._lean) and the output buffers
+# (_outputs) use NumPy's C API.  The pool is one extension that every kernel
+# module cimports: one per process.
 extensions = [kernel("_openmp"), kernel("_qops_pool"), kernel("_small"),
-              kernel("_lean", package="qops.backends.native", numpy_headers=True)]
+              kernel("_lean", package="qops.backends.native", numpy_headers=True),
+              kernel("_outputs", package="qops.backends.native", numpy_headers=True)]
 for variant, flags in SIMD_VARIANTS.items():
     if not os.path.exists(os.path.join(*KERNELS.split("."), f"_qgemm_{variant}.pyx")):
         continue

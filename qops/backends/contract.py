@@ -9,6 +9,7 @@ each other.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -96,38 +97,46 @@ class Implementation:
     fast: Callable = None
 
 
-#: Outputs of at least this many bytes start on a cache line.
+#: Outputs of at least this many bytes start on a cache line, and their
+#: memory is reused (qops.backends.native._outputs).
 ALIGNED_OUTPUT_BYTES = 4096
 
 
-def _address_function():
-    try:  # the compiled helper; without the kernels, NumPy's own (slower) answer
-        from qops.backends.native._lean import data_address
+def _large_output_function():
+    try:  # the compiled buffers; without the kernels, NumPy's arrays aligned by hand
+        from qops.backends.native._outputs import empty
     except ImportError:
-        return lambda array: array.ctypes.data
-    return data_address
+        return _aligned_numpy_empty
+    return empty
 
 
-_address = None
+def _aligned_numpy_empty(shape, dtype):
+    out = np.empty(shape, dtype)
+    if not out.ctypes.data % 64:
+        return out
+    buffer = np.empty(out.nbytes + 64, np.uint8)
+    start = -buffer.ctypes.data % 64
+    return buffer[start:start + out.nbytes].view(out.dtype).reshape(out.shape)
+
+
+_large_output = None
 
 
 def empty_output(shape, dtype):
-    """A new output array whose data starts on a 64-byte cache line (from
-    ALIGNED_OUTPUT_BYTES on; smaller ones as np.empty makes them).
+    """A new output array; from ALIGNED_OUTPUT_BYTES on, its data starts on a
+    64-byte cache line and its memory is reused from outputs already freed.
 
     The kernels' threads write neighbouring blocks of the output: where a
     block's edge falls inside a cache line, the line passes between the
     cores for each row, which on a 128 x 768 product took a tenth of the
-    time.  np.empty starts large arrays 16 bytes past a line half the time.
+    time.  np.empty starts large arrays 16 bytes past a line half the time,
+    and maps each one afresh, faulting its pages in on every call, whenever
+    malloc's threshold says so (see qops.backends.native._outputs).
     """
-    global _address
-    out = np.empty(shape, dtype)
-    if out.nbytes < ALIGNED_OUTPUT_BYTES:
-        return out
-    if _address is None:
-        _address = _address_function()
-    if not _address(out) % 64:
-        return out
-    buffer = np.empty(out.nbytes + 64, np.uint8)
-    start = -_address(buffer) % 64
-    return buffer[start:start + out.nbytes].view(out.dtype).reshape(out.shape)
+    global _large_output
+    dtype = np.dtype(dtype)
+    if math.prod(shape) * dtype.itemsize < ALIGNED_OUTPUT_BYTES:
+        return np.empty(shape, dtype)
+    if _large_output is None:
+        _large_output = _large_output_function()
+    return _large_output(shape, dtype)

@@ -25,6 +25,7 @@ from libc.stdint cimport int8_t, int32_t, uint8_t
 
 import numpy as np
 
+from qops.backends.native._outputs cimport LARGE_OUTPUT_BYTES, empty_array
 from qops.backends.native.kernels._small cimport SMALL_LIMIT, SmallMatmul, small_matmul
 
 cnp.import_array()
@@ -227,7 +228,7 @@ cdef class LeanMatmul:
         if not (product32 < INFINITY and multiplier < INFINITY):
             return None
         if out is None:
-            result = cnp.PyArray_EMPTY(self.rank, self.out_dims, self.out_type, 0)
+            result = new_output(self.rank, self.out_dims, self.out_type)
         else:
             if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == self.out_type
                     and cnp.PyArray_NDIM(<cnp.ndarray>out) == self.rank
@@ -462,7 +463,7 @@ def quantize_per_tensor(object entry, x, y_scale, y_zero_point, out, n_threads):
         return None
     threads = n_threads
     if out is None:
-        result = cnp.PyArray_EMPTY(cnp.PyArray_NDIM(source), cnp.PyArray_DIMS(source), out_type, 0)
+        result = new_output(cnp.PyArray_NDIM(source), cnp.PyArray_DIMS(source), out_type)
     else:
         if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == out_type
                 and cnp.PyArray_NDIM(<cnp.ndarray>out) == cnp.PyArray_NDIM(source)
@@ -477,6 +478,18 @@ def quantize_per_tensor(object entry, x, y_scale, y_zero_point, out, n_threads):
         kernel(<const float*>cnp.PyArray_DATA(source), count, scale, zero,
                <uint8_t*>cnp.PyArray_DATA(result), out_type == cnp.NPY_INT8, threads)
     return result
+
+
+cdef cnp.ndarray new_output(int rank, cnp.npy_intp* dims, int type_number):
+    """A new output array, as qops.backends.contract.empty_output makes them."""
+    cdef cnp.npy_intp count = 1
+    cdef int i
+    cdef cnp.dtype descr = cnp.PyArray_DescrFromType(type_number)
+    for i in range(rank):
+        count *= dims[i]
+    if count * descr.itemsize < LARGE_OUTPUT_BYTES:
+        return cnp.PyArray_EMPTY(rank, dims, type_number, 0)
+    return empty_array(rank, dims, descr)
 
 
 def data_address(cnp.ndarray array):
