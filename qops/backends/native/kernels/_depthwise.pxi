@@ -7,7 +7,12 @@
 # horizontal strides 1 and 2, with sums that fit int32 with their bias,
 # through it, driven by depthwise_pairs below.  Everything else takes the
 # row kernel.  Both run one task per (image, output channel) on the
-# process's pool (_qops_pool.pxd).  The row kernel:
+# process's pool (_qops_pool.pxd), as a range: each thread starts on its own
+# segment of the planes, the same one call after call, so that it finds
+# their input and output in its own cache.  (Handed out one at a time, the
+# planes moved from core to core: on 2 threads a 144 x 56 x 56 depthwise
+# convolution took 0.184 ms that way and 0.175 ms as a range, with the
+# portable kernels.)  The row kernel:
 #
 # Each task centres its input channel (x - x_zp, which fits int16) into a
 # zero-padded plane split by column phase: with horizontal stride s, padded
@@ -234,7 +239,7 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     row_job.out_w = out_w
     row_job.row_length = row_length
     with nogil:
-        run_tasks(depthwise_row_task, &row_job, batch * out_channels, threads)
+        run_range(depthwise_row_tasks, &row_job, batch * out_channels, 1, threads)
     free(row_job.scratch)
 
 
@@ -270,6 +275,13 @@ cdef struct RowJob:
     Py_ssize_t row_length
     int32_t* scratch              # per slot: phases, row sums, weights, row bytes, a line
     Py_ssize_t per_slot
+
+
+cdef void depthwise_row_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
+                             int slot) noexcept nogil:
+    cdef Py_ssize_t job
+    for job in range(start, stop):
+        depthwise_row_task(context, job, slot)
 
 
 cdef void depthwise_row_task(void* context, Py_ssize_t job_index, int slot) noexcept nogil:
@@ -369,6 +381,13 @@ cdef struct DepthwiseJob:
     uint8_t* ready                # per slot: its plane's padding is filled
 
 
+cdef void depthwise_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
+                          int slot) noexcept nogil:
+    cdef Py_ssize_t job
+    for job in range(start, stop):
+        depthwise_task(context, job, slot)
+
+
 cdef void depthwise_task(void* context, Py_ssize_t job, int slot) noexcept nogil:
     """Output channel job % out_channels of image job // out_channels."""
     cdef DepthwiseJob* d = <DepthwiseJob*>context
@@ -421,7 +440,7 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     """depthwise2d through the variant's pair kernel (_depthwise_avx512.pxi,
     _depthwise_avx2.pxi, _depthwise_sse2.pxi), for horizontal strides 1
     and 2 and sums that fit int32 with their bias; one task per (image,
-    output channel), on the process's pool.
+    output channel), on the process's pool as a range.
 
     Each thread (pool slot) has an int16 plane, rows `pitch` apart, 64-byte
     aligned, filled with the input zero point by its first task; each task widens its input
@@ -515,7 +534,7 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
         masks[t] = <uint32_t>(((<uint64_t>1 << high_lane) - 1)
                               & ~((<uint64_t>1 << low_lane) - 1))
     with nogil:
-        run_tasks(depthwise_task, &d, batch * d.out_channels, threads)
+        run_range(depthwise_tasks, &d, batch * d.out_channels, 1, threads)
     free(scratch)
     free(offsets)
     free(kernel_rows)
