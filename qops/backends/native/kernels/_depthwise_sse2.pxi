@@ -170,21 +170,25 @@ cdef extern from *:
         memcpy(target, &line, (size_t)(count < 4 ? count : 4));
     }
 
-    /* round_half_even(sums * multiplier) + zero point, for sums whose scaled
-       value the driver has bounded well inside int32: no float clamp, the
-       saturating packs clamp to the output type instead. */
-    static inline __m128i qops_depthwise_round_sse2(__m128i sums, __m128 multiplier,
-                                                    __m128i zero_point) {
-        return _mm_add_epi32(_mm_cvtps_epi32(_mm_mul_ps(_mm_cvtepi32_ps(sums), multiplier)),
-                             zero_point);
+    /* round_half_even(sums * multiplier), for sums whose scaled value the
+       driver has bounded well inside int32: no float clamp, the saturating
+       packs clamp to the output type instead. */
+    static inline __m128i qops_depthwise_round_sse2(__m128i sums, __m128 multiplier) {
+        return _mm_cvtps_epi32(_mm_mul_ps(_mm_cvtepi32_ps(sums), multiplier));
     }
 
-    /* 8 int16 in output order saturated to bytes, stored as count (<= 8)
-       outputs. */
-    static inline void qops_depthwise_store_words_sse2(__m128i words, int is_signed,
-                                                       uint8_t* target, ptrdiff_t count) {
-        qops_depthwise_store_low_sse2(is_signed ? _mm_packs_epi16(words, words)
-                                                : _mm_packus_epi16(words, words),
+    /* 8 rounded values, saturated to int16 in output order, plus the zero
+       point (int32 lanes), saturated to bytes and stored as count (<= 8)
+       outputs.  The zero point is added to the 8 words at once, after the
+       first saturation, which changes no output: a value that saturates
+       int16 is still beyond the byte range after adding |zero point| <= 255,
+       on the side where the exact sum is. */
+    static inline void qops_depthwise_store_words_sse2(__m128i words, __m128i zero_point,
+                                                       int is_signed, uint8_t* target,
+                                                       ptrdiff_t count) {
+        const __m128i centred = _mm_adds_epi16(words, _mm_packs_epi32(zero_point, zero_point));
+        qops_depthwise_store_low_sse2(is_signed ? _mm_packs_epi16(centred, centred)
+                                                : _mm_packus_epi16(centred, centred),
                                       target, count);
     }
 
@@ -194,11 +198,11 @@ cdef extern from *:
                                                               __m128i zero_point,
                                                               int is_signed, uint8_t* target,
                                                               ptrdiff_t count) {
-        const __m128i e = qops_depthwise_round_sse2(even, multiplier, zero_point);
-        const __m128i o = qops_depthwise_round_sse2(odd, multiplier, zero_point);
+        const __m128i e = qops_depthwise_round_sse2(even, multiplier);
+        const __m128i o = qops_depthwise_round_sse2(odd, multiplier);
         qops_depthwise_store_words_sse2(
             _mm_packs_epi32(_mm_unpacklo_epi32(e, o), _mm_unpackhi_epi32(e, o)),
-            is_signed, target, count);
+            zero_point, is_signed, target, count);
     }
 
     /* Two stride-2 blocks side by side (first, then second: count <= 8
@@ -209,9 +213,9 @@ cdef extern from *:
                                                                int is_signed, uint8_t* target,
                                                                ptrdiff_t count) {
         qops_depthwise_store_words_sse2(
-            _mm_packs_epi32(qops_depthwise_round_sse2(first, multiplier, zero_point),
-                            qops_depthwise_round_sse2(second, multiplier, zero_point)),
-            is_signed, target, count);
+            _mm_packs_epi32(qops_depthwise_round_sse2(first, multiplier),
+                            qops_depthwise_round_sse2(second, multiplier)),
+            zero_point, is_signed, target, count);
     }
 
     /* A whole output plane of a fixed shape's two-row loop ROWS2 and bounded
