@@ -51,8 +51,10 @@ _VERSIONS = (FeatureLevel, Opset)
 _INTS = {int}
 # Values that cannot change after a call: their converted arrays are kept.
 _IMMUTABLE = (np.generic, float, int)
-# The recent call's form of a parameter given as the same object, and a slot not given.
+# The recent call's form of a parameter given as the same object, of an
+# array parameter given with the same bytes, and of a slot not given.
 _SAME = object()
+_EQUAL = object()
 _ABSENT = object()
 
 
@@ -323,7 +325,11 @@ class PlanCache:
     # (or absent again) and every data slot an array of the same dtype and
     # shape, runs the plan on the new data directly.  This skips the
     # signature, the layout conversion and the value key: about half of a
-    # call's fixed cost.
+    # call's fixed cost.  An array parameter (a per-channel scale or zero
+    # point, a bias) may change in place between calls, so it is remembered
+    # by its bytes, as the value key has it (up to VALUE_KEY_LIMIT
+    # elements), and must come again as an array of the same dtype, shape and
+    # bytes.
 
     def _remember(self, slots, tail, plan, arrays, checked, values):
         forms = []
@@ -339,8 +345,13 @@ class PlanCache:
                 kept[name] = None  # the caller's data is not kept alive
             elif isinstance(value, _IMMUTABLE):
                 forms.append((name, _SAME, value))
+            elif (type(value) is np.ndarray and value.dtype == arrays[name].dtype
+                  and value.size <= VALUE_KEY_LIMIT):
+                forms.append((name, _EQUAL, value.dtype, arrays[name].shape, value.shape,
+                              value.tobytes()))
+                kept[name] = None  # this call's value stands in for it
             else:
-                return  # an array parameter may change in place: not remembered
+                return
         self._recent = (dispatch.generation(), tail, tuple(forms), plan, kept, checked, values)
 
     def _run_recent(self, slots, tail, n_threads, packed):
@@ -361,6 +372,8 @@ class PlanCache:
                 if value is not form[2]:
                     return None
             elif type(value) is not np.ndarray or value.dtype != form[2] or value.shape != form[4]:
+                return None
+            elif kind is _EQUAL and value.tobytes() != form[5]:
                 return None
             else:
                 arrays[form[0]] = value if value.shape == form[3] else value.reshape(form[3])

@@ -382,3 +382,50 @@ def test_the_recent_call_does_not_keep_the_callers_data_alive():
     del a, b
     gc.collect()
     assert watched[0]() is None and watched[1]() is None
+
+
+def test_array_parameters_are_remembered_by_their_bytes(monkeypatch):
+    """Per-channel scales, zero points and a bias given again with the same
+    bytes (the same arrays, or equal copies) take the recent-call shortcut;
+    changed in place, or new values, they take the validating path and are
+    used, and bad ones are refused there."""
+    rng = np.random.default_rng(21)
+    image = rng.integers(0, 256, (1, 6, 9, 9), dtype=u8)
+    slots = dict(input=image, input_scale=np.float32(0.04), input_zero_point=u8(120),
+                 filter=rng.integers(-128, 128, (6, 1, 3, 3), dtype=i8),
+                 filter_scale=np.linspace(0.01, 0.03, 6).astype(np.float32),
+                 bias=rng.integers(-3000, 3000, 6).astype(np.int32),
+                 output_scale=np.float32(0.25), output_zero_point=u8(128))
+    attributes = dict(start_padding=(1, 1), end_padding=(1, 1), group_count=6)
+
+    def expected():
+        full = {name: value if name in ("input", "filter") or value is None
+                else np.reshape(value, (1, -1, 1, 1) if np.ndim(value) else (1,) * 4)
+                for name, value in slots.items()}
+        return reference.quantized_linear_convolution(
+            **full, filter_zero_point=None, strides=(1, 1), dilations=(1, 1),
+            **attributes, output_dtype=np.dtype(u8))
+
+    def run():
+        return qops.quantized_linear_convolution(**slots, **attributes)
+
+    assert np.array_equal(run(), expected())
+    signatures = []
+    real_signature = _plans.signature
+    monkeypatch.setattr(_plans, "signature",
+                        lambda *args: signatures.append(1) or real_signature(*args))
+    for copies in (False, True, False):
+        if copies:
+            slots.update(filter_scale=slots["filter_scale"].copy(), bias=slots["bias"].copy())
+        image[...] = rng.integers(0, 256, image.shape, dtype=u8)
+        assert np.array_equal(run(), expected())
+    assert signatures == []  # the shortcut each time
+    slots["filter_scale"][2] *= 3
+    assert np.array_equal(run(), expected()) and len(signatures) == 1
+    slots["bias"][4] = -slots["bias"][4] - 1
+    assert np.array_equal(run(), expected()) and len(signatures) == 2
+    slots["filter_scale"][0] = 0.0
+    with pytest.raises(qops.ValidationError, match="filter_scale.*positive and finite"):
+        run()
+    slots["filter_scale"][0] = 0.02
+    assert np.array_equal(run(), expected())
