@@ -65,3 +65,47 @@ def test_a_group_packs_to_int16_pairs_with_its_column_sums(kernels):
         values = (rows ^ flip).view(np.int8).astype(np.int16)
         assert np.array_equal(target, np.stack([values[0:2].T, values[2:4].T]).ravel())
         assert np.array_equal(sums, 5 + values.sum(0))
+
+
+DEPTHWISE_SOURCE = SOURCE.with_name("_depthwise_sse2.pxi")
+
+
+def depthwise_source():
+    """The C of the SSE2 depthwise kernel (its `cdef extern from *` block),
+    with an exported entry to its row widening."""
+    text = DEPTHWISE_SOURCE.read_text()
+    start = text.index('cdef extern from *:\n    """') + len('cdef extern from *:\n    """')
+    code = text[start:text.index('    """', start)]
+    return "\n".join(line[4:] for line in code.splitlines()) + """
+void widen(const uint8_t* x, ptrdiff_t count, int is_signed, int16_t* line) {
+    qops_depthwise_widen_run_sse2(x, count, is_signed, line);
+}
+"""
+
+
+@pytest.mark.parametrize("mode", ["sse2", "plain"])
+def test_the_depthwise_kernel_builds_with_and_without_sse2(mode, tmp_path):
+    """Without SSE2 the portable variant keeps the row kernel, but the pair
+    kernel's C must still compile (its names are declared to Cython); with
+    SSE2, its row widening matches NumPy's for every run length, either
+    signedness, writing nothing past the run."""
+    if COMPILER is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / "depthwise.c"
+    source.write_text(depthwise_source())
+    library = tmp_path / "depthwise.so"
+    flags = ["-U__SSE2__"] if mode == "plain" else []
+    subprocess.run([COMPILER, "-O2", "-Wall", "-Werror", "-Wno-unused-function",
+                    "-Wno-unused-parameter", "-shared", "-fPIC", *flags, "-o", str(library),
+                    str(source)], check=True, capture_output=True)
+    if mode == "plain":
+        return
+    widen = ctypes.CDLL(str(library)).widen
+    rng = np.random.default_rng(5)
+    for count in range(0, 50):
+        x = rng.integers(0, 256, count + 16).astype(np.uint8)
+        for is_signed in (0, 1):
+            line = np.full(count + 16, 7777, np.int16)
+            widen(address(x), ctypes.c_ssize_t(count), ctypes.c_int(is_signed), address(line))
+            values = (x.view(np.int8) if is_signed else x)[:count].astype(np.int16)
+            assert np.array_equal(line[:count], values) and np.all(line[count:] == 7777)
