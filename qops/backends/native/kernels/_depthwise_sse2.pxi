@@ -221,11 +221,15 @@ cdef extern from *:
     /* A whole output plane of a fixed shape's two-row loop ROWS2 and bounded
        sums, 8 outputs of four rows per pass; a row's last pass ends at its
        last output, overlapping the one before it, so that it stores whole
-       8-byte lines. */
+       8-byte lines.  The block form and the output type are constants of
+       each copy of the body, not tests in its loop (on 144 planes of 56 x 56,
+       one thread: 0.325 to 0.309 ms).  (Two rows per pass, which spills
+       fewer sums, took 7% longer.) */
     #define QOPS_DEPTHWISE_PLANE_FIXED_SSE2(NAME, ROWS2, STRIDE_H)                           \
-    static void NAME(const int16_t* plane, ptrdiff_t pitch, const int32_t* weights,       \
-                     ptrdiff_t out_h, ptrdiff_t out_w, int interleaved, int32_t bias,      \
-                     float multiplier, int32_t zero_point, int is_signed, uint8_t* out) {  \
+    static inline __attribute__((always_inline)) void NAME##_body(                         \
+        const int16_t* plane, ptrdiff_t pitch, const int32_t* weights, ptrdiff_t out_h,    \
+        ptrdiff_t out_w, const int interleaved, int32_t bias, float multiplier,            \
+        int32_t zero_point, const int is_signed, uint8_t* out) {                           \
         const __m128 scale = _mm_set1_ps(multiplier);                                      \
         const __m128i zero = _mm_set1_epi32(zero_point);                                   \
         const ptrdiff_t lower = 2 * (STRIDE_H) * pitch;                                    \
@@ -260,6 +264,22 @@ cdef extern from *:
                 }                                                                          \
             }                                                                              \
         }                                                                                  \
+    }                                                                                      \
+    static void NAME(const int16_t* plane, ptrdiff_t pitch, const int32_t* weights,       \
+                     ptrdiff_t out_h, ptrdiff_t out_w, int interleaved, int32_t bias,      \
+                     float multiplier, int32_t zero_point, int is_signed, uint8_t* out) {  \
+        if (interleaved && is_signed)                                                      \
+            NAME##_body(plane, pitch, weights, out_h, out_w, 1, bias, multiplier,          \
+                        zero_point, 1, out);                                               \
+        else if (interleaved)                                                              \
+            NAME##_body(plane, pitch, weights, out_h, out_w, 1, bias, multiplier,          \
+                        zero_point, 0, out);                                               \
+        else if (is_signed)                                                                \
+            NAME##_body(plane, pitch, weights, out_h, out_w, 0, bias, multiplier,          \
+                        zero_point, 1, out);                                               \
+        else                                                                               \
+            NAME##_body(plane, pitch, weights, out_h, out_w, 0, bias, multiplier,          \
+                        zero_point, 0, out);                                               \
     }
     QOPS_DEPTHWISE_PLANE_FIXED_SSE2(qops_depthwise_plane_3x3s1_sse2,
                                     qops_depthwise_rows2_3x3s1_sse2, 1)
