@@ -1060,8 +1060,12 @@ def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads, bint tr
         job.colsum_stride = colsum_view.shape[1]
         with nogil:
             if batches >= n_threads > 1:
-                # Enough matrices to keep every thread busy with whole ones.
-                run_tasks(pack_one_batch, &job, batches, n_threads)
+                # Enough matrices to keep every thread busy with whole ones;
+                # as a range, whose home segments are those of the product's
+                # units (run_tiles), so each thread packs the B matrices it
+                # then multiplies and finds them in its own cache (on 12
+                # products of 128 x 64 x 128, two threads: 0.066 to 0.063 ms).
+                run_range(pack_batches, &job, batches, 1, n_threads)
             else:
                 for index in range(batches):
                     pack_b_matrix(job.b + index * k * n, n, k, n, job.flip,
@@ -1081,11 +1085,14 @@ cdef struct PackBatches:
     Py_ssize_t colsum_stride
 
 
-cdef void pack_one_batch(void* context, Py_ssize_t index, int slot) noexcept nogil:
+cdef void pack_batches(void* context, Py_ssize_t start, Py_ssize_t stop,
+                       int slot) noexcept nogil:
     cdef const PackBatches* job = <const PackBatches*>context
-    pack_b_matrix(job.b + index * job.k * job.n, job.n, job.k, job.n, job.flip,
-                  job.packed + index * job.packed_stride, job.colsum + index * job.colsum_stride,
-                  1)
+    cdef Py_ssize_t index
+    for index in range(start, stop):
+        pack_b_matrix(job.b + index * job.k * job.n, job.n, job.k, job.n, job.flip,
+                      job.packed + index * job.packed_stride,
+                      job.colsum + index * job.colsum_stride, 1)
 
 
 def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
