@@ -276,9 +276,9 @@ class PlanCache:
         """
         if tail is None:
             tail = signature_tail(attributes, version)
-        remember = self._remembers and out is None and not with_checked and tail is not None
+        remember = self._remembers and not with_checked and tail is not None
         if remember:
-            result = self._run_recent(slots, tail, n_threads, packed)
+            result = self._run_recent(slots, tail, out, n_threads, packed)
             if result is not None:
                 return result
         record = (lambda *used: self._remember(slots, tail, *used)) if remember else None
@@ -325,11 +325,11 @@ class PlanCache:
     # (or absent again) and every data slot an array of the same dtype and
     # shape, runs the plan on the new data directly.  This skips the
     # signature, the layout conversion and the value key: about half of a
-    # call's fixed cost.  An array parameter (a per-channel scale or zero
-    # point, a bias) may change in place between calls, so it is remembered
-    # by its bytes, as the value key has it (up to VALUE_KEY_LIMIT
-    # elements), and must come again as an array of the same dtype, shape and
-    # bytes.
+    # call's fixed cost.  ``out=`` is checked as on any cached plan.  An
+    # array parameter (a per-channel scale or zero point, a bias) may change
+    # in place between calls, so it is remembered by its bytes, as the value
+    # key has it (up to VALUE_KEY_LIMIT elements), and must come again as an
+    # array of the same dtype, shape and bytes.
 
     def _remember(self, slots, tail, plan, arrays, checked, values):
         forms = []
@@ -354,7 +354,7 @@ class PlanCache:
                 return
         self._recent = (dispatch.generation(), tail, tuple(forms), plan, kept, checked, values)
 
-    def _run_recent(self, slots, tail, n_threads, packed):
+    def _run_recent(self, slots, tail, out, n_threads, packed):
         recent = self._recent
         if recent is None:
             return None
@@ -377,7 +377,11 @@ class PlanCache:
                 return None
             else:
                 arrays[form[0]] = value if value.shape == form[3] else value.reshape(form[3])
-        return plan.run_values(arrays, checked, values, None, n_threads, packed)
+        if out is not None:
+            template = plan.template
+            check_out(template.operator, out, template.output_shape, template.output_dtype,
+                      arrays)
+        return plan.run_values(arrays, checked, values, out, n_threads, packed)
 
     def clear(self):
         self._plans.clear()

@@ -429,3 +429,44 @@ def test_array_parameters_are_remembered_by_their_bytes(monkeypatch):
         run()
     slots["filter_scale"][0] = 0.02
     assert np.array_equal(run(), expected())
+
+
+def test_a_call_into_out_like_the_last_takes_the_shortcut_and_checks_out(monkeypatch):
+    """Calls into ``out=`` that repeat the last call's form skip validation
+    but not the checks of ``out``: wrong shape, dtype, layout, a read-only
+    array and one overlapping an input are refused as on any cached plan."""
+    rng = np.random.default_rng(22)
+    a = rng.integers(0, 256, (48, 64), dtype=u8)
+    b = rng.integers(-128, 128, (64, 40), dtype=i8)
+    parameters = dict(a_scale=np.float32(0.03), a_zero_point=u8(100), b_scale=np.float32(0.02),
+                      output_scale=np.float32(0.5), output_zero_point=u8(128))
+    out = np.empty((48, 40), u8)
+    qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters, out=out)
+    signatures = []
+    real_signature = _plans.signature
+    monkeypatch.setattr(_plans, "signature",
+                        lambda *args: signatures.append(1) or real_signature(*args))
+    for _ in range(3):
+        a[...] = rng.integers(0, 256, a.shape, dtype=u8)
+        got = qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters, out=out)
+        expected = reference.quantized_linear_matrix_multiply(
+            a, *(np.reshape(parameters[k], (1, 1)) for k in ("a_scale", "a_zero_point")), b,
+            np.reshape(parameters["b_scale"], (1, 1)), None,
+            *(np.reshape(parameters[k], (1, 1)) for k in ("output_scale", "output_zero_point")),
+            output_dtype=np.dtype(u8))
+        assert got is out and np.array_equal(out, expected)
+    assert signatures == []
+    read_only = np.empty((48, 40), u8)
+    read_only.flags.writeable = False
+    overlapping = np.empty((48 * 40 + 64 * 40,), u8)
+    for bad, message in ((np.empty((40, 48), u8), "out has shape"),
+                         (np.empty((48, 40), i8), "out has dtype"),
+                         (np.empty((40, 48), u8).T, "C-contiguous"),
+                         (read_only, "read-only")):
+        with pytest.raises(qops.ValidationError, match=message):
+            qops.quantized_linear_matrix_multiply(a=a, b=b, **parameters, out=bad)
+    shared_a = overlapping[:48 * 64].reshape(48, 64)
+    shared_a[...] = a
+    with pytest.raises(qops.ValidationError, match="out overlaps a"):
+        qops.quantized_linear_matrix_multiply(a=shared_a, b=b, **parameters,
+                                              out=overlapping[:48 * 40].reshape(48, 40))
