@@ -210,6 +210,32 @@ def test_declared_combinations_run_and_undeclared_raise(case):
     assert np.array_equal(result.view(np.uint8), expected.view(np.uint8))
 
 
+@pytest.mark.parametrize("case", [case for case in CASES
+                                  if all(case[3] in case[0].support(case[1]).tensor(slot).dtypes
+                                         for slot in case[2])], ids=case_id)
+def test_declared_combinations_write_every_output_byte(case, monkeypatch):
+    """Each declared combination, run twice into reused output memory filled
+    first with 0x5A and then with 0xA5 (every output taken from qops'
+    buffers, whatever its size), returns the same bytes both times: no
+    operator leaves an output byte as the memory had it."""
+    outputs = pytest.importorskip("qops.backends.native._outputs")
+    monkeypatch.setattr(qops.backends.contract, "ALIGNED_OUTPUT_BYTES", 1)
+    op, version, group, dtype = case
+    dtypes = default_dtypes(op, version)
+    dtypes.update({slot: dtype for slot in group})
+    kwargs = build_call(op, version, dtypes)
+    function = getattr(qops, op.function)
+    function(**kwargs)  # its buffers, freed at once, are the sizes the runs take
+    runs = []
+    for byte in (0x5A, 0xA5):
+        outputs.fill_idle(byte)
+        result = function(**kwargs)
+        runs.append([np.array(array, copy=True).view(np.uint8)
+                     for array in (result if isinstance(result, tuple) else (result,))])
+        del result
+    assert all(np.array_equal(a, b) for a, b in zip(*runs))
+
+
 def _prepare(op, kwargs):
     from qops.ops.validate import PREPARE as _PREPARE
 

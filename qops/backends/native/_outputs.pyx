@@ -23,7 +23,7 @@ cimport numpy as cnp
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from libc.stdlib cimport free
-from libc.string cimport memmove
+from libc.string cimport memmove, memset
 
 import numpy as np
 
@@ -145,3 +145,12 @@ cdef cnp.ndarray empty_array(int nd, cnp.npy_intp* dims, cnp.dtype descr):
 def idle():
     """(buffers, bytes) the free list holds now."""
     return idle_count, idle_bytes
+
+
+def fill_idle(int byte):
+    """Fill every idle buffer with ``byte``: the next outputs then start
+    over it, so that an operator which leaves an output byte unwritten
+    shows it (the tests' use)."""
+    cdef int i
+    for i in range(idle_count):
+        memset(idle_memory[i], byte, idle_size[i])
