@@ -490,9 +490,3 @@ cdef cnp.ndarray new_output(int rank, cnp.npy_intp* dims, int type_number):
     if count * descr.itemsize < LARGE_OUTPUT_BYTES:
         return cnp.PyArray_EMPTY(rank, dims, type_number, 0)
     return empty_array(rank, dims, descr)
-
-
-def data_address(cnp.ndarray array):
-    """The address of an array's first byte (what ``array.ctypes.data`` gives,
-    in a twentieth of the time: a call's output is checked with it)."""
-    return <size_t>cnp.PyArray_DATA(array)

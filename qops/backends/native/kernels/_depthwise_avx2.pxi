@@ -33,7 +33,7 @@
 # whole plane runs in C loops whose trip counts are constants: unrolled, with
 # no tests of the kernel row and the sums kept in registers.
 
-from libc.stdint cimport int16_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t
 
 cdef extern from *:
     # In C: written in Cython, GCC copies the sums between registers on every

@@ -22,7 +22,7 @@
 # packs through packssdw, whose saturation is exact here (the values are
 # already inside int16 or clamped to a byte).
 
-from libc.stdint cimport int16_t, int64_t, uint32_t
+from libc.stdint cimport int16_t
 
 cdef extern from *:
     """
@@ -339,33 +339,32 @@ cdef extern from *:
         qops_dw_float v = {{value, value, value, value}};
         return v;
     }
-    #define QOPS_DEPTHWISE_UNBUILT(...) { (void)0; }
     static inline void qops_depthwise_rows4_sse2(const int16_t* a, const int16_t* b,
         ptrdiff_t pitch, ptrdiff_t span, const int32_t* kernel_rows, const ptrdiff_t* offsets,
         ptrdiff_t columns, const int32_t* weights, int32_t start, qops_dw_int* sums)
-        QOPS_DEPTHWISE_UNBUILT()
+        {}
     static inline void qops_depthwise_store_pairs_sse2(qops_dw_int even, qops_dw_int odd,
         qops_dw_float multiplier, qops_dw_float floor_value, qops_dw_float ceiling_value,
-        qops_dw_int zero_point, uint8_t* target, ptrdiff_t count) QOPS_DEPTHWISE_UNBUILT()
+        qops_dw_int zero_point, uint8_t* target, ptrdiff_t count) {}
     static inline void qops_depthwise_store_block_sse2(qops_dw_int sums,
         qops_dw_float multiplier, qops_dw_float floor_value, qops_dw_float ceiling_value,
-        qops_dw_int zero_point, uint8_t* target, ptrdiff_t count) QOPS_DEPTHWISE_UNBUILT()
+        qops_dw_int zero_point, uint8_t* target, ptrdiff_t count) {}
     static inline void qops_depthwise_store_pairs_packed_sse2(qops_dw_int even,
         qops_dw_int odd, qops_dw_float multiplier, qops_dw_int zero_point, int is_signed,
-        uint8_t* target, ptrdiff_t count) QOPS_DEPTHWISE_UNBUILT()
+        uint8_t* target, ptrdiff_t count) {}
     static inline void qops_depthwise_store_blocks_packed_sse2(qops_dw_int first,
         qops_dw_int second, qops_dw_float multiplier, qops_dw_int zero_point, int is_signed,
-        uint8_t* target, ptrdiff_t count) QOPS_DEPTHWISE_UNBUILT()
+        uint8_t* target, ptrdiff_t count) {}
     static inline void qops_depthwise_plane_3x3s1_sse2(const int16_t* plane, ptrdiff_t pitch,
         const int32_t* weights, ptrdiff_t out_h, ptrdiff_t out_w, int interleaved,
         int32_t bias, float multiplier, int32_t zero_point, int is_signed, uint8_t* out)
-        QOPS_DEPTHWISE_UNBUILT()
+        {}
     static inline void qops_depthwise_plane_3x3s2_sse2(const int16_t* plane, ptrdiff_t pitch,
         const int32_t* weights, ptrdiff_t out_h, ptrdiff_t out_w, int interleaved,
         int32_t bias, float multiplier, int32_t zero_point, int is_signed, uint8_t* out)
-        QOPS_DEPTHWISE_UNBUILT()
+        {}
     static inline void qops_depthwise_widen_run_sse2(const uint8_t* x, ptrdiff_t count,
-        int is_signed, int16_t* line) QOPS_DEPTHWISE_UNBUILT()
+        int is_signed, int16_t* line) {}
     #endif
     """
     ctypedef struct dw_int "qops_dw_int":
