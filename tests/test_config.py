@@ -13,6 +13,13 @@ import qops
 from qops.backends.native.kernels import _openmp, _qops_pool
 
 
+def most_threads_used(n_threads, attempts=5):
+    """The most threads a job of the pool's check ran on, over a few jobs:
+    the caller never waits for a worker, so on a loaded machine a worker the
+    scheduler has not run yet misses one job, but not every one."""
+    return max(_qops_pool.threads_used(n_threads) for _ in range(attempts))
+
+
 @pytest.mark.skipif(bool(os.environ.get("OMP_THREAD_LIMIT") or os.environ.get("OMP_DYNAMIC")),
                     reason="the OpenMP runtime may give a parallel loop fewer threads here")
 def test_kernels_are_compiled_and_report_openmp():
@@ -20,7 +27,7 @@ def test_kernels_are_compiled_and_report_openmp():
     parallel loop does: two threads with OpenMP, one without."""
     info = qops.config.config()
     assert info["kernels built"] is True
-    assert info["openmp"] == (_qops_pool.threads_used(2) == 2)
+    assert info["openmp"] == (most_threads_used(2) == 2)
     text = io.StringIO()
     qops.show_config(file=text)
     assert ("openmp" in text.getvalue()) and str(qops.get_num_threads()) in text.getvalue()
@@ -29,7 +36,7 @@ def test_kernels_are_compiled_and_report_openmp():
 @pytest.mark.skipif(not _openmp.openmp_enabled(), reason="built without OpenMP")
 def test_the_pool_runs_a_job_on_the_requested_threads():
     assert _qops_pool.threads_used(1) == 1
-    assert _qops_pool.threads_used(2) == 2
+    assert most_threads_used(2) == 2
 
 
 def test_set_and_get_num_threads_round_trip():
