@@ -414,7 +414,14 @@ def prepare_pointwise(call, variant=None):
         if column_zero[0] and call.packed is not None:
             row_sums = call.packed.get(("filter rows", variant),
                                        lambda: kernels.matrix_row_sums(rows, a_flip, n_threads))
-        kernels.matmul(rows, a_flip, a_index, packed, colsum, b_index, pixels, row_zero,
+        a_rows, flip = rows, a_flip
+        if a_flip and call.packed is not None:
+            # A compiled operator keeps its int8 filter as A' (xor 0x80), which
+            # the kernels then read in place instead of packing each block of
+            # rows once per unit of pixels.
+            a_rows = call.packed.get(("filter as A'", variant), lambda: rows ^ np.uint8(_FLIP))
+            flip = False
+        kernels.matmul(a_rows, flip, a_index, packed, colsum, b_index, pixels, row_zero,
                        column_zero, multiplier, out_zero, out.view(np.uint8).reshape(out_shape),
                        low, high, n_threads, raw, per_row=True, bias=bias, a_row_sums=row_sums)
 

@@ -57,8 +57,14 @@ cdef enum:
     SLOT_A_BYTES = (MR * BLOCK_ROW_BYTES + 63) & ~63
     SLOT_UNIT_OFFSET = SLOT_A_BYTES + TILE_M_PANELS * MR * TILE_COLUMNS * 8
     # ... then the unit's requantized bytes, TILE_COLUMNS per row.
-    SLOT_BYTES = SLOT_UNIT_OFFSET + ((TILE_M_PANELS * MR * TILE_COLUMNS + 63) & ~63)
+    # (one block more than a unit's TILE_M_PANELS: run_gemm folds a lone
+    # short last block into the unit above it).
+    SLOT_BYTES = SLOT_UNIT_OFFSET + (((TILE_M_PANELS + 1) * MR * TILE_COLUMNS + 63) & ~63)
 
+if MR * BLOCK_ROW_BYTES > TILE_M_PANELS * MR * TILE_COLUMNS * 8:
+    raise ImportError("BLOCK_ROW_BYTES: run_unit keeps a packed block in the sums' scratch")
+if TILE_COLUMNS % 16:
+    raise ImportError("TILE_COLUMNS: store_unit transposes blocks of 16 columns")
 # A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
 if K_BLOCK_GROUPS > 16384:
     raise ImportError("K_BLOCK_GROUPS: a block of more than 65536 k could wrap int32")
@@ -176,9 +182,11 @@ cdef inline uint8_t* aligned_scratch(uint8_t[::1] buffer) noexcept:
 # -- packing B --------------------------------------------------------------------
 
 cdef enum:
-    # Columns of B per packing task: 8 panels (at least 128 columns) read
-    # whole 64-byte lines of every row.
-    PACK_COLUMNS = 8 * NR
+    # Columns of B per packing task: 128 (whole 64-byte lines of every row,
+    # two at a time), or one panel where a panel is wider.  Not more: the
+    # 784 pixels of a 28 x 28 image in tasks of 512 gave one of two threads
+    # twice the other's share.
+    PACK_COLUMNS = 128 if NR <= 128 else NR
     # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
     SUM_GROUPS = 1048576
     # Channels-last copies per convolution chunk: a few images of a batch.
@@ -422,36 +430,85 @@ cdef inline void transpose_bytes(uint64_t* x) noexcept nogil:
         swap_bytes(x, 2 * i, 2 * i + 1, 8, 0x00FF00FF00FF00FFULL)
 
 
+cdef extern from *:
+    # A block of up to 16 rows by 16 columns of bytes (row i at source + i *
+    # pitch), transposed: column c's bytes, one per row, as a run at target +
+    # c * stride, for the first `columns` columns; each run `height` bytes.
+    # With SSE2 (every x86-64), the four rounds of byte interleaving that
+    # transpose 16 x 16 bytes in registers: 16 loads, 64 unpacks and 16
+    # stores where the 8 x 8 scalar transposes took about 350 operations;
+    # a transposed store was a tenth of a 1 x 1 convolution on 7 x 7
+    # pixels.  Rows past `height` are not read (they may be another unit's).
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    static inline void qops_transpose_block16(const uint8_t* source, ptrdiff_t pitch,
+                                              ptrdiff_t height, ptrdiff_t columns,
+                                              uint8_t* target, ptrdiff_t stride) {
+        __m128i rows[16], next[16];
+        int i, round;
+        for (i = 0; i < 16; i++)
+            rows[i] = i < height ? _mm_loadu_si128((const __m128i*)(source + i * pitch))
+                                 : _mm_setzero_si128();
+        /* Interleaving row i with row i + 8, four times over, moves byte
+           (r, c) to (c, r). */
+        for (round = 0; round < 4; round++) {
+            for (i = 0; i < 8; i++) {
+                next[2 * i] = _mm_unpacklo_epi8(rows[i], rows[i + 8]);
+                next[2 * i + 1] = _mm_unpackhi_epi8(rows[i], rows[i + 8]);
+            }
+            for (i = 0; i < 16; i++)
+                rows[i] = next[i];
+        }
+        if (height == 16) {
+            for (i = 0; i < columns; i++)
+                _mm_storeu_si128((__m128i*)(target + i * stride), rows[i]);
+        } else {
+            uint8_t run[16];
+            for (i = 0; i < columns; i++) {
+                _mm_storeu_si128((__m128i*)run, rows[i]);
+                memcpy(target + i * stride, run, (size_t)height);
+            }
+        }
+    }
+    #else
+    static inline void qops_transpose_block16(const uint8_t* source, ptrdiff_t pitch,
+                                              ptrdiff_t height, ptrdiff_t columns,
+                                              uint8_t* target, ptrdiff_t stride) {
+        ptrdiff_t r, c;
+        for (c = 0; c < columns; c++)
+            for (r = 0; r < height; r++)
+                target[c * stride + r] = source[r * pitch + c];
+    }
+    #endif
+    """
+    void transpose_block16 "qops_transpose_block16"(
+        const uint8_t* source, Py_ssize_t pitch, Py_ssize_t height, Py_ssize_t columns,
+        uint8_t* target, Py_ssize_t stride) noexcept nogil
+
+
 cdef void store_unit(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
                      uint8_t* out, Py_ssize_t row_stride, Py_ssize_t col_stride) noexcept nogil:
     """A unit's bytes (row i at result + i * TILE_COLUMNS) into the output."""
-    cdef Py_ssize_t i, c, block, first, height
+    cdef Py_ssize_t i, c, block, first
     cdef uint8_t* target
-    cdef uint64_t x[8]
     if col_stride == 1:
         for i in range(rows):
             memcpy(out + i * row_stride, result + i * TILE_COLUMNS, cols)
     elif row_stride == 1:
         # A convolution's output is channels-first: each column (output
-        # channel) takes the unit's pixels as consecutive bytes.  Eight rows
-        # by eight columns at a time, an 8 x 8 byte transpose turns the
-        # unit's rows into those runs: one 8-byte store per column and row
-        # block (the unit's rows are a multiple of 8 but for the image's last).
-        for first in range(0, rows, 8):
-            height = min(<Py_ssize_t>8, rows - first)
-            for i in range(height, 8):
-                x[i] = 0
-            for block in range(0, cols, 8):
-                for i in range(height):
-                    memcpy(&x[i], result + (first + i) * TILE_COLUMNS + block, 8)
-                transpose_bytes(x)
-                target = out + block * col_stride + first
-                if height == 8:
-                    for c in range(min(<Py_ssize_t>8, cols - block)):
-                        memcpy(target + c * col_stride, &x[c], 8)
-                else:
-                    for c in range(min(<Py_ssize_t>8, cols - block)):
-                        memcpy(target + c * col_stride, &x[c], height)
+        # channel) takes the unit's pixels as consecutive bytes, 16 rows by
+        # 16 columns at a time (TILE_COLUMNS is a multiple of 16, so a block
+        # never reads past a row of the unit's bytes).
+        for first in range(0, rows, 16):
+            for block in range(0, cols, 16):
+                transpose_block16(result + first * TILE_COLUMNS + block, TILE_COLUMNS,
+                                  min(<Py_ssize_t>16, rows - first),
+                                  min(<Py_ssize_t>16, cols - block),
+                                  out + block * col_stride + first, col_stride)
     else:
         for c in range(cols):
             target = out + c * col_stride
@@ -767,6 +824,33 @@ cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t co
         requantize_wide(tile, row0, rows, col0, cols, e, unit)
 
 
+cdef enum:
+    # A short block of up to this many rows runs on microkernel_rows: one
+    # pass over each panel, as the full kernel makes.  With more rows it
+    # would make two, each rereading the panel from L2 (4 rows: 2% slower
+    # on r50_3x3_14), so they take the full kernel on the zeroed block.
+    SHORT_BLOCK_ROWS = 2
+
+
+cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here,
+                                      Py_ssize_t* stride) noexcept nogil:
+    """The first of MR rows of A' from row0 on, where they lie evenly spaced
+    in A (their spacing into stride) and so can be the micro-kernel's block;
+    NULL for a short block, whose rows past M are not there to read."""
+    cdef Py_ssize_t i, spacing
+    if rows_here != MR:
+        return NULL
+    if gemm.row_offset == NULL:
+        stride[0] = gemm.lda
+        return gemm.a + row0 * gemm.lda + gemm.step_offset[0]
+    spacing = gemm.row_offset[row0 + 1] - gemm.row_offset[row0] if MR > 1 else 0
+    for i in range(2, MR):
+        if gemm.row_offset[row0 + i] - gemm.row_offset[row0 + i - 1] != spacing:
+            return NULL
+    stride[0] = spacing
+    return gemm.a + gemm.row_offset[row0] + gemm.step_offset[0]
+
+
 cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                    Epilogue* own_epilogue, Py_ssize_t index, Py_ssize_t p, Py_ssize_t p_end,
                    Py_ssize_t q, Py_ssize_t q_end, uint8_t* scratch) noexcept nogil:
@@ -805,6 +889,16 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef bint narrow = e.narrow
     cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
     cdef UnitOutput unit
+    # A' as it lies in A serves as the packed block when a row of the block
+    # is a row of A: the copying of each block, once per unit of columns,
+    # was a twentieth of a 1 x 1 convolution on 7 x 7 pixels.
+    cdef bint direct = (A_BYTES == 1 and gemm.a_flip == 0 and gemm.steps == 1
+                        and gemm.step_length % 4 == 0 and blocks <= 1)
+    cdef const uint8_t* a_rows
+    cdef const int8_t* panel
+    cdef Py_ssize_t a_stride, tail_rows
+    cdef bint fuse_tail
+    cdef uint8_t* tail_block = scratch + SLOT_A_BYTES
     start_unit(&unit, scratch, p * MR, q * NR, columns, e)
     cdef bint whole_rows = narrow and not e.raw and not unit.by_tile and not unit.by_rows
     if blocks <= 1:
@@ -814,16 +908,38 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         # TILE_COLUMNS rather than NR: with a short K (attention's 64) the
         # epilogue is as much work as the products, and its fixed cost per
         # line is spread over eight times the values.
-        for ri in range(p, p_end):
+        # A short last block whose unit has others runs beside the block
+        # before it, panel by panel, while the panel is in L1: alone, its
+        # pass reread each panel from L2 and took two thirds of a full
+        # block's time for one row (an image's 49th pixel).  Its packed
+        # rows sit in the sums' scratch, which these epilogues leave unused;
+        # the other blocks are read where they lie (`direct`).
+        tail_rows = gemm.m - (p_end - 1) * MR
+        fuse_tail = direct and not whole_rows and p_end - p >= 2 and tail_rows < MR
+        if fuse_tail:
+            for ri in range(p, p_end - 1):
+                if direct_rows(gemm, ri * MR, MR, &a_stride) == NULL:
+                    fuse_tail = False
+        if fuse_tail:
+            pack_a_block(gemm, (p_end - 1) * MR, tail_rows, 0, k, tail_block)
+        for ri in range(p, p_end - fuse_tail):
             rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
-            pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
+            a_rows = direct_rows(gemm, ri * MR, rows_here, &a_stride) if direct else NULL
+            if a_rows == NULL:
+                pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
             for qi in range(q, q_end):
-                microkernel(block, BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size, tile)
-                if unit.by_tile:
-                    requantize_unit_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
-                    continue
-                if unit.by_rows:
-                    requantize_unit_rows(tile, ri * MR, qi * NR, e, gemm, &unit)
+                panel = gemm.b + qi * panel_size
+                if a_rows != NULL:
+                    microkernel(a_rows, a_stride, gemm.groups, panel, tile)
+                elif rows_here > SHORT_BLOCK_ROWS:
+                    microkernel(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile)
+                else:
+                    microkernel_rows(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile, rows_here)
+                if fuse_tail and ri == p_end - 2:
+                    finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
+                    microkernel_rows(tail_block, BLOCK_ROW_BYTES, gemm.groups, panel, tile,
+                                     tail_rows)
+                    finish_tile(tile, (p_end - 1) * MR, qi * NR, e, gemm, &unit)
                     continue
                 if not whole_rows:
                     finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
@@ -841,11 +957,16 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     while g0 < gemm.groups:
         g1 = min(g0 + K_BLOCK_GROUPS, gemm.groups)
         for ri in range(p, p_end):
-            pack_a_block(gemm, ri * MR, min(<Py_ssize_t>MR, gemm.m - ri * MR), 4 * g0,
-                         min(k, 4 * g1), block)
+            rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
+            pack_a_block(gemm, ri * MR, rows_here, 4 * g0, min(k, 4 * g1), block)
             for qi in range(q, q_end):
-                microkernel(block, BLOCK_ROW_BYTES, g1 - g0,
-                            gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
+                if rows_here > SHORT_BLOCK_ROWS:
+                    microkernel(block, BLOCK_ROW_BYTES, g1 - g0,
+                                gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
+                else:
+                    microkernel_rows(block, BLOCK_ROW_BYTES, g1 - g0,
+                                     gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,
+                                     rows_here)
                 start = ((ri - p) * width + qi - q) * MR * NR
                 if g0 == 0 and narrow:
                     memcpy(sums32 + start, tile, sizeof(tile))
@@ -891,6 +1012,12 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     cdef Py_ssize_t m_panels = ceil_div(gemm.m, MR)
     cdef Py_ssize_t n_panels = ceil_div(gemm.n, NR)
     cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
+    if (m_panels > TILE_M_PANELS and m_panels % TILE_M_PANELS == 1 and gemm.m % MR
+            and gemm.groups <= K_BLOCK_GROUPS):
+        # A lone short last block joins the unit above it (whose panels it
+        # then reads from L1, run_unit); a whole block or several blocks of
+        # K keep a unit of their own.
+        tiles_m -= 1
     cdef Py_ssize_t tile_n_panels = TILE_COLUMNS // NR
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)
     cdef TileJobs jobs
@@ -933,7 +1060,8 @@ cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
         p = (tile % t.tiles_m) * TILE_M_PANELS
         q = (tile // t.tiles_m) * t.tile_n_panels
         run_unit(t.gemm, t.e, &own, &own_epilogue, job // t.tiles, p,
-                 min(p + TILE_M_PANELS, t.m_panels), q, min(q + t.tile_n_panels, t.n_panels),
+                 t.m_panels if tile % t.tiles_m == t.tiles_m - 1 else p + TILE_M_PANELS,
+                 q, min(q + t.tile_n_panels, t.n_panels),
                  t.gemm.scratch + slot * SLOT_BYTES)
 
 

@@ -107,6 +107,12 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
     _tile_stored(3, tile + 16 * NR + 16, NR * 4)
 
 
+cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    # The whole tile: the packed block is zero past its rows.
+    microkernel(a, a_stride, groups, b, tile)
+
+
 # The peak probe (peak_gops in _qgemm.pxi): the micro-kernel's four
 # tdpbusd per block on tiles loaded once, from bytes of 1 (each element of
 # a sum tile gains 64 a round).  A module-level buffer, filled when the

@@ -4,6 +4,7 @@ saturates its int16 pair sums), so both operands are widened to int16 once,
 by the packers, and vpmaddwd adds exact int32 pairs."""
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
+from libc.string cimport memset
 
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms, requantize_tile_rows_plain)
@@ -122,6 +123,44 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
     _mm256_storeu_si256(tile + 5 * NR, c50)
     _mm256_storeu_si256(tile + 5 * NR + 8, c51)
 
+
+
+cdef inline void two_rows(const uint8_t* a0, const uint8_t* a1, Py_ssize_t groups,
+                          const int8_t* b, int32_t* tile, bint second) noexcept nogil:
+    """Rows a0 and (with `second`) a1 of a micro-tile: the full kernel's loop
+    on one or two rows, inlined with `second` a constant."""
+    cdef __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256()
+    cdef __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256()
+    cdef __m256i b0, b1, x
+    cdef Py_ssize_t pair
+    for pair in range(2 * groups):
+        b0 = _mm256_loadu_si256(b)
+        b1 = _mm256_loadu_si256(b + 32)
+        x = pair_of(a0, pair)
+        c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, b0))
+        c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, b1))
+        if second:
+            x = pair_of(a1, pair)
+            c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, b0))
+            c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, b1))
+        b += 64
+    _mm256_storeu_si256(tile, c00)
+    _mm256_storeu_si256(tile + 8, c01)
+    if second:
+        _mm256_storeu_si256(tile + NR, c10)
+        _mm256_storeu_si256(tile + NR + 8, c11)
+
+
+cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    """Two rows per pass over the panel: per row as fast as the full kernel
+    (a pass is bound by its 4 vpmaddwd), and one row alone by its loads."""
+    cdef Py_ssize_t r
+    for r in range(0, rows - 1, 2):
+        two_rows(a + r * a_stride, a + (r + 1) * a_stride, groups, b, tile + r * NR, True)
+    if rows % 2:
+        two_rows(a + (rows - 1) * a_stride, a, groups, b, tile + (rows - 1) * NR, False)
+    memset(tile + rows * NR, 0, (MR - rows) * NR * sizeof(int32_t))
 
 cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
                                     __m256i row_term, bint column_zero,

@@ -3,7 +3,7 @@
 A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 
 from libc.stdint cimport int8_t, int32_t, uint8_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
@@ -134,6 +134,56 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
     _mm512_storeu_si512(tile + 5 * NR + 32, c52)
     _mm512_storeu_si512(tile + 5 * NR + 48, c53)
 
+
+
+cdef inline void two_rows(const uint8_t* a0, const uint8_t* a1, Py_ssize_t groups,
+                          const int8_t* b, int32_t* tile, bint second) noexcept nogil:
+    """Rows a0 and (with `second`) a1 of a micro-tile: the full kernel's loop
+    on one or two rows, inlined with `second` a constant."""
+    cdef __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512()
+    cdef __m512i c02 = _mm512_setzero_si512(), c03 = _mm512_setzero_si512()
+    cdef __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512()
+    cdef __m512i c12 = _mm512_setzero_si512(), c13 = _mm512_setzero_si512()
+    cdef __m512i b0, b1, b2, b3, x
+    cdef Py_ssize_t g
+    for g in range(0, 4 * groups, 4):
+        b0 = _mm512_loadu_si512(b + 0)
+        b1 = _mm512_loadu_si512(b + 64)
+        b2 = _mm512_loadu_si512(b + 128)
+        b3 = _mm512_loadu_si512(b + 192)
+        x = broadcast4(a0 + g)
+        c00 = _mm512_dpbusd_epi32(c00, x, b0)
+        c01 = _mm512_dpbusd_epi32(c01, x, b1)
+        c02 = _mm512_dpbusd_epi32(c02, x, b2)
+        c03 = _mm512_dpbusd_epi32(c03, x, b3)
+        if second:
+            x = broadcast4(a1 + g)
+            c10 = _mm512_dpbusd_epi32(c10, x, b0)
+            c11 = _mm512_dpbusd_epi32(c11, x, b1)
+            c12 = _mm512_dpbusd_epi32(c12, x, b2)
+            c13 = _mm512_dpbusd_epi32(c13, x, b3)
+        b += NR * 4
+    _mm512_storeu_si512(tile + 0, c00)
+    _mm512_storeu_si512(tile + 16, c01)
+    _mm512_storeu_si512(tile + 32, c02)
+    _mm512_storeu_si512(tile + 48, c03)
+    if second:
+        _mm512_storeu_si512(tile + NR + 0, c10)
+        _mm512_storeu_si512(tile + NR + 16, c11)
+        _mm512_storeu_si512(tile + NR + 32, c12)
+        _mm512_storeu_si512(tile + NR + 48, c13)
+
+
+cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    """Two rows per pass over the panel: per row as fast as the full kernel
+    (a pass is bound by its 8 vpdpbusd), and one row alone by its loads."""
+    cdef Py_ssize_t r
+    for r in range(0, rows - 1, 2):
+        two_rows(a + r * a_stride, a + (r + 1) * a_stride, groups, b, tile + r * NR, True)
+    if rows % 2:
+        two_rows(a + (rows - 1) * a_stride, a, groups, b, tile + (rows - 1) * NR, False)
+    memset(tile + rows * NR, 0, (MR - rows) * NR * sizeof(int32_t))
 
 # The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd
 # chains, enough to cover the instruction's latency at full throughput, on

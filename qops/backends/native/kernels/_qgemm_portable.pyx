@@ -199,6 +199,12 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
     c_microkernel(a, a_stride, groups, b, tile)
 
 
+cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    # The whole tile: the packed block is zero past its rows.
+    microkernel(a, a_stride, groups, b, tile)
+
+
 cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
                      const uint8_t* row3, uint8_t flip, int8_t* target,
                      int32_t* sums) noexcept nogil:

@@ -45,6 +45,12 @@ from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil
 
+# The same for the first `rows` (1 to MR - 1) rows of the block, the tile's
+# other rows zero: a short last block of rows (an image's last pixels) at the
+# cost of its rows, where the variant has such a kernel.
+cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil
+
 # A whole micro-tile's sums (row r at tile + r * NR) requantized by
 # TileTerms' rule into bytes (row r at result + r * pitch): vector
 # intrinsics where the variant has them, requantize_tile_plain elsewhere.

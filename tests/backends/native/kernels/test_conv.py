@@ -92,6 +92,33 @@ def test_a_larger_convolution_matches(variant):
                               reference(call))
 
 
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("in_type", TYPES)
+@pytest.mark.parametrize("strides, size", [((1, 1), 7), ((2, 2), 13), ((1, 1), 9)])
+def test_one_by_one_on_small_images(variant, in_type, strides, size, monkeypatch):
+    """1 x 1 convolutions on the implicit GEMM whose pixels end in a short
+    block of rows: 49 pixels (a lone last pixel, which joins the unit
+    above), read in place when the pixels are evenly spaced in the
+    channels-last copy (stride 1) and packed when they are not (stride 2),
+    and 81 pixels; two images, channels-first output through the
+    transposed store, columns ending mid-block (150 output channels)."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(size)
+    slots = dict(input=random_values(rng, (2, 64, size, size), in_type), input_scale=0.05,
+                 input_zero_point=random_values(rng, (), in_type),
+                 filter=rng.integers(-128, 128, (150, 64, 1, 1), dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, 150).astype(np.float32),
+                 filter_zero_point=rng.integers(-5, 5, 150).astype(np.int8),
+                 bias=rng.integers(-10000, 10000, 150, dtype=np.int32), output_scale=0.2,
+                 output_zero_point=np.uint8(100))
+    call = convolution.prepare(slots, dict(strides=strides), "2_1")
+    expected = reference(call)
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                              expected), n_threads
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("kernel, strides, padding", [
     ((7, 7), (2, 2), (3, 3)),
@@ -399,21 +426,24 @@ def test_pointwise_matches_the_reference(call, n_threads):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_pointwise_compiled_keeps_the_filter_row_sums(variant, monkeypatch):
+@pytest.mark.parametrize("channels", [37, 64])
+def test_pointwise_compiled_keeps_the_filter_row_sums(variant, channels, monkeypatch):
     """A compiled 1 x 1 convolution keeps its filter's row sums (asked for
-    by an input zero point) and reuses them; calls with another input zero
-    point and other images stay exact."""
+    by an input zero point) and its int8 filter as A' (read in place when
+    the channels are a whole number of groups of 4: 64) and reuses them;
+    calls with another input zero point and other images stay exact."""
     import qops
     from qops.backends.native import variants as simd
     monkeypatch.setattr(simd, "selected", lambda: variant)
     rng = np.random.default_rng(5)
-    filter = rng.integers(-128, 128, (24, 37, 1, 1), dtype=np.int8)
+    filter = rng.integers(-128, 128, (24, channels, 1, 1), dtype=np.int8)
     constants = dict(filter=filter, filter_scale=rng.uniform(0.01, 0.1, 24).astype(np.float32),
                      filter_zero_point=rng.integers(-128, 128, 24, dtype=np.int8),
                      bias=rng.integers(-5000, 5000, 24, dtype=np.int32))
     compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
     for seed, input_zero in ((1, 128), (2, 0), (3, 255)):
-        slots = dict(input=random_values(np.random.default_rng(seed), (2, 37, 9, 14), np.uint8),
+        slots = dict(input=random_values(np.random.default_rng(seed), (2, channels, 9, 14),
+                                         np.uint8),
                      input_scale=np.float32(0.05), input_zero_point=np.uint8(input_zero),
                      output_scale=np.float32(0.7), output_zero_point=np.uint8(9))
         call = convolution.prepare(dict(slots, **constants), {}, "2_1")

@@ -175,6 +175,35 @@ def test_b_wider_than_a_packing_task(variant, a_type, b_type):
         assert np.array_equal(run_variant(_native.run_matmul, call, variant, n_threads), expected)
 
 
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("a_type", TYPES)
+@pytest.mark.parametrize("depth", [64, 66, 1100])
+@pytest.mark.parametrize("per_row", [False, True])
+def test_short_last_blocks_of_rows(variant, a_type, depth, per_row, monkeypatch):
+    """M that ends in a short block of micro-tile rows: inside a unit (5, 13,
+    47, 104), alone after whole units (49, 50, 53, 97: the unit above takes it),
+    or none (54); A read where it lies (uint8, K a multiple of 4 in one
+    block) or packed (int8, K = 66, K = 1100 in two blocks); per-tensor or
+    per-row requantization; N = 200 spans two units of columns."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(depth)
+    for rows in (5, 13, 47, 49, 50, 53, 54, 97, 104):
+        scale_shape = (rows, 1) if per_row else ()
+        slots = dict(a=random_values(rng, (rows, depth), a_type), a_scale=0.03,
+                     a_zero_point=random_values(rng, (), a_type),
+                     b=random_values(rng, (depth, 200), np.int8),
+                     b_scale=rng.uniform(0.01, 0.03, (1, 200)).astype(np.float32),
+                     b_zero_point=random_values(rng, (1, 200), np.int8),
+                     output_scale=rng.uniform(20, 40, scale_shape).astype(np.float32),
+                     output_zero_point=random_values(rng, scale_shape, np.uint8))
+        call = matmul.prepare(slots, {}, "4_0")
+        expected = reference(call)
+        for n_threads in (1, 2):
+            got = run_variant(_native.run_matmul, call, variant, n_threads)
+            assert np.array_equal(got, expected), (rows, n_threads)
+
+
 def test_small_products_run_on_fewer_threads(monkeypatch):
     per_thread = 1 << 20
     monkeypatch.setattr(_native, "WORK_PER_THREAD", per_thread)
