@@ -63,6 +63,8 @@ cdef enum:
 
 if MR * BLOCK_ROW_BYTES > TILE_M_PANELS * MR * TILE_COLUMNS * 8:
     raise ImportError("BLOCK_ROW_BYTES: run_unit keeps a packed block in the sums' scratch")
+if PACK_COLUMNS % NR:
+    raise ImportError("PACK_COLUMNS: a packing task takes whole panels")
 if TILE_COLUMNS % 16:
     raise ImportError("TILE_COLUMNS: store_unit transposes blocks of 16 columns")
 # A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
@@ -182,11 +184,11 @@ cdef inline uint8_t* aligned_scratch(uint8_t[::1] buffer) noexcept:
 # -- packing B --------------------------------------------------------------------
 
 cdef enum:
-    # Columns of B per packing task: 128 (whole 64-byte lines of every row,
-    # two at a time), or one panel where a panel is wider.  Not more: the
-    # 784 pixels of a 28 x 28 image in tasks of 512 gave one of two threads
+    # Columns of B per packing task: 128, whole 64-byte lines of every row,
+    # two at a time (and whole panels: NR divides it).  Not more: the 784
+    # pixels of a 28 x 28 image in tasks of 512 gave one of two threads
     # twice the other's share.
-    PACK_COLUMNS = 128 if NR <= 128 else NR
+    PACK_COLUMNS = 128
     # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
     SUM_GROUPS = 1048576
     # Channels-last copies per convolution chunk: a few images of a batch.
