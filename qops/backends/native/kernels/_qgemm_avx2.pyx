@@ -4,7 +4,6 @@ saturates its int16 pair sums), so both operands are widened to int16 once,
 by the packers, and vpmaddwd adds exact int32 pairs."""
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
-from libc.string cimport memset
 
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms, requantize_tile_rows_plain)
@@ -151,16 +150,8 @@ cdef inline void two_rows(const uint8_t* a0, const uint8_t* a1, Py_ssize_t group
         _mm256_storeu_si256(tile + NR + 8, c11)
 
 
-cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
-    """Two rows per pass over the panel: per row as fast as the full kernel
-    (a pass is bound by its 4 vpmaddwd), and one row alone by its loads."""
-    cdef Py_ssize_t r
-    for r in range(0, rows - 1, 2):
-        two_rows(a + r * a_stride, a + (r + 1) * a_stride, groups, b, tile + r * NR, True)
-    if rows % 2:
-        two_rows(a + (rows - 1) * a_stride, a, groups, b, tile + (rows - 1) * NR, False)
-    memset(tile + rows * NR, 0, (MR - rows) * NR * sizeof(int32_t))
+include "_rows_by_pairs.pxi"
+
 
 cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
                                     __m256i row_term, bint column_zero,

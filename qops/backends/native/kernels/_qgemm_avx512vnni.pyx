@@ -3,7 +3,7 @@
 A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 
 from libc.stdint cimport int8_t, int32_t, uint8_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
@@ -174,16 +174,8 @@ cdef inline void two_rows(const uint8_t* a0, const uint8_t* a1, Py_ssize_t group
         _mm512_storeu_si512(tile + NR + 48, c13)
 
 
-cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
-    """Two rows per pass over the panel: per row as fast as the full kernel
-    (a pass is bound by its 8 vpdpbusd), and one row alone by its loads."""
-    cdef Py_ssize_t r
-    for r in range(0, rows - 1, 2):
-        two_rows(a + r * a_stride, a + (r + 1) * a_stride, groups, b, tile + r * NR, True)
-    if rows % 2:
-        two_rows(a + (rows - 1) * a_stride, a, groups, b, tile + (rows - 1) * NR, False)
-    memset(tile + rows * NR, 0, (MR - rows) * NR * sizeof(int32_t))
+include "_rows_by_pairs.pxi"
+
 
 # The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd
 # chains, enough to cover the instruction's latency at full throughput, on
