@@ -845,7 +845,7 @@ cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssi
     if gemm.row_offset == NULL:
         stride[0] = gemm.lda
         return gemm.a + row0 * gemm.lda + gemm.step_offset[0]
-    spacing = gemm.row_offset[row0 + 1] - gemm.row_offset[row0] if MR > 1 else 0
+    spacing = gemm.row_offset[row0 + 1] - gemm.row_offset[row0]
     for i in range(2, MR):
         if gemm.row_offset[row0 + i] - gemm.row_offset[row0 + i - 1] != spacing:
             return NULL
@@ -914,14 +914,11 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         # before it, panel by panel, while the panel is in L1: alone, its
         # pass reread each panel from L2 and took two thirds of a full
         # block's time for one row (an image's 49th pixel).  Its packed
-        # rows sit in the sums' scratch, which these epilogues leave unused;
-        # the other blocks are read where they lie (`direct`).
+        # rows sit in the sums' scratch, which these epilogues leave unused
+        # (the other blocks are packed at the scratch's start, or read where
+        # they lie).
         tail_rows = gemm.m - (p_end - 1) * MR
-        fuse_tail = direct and not whole_rows and p_end - p >= 2 and tail_rows < MR
-        if fuse_tail:
-            for ri in range(p, p_end - 1):
-                if direct_rows(gemm, ri * MR, MR, &a_stride) == NULL:
-                    fuse_tail = False
+        fuse_tail = not whole_rows and p_end - p >= 2 and tail_rows < MR
         if fuse_tail:
             pack_a_block(gemm, (p_end - 1) * MR, tail_rows, 0, k, tail_block)
         for ri in range(p, p_end - fuse_tail):

@@ -123,7 +123,6 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
     _mm256_storeu_si256(tile + 5 * NR + 8, c51)
 
 
-
 cdef inline void two_rows(const uint8_t* a0, const uint8_t* a1, Py_ssize_t groups,
                           const int8_t* b, int32_t* tile, bint second) noexcept nogil:
     """Rows a0 and (with `second`) a1 of a micro-tile: the full kernel's loop

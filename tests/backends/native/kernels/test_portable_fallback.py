@@ -1,6 +1,7 @@
-"""The portable variant's kernels where the target has no SSE2: its C, built
-here twice (as the build compiles it, and with __SSE2__ undefined, which
-selects the plain loops), both against the exact products and packing."""
+"""The kernels' C where the target has no SSE2 (the portable variant's
+micro-kernel and packer, the SSE2 depthwise kernel, the GEMM driver's
+transposed store): built here twice, as the build compiles it and with
+__SSE2__ undefined, which selects the plain loops, both against NumPy."""
 
 import ctypes
 import pathlib
@@ -15,27 +16,42 @@ SOURCE = (pathlib.Path(__file__).parents[4] / "qops" / "backends" / "native" / "
 COMPILER = shutil.which("cc") or shutil.which("gcc")
 
 
+def c_block(path, name=None):
+    """The C of a Cython file's `cdef extern from *` block (the first, or
+    the one that defines `name`), unindented."""
+    text, opening = path.read_text(), 'cdef extern from *:\n'
+    start = 0
+    while True:
+        start = text.index(opening, start) + len(opening)
+        code_start = text.index('    """', start) + len('    """')
+        code = text[code_start:text.index('    """', code_start)]
+        if name is None or name in code:
+            return "\n".join(line[4:] for line in code.splitlines())
+
+
+def build(code, directory, mode, warnings=()):
+    """code compiled into a shared library in `directory`: as the build does
+    ("sse2") or with __SSE2__ undefined ("plain")."""
+    source = directory / "kernels.c"
+    source.write_text(code)
+    library = directory / "kernels.so"
+    flags = ["-U__SSE2__"] if mode == "plain" else []
+    subprocess.run([COMPILER, "-O2", *warnings, "-shared", "-fPIC", *flags, "-o",
+                    str(library), str(source)], check=True, capture_output=True)
+    return ctypes.CDLL(str(library))
+
+
 def kernel_source():
-    """The C kernels of the portable variant (its `cdef extern from *` block)."""
-    text = SOURCE.read_text()
-    start = text.index('cdef extern from *:\n    """') + len('cdef extern from *:\n    """')
-    code = text[start:text.index('    """', start)]
-    # Exported for ctypes (static in the extension module).
-    return "\n".join(line[4:] for line in code.splitlines()).replace("static void", "void")
+    """The C kernels of the portable variant, exported for ctypes (static in
+    the extension module)."""
+    return c_block(SOURCE).replace("static void", "void")
 
 
 @pytest.fixture(scope="module", params=["sse2", "plain"])
 def kernels(request, tmp_path_factory):
     if COMPILER is None:
         pytest.skip("no C compiler")
-    directory = tmp_path_factory.mktemp(request.param)
-    source = directory / "kernels.c"
-    source.write_text(kernel_source())
-    library = directory / "kernels.so"
-    flags = ["-U__SSE2__"] if request.param == "plain" else []
-    subprocess.run([COMPILER, "-O2", "-shared", "-fPIC", *flags, "-o", str(library),
-                    str(source)], check=True, capture_output=True)
-    return ctypes.CDLL(str(library))
+    return build(kernel_source(), tmp_path_factory.mktemp(request.param), request.param)
 
 
 def address(array):
@@ -68,15 +84,13 @@ def test_a_group_packs_to_int16_pairs_with_its_column_sums(kernels):
 
 
 DEPTHWISE_SOURCE = SOURCE.with_name("_depthwise_sse2.pxi")
+WARNINGS = ("-Wall", "-Werror", "-Wno-unused-function", "-Wno-unused-parameter")
 
 
 def depthwise_source():
     """The C of the SSE2 depthwise kernel (its `cdef extern from *` block),
     with an exported entry to its row widening."""
-    text = DEPTHWISE_SOURCE.read_text()
-    start = text.index('cdef extern from *:\n    """') + len('cdef extern from *:\n    """')
-    code = text[start:text.index('    """', start)]
-    return "\n".join(line[4:] for line in code.splitlines()) + """
+    return c_block(DEPTHWISE_SOURCE) + """
 void widen(const uint8_t* x, ptrdiff_t count, int is_signed, int16_t* line) {
     qops_depthwise_widen_run_sse2(x, count, is_signed, line);
 }
@@ -98,14 +112,7 @@ def test_the_depthwise_kernel_builds_with_and_without_sse2(mode, tmp_path):
     signedness, writing nothing past the run."""
     if COMPILER is None:
         pytest.skip("no C compiler")
-    source = tmp_path / "depthwise.c"
-    source.write_text(depthwise_source())
-    library = tmp_path / "depthwise.so"
-    flags = ["-U__SSE2__"] if mode == "plain" else []
-    subprocess.run([COMPILER, "-O2", "-Wall", "-Werror", "-Wno-unused-function",
-                    "-Wno-unused-parameter", "-shared", "-fPIC", *flags, "-o", str(library),
-                    str(source)], check=True, capture_output=True)
-    built = ctypes.CDLL(str(library))
+    built = build(depthwise_source(), tmp_path, mode, WARNINGS)
     if mode == "plain":
         assert not built.built_with_sse2()
         return
@@ -120,3 +127,27 @@ def test_the_depthwise_kernel_builds_with_and_without_sse2(mode, tmp_path):
             widen(address(x), ctypes.c_ssize_t(count), ctypes.c_int(is_signed), address(line))
             values = (x.view(np.int8) if is_signed else x)[:count].astype(np.int16)
             assert np.array_equal(line[:count], values) and np.all(line[count:] == 7777)
+
+
+@pytest.mark.parametrize("mode", ["sse2", "plain"])
+def test_the_transposed_store_writes_each_column_as_a_run(mode, tmp_path):
+    """The GEMM driver's 16 x 16 byte transpose (a channels-first output's
+    store), both builds: every height and column count up to 16, column c's
+    bytes at target + c * stride, nothing written past a run or a column."""
+    if COMPILER is None:
+        pytest.skip("no C compiler")
+    code = c_block(SOURCE.with_name("_qgemm.pxi"), "qops_transpose_block16")
+    code = code.replace("static inline void qops_transpose_block16", "void qops_transpose_block16")
+    transpose = build(code, tmp_path, mode, WARNINGS).qops_transpose_block16
+    rng = np.random.default_rng(16)
+    pitch, stride = 40, 23
+    for height in range(1, 17):
+        for columns in range(1, 17):
+            source = rng.integers(0, 256, (16, pitch)).astype(np.uint8)
+            target = np.full(16 * stride + 16, 77, np.uint8)
+            transpose(address(source), ctypes.c_ssize_t(pitch), ctypes.c_ssize_t(height),
+                      ctypes.c_ssize_t(columns), address(target), ctypes.c_ssize_t(stride))
+            expected = np.full_like(target, 77)
+            for c in range(columns):
+                expected[c * stride:c * stride + height] = source[:height, c]
+            assert np.array_equal(target, expected), (height, columns)
