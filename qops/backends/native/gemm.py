@@ -139,10 +139,18 @@ def prepare_matmul(call, variant=None):
     def run(call, out, n_threads):
         n_threads = threads_for(work, n_threads)
         arrays = call.arrays
-        packed_b, colsum = _cached(call, ("b", variant), lambda: kernels.pack_b_batches(
-            _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads, call.packed is None))
-        kernels.matmul(_bytes(arrays["a"]).reshape(a_shape), a_flip, a_index, packed_b, colsum,
-                       b_index, columns, *call.values, out.view(np.uint8).reshape(out_shape),
+        a = _bytes(arrays["a"]).reshape(a_shape)
+        out = out.view(np.uint8).reshape(out_shape)
+        if call.packed is None:
+            # B of this call only: packed during the product, by the threads
+            # that multiply it.
+            kernels.matmul(a, a_flip, a_index, None, None, b_index, columns, *call.values, out,
+                           low, high, n_threads, raw, b_source=_bytes(arrays["b"]).reshape(
+                               b_shape), b_source_flip=b_flip)
+            return
+        packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
+            _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
+        kernels.matmul(a, a_flip, a_index, packed_b, colsum, b_index, columns, *call.values, out,
                        low, high, n_threads, raw)
 
     return Prepared(run, derive)
@@ -407,7 +415,6 @@ def prepare_pointwise(call, variant=None):
         if any(step != 1 for step in strides):
             image = image[subsample]
         columns = _bytes(image).reshape(batch, channels, pixels)
-        packed, colsum = kernels.pack_b_batches(columns, b_flip, n_threads, True)
         rows = _bytes(call.arrays["filter"]).reshape(1, out_channels, channels)
         row_zero, column_zero, multiplier, out_zero, bias = call.values
         row_sums = None
@@ -421,9 +428,12 @@ def prepare_pointwise(call, variant=None):
             # rows once per unit of pixels.
             a_rows = call.packed.get(("filter as A'", variant), lambda: rows ^ np.uint8(_FLIP))
             flip = False
-        kernels.matmul(a_rows, flip, a_index, packed, colsum, b_index, pixels, row_zero,
+        # Each image is packed during the product, by the threads that
+        # multiply it.
+        kernels.matmul(a_rows, flip, a_index, None, None, b_index, pixels, row_zero,
                        column_zero, multiplier, out_zero, out.view(np.uint8).reshape(out_shape),
-                       low, high, n_threads, raw, per_row=True, bias=bias, a_row_sums=row_sums)
+                       low, high, n_threads, raw, per_row=True, bias=bias, a_row_sums=row_sums,
+                       b_source=columns, b_source_flip=b_flip)
 
     return Prepared(run, derive)
 

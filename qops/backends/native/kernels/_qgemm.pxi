@@ -67,6 +67,8 @@ if PACK_COLUMNS % NR:
     raise ImportError("PACK_COLUMNS: a packing task takes whole panels")
 if TILE_COLUMNS % 16:
     raise ImportError("TILE_COLUMNS: store_unit transposes blocks of 16 columns")
+if <Py_ssize_t>TILE_COLUMNS > <Py_ssize_t>PACK_COLUMNS:
+    raise ImportError("TILE_COLUMNS: a unit's columns of B are packed as one task")
 # A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
 if K_BLOCK_GROUPS > 16384:
     raise ImportError("K_BLOCK_GROUPS: a block of more than 65536 k could wrap int32")
@@ -102,6 +104,18 @@ cdef struct Gemm:
     Py_ssize_t b_batch_stride
     Py_ssize_t out_batch_stride
     uint8_t* scratch               # SLOT_BYTES per thread, 64-byte aligned
+    # B packed during the run (NULL when it comes packed): each unit's
+    # column tile of B member b_i (K x N bytes at b_source + b_i * K * N)
+    # is packed into b's panels and the column sums (b_sums, b_sums_stride
+    # per member) by the first unit that needs it; b_ready[b_i *
+    # b_column_tiles + tile] says how far that is (PackState).
+    const uint8_t* b_source
+    uint8_t b_source_flip
+    int8_t* b_panels
+    int64_t* b_sums
+    Py_ssize_t b_sums_stride
+    int32_t* b_ready
+    Py_ssize_t b_column_tiles
 
 
 cdef struct Epilogue:
@@ -294,6 +308,91 @@ cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize
     p.colsum = colsum
     p.panel_size = ceil_div(k, 4) * GROUP_BYTES
     run_range(pack_b_blocks, &p, ceil_div(n, PACK_COLUMNS), 1, n_threads)
+
+
+cdef extern from *:
+    """
+    /* A column tile's packing state, shared by the threads of a run: one
+       thread claims it (compare-and-swap), packs it and publishes it with a
+       release store that the others' acquire loads pair with.  Without GCC
+       or Clang builtins the pool has no threads (it needs pthreads and
+       OpenMP), so plain accesses are enough. */
+    #if defined(__GNUC__)
+    static inline int qops_state_load(const int* state) {
+        return __atomic_load_n(state, __ATOMIC_ACQUIRE);
+    }
+    static inline void qops_state_store(int* state, int value) {
+        __atomic_store_n(state, value, __ATOMIC_RELEASE);
+    }
+    static inline int qops_state_claim(int* state, int from, int to) {
+        return __atomic_compare_exchange_n(state, &from, to, 0, __ATOMIC_ACQUIRE,
+                                           __ATOMIC_ACQUIRE);
+    }
+    #if defined(__x86_64__) || defined(__i386__)
+    #include <immintrin.h>
+    #define qops_state_pause() _mm_pause()
+    #else
+    #define qops_state_pause() ((void)0)
+    #endif
+    #else
+    static int qops_state_load(const int* state) { return *state; }
+    static void qops_state_store(int* state, int value) { *state = value; }
+    static int qops_state_claim(int* state, int from, int to) {
+        if (*state != from) return 0;
+        *state = to;
+        return 1;
+    }
+    #define qops_state_pause() ((void)0)
+    #endif
+    #include <sched.h>
+    """
+    int state_load "qops_state_load"(const int32_t* state) noexcept nogil
+    void state_store "qops_state_store"(int32_t* state, int value) noexcept nogil
+    bint state_claim "qops_state_claim"(int32_t* state, int from_value,
+                                        int to_value) noexcept nogil
+    void state_pause "qops_state_pause"() noexcept nogil
+    int sched_yield() noexcept nogil
+
+
+cdef enum PackState:
+    UNPACKED = 0
+    PACKING = 1
+    PACKED = 2
+
+
+cdef void ensure_packed(const Gemm* gemm, Py_ssize_t b_member, Py_ssize_t q) noexcept nogil:
+    """The column tile of B member b_member holding panel q, packed (by this
+    thread, or waited for while another packs it).
+
+    Packing a unit's columns where they are multiplied, rather than all of B
+    in a pass of its own before the product, saves that pass's wait for its
+    slowest thread, and a thread mostly packs the columns it then reads from
+    its own cache (call after call the pool gives each thread the same units).
+    """
+    cdef Py_ssize_t tile = q // (TILE_COLUMNS // NR)
+    cdef int32_t* state = gemm.b_ready + b_member * gemm.b_column_tiles + tile
+    cdef Py_ssize_t k, first, spins = 0
+    if state_load(state) == PACKED:
+        return
+    if state_claim(state, UNPACKED, PACKING):
+        k = gemm.steps * gemm.step_length
+        first = tile * TILE_COLUMNS
+        pack_b_columns(gemm.b_source + b_member * k * gemm.n + first, gemm.n, k,
+                       min(<Py_ssize_t>TILE_COLUMNS, gemm.n - first), gemm.b_source_flip,
+                       gemm.b_panels + b_member * gemm.b_batch_stride
+                       + (first // NR) * gemm.groups * GROUP_BYTES,
+                       gemm.groups * GROUP_BYTES,
+                       gemm.b_sums + b_member * gemm.b_sums_stride + first)
+        state_store(state, PACKED)
+        return
+    # Another thread is packing it: a few microseconds, unless that thread
+    # has lost its core, which then needs this one's.
+    while state_load(state) != PACKED:
+        spins += 1
+        if spins < 4096:
+            state_pause()
+        else:
+            sched_yield()
 
 
 def packed_b_bytes(Py_ssize_t k, Py_ssize_t n):
@@ -522,7 +621,11 @@ cdef struct UnitOutput:
     # Where a unit's requantized bytes gather before store_unit writes them
     # out, and the unit's column vectors modulo 2**32 (narrow epilogues),
     # computed once per unit rather than once per micro-tile.
-    uint8_t* bytes                 # row i, column c at bytes[i * TILE_COLUMNS + c]
+    uint8_t* bytes                 # row i, column c at bytes[i * pitch + c]
+    Py_ssize_t pitch               # TILE_COLUMNS in the scratch; the output's row stride
+    # in_place: bytes is the unit's corner of a row-major output, written
+    # there by the epilogue itself (store_unit has nothing left to do).
+    bint in_place
     Py_ssize_t row0                # the unit's first row and column in the product
     Py_ssize_t col0
     uint32_t column_term[TILE_COLUMNS]
@@ -553,18 +656,29 @@ cdef inline bint tile_epilogue(const Epilogue* e) noexcept nogil:
 
 
 cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssize_t col0,
-                     Py_ssize_t cols, const Epilogue* e) noexcept nogil:
+                     Py_ssize_t cols, const Epilogue* e, uint8_t* corner,
+                     Py_ssize_t out_row_stride, bint inside) noexcept nogil:
+    """The unit's output and column vectors.  corner (or NULL): the unit's
+    first byte in a row-major output, where the epilogue writes directly when
+    it can: when every tile it writes whole (by_tile, by_rows: rows past M
+    and columns past N too) lies inside the output, or it writes only the
+    values (the line forms)."""
     # Every loop below is a plain one the compiler vectorizes: on products
     # with a short K (attention's 64) this setup is redone for each unit and
     # was, as scalar code, a fifth of the epilogue's time.
     cdef Py_ssize_t c
     cdef uint32_t row_zero
-    unit.bytes = scratch + SLOT_UNIT_OFFSET
     unit.row0 = row0
     unit.col0 = col0
     unit.by_tile = tile_epilogue(e)
     unit.by_rows = (ROW_TILES and e.per_row and e.narrow and not e.raw
                     and e.high - e.low <= 255)
+    # Written in place, the bytes skip a copy through the scratch: on a
+    # 128 x 512 x 784 product, a thousand row copies of 128 bytes.
+    unit.in_place = (corner != NULL and not e.raw
+                     and (inside or not (unit.by_tile or unit.by_rows)))
+    unit.bytes = corner if unit.in_place else scratch + SLOT_UNIT_OFFSET
+    unit.pitch = out_row_stride if unit.in_place else TILE_COLUMNS
     if not e.narrow or e.raw:
         return
     # Per-column vectors (a per-row epilogue's bias, multipliers and zero
@@ -649,8 +763,8 @@ cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_s
     terms.low = e.low
     terms.no_column_zero = unit.no_column_zero
     terms.packs_clamp = unit.packs_clamp
-    requantize_tile(tile, &terms, unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + at,
-                    TILE_COLUMNS)
+    requantize_tile(tile, &terms, unit.bytes + (row0 - unit.row0) * unit.pitch + at,
+                    unit.pitch)
 
 
 cdef inline uint32_t row_term_of(const Epilogue* e, Py_ssize_t r, int64_t row_zero) noexcept nogil:
@@ -707,12 +821,12 @@ cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_s
     terms.column_sum = unit.column_sum + (col0 - unit.col0)
     terms.low = e.low
     requantize_tile_rows(tile, &terms,
-                         unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + col0 - unit.col0,
-                         TILE_COLUMNS)
+                         unit.bytes + (row0 - unit.row0) * unit.pitch + col0 - unit.col0,
+                         unit.pitch)
 
 
 cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t* result,
-                             Py_ssize_t row0, Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
+                             Py_ssize_t pitch, Py_ssize_t row0, Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
                              const uint32_t* column_term, const uint32_t* column_sum,
                              const Epilogue* e) noexcept nogil:
     cdef Py_ssize_t i, r
@@ -726,11 +840,11 @@ cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t
             # One bias, multiplier and output zero point for the row; one
             # column zero point for every column.
             requantize_row_line(
-                tile + i * tile_pitch, result + i * TILE_COLUMNS, cols,
+                tile + i * tile_pitch, result + i * pitch, cols,
                 per_row_term(e, r, row_term), <uint32_t>row_zero, column_sum, e.multiplier[r],
                 e.out_zero[r], e.low, e.high)
         else:
-            requantize_line(tile + i * tile_pitch, result + i * TILE_COLUMNS, cols, column_term,
+            requantize_line(tile + i * tile_pitch, result + i * pitch, cols, column_term,
                             e.column_zero + col0, column_sum, row_term,
                             <uint32_t>row_zero, e.multiplier + r * e.multiplier_step + col0,
                             e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
@@ -740,14 +854,14 @@ cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t row
                             Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
                             const UnitOutput* unit) noexcept nogil:
     cdef Py_ssize_t at = col0 - unit.col0
-    cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + at
+    cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * unit.pitch + at
     # A whole tile's lines are NR long: a constant the compiler unrolls the
     # vectorized line for.
     if cols == NR:
-        narrow_rows(tile, NR, result, row0, rows, col0, NR, unit.column_term + at,
+        narrow_rows(tile, NR, result, unit.pitch, row0, rows, col0, NR, unit.column_term + at,
                     unit.column_sum + at, e)
     else:
-        narrow_rows(tile, NR, result, row0, rows, col0, cols, unit.column_term + at,
+        narrow_rows(tile, NR, result, unit.pitch, row0, rows, col0, cols, unit.column_term + at,
                     unit.column_sum + at, e)
 
 
@@ -766,14 +880,14 @@ cdef inline int64_t wide_value(const int64_t* tile, Py_ssize_t i, Py_ssize_t c, 
 cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                           Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
                           const UnitOutput* unit) noexcept nogil:
-    cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * TILE_COLUMNS + col0 - unit.col0
+    cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * unit.pitch + col0 - unit.col0
     cdef Py_ssize_t i, r, c, col, at
     for i in range(rows):
         r = row0 + i
         for c in range(cols):
             col = col0 + c
             at = r if e.per_row else r * e.multiplier_step + col
-            result[i * TILE_COLUMNS + c] = <uint8_t>requantize(
+            result[i * unit.pitch + c] = <uint8_t>requantize(
                 wide_value(tile, i, c, r, col, e), e.multiplier[at],
                 e.out_zero[r if e.per_row else r * e.out_zero_step + col], e.low, e.high)
 
@@ -877,6 +991,8 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     own.b = product.b + b_member * product.b_batch_stride
     own.out = product.out + index * product.out_batch_stride * (4 if common.raw else 1)
     own_epilogue.column_sum = common.column_sum + b_member * common.column_sum_batch_stride
+    if product.b_ready != NULL:
+        ensure_packed(product, b_member, q)
     if common.row_sum != NULL:
         own_epilogue.row_sum = common.row_sum + a_member * common.row_sum_batch_stride
     cdef int32_t tile[MR * NR]
@@ -901,7 +1017,10 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef Py_ssize_t a_stride, tail_rows
     cdef bint fuse_tail
     cdef uint8_t* tail_block = scratch + SLOT_A_BYTES
-    start_unit(&unit, scratch, p * MR, q * NR, columns, e)
+    start_unit(&unit, scratch, p * MR, q * NR, columns, e,
+               gemm.out + p * MR * gemm.out_row_stride + q * NR
+               if gemm.out_col_stride == 1 else NULL,
+               gemm.out_row_stride, p_end * MR <= gemm.m and q_end * NR <= gemm.n)
     cdef bint whole_rows = narrow and not e.raw and not unit.by_tile and not unit.by_rows
     if blocks <= 1:
         # One block.  With int32 values, each micro-tile's sums go into the
@@ -948,7 +1067,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                            NR * sizeof(int32_t))
             if whole_rows:
                 narrow_rows(sums32, TILE_COLUMNS,
-                            unit.bytes + (ri * MR - unit.row0) * TILE_COLUMNS, ri * MR,
+                            unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
                             rows_here, unit.col0, columns, unit.column_term, unit.column_sum, e)
         finish_unit(&unit, p_end, q_end, e, gemm)
         return
@@ -992,7 +1111,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
 cdef inline void finish_unit(const UnitOutput* unit, Py_ssize_t p_end, Py_ssize_t q_end,
                              const Epilogue* e, const Gemm* gemm) noexcept nogil:
     """The unit's bytes into the output (raw sums are there already)."""
-    if e.raw:
+    if e.raw or unit.in_place:
         return
     store_unit(unit.bytes, min(p_end * MR, gemm.m) - unit.row0,
                min(q_end * NR, gemm.n) - unit.col0,
@@ -1201,6 +1320,15 @@ def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads, bint tr
     return packed, colsum
 
 
+cdef object b_workspace(Py_ssize_t batches, Py_ssize_t k, Py_ssize_t n):
+    """This thread's workspace for B packed during a run: the panels, the
+    column sums and a state per column tile of each matrix."""
+    packed = workspace("packed b", batches * packed_b_bytes(k, n), np.int8)
+    colsum = workspace("column sums", batches * ceil_div(n, NR) * NR, np.int64)
+    ready = workspace("b column tiles", batches * ceil_div(n, TILE_COLUMNS), np.int32)
+    return packed.reshape(batches, -1), colsum.reshape(batches, -1), ready
+
+
 cdef struct PackBatches:
     const uint8_t* b
     Py_ssize_t k
@@ -1228,11 +1356,15 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            const int32_t[::1] row_zero, const int32_t[::1] col_zero,
            const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
            uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
-           bint per_row=False, bias=None, a_row_sums=None):
+           bint per_row=False, bias=None, a_row_sums=None, b_source=None,
+           bint b_source_flip=False):
     """out[i] <- requantized a[a_index[i]] @ b[b_index[i]] for every output matrix i.
 
-    B comes packed (once per call, or once per compiled operator); A is read
-    in place (a_flip: int8, read as A' = A ^ 0x80).  multiplier and out_zero
+    B comes packed (b_packed and b_colsum, from pack_b_batches: a compiled
+    operator's constant), or as it is (b_source: batches x K x N bytes, with
+    b_packed and b_colsum None), to be packed during the run, column tile by
+    column tile, by the threads that multiply it (b_source_flip: uint8 B, read
+    as B' = B ^ 0x80, as pack_b_batches' flip).  A is read in place (a_flip: int8, read as A' = A ^ 0x80).  multiplier and out_zero
     are (1 or M) x N tables.  With raw, out holds the exact int32 products
     (M x 4N bytes per matrix) and multiplier, out_zero, low and high are not
     read.
@@ -1247,14 +1379,37 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     cdef Gemm gemm
     cdef Epilogue e
     cdef Py_ssize_t step_offset[1]
+    cdef const uint8_t[:, :, ::1] source
+    cdef int32_t[::1] ready_view
     if out.shape[0] == 0 or a.shape[1] == 0 or n == 0:
         return
     n_threads = max(n_threads, 1)
+    ready = None
+    if b_source is not None:
+        source = b_source
+        if source.shape[1] != a.shape[2] or source.shape[2] != n:
+            raise ValueError("matmul: b_source is not K x N")
+        if source.shape[1] == 0:
+            b_packed, b_colsum = pack_b_batches(source, b_source_flip, 1, True)
+        else:
+            b_packed, b_colsum, ready = b_workspace(source.shape[0], source.shape[1], n)
     check_matmul(a, a_index, b_packed, b_colsum, b_index, n, row_zero, col_zero, multiplier,
                  out_zero, out, raw, per_row, bias, a_row_sums)
     buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_packed, b_colsum,
                            b_index, n, row_zero, col_zero, multiplier, out_zero, out, low, high,
                            raw, n_threads, per_row, bias, a_row_sums)
+    gemm.b_ready = NULL
+    if ready is not None:
+        ready_view = ready
+        memset(&ready_view[0], 0, ready_view.shape[0] * sizeof(int32_t))
+        # The run's own workspace (b_workspace), written by ensure_packed.
+        gemm.b_source = &source[0, 0, 0]
+        gemm.b_source_flip = 0x80 if b_source_flip else 0
+        gemm.b_panels = <int8_t*>gemm.b
+        gemm.b_sums = <int64_t*>e.column_sum
+        gemm.b_sums_stride = e.column_sum_batch_stride
+        gemm.b_ready = &ready_view[0]
+        gemm.b_column_tiles = ceil_div(n, TILE_COLUMNS)
     with nogil:
         run_matmul(&gemm, &e, a.shape[0], n_threads)
     del buffers  # what the run read through gemm and e
@@ -1844,6 +1999,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     gemm.step_length = c.fold * c.group_channels
     gemm.groups = ceil_div(c.steps * gemm.step_length, 4)
     gemm.a_flip = 0  # the copy holds A'
+    gemm.b_ready = NULL  # the filter comes packed
     gemm.scratch = aligned_scratch(scratch)
     gemm.n = c.group_outputs
     gemm.out_row_stride = 1

@@ -155,6 +155,9 @@ def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
         call(good, target=np.empty((1, 9, 6), np.uint8))
     with pytest.raises(ValueError, match="out of range"):
         call(good, b_index=np.ones(1, np.int64))
+    with pytest.raises(ValueError, match="not K x N"):
+        kernels.matmul(a, False, index, None, None, index, 7, *good.values(), out, 0, 255, 1,
+                       b_source=np.ones((1, 6, 7), np.uint8))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -202,6 +205,68 @@ def test_short_last_blocks_of_rows(variant, a_type, depth, per_row, monkeypatch)
         for n_threads in (1, 2):
             got = run_variant(_native.run_matmul, call, variant, n_threads)
             assert np.array_equal(got, expected), (rows, n_threads)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("b_type", TYPES)
+@pytest.mark.parametrize("depth", [9, 64, 1100])
+def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
+    """B given as it is is packed by the units that read it, a column tile
+    at a time: one B shared by six products (every unit of a tile but the
+    first finds it packed, or waits while another thread packs it), or one B
+    per product; N = 300 ends in a partial tile and panel; K = 9 ends in a
+    partial group, 1100 spans two K blocks.  A second call on new values of B
+    in the same workspace must pack them afresh."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(depth)
+    for b_batch in (1, 6):
+        for _ in range(2):
+            slots = dict(a=random_values(rng, (6, 20, depth), np.uint8), a_scale=0.03,
+                         a_zero_point=random_values(rng, (), np.uint8),
+                         b=random_values(rng, (b_batch, depth, 300), b_type),
+                         b_scale=rng.uniform(0.01, 0.03, (1, 300)).astype(np.float32),
+                         b_zero_point=random_values(rng, (1, 300), b_type),
+                         output_scale=np.float32(30.0),
+                         output_zero_point=random_values(rng, (), np.int8))
+            call = matmul.prepare(slots, {}, "4_0")
+            expected = reference(call)
+            for n_threads in (1, 2):
+                got = run_variant(_native.run_matmul, call, variant, n_threads)
+                assert np.array_equal(got, expected), (b_batch, n_threads)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("per_row", [False, True])
+@pytest.mark.parametrize("shape", [(13, 100), (12, 128), (61, 300), (5, 7)])
+def test_outputs_written_in_place_stay_inside_the_output(variant, per_row, shape):
+    """Units whose whole micro-tiles lie inside a row-major output are
+    requantized straight into it; the others (rows past M or columns past N
+    in a tile) go through the scratch.  Bytes either side of the output, in
+    the same buffer, must keep their values, and the output must be exact."""
+    kernels = _simd.module(variant)
+    rows, columns = shape
+    depth = 40
+    rng = np.random.default_rng(rows * columns)
+    a = random_values(rng, (1, rows, depth), np.uint8)
+    b = random_values(rng, (1, depth, columns), np.int8)
+    a_zero, b_zero = 3, np.int32(0)
+    multiplier = rng.uniform(0.002, 0.004, (rows if per_row else 1, 1 if per_row else columns))
+    out_zero = rng.integers(-20, 20, multiplier.shape).astype(np.int32)
+    sums = (a[0].astype(np.int64) - a_zero) @ b[0].astype(np.int64)
+    scaled = sums.astype(np.float32) * multiplier.astype(np.float32)
+    expected = np.clip(np.rint(scaled).astype(np.int64) + out_zero, 0, 255)
+    index = np.zeros(1, np.int64)
+    guard = 4096
+    for n_threads in (1, 2):
+        buffer = np.full(rows * columns + 2 * guard, 0xA5, np.uint8)
+        out = buffer[guard:guard + rows * columns].reshape(1, rows, columns)
+        kernels.matmul(a, False, index, None, None, index, columns,
+                       np.full(rows, a_zero, np.int32), np.full(1 if per_row else columns, b_zero,
+                                                                np.int32),
+                       multiplier.astype(np.float32), out_zero, out, 0, 255, n_threads,
+                       per_row=per_row, b_source=b.view(np.uint8), b_source_flip=False)
+        assert (buffer[:guard] == 0xA5).all() and (buffer[-guard:] == 0xA5).all(), n_threads
+        assert np.array_equal(out[0].astype(np.int64), expected), n_threads
 
 
 def test_small_products_run_on_fewer_threads(monkeypatch):
