@@ -13,8 +13,9 @@
 # convolution's runs packed end to end, so K is channels x taps rounded up to
 # 4, however few channels a tap has), and the micro-kernel sweeps that block
 # across the unit's panels of B.  B is packed once into NR-column panels
-# (the variant's B_BYTES and layout): the filter of a convolution (once per
-# compiled operator), B of a matrix multiply.
+# (the variant's B_BYTES and layout): the filter of a convolution or a
+# compiled operator's B once, a call's B (or a 1 x 1 convolution's image)
+# during the product, a column tile at a time, by the unit that first reads it.
 #
 # Arithmetic: the micro-kernel multiplies unsigned A' by signed B' (the
 # vpdpbusd form).  int8 A is read as A' = A + 128 (xor 0x80) and uint8 B as
@@ -1275,23 +1276,15 @@ cdef void batch_row_sums(Gemm* gemm, Py_ssize_t batches, int64_t* sums,
     gemm.a = a
 
 
-def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads, bint transient=False):
+def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
     """Pack every K x N matrix of b; returns (packed, colsum), one row per
-    matrix.  transient: for this call only, in the thread's workspace (a
-    plain call's B), rather than arrays of their own (a compiled constant)."""
+    matrix, arrays of their own (a compiled operator's constant B)."""
     cdef Py_ssize_t batches = b.shape[0], k = b.shape[1], n = b.shape[2], index
     cdef Py_ssize_t size = max(packed_b_bytes(k, n), 1)
     cdef Py_ssize_t padded = max(ceil_div(n, NR) * NR, 1)
     # Packing writes every byte of every panel and every column sum.
-    if transient:
-        packed = workspace("packed b", batches * size, np.int8).reshape(batches, size)
-        colsum = workspace("column sums", batches * padded, np.int64).reshape(batches, padded)
-        if not (k and n):
-            packed[:] = 0
-            colsum[:] = 0
-    else:
-        packed = (np.empty if k and n else np.zeros)((batches, size), dtype=np.int8)
-        colsum = (np.empty if k and n else np.zeros)((batches, padded), dtype=np.int64)
+    packed = (np.empty if k and n else np.zeros)((batches, size), dtype=np.int8)
+    colsum = (np.empty if k and n else np.zeros)((batches, padded), dtype=np.int64)
     cdef int8_t[:, ::1] packed_view = packed
     cdef int64_t[:, ::1] colsum_view = colsum
     cdef PackBatches job
@@ -1306,11 +1299,7 @@ def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads, bint tr
         job.colsum_stride = colsum_view.shape[1]
         with nogil:
             if batches >= n_threads > 1:
-                # Enough matrices to keep every thread busy with whole ones;
-                # as a range, whose home segments are those of the product's
-                # units (run_tiles), so each thread packs the B matrices it
-                # then multiplies and finds them in its own cache (on 12
-                # products of 128 x 64 x 128, two threads: 0.066 to 0.063 ms).
+                # Enough matrices to keep every thread busy with whole ones.
                 run_range(pack_batches, &job, batches, 1, n_threads)
             else:
                 for index in range(batches):
@@ -1364,10 +1353,10 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     operator's constant), or as it is (b_source: batches x K x N bytes, with
     b_packed and b_colsum None), to be packed during the run, column tile by
     column tile, by the threads that multiply it (b_source_flip: uint8 B, read
-    as B' = B ^ 0x80, as pack_b_batches' flip).  A is read in place (a_flip: int8, read as A' = A ^ 0x80).  multiplier and out_zero
-    are (1 or M) x N tables.  With raw, out holds the exact int32 products
-    (M x 4N bytes per matrix) and multiplier, out_zero, low and high are not
-    read.
+    as B' = B ^ 0x80, as pack_b_batches' flip).  A is read in place (a_flip:
+    int8, read as A' = A ^ 0x80).  multiplier and out_zero are (1 or M) x N
+    tables.  With raw, out holds the exact int32 products (M x 4N bytes per
+    matrix) and multiplier, out_zero, low and high are not read.
 
     per_row: the requantization belongs to the rows (a pointwise convolution
     as filter x image, whose rows are output channels): multiplier and
@@ -1390,7 +1379,7 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
         if source.shape[1] != a.shape[2] or source.shape[2] != n:
             raise ValueError("matmul: b_source is not K x N")
         if source.shape[1] == 0:
-            b_packed, b_colsum = pack_b_batches(source, b_source_flip, 1, True)
+            b_packed, b_colsum = pack_b_batches(source, b_source_flip, 1)  # zeros
         else:
             b_packed, b_colsum, ready = b_workspace(source.shape[0], source.shape[1], n)
     check_matmul(a, a_index, b_packed, b_colsum, b_index, n, row_zero, col_zero, multiplier,
