@@ -160,23 +160,29 @@ def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
                        b_source=np.ones((1, 6, 7), np.uint8))
 
 
+def exact_on_one_and_two_threads(slots, variant, label=None):
+    """The matrix multiply of these slots on the variant, with 1 and 2
+    threads, equals the reference."""
+    call = matmul.prepare(slots, {}, "4_0")
+    expected = reference(call)
+    for n_threads in (1, 2):
+        got = run_variant(_native.run_matmul, call, variant, n_threads)
+        assert np.array_equal(got, expected), (label, n_threads)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("a_type", TYPES)
 @pytest.mark.parametrize("b_type", TYPES)
 def test_b_wider_than_a_packing_task(variant, a_type, b_type):
-    """N = 300 spans two packing tasks of 256 columns and ends in a partial
-    panel; K = 9 ends in a partial group of 4."""
+    """N = 300 spans three column tiles of 128 (each packed as one task) and
+    ends in a partial panel; K = 9 ends in a partial group of 4."""
     rng = np.random.default_rng(300)
     slots = dict(a=random_values(rng, (2, 11, 9), a_type), a_scale=0.03,
                  a_zero_point=random_values(rng, (), a_type),
                  b=random_values(rng, (2, 9, 300), b_type), b_scale=0.02,
                  b_zero_point=random_values(rng, (), b_type), output_scale=0.7,
                  output_zero_point=random_values(rng, (), a_type))
-    call = matmul.prepare(slots, {}, "4_0")
-    expected = reference(call)
-    for n_threads in (1, 2):
-        assert np.array_equal(run_variant(_native.run_matmul, call, variant, n_threads), expected)
-
+    exact_on_one_and_two_threads(slots, variant)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -200,11 +206,7 @@ def test_short_last_blocks_of_rows(variant, a_type, depth, per_row, monkeypatch)
                      b_zero_point=random_values(rng, (1, 200), np.int8),
                      output_scale=rng.uniform(20, 40, scale_shape).astype(np.float32),
                      output_zero_point=random_values(rng, scale_shape, np.uint8))
-        call = matmul.prepare(slots, {}, "4_0")
-        expected = reference(call)
-        for n_threads in (1, 2):
-            got = run_variant(_native.run_matmul, call, variant, n_threads)
-            assert np.array_equal(got, expected), (rows, n_threads)
+        exact_on_one_and_two_threads(slots, variant, rows)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -228,11 +230,7 @@ def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
                          b_zero_point=random_values(rng, (1, 300), b_type),
                          output_scale=np.float32(30.0),
                          output_zero_point=random_values(rng, (), np.int8))
-            call = matmul.prepare(slots, {}, "4_0")
-            expected = reference(call)
-            for n_threads in (1, 2):
-                got = run_variant(_native.run_matmul, call, variant, n_threads)
-                assert np.array_equal(got, expected), (b_batch, n_threads)
+            exact_on_one_and_two_threads(slots, variant, b_batch)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
