@@ -105,11 +105,12 @@ cdef struct Gemm:
     Py_ssize_t b_batch_stride
     Py_ssize_t out_batch_stride
     uint8_t* scratch               # SLOT_BYTES per thread, 64-byte aligned
-    # B packed during the run (NULL when it comes packed): each unit's
-    # column tile of B member b_i (K x N bytes at b_source + b_i * K * N)
-    # is packed into b's panels and the column sums (b_sums, b_sums_stride
-    # per member) by the first unit that needs it; b_ready[b_i *
-    # b_column_tiles + tile] says how far that is (PackState).
+    # B packed during the run (b_ready NULL when it comes packed): each
+    # unit's column tile of B member b_i (K x N bytes at b_source + b_i * K
+    # * N) is packed into its panels (b_panels, b_batch_stride per member)
+    # and column sums (b_sums, b_sums_stride per member) by the first unit
+    # that needs it; b_ready[b_i * b_column_tiles + tile] says how far that
+    # is (PackState).
     const uint8_t* b_source
     uint8_t b_source_flip
     int8_t* b_panels
@@ -273,6 +274,17 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
             g0 = g1
 
 
+cdef inline void pack_b_span(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n,
+                             uint8_t flip, int8_t* packed, int64_t* colsum, Py_ssize_t first,
+                             Py_ssize_t width) noexcept nogil:
+    """Columns [first, first + width) of a K x N matrix B (first a multiple
+    of NR, width at most PACK_COLUMNS; clipped at N) into their panels of
+    `packed` and their sums in `colsum`, both laid out for the whole of B."""
+    cdef Py_ssize_t panel_size = ceil_div(k, 4) * GROUP_BYTES
+    pack_b_columns(b + first, ldb, k, min(width, n - first), flip,
+                   packed + (first // NR) * panel_size, panel_size, colsum + first)
+
+
 cdef struct PackB:
     const uint8_t* b
     Py_ssize_t ldb
@@ -281,7 +293,6 @@ cdef struct PackB:
     uint8_t flip
     int8_t* packed
     int64_t* colsum
-    Py_ssize_t panel_size
 
 
 cdef void pack_b_blocks(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
@@ -289,10 +300,8 @@ cdef void pack_b_blocks(void* context, Py_ssize_t start, Py_ssize_t stop, int sl
     cdef const PackB* p = <const PackB*>context
     cdef Py_ssize_t block
     for block in range(start, stop):
-        pack_b_columns(p.b + block * PACK_COLUMNS, p.ldb, p.k,
-                       min(<Py_ssize_t>PACK_COLUMNS, p.n - block * PACK_COLUMNS), p.flip,
-                       p.packed + block * (PACK_COLUMNS // NR) * p.panel_size, p.panel_size,
-                       p.colsum + block * PACK_COLUMNS)
+        pack_b_span(p.b, p.ldb, p.k, p.n, p.flip, p.packed, p.colsum, block * PACK_COLUMNS,
+                    PACK_COLUMNS)
 
 
 cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n, uint8_t flip,
@@ -307,7 +316,6 @@ cdef void pack_b_matrix(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize
     p.flip = flip
     p.packed = packed
     p.colsum = colsum
-    p.panel_size = ceil_div(k, 4) * GROUP_BYTES
     run_range(pack_b_blocks, &p, ceil_div(n, PACK_COLUMNS), 1, n_threads)
 
 
@@ -372,18 +380,14 @@ cdef void ensure_packed(const Gemm* gemm, Py_ssize_t b_member, Py_ssize_t q) noe
     """
     cdef Py_ssize_t tile = q // (TILE_COLUMNS // NR)
     cdef int32_t* state = gemm.b_ready + b_member * gemm.b_column_tiles + tile
-    cdef Py_ssize_t k, first, spins = 0
+    cdef Py_ssize_t k = gemm.steps * gemm.step_length, spins = 0
     if state_load(state) == PACKED:
         return
     if state_claim(state, UNPACKED, PACKING):
-        k = gemm.steps * gemm.step_length
-        first = tile * TILE_COLUMNS
-        pack_b_columns(gemm.b_source + b_member * k * gemm.n + first, gemm.n, k,
-                       min(<Py_ssize_t>TILE_COLUMNS, gemm.n - first), gemm.b_source_flip,
-                       gemm.b_panels + b_member * gemm.b_batch_stride
-                       + (first // NR) * gemm.groups * GROUP_BYTES,
-                       gemm.groups * GROUP_BYTES,
-                       gemm.b_sums + b_member * gemm.b_sums_stride + first)
+        pack_b_span(gemm.b_source + b_member * k * gemm.n, gemm.n, k, gemm.n,
+                    gemm.b_source_flip, gemm.b_panels + b_member * gemm.b_batch_stride,
+                    gemm.b_sums + b_member * gemm.b_sums_stride, tile * TILE_COLUMNS,
+                    TILE_COLUMNS)
         state_store(state, PACKED)
         return
     # Another thread is packing it: a few microseconds, unless that thread
@@ -827,7 +831,8 @@ cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_s
 
 
 cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t* result,
-                             Py_ssize_t pitch, Py_ssize_t row0, Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
+                             Py_ssize_t pitch, Py_ssize_t row0, Py_ssize_t rows,
+                             Py_ssize_t col0, Py_ssize_t cols,
                              const uint32_t* column_term, const uint32_t* column_sum,
                              const Epilogue* e) noexcept nogil:
     cdef Py_ssize_t i, r
