@@ -331,7 +331,9 @@ def prepare_convolution(call, variant=None):
             per_channel = (np.ones(out_channels, np.float32), np.zeros(out_channels, np.int32),
                            None)
         else:
-            per_channel = _channel_requantization(arrays, multiplier, out_channels)
+            multiplier, out_zero, bias = _channel_requantization(arrays, multiplier, out_channels)
+            # As the kernels add it: no conversion per call.
+            per_channel = (multiplier, out_zero, None if bias is None else bias.astype(np.int64))
         return _frozen((int(input_zero.view(np.uint8)[0]),
                         _vector(arrays["filter_zero_point"], out_channels, np.int32,
                                 -_FLIP if filter_flip else 0),

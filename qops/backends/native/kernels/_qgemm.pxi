@@ -28,7 +28,8 @@
 # int32 (K * 255 * 255 + |bias| < 2**31), blocks add and the epilogue works
 # modulo 2**32 in int32 lanes (`requantize_line`); otherwise in int64.
 
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport (
+    INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t)
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
@@ -538,13 +539,18 @@ cdef inline void transpose_bytes(uint64_t* x) noexcept nogil:
 
 cdef extern from *:
     # A block of up to 16 rows by 16 columns of bytes (row i at source + i *
-    # pitch), transposed: column c's bytes, one per row, as a run at target +
-    # c * stride, for the first `columns` columns; each run `height` bytes.
-    # With SSE2 (every x86-64), the four rounds of byte interleaving that
-    # transpose 16 x 16 bytes in registers: 16 loads, 64 unpacks and 16
-    # stores where the 8 x 8 scalar transposes took about 350 operations;
-    # a transposed store was a tenth of a 1 x 1 convolution on 7 x 7
-    # pixels.  Rows past `height` are not read (they may be another unit's).
+    # pitch), each byte xor flip, transposed: column c's bytes, one per row,
+    # as a run at target + c * stride, for the first `columns` columns; each
+    # run `height` bytes.  With SSE2 (every x86-64), the four rounds of byte
+    # interleaving that transpose 16 x 16 bytes in registers: 16 loads, 64
+    # unpacks and 16 stores where the 8 x 8 scalar transposes took about 350
+    # operations; a transposed store was a tenth of a 1 x 1 convolution on
+    # 7 x 7 pixels, the channels-last copy of its image as much again.
+    # Nothing past row `height` is read (it may be another unit's), nor past
+    # a row's `columns` bytes unless all 16 lie within the first `readable`
+    # bytes from source (a short block of an image's last positions, read
+    # whole where the next channel follows: a partial read of each row was
+    # half the copy of a 7 x 7 image).
     """
     #include <stddef.h>
     #include <stdint.h>
@@ -553,12 +559,23 @@ cdef extern from *:
     #include <emmintrin.h>
     static inline void qops_transpose_block16(const uint8_t* source, ptrdiff_t pitch,
                                               ptrdiff_t height, ptrdiff_t columns,
-                                              uint8_t* target, ptrdiff_t stride) {
+                                              uint8_t* target, ptrdiff_t stride,
+                                              uint8_t flip, ptrdiff_t readable) {
         __m128i rows[16], next[16];
+        __m128i flips = _mm_set1_epi8((char)flip);
         int i, round;
-        for (i = 0; i < 16; i++)
-            rows[i] = i < height ? _mm_loadu_si128((const __m128i*)(source + i * pitch))
-                                 : _mm_setzero_si128();
+        for (i = 0; i < 16; i++) {
+            if (i >= height) {
+                rows[i] = _mm_setzero_si128();
+            } else if (columns == 16 || i * pitch + 16 <= readable) {
+                rows[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(source + i * pitch)),
+                                        flips);
+            } else {
+                uint8_t part[16] = {0};
+                memcpy(part, source + i * pitch, (size_t)columns);
+                rows[i] = _mm_xor_si128(_mm_loadu_si128((const __m128i*)part), flips);
+            }
+        }
         /* Interleaving row i with row i + 8, four times over, moves byte
            (r, c) to (c, r). */
         for (round = 0; round < 4; round++) {
@@ -583,17 +600,19 @@ cdef extern from *:
     #else
     static inline void qops_transpose_block16(const uint8_t* source, ptrdiff_t pitch,
                                               ptrdiff_t height, ptrdiff_t columns,
-                                              uint8_t* target, ptrdiff_t stride) {
+                                              uint8_t* target, ptrdiff_t stride,
+                                              uint8_t flip, ptrdiff_t readable) {
         ptrdiff_t r, c;
+        (void)readable;
         for (c = 0; c < columns; c++)
             for (r = 0; r < height; r++)
-                target[c * stride + r] = source[r * pitch + c];
+                target[c * stride + r] = source[r * pitch + c] ^ flip;
     }
     #endif
     """
     void transpose_block16 "qops_transpose_block16"(
         const uint8_t* source, Py_ssize_t pitch, Py_ssize_t height, Py_ssize_t columns,
-        uint8_t* target, Py_ssize_t stride) noexcept nogil
+        uint8_t* target, Py_ssize_t stride, uint8_t flip, Py_ssize_t readable) noexcept nogil
 
 
 cdef void store_unit(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
@@ -614,7 +633,8 @@ cdef void store_unit(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
                 transpose_block16(result + first * TILE_COLUMNS + block, TILE_COLUMNS,
                                   min(<Py_ssize_t>16, rows - first),
                                   min(<Py_ssize_t>16, cols - block),
-                                  out + block * col_stride + first, col_stride)
+                                  out + block * col_stride + first, col_stride, 0,
+                                  min(<Py_ssize_t>16, rows - first) * TILE_COLUMNS)
     else:
         for c in range(cols):
             target = out + c * col_stride
@@ -1230,6 +1250,21 @@ cdef inline bint fits_int32(int64_t k, int64_t largest_term) noexcept nogil:
     return k <= (INT32_LIMIT - largest_term) // MAX_PRODUCT
 
 
+cdef int64_t largest_magnitude(const int64_t[::1] values) noexcept:
+    """max |value| (0 for none), saturated at INT64_MAX: a bias's largest
+    term, in a loop (NumPy's abs and max on a vector of 2048 took 5 us of
+    a 1 x 1 convolution's serial start)."""
+    cdef Py_ssize_t i
+    cdef int64_t largest = 0, value
+    for i in range(values.shape[0]):
+        value = values[i]
+        if value < -INT64_MAX:
+            return INT64_MAX
+        value = -value if value < 0 else value
+        largest = value if value > largest else largest
+    return largest
+
+
 def depth_fits_int32(Py_ssize_t depth):
     """Whether every sum of ``depth`` products of 8-bit differences fits
     int32 (so the raw epilogue can write it as one)."""
@@ -1472,7 +1507,7 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     terms = None
     if bias is not None:
         terms = np.ascontiguousarray(bias, np.int64)
-        largest_bias = int(np.max(np.abs(terms))) if m else 0
+        largest_bias = largest_magnitude(terms)
     scratch = workspace("scratch", scratch_bytes(n_threads), np.uint8)
     cdef const int64_t[:, ::1] sums_view
     cdef const int64_t[::1] term_view
@@ -1712,6 +1747,26 @@ cdef inline void fill_channel_octet(uint8_t* target, Py_ssize_t pixel_stride,
         memcpy(target + wp * pixel_stride, &padding, 8)
 
 
+cdef inline void fill_channel_blocks16(uint8_t* target, Py_ssize_t pixel_stride,
+                                       const uint8_t* source, Py_ssize_t plane,
+                                       Py_ssize_t blocks, Py_ssize_t lo, Py_ssize_t hi,
+                                       Py_ssize_t shift, uint8_t flip,
+                                       Py_ssize_t readable) noexcept nogil:
+    """The first 16 * blocks channels (planes `plane` bytes apart) at
+    positions [lo, hi) of a row of the copy, position wp reading
+    source[wp + shift] (the image's bytes end `readable` bytes after
+    source): 16 channels by 16 positions per transpose."""
+    cdef Py_ssize_t block, wp, at
+    for block in range(blocks):
+        wp = lo
+        while wp < hi:
+            at = 16 * block * plane + wp + shift
+            transpose_block16(source + at, plane, 16, min(<Py_ssize_t>16, hi - wp),
+                              target + 16 * block + wp * pixel_stride, pixel_stride, flip,
+                              readable - at)
+            wp = wp + 16
+
+
 cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t count,
                               Py_ssize_t group_count, Py_ssize_t group_channels,
                               Py_ssize_t block_padded, Py_ssize_t positions,
@@ -1719,6 +1774,7 @@ cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t
     """Unfolded copy without column padding: positions [first, first + count)
     of the interior (consecutive in the image and in the copy), every channel."""
     cdef Py_ssize_t pixel_stride = group_count * block_padded
+    cdef Py_ssize_t blocks16 = group_channels // 16
     cdef Py_ssize_t octets = group_channels // 8
     cdef Py_ssize_t quads = group_channels // 4
     cdef Py_ssize_t g, c, wp
@@ -1727,7 +1783,10 @@ cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t
     for g in range(group_count):
         source = image + g * group_channels * positions + first
         target = interior + first * pixel_stride + g * block_padded
-        for c in range(octets):
+        fill_channel_blocks16(target, pixel_stride, source, positions, blocks16, 0, count, 0,
+                              flip, (group_count * group_channels - g * group_channels)
+                              * positions - first)
+        for c in range(2 * blocks16, octets):
             fill_channel_octet(target + 8 * c, pixel_stride, source + 8 * c * positions,
                                positions, 0, 0, count, count, flip, 0)
         for c in range(2 * octets, quads):
@@ -1757,7 +1816,7 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
     cdef Py_ssize_t pixel_stride = group_count * block_padded
     cdef Py_ssize_t ih = hp - pad_top
     cdef Py_ssize_t plane = height * width
-    cdef Py_ssize_t g, j, c, wp, shift, lo, hi, quads
+    cdef Py_ssize_t g, j, c, wp, shift, lo, hi, quads, blocks16
     cdef bint inside = 0 <= ih < height
     cdef uint8_t* row = buffer + hp * padded_w * pixel_stride
     cdef uint8_t* target
@@ -1772,7 +1831,17 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
             source = image + ((g * group_channels) * height + (ih if inside else 0)) * width
             # (A tight copy's positions are not whole words apart.)
             quads = group_channels // 4 if fold == 1 and block_padded % 4 == 0 else 0
-            for c in range(quads // 2):
+            blocks16 = quads // 4
+            if blocks16:
+                target = row + g * block_padded
+                fill_channel_blocks16(target, pixel_stride, source, plane, blocks16, lo, hi,
+                                      shift, flip, group_count * group_channels * plane
+                                      - (source - image))
+                for wp in range(lo):
+                    memset(target + wp * pixel_stride, pad_value, 16 * blocks16)
+                for wp in range(hi, padded_w):
+                    memset(target + wp * pixel_stride, pad_value, 16 * blocks16)
+            for c in range(2 * blocks16, quads // 2):
                 fill_channel_octet(row + g * block_padded + 8 * c, pixel_stride,
                                    source + 8 * c * plane, plane, shift, lo, hi, padded_w,
                                    flip, pad_value)
@@ -1938,14 +2007,15 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     """Offsets, buffers and the GEMM and epilogue descriptions of a checked
     convolution; returns the arrays they point into (the caller keeps them
     until the run ends)."""
-    cdef Py_ssize_t p, kh, kw, column
+    cdef Py_ssize_t oh, ow, kh, kw, column
     cdef int64_t largest_bias = 0
     cdef int32_t zero_point = (input_zero ^ (0x80 if c.input_flip else 0))
     c.needs_row_sums = False
     for column in range(c.out_channels):
         c.needs_row_sums = c.needs_row_sums or col_zero[column] != 0
+    terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
     if bias is not None:
-        largest_bias = int(np.max(np.abs(np.asarray(bias, np.int64))))
+        largest_bias = largest_magnitude(terms)
     c.plane_runs = c.fold == 1 and c.padded_w == c.width and c.height > 0
     c.pad_value = <uint8_t>zero_point
     # Per pixel, its first tap's position; per step, the tap's distance from it.
@@ -1953,9 +2023,11 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     step_offsets = np.empty(c.steps, np.intp)
     cdef Py_ssize_t[::1] row_offset = row_offsets
     cdef Py_ssize_t[::1] step_offset = step_offsets
-    for p in range(c.pixels):
-        row_offset[p] = ((p // c.out_w) * c.stride_h * c.padded_w
-                         + (p % c.out_w) * c.stride_w) * c.pixel_stride
+    # (Row by row: a division per pixel was 2% of a 3 x 3 convolution on 56 x 56.)
+    for oh in range(c.out_h):
+        for ow in range(c.out_w):
+            row_offset[oh * c.out_w + ow] = (oh * c.stride_h * c.padded_w
+                                             + ow * c.stride_w) * c.pixel_stride
     for kh in range(c.kernel_h):
         for kw in range(c.kernel_w // c.fold):
             step_offset[kh * (c.kernel_w // c.fold) + kw] = (
@@ -1966,9 +2038,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
     # A_SLACK bytes past the last run (gemm.a_slack).
     copy = workspace("channels last", c.chunk * c.image_bytes + A_SLACK, np.uint8)
-    sums = workspace("row sums", c.chunk * c.pixels, np.int64)
-    sums[:] = 0
-    terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
+    sums = workspace("row sums", c.chunk * c.pixels, np.int64)  # written before it is read
     row_zero = np.full(1, zero_point, np.int32)
     scratch = workspace("scratch", scratch_bytes(n_threads), np.uint8)
     cdef uint8_t[::1] buffer = copy
@@ -2093,9 +2163,13 @@ cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t g
         # channel are one run in the image and in the copy, copied in blocks
         # of positions; only the padding rows go row by row.
         job.padding_rows_only = True
-        run_range(fill_rows, &job, padded_h, 1, n_threads)
-        run_range(fill_position_blocks, &job, ceil_div(height * width, POSITION_BLOCK), 1,
-                  n_threads)
+        if padded_h > height:
+            run_range(fill_rows, &job, padded_h, 1, n_threads)
+        # At least a block per thread (a 7 x 7 image's 49 positions took
+        # blocks of 32 and 17), each starting at a multiple of 8 positions.
+        job.position_blocks = min(max(ceil_div(height * width, POSITION_BLOCK), n_threads),
+                                  ceil_div(height * width, 8))
+        run_range(fill_position_blocks, &job, job.position_blocks, 1, n_threads)
     else:
         job.padding_rows_only = False
         run_range(fill_rows, &job, padded_h, 1, n_threads)
@@ -2118,6 +2192,7 @@ cdef struct ChannelsLast:
     uint8_t pad_value
     uint8_t* buffer
     bint padding_rows_only
+    Py_ssize_t position_blocks    # the interior's blocks of positions (fill_position_blocks)
 
 
 cdef void fill_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
@@ -2135,15 +2210,19 @@ cdef void fill_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
 
 cdef void fill_position_blocks(void* context, Py_ssize_t start, Py_ssize_t stop,
                                int slot) noexcept nogil:
-    """Blocks [start, stop) of POSITION_BLOCK interior positions."""
+    """Blocks [start, stop) of the interior's position_blocks: block i from
+    position i * positions // position_blocks (rounded down to 8) on."""
     cdef const ChannelsLast* j = <const ChannelsLast*>context
-    cdef Py_ssize_t positions = j.height * j.width, run
+    cdef Py_ssize_t positions = j.height * j.width, run, first, end
     for run in range(start, stop):
-        fill_position_block(j.image, run * POSITION_BLOCK,
-                            min(<Py_ssize_t>POSITION_BLOCK, positions - run * POSITION_BLOCK),
-                            j.group_count, j.group_channels, j.block_padded, positions,
-                            j.buffer + j.pad_top * j.padded_w * j.group_count * j.block_padded,
-                            j.flip)
+        first = (run * positions // j.position_blocks) & ~7
+        end = (positions if run + 1 == j.position_blocks
+               else ((run + 1) * positions // j.position_blocks) & ~7)
+        if end > first:
+            fill_position_block(j.image, first, end - first, j.group_count, j.group_channels,
+                                j.block_padded, positions,
+                                j.buffer + j.pad_top * j.padded_w * j.group_count
+                                * j.block_padded, j.flip)
 
 
 # -- the peak probe ---------------------------------------------------------------------

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
+from kernel_cases import (TYPES, VARIANTS, _native, at_page_end, random_values, reference,
+                          run_variant)
 
 from qops.ops import convolution
 
@@ -113,6 +114,37 @@ def test_one_by_one_on_small_images(variant, in_type, strides, size, monkeypatch
                  bias=rng.integers(-10000, 10000, 150, dtype=np.int32), output_scale=0.2,
                  output_zero_point=np.uint8(100))
     call = convolution.prepare(slots, dict(strides=strides), "2_1")
+    expected = reference(call)
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                              expected), n_threads
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("in_type", TYPES)
+@pytest.mark.parametrize("channels, size, kernel, padding", [
+    (48, 7, 1, 0), (33, 5, 1, 0), (32, 13, 3, 1), (17, 3, 3, 2)])
+def test_the_channels_last_copy_reads_nothing_past_the_image(variant, in_type, channels, size,
+                                                             kernel, padding, monkeypatch):
+    """The copy transposes 16 channels by 16 positions at a time and reads a
+    short block of positions whole only where the image goes on after it:
+    here the image ends where an unreadable page begins (a read past it
+    faults), for the unpadded copy by blocks of positions (1 x 1) and the
+    padded one by rows (3 x 3), widths that end in a short block, int8
+    images (each byte flipped on the way), 1 and 2 threads."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(channels + size)
+    image = random_values(rng, (1, channels, size, size), in_type)
+    ending = at_page_end(image)
+    if ending is None:
+        pytest.skip("no mmap with mprotect here")
+    slots = dict(input=ending, input_scale=0.05,
+                 input_zero_point=random_values(rng, (), in_type),
+                 filter=rng.integers(-128, 128, (20, channels, kernel, kernel), dtype=np.int8),
+                 filter_scale=np.float32(0.004), output_scale=0.2,
+                 output_zero_point=np.uint8(100))
+    call = convolution.prepare(slots, dict(start_padding=(padding, padding),
+                                           end_padding=(padding, padding)), "2_1")
     expected = reference(call)
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),

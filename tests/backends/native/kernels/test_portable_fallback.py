@@ -10,6 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from kernel_cases import at_page_end
 
 SOURCE = (pathlib.Path(__file__).parents[4] / "qops" / "backends" / "native" / "kernels"
           / "_qgemm_portable.pyx")
@@ -132,8 +133,11 @@ def test_the_depthwise_kernel_builds_with_and_without_sse2(mode, tmp_path):
 @pytest.mark.parametrize("mode", ["sse2", "plain"])
 def test_the_transposed_store_writes_each_column_as_a_run(mode, tmp_path):
     """The GEMM driver's 16 x 16 byte transpose (a channels-first output's
-    store), both builds: every height and column count up to 16, column c's
-    bytes at target + c * stride, nothing written past a run or a column."""
+    store, the channels-last copy of an image), both builds: every height
+    and column count up to 16, each byte xor flip, column c's bytes at
+    target + c * stride, nothing written past a run or a column; and nothing
+    read past `readable` bytes from the source, which here end where an
+    unreadable page begins."""
     if COMPILER is None:
         pytest.skip("no C compiler")
     code = c_block(SOURCE.with_name("_qgemm.pxi"), "qops_transpose_block16")
@@ -141,13 +145,26 @@ def test_the_transposed_store_writes_each_column_as_a_run(mode, tmp_path):
     transpose = build(code, tmp_path, mode, WARNINGS).qops_transpose_block16
     rng = np.random.default_rng(16)
     pitch, stride = 40, 23
-    for height in range(1, 17):
-        for columns in range(1, 17):
-            source = rng.integers(0, 256, (16, pitch)).astype(np.uint8)
-            target = np.full(16 * stride + 16, 77, np.uint8)
-            transpose(address(source), ctypes.c_ssize_t(pitch), ctypes.c_ssize_t(height),
-                      ctypes.c_ssize_t(columns), address(target), ctypes.c_ssize_t(stride))
-            expected = np.full_like(target, 77)
-            for c in range(columns):
-                expected[c * stride:c * stride + height] = source[:height, c]
-            assert np.array_equal(target, expected), (height, columns)
+    for flip in (0, 0x80):
+        for height in range(1, 17):
+            for columns in range(1, 17):
+                source = rng.integers(0, 256, (16, pitch)).astype(np.uint8)
+                # The rows' last byte ends a readable page: a 16-byte read
+                # of the last row's `columns` bytes would fault.
+                readable = (height - 1) * pitch + columns
+                ending = at_page_end(source.reshape(-1)[:readable])
+                at = address(source) if ending is None else address(ending)
+                target = np.full(16 * stride + 16, 77, np.uint8)
+                transpose(at, ctypes.c_ssize_t(pitch), ctypes.c_ssize_t(height),
+                          ctypes.c_ssize_t(columns), address(target), ctypes.c_ssize_t(stride),
+                          ctypes.c_uint8(flip), ctypes.c_ssize_t(readable))
+                expected = np.full_like(target, 77)
+                for c in range(columns):
+                    expected[c * stride:c * stride + height] = source[:height, c] ^ flip
+                assert np.array_equal(target, expected), (flip, height, columns)
+                # With every row readable whole, the same bytes.
+                whole = np.full_like(target, 77)
+                transpose(address(source), ctypes.c_ssize_t(pitch), ctypes.c_ssize_t(height),
+                          ctypes.c_ssize_t(columns), address(whole), ctypes.c_ssize_t(stride),
+                          ctypes.c_uint8(flip), ctypes.c_ssize_t(source.size))
+                assert np.array_equal(whole, expected), (flip, height, columns)
