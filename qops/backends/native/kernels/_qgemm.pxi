@@ -178,6 +178,24 @@ WORKSPACE_LIMIT = 16 << 20
 _workspace = threading.local()
 
 
+cdef tuple new_buffer(Py_ssize_t nbytes):
+    """(array, capacity, address): a buffer of at least nbytes, and 64 bytes
+    more so that workspace_bytes can align its start."""
+    cdef uint8_t[::1] view
+    capacity = max(nbytes, 64)
+    array = np.empty(capacity + 64, np.uint8)
+    view = array
+    return array, capacity, <Py_ssize_t>&view[0]
+
+
+cdef tuple thread_buffer(str name, Py_ssize_t nbytes):
+    buffers = _workspace.__dict__.setdefault("buffers", {})
+    entry = buffers.get(name)
+    if entry is None or <Py_ssize_t>entry[1] < nbytes:
+        entry = buffers[name] = new_buffer(nbytes)
+    return entry
+
+
 def workspace(str name, Py_ssize_t count, dtype):
     """A 1-D array of ``count`` values of ``dtype``, uninitialized, from this
     thread's buffer ``name``; it holds until this thread's next request of
@@ -186,16 +204,22 @@ def workspace(str name, Py_ssize_t count, dtype):
     cdef Py_ssize_t nbytes = count * dtype.itemsize
     if nbytes > WORKSPACE_LIMIT:
         return np.empty(count, dtype)
-    buffers = _workspace.__dict__.setdefault("buffers", {})
-    buffer = buffers.get(name)
-    if buffer is None or buffer.shape[0] < nbytes:
-        buffer = buffers[name] = np.empty(max(nbytes, 64), np.uint8)
-    return buffer[:nbytes].view(dtype)
+    return thread_buffer(name, nbytes)[0][:nbytes].view(dtype)
 
 
-cdef inline uint8_t* aligned_scratch(uint8_t[::1] buffer) noexcept:
-    cdef uint8_t* start = &buffer[0]
-    return start + (-(<Py_ssize_t>start) & 63)
+cdef uint8_t* workspace_bytes(str name, Py_ssize_t nbytes, list keep) except NULL:
+    """The 64-byte aligned start of nbytes of this thread's buffer ``name``,
+    as workspace() but with no array view of it (a view and its memoryview
+    cost about a microsecond, and a call asked for four); a buffer above
+    WORKSPACE_LIMIT is fresh, appended to ``keep``, which the caller holds
+    until the run ends."""
+    if nbytes > WORKSPACE_LIMIT:
+        entry = new_buffer(nbytes)
+        keep.append(entry[0])
+    else:
+        entry = thread_buffer(name, nbytes)
+    cdef Py_ssize_t address = entry[2]
+    return <uint8_t*>(address + (-address & 63))
 
 
 # -- packing B --------------------------------------------------------------------
@@ -1349,15 +1373,6 @@ def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
     return packed, colsum
 
 
-cdef object b_workspace(Py_ssize_t batches, Py_ssize_t k, Py_ssize_t n):
-    """This thread's workspace for B packed during a run: the panels, the
-    column sums and a state per column tile of each matrix."""
-    packed = workspace("packed b", batches * packed_b_bytes(k, n), np.int8)
-    colsum = workspace("column sums", batches * ceil_div(n, NR) * NR, np.int64)
-    ready = workspace("b column tiles", batches * ceil_div(n, TILE_COLUMNS), np.int32)
-    return packed.reshape(batches, -1), colsum.reshape(batches, -1), ready
-
-
 cdef struct PackBatches:
     const uint8_t* b
     Py_ssize_t k
@@ -1409,47 +1424,69 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     cdef Epilogue e
     cdef Py_ssize_t step_offset[1]
     cdef const uint8_t[:, :, ::1] source
-    cdef int32_t[::1] ready_view
+    cdef Py_ssize_t k = a.shape[2], b_batches, b_stride, colsum_stride
+    cdef const int8_t* b_start
+    cdef const int64_t* colsum_start
+    cdef int32_t* ready = NULL
     if out.shape[0] == 0 or a.shape[1] == 0 or n == 0:
         return
     n_threads = max(n_threads, 1)
-    ready = None
-    if b_source is not None:
+    keep = []
+    during = b_source is not None
+    if during:
         source = b_source
-        if source.shape[1] != a.shape[2] or source.shape[2] != n:
+        if source.shape[1] != k or source.shape[2] != n:
             raise ValueError("matmul: b_source is not K x N")
-        if source.shape[1] == 0:
+        if k == 0:
             b_packed, b_colsum = pack_b_batches(source, b_source_flip, 1)  # zeros
-        else:
-            b_packed, b_colsum, ready = b_workspace(source.shape[0], source.shape[1], n)
-    check_matmul(a, a_index, b_packed, b_colsum, b_index, n, row_zero, col_zero, multiplier,
-                 out_zero, out, raw, per_row, bias, a_row_sums)
-    buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_packed, b_colsum,
-                           b_index, n, row_zero, col_zero, multiplier, out_zero, out, low, high,
-                           raw, n_threads, per_row, bias, a_row_sums)
+            during = False
+    if during:
+        # Packed during the run, into this thread's workspace.
+        b_batches = source.shape[0]
+        b_stride = packed_b_bytes(k, n)
+        colsum_stride = ceil_div(n, NR) * NR
+        b_start = <int8_t*>workspace_bytes("packed b", b_batches * b_stride, keep)
+        colsum_start = <int64_t*>workspace_bytes(
+            "column sums", b_batches * colsum_stride * sizeof(int64_t), keep)
+        ready = <int32_t*>workspace_bytes(
+            "b column tiles", b_batches * ceil_div(n, TILE_COLUMNS) * sizeof(int32_t), keep)
+    else:
+        if (b_packed is None or b_colsum is None or b_colsum.shape[0] != b_packed.shape[0]
+                or b_packed.shape[1] < packed_b_bytes(k, n) or b_colsum.shape[1] < n):
+            raise ValueError("matmul: arguments do not cover the output")
+        b_batches = b_packed.shape[0]
+        b_stride = b_packed.shape[1]
+        colsum_stride = b_colsum.shape[1]
+        b_start = &b_packed[0, 0]
+        colsum_start = &b_colsum[0, 0]
+    check_matmul(a, a_index, b_batches, b_index, n, row_zero, col_zero, multiplier, out_zero,
+                 out, raw, per_row, bias, a_row_sums)
+    buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_start, b_stride,
+                           colsum_start, colsum_stride, b_index, n, row_zero, col_zero,
+                           multiplier, out_zero, out, low, high, raw, n_threads, per_row, bias,
+                           a_row_sums, keep)
     gemm.b_ready = NULL
-    if ready is not None:
-        ready_view = ready
-        memset(&ready_view[0], 0, ready_view.shape[0] * sizeof(int32_t))
-        # The run's own workspace (b_workspace), written by ensure_packed.
+    if during:
+        memset(ready, 0, b_batches * ceil_div(n, TILE_COLUMNS) * sizeof(int32_t))
+        # The run's own workspace, written by ensure_packed.
         gemm.b_source = &source[0, 0, 0]
         gemm.b_source_flip = 0x80 if b_source_flip else 0
-        gemm.b_panels = <int8_t*>gemm.b
-        gemm.b_sums = <int64_t*>e.column_sum
-        gemm.b_sums_stride = e.column_sum_batch_stride
-        gemm.b_ready = &ready_view[0]
+        gemm.b_panels = <int8_t*>b_start
+        gemm.b_sums = <int64_t*>colsum_start
+        gemm.b_sums_stride = colsum_stride
+        gemm.b_ready = ready
         gemm.b_column_tiles = ceil_div(n, TILE_COLUMNS)
     with nogil:
         run_matmul(&gemm, &e, a.shape[0], n_threads)
-    del buffers  # what the run read through gemm and e
+    del buffers, keep  # what the run read through gemm and e
 
 
 cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
-                      const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
-                      const int64_t[::1] b_index, Py_ssize_t n, const int32_t[::1] row_zero,
-                      const int32_t[::1] col_zero, const float[:, ::1] multiplier,
-                      const int32_t[:, ::1] out_zero, uint8_t[:, :, ::1] out,
-                      bint raw, bint per_row, bias, a_row_sums) except -1:
+                      Py_ssize_t b_batches, const int64_t[::1] b_index, Py_ssize_t n,
+                      const int32_t[::1] row_zero, const int32_t[::1] col_zero,
+                      const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
+                      uint8_t[:, :, ::1] out, bint raw, bint per_row, bias,
+                      a_row_sums) except -1:
     """The glue's contract, checked once: indices and vectors cover the
     output (ValueError otherwise: the run trusts it for every access)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
@@ -1457,8 +1494,6 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
     cdef Py_ssize_t columns = 1 if per_row else n
     if (a_index.shape[0] != batches or b_index.shape[0] != batches
             or out.shape[1] != m or out.shape[2] != n * (4 if raw else 1)
-            or b_colsum.shape[0] != b_packed.shape[0]
-            or b_packed.shape[1] < packed_b_bytes(k, n) or b_colsum.shape[1] < n
             or row_zero.shape[0] < m or col_zero.shape[0] < columns
             or not (multiplier.shape[0] == m or (multiplier.shape[0] == 1 and not per_row))
             or multiplier.shape[1] < columns
@@ -1468,7 +1503,7 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
             or (a_row_sums is not None and np.shape(a_row_sums) != (a_batches, m))):
         raise ValueError("matmul: arguments do not cover the output")
     for index in range(batches):
-        if not (0 <= a_index[index] < a_batches and 0 <= b_index[index] < b_packed.shape[0]):
+        if not (0 <= a_index[index] < a_batches and 0 <= b_index[index] < b_batches):
             raise ValueError("matmul: a batch index is out of range")
     if raw and not fits_int32(k, 0):
         raise ValueError("matmul: raw products need K that keeps every value inside int32")
@@ -1477,15 +1512,16 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
 
 cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
                          const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
-                         const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
+                         const int8_t* b_start, Py_ssize_t b_stride,
+                         const int64_t* colsum_start, Py_ssize_t colsum_stride,
                          const int64_t[::1] b_index, Py_ssize_t n,
                          const int32_t[::1] row_zero, const int32_t[::1] col_zero,
                          const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
                          uint8_t[:, :, ::1] out, int32_t low, int32_t high, bint raw,
-                         int n_threads, bint per_row, bias, a_row_sums):
+                         int n_threads, bint per_row, bias, a_row_sums, list keep):
     """The row-sum buffer, the scratch and the GEMM and epilogue
     descriptions of a checked product; returns the arrays they point into
-    (the caller keeps them until the run ends)."""
+    (the caller keeps them, and `keep`, until the run ends)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2], j
     cdef bint needs_row_sums = False
     cdef int64_t largest_bias = 0
@@ -1500,24 +1536,22 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     # only a buffer of its own (e.row_sum then points at that).
     given = a_row_sums is not None and needs_row_sums and k
     sums = None
-    if given:
-        sums = np.ascontiguousarray(a_row_sums, np.int64)
-    elif needs_row_sums and k:
-        sums = np.zeros((a_batches, m), np.int64)
-    terms = None
-    if bias is not None:
-        terms = np.ascontiguousarray(bias, np.int64)
-        largest_bias = largest_magnitude(terms)
-    scratch = workspace("scratch", scratch_bytes(n_threads), np.uint8)
     cdef const int64_t[:, ::1] sums_view
     cdef const int64_t[::1] term_view
     e.row_sum = NULL
     e.row_sums_given = given
-    if sums is not None:
+    if given:
+        sums = np.ascontiguousarray(a_row_sums, np.int64)
         sums_view = sums
         e.row_sum = &sums_view[0, 0]
+    elif needs_row_sums and k:
+        # Every row's sum is written (batch_row_sums) before it is read.
+        e.row_sum = <int64_t*>workspace_bytes("row sums", a_batches * m * sizeof(int64_t), keep)
+    terms = None
     e.column_term = NULL
-    if terms is not None:
+    if bias is not None:
+        terms = np.ascontiguousarray(bias, np.int64)
+        largest_bias = largest_magnitude(terms)
         term_view = terms
         e.column_term = &term_view[0]
     step_offset[0] = 0
@@ -1531,7 +1565,7 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     gemm.steps = 1
     gemm.step_length = max(k, 1)
     gemm.groups = ceil_div(k, 4)
-    gemm.b = &b_packed[0, 0]
+    gemm.b = b_start
     gemm.n = n
     gemm.out = &out[0, 0, 0]
     gemm.out_row_stride = n
@@ -1540,13 +1574,13 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     gemm.a_index = &a_index[0]
     gemm.b_index = &b_index[0]
     gemm.a_batch_stride = m * k
-    gemm.b_batch_stride = b_packed.shape[1]
+    gemm.b_batch_stride = b_stride
     gemm.out_batch_stride = m * n
-    gemm.scratch = aligned_scratch(scratch)
+    gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
     e.row_sum_batch_stride = m
-    e.column_sum_batch_stride = b_colsum.shape[1]
+    e.column_sum_batch_stride = colsum_stride
     e.column_zero = &col_zero[0]
-    e.column_sum = &b_colsum[0, 0]
+    e.column_sum = colsum_start
     e.row_zero = &row_zero[0]
     # One zero point for every row (per-tensor A, the usual case) lets the
     # epilogue fold it into the unit's column vectors (tile_epilogue).
@@ -1567,7 +1601,7 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     e.raw = raw
     if raw and not e.narrow:
         raise ValueError("matmul: raw products need K that keeps every value inside int32")
-    return source_array, sums, terms, scratch
+    return source_array, sums, terms
 
 
 cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
@@ -1941,6 +1975,7 @@ cdef struct Convolution:
     uint8_t* out
     uint8_t* buffer               # the copies of a chunk of images
     int64_t* sums                 # their row sums, when needed
+    int32_t row_zero              # the input zero point as A' (Epilogue.row_zero)
     const int64_t* terms          # the bias per output channel, or NULL
 
 
@@ -2019,10 +2054,11 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.plane_runs = c.fold == 1 and c.padded_w == c.width and c.height > 0
     c.pad_value = <uint8_t>zero_point
     # Per pixel, its first tap's position; per step, the tap's distance from it.
-    row_offsets = workspace("row offsets", c.pixels, np.intp)
-    step_offsets = np.empty(c.steps, np.intp)
-    cdef Py_ssize_t[::1] row_offset = row_offsets
-    cdef Py_ssize_t[::1] step_offset = step_offsets
+    keep = []
+    cdef Py_ssize_t* row_offset = <Py_ssize_t*>workspace_bytes(
+        "row offsets", c.pixels * sizeof(Py_ssize_t), keep)
+    cdef Py_ssize_t* step_offset = <Py_ssize_t*>workspace_bytes(
+        "step offsets", c.steps * sizeof(Py_ssize_t), keep)
     # (Row by row: a division per pixel was 2% of a 3 x 3 convolution on 56 x 56.)
     for oh in range(c.out_h):
         for ow in range(c.out_w):
@@ -2037,34 +2073,28 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.image_bytes = max(c.padded_h * c.padded_w * c.pixel_stride, 1)
     c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
     # A_SLACK bytes past the last run (gemm.a_slack).
-    copy = workspace("channels last", c.chunk * c.image_bytes + A_SLACK, np.uint8)
-    sums = workspace("row sums", c.chunk * c.pixels, np.int64)  # written before it is read
-    row_zero = np.full(1, zero_point, np.int32)
-    scratch = workspace("scratch", scratch_bytes(n_threads), np.uint8)
-    cdef uint8_t[::1] buffer = copy
-    cdef int64_t[::1] sums_view = sums
+    c.buffer = workspace_bytes("channels last", c.chunk * c.image_bytes + A_SLACK, keep)
+    # Written before they are read (row_sums).
+    c.sums = <int64_t*>workspace_bytes("row sums", c.chunk * c.pixels * sizeof(int64_t), keep)
     cdef const int64_t[::1] term_view = terms
-    cdef int32_t[::1] row_zero_view = row_zero
     c.image = &image[0, 0, 0, 0]
     c.filter_packed = &filter_packed[0, 0]
     c.packed_stride = filter_packed.shape[1]
     c.filter_colsum = &filter_colsum[0, 0]
     c.colsum_stride = filter_colsum.shape[1]
     c.out = &out[0, 0, 0]
-    c.buffer = &buffer[0]
-    c.sums = &sums_view[0]
     c.terms = &term_view[0] if bias is not None else NULL
-    gemm.row_offset = &row_offset[0]
+    gemm.row_offset = row_offset
     gemm.a_slack = A_SLACK
     gemm.lda = 0
     gemm.m = c.pixels
-    gemm.step_offset = &step_offset[0]
+    gemm.step_offset = step_offset
     gemm.steps = c.steps
     gemm.step_length = c.fold * c.group_channels
     gemm.groups = ceil_div(c.steps * gemm.step_length, 4)
     gemm.a_flip = 0  # the copy holds A'
     gemm.b_ready = NULL  # the filter comes packed
-    gemm.scratch = aligned_scratch(scratch)
+    gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
     gemm.n = c.group_outputs
     gemm.out_row_stride = 1
     gemm.out_col_stride = c.pixels
@@ -2075,7 +2105,8 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     gemm.out_batch_stride = c.out_channels * c.pixels
     e.row_sum_batch_stride = c.pixels
     e.column_sum_batch_stride = 0
-    e.row_zero = &row_zero_view[0]
+    c.row_zero = zero_point
+    e.row_zero = &c.row_zero
     e.row_zero_step = 0
     e.k = c.group_channels * c.kernel_h * c.kernel_w
     e.column_zero = &col_zero[0]
@@ -2091,7 +2122,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     e.raw = raw
     if raw and not e.narrow:
         raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
-    return row_offsets, step_offsets, copy, sums, terms, row_zero, scratch
+    return terms, keep
 
 
 cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,
