@@ -119,6 +119,14 @@ cdef struct Gemm:
     Py_ssize_t b_sums_stride
     int32_t* b_ready
     Py_ssize_t b_column_tiles
+    # Row sums computed during the run (a_ready NULL when none are, or they
+    # come computed): each unit's band of rows of A member a_i is summed
+    # into a_sums + a_i * a_sums_stride by the first unit that needs it;
+    # a_ready[a_i * a_row_bands + band] says how far that is (PackState).
+    int64_t* a_sums
+    Py_ssize_t a_sums_stride
+    int32_t* a_ready
+    Py_ssize_t a_row_bands
 
 
 cdef struct Epilogue:
@@ -405,7 +413,7 @@ cdef void ensure_packed(const Gemm* gemm, Py_ssize_t b_member, Py_ssize_t q) noe
     """
     cdef Py_ssize_t tile = q // (TILE_COLUMNS // NR)
     cdef int32_t* state = gemm.b_ready + b_member * gemm.b_column_tiles + tile
-    cdef Py_ssize_t k = gemm.steps * gemm.step_length, spins = 0
+    cdef Py_ssize_t k = gemm.steps * gemm.step_length
     if state_load(state) == PACKED:
         return
     if state_claim(state, UNPACKED, PACKING):
@@ -415,14 +423,53 @@ cdef void ensure_packed(const Gemm* gemm, Py_ssize_t b_member, Py_ssize_t q) noe
                     TILE_COLUMNS)
         state_store(state, PACKED)
         return
-    # Another thread is packing it: a few microseconds, unless that thread
-    # has lost its core, which then needs this one's.
+    wait_for(state)  # another thread is packing it
+
+
+cdef inline void wait_for(int32_t* state) noexcept nogil:
+    """Until another thread has published `state` as PACKED: a few
+    microseconds, unless that thread has lost its core, which then needs
+    this one's."""
+    cdef Py_ssize_t spins = 0
     while state_load(state) != PACKED:
         spins += 1
         if spins < 4096:
             state_pause()
         else:
             sched_yield()
+
+
+cdef void ensure_row_sums(const Gemm* gemm, const Gemm* own, Py_ssize_t a_member,
+                          Py_ssize_t p, Py_ssize_t p_end) noexcept nogil:
+    """The sums of A' over the rows of micro-tiles [p, p_end) of A member
+    a_member (own.a), computed (by this thread, or waited for): in the
+    units that need them, as B is packed, rather than in a pass of their
+    own before the product, which on attention's twelve 128 x 64 matrices
+    was one job each and took half as long as the product."""
+    cdef int32_t* state = gemm.a_ready + a_member * gemm.a_row_bands + p // TILE_M_PANELS
+    cdef int64_t* sums = gemm.a_sums + a_member * gemm.a_sums_stride
+    cdef Py_ssize_t r, s
+    cdef const uint8_t* start
+    cdef int64_t total
+    if state_load(state) == PACKED:
+        return
+    if state_claim(state, UNPACKED, PACKING):
+        for r in range(p * MR, min(p_end * MR, own.m)):
+            start = row_start(own, r)
+            total = 0
+            for s in range(own.steps):
+                total += sum_values(start + own.step_offset[s], own.step_length, own.a_flip)
+            sums[r] = total
+        state_store(state, PACKED)
+        return
+    wait_for(state)
+
+
+cdef inline Py_ssize_t row_bands(Py_ssize_t m) noexcept nogil:
+    """The bands of TILE_M_PANELS micro-tiles over m rows (run_gemm's units
+    take one each; a short last band folded into the one above it keeps a
+    state it never uses)."""
+    return ceil_div(ceil_div(m, MR), TILE_M_PANELS)
 
 
 def packed_b_bytes(Py_ssize_t k, Py_ssize_t n):
@@ -689,6 +736,8 @@ cdef struct UnitOutput:
     float tile_ceiling[TILE_COLUMNS]
     int32_t tile_offset[TILE_COLUMNS]
     bint no_column_zero             # TileTerms' shortcuts, for the unit's columns
+    bint unit_column_zero           # (tile_column_zero all 1, row terms times column_zero)
+    uint32_t column_zero            # the unit's one column zero point, with unit_column_zero
     bint packs_clamp
     # by_rows: a per-row epilogue by whole micro-tiles (requantize_tile_rows,
     # where the variant vectorizes it: ROW_TILES), from column_sum, zero past
@@ -755,10 +804,11 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     # their order as unsigned integers is their order as numbers.
     cdef int64_t largest_bias = 0, bias
     cdef uint32_t largest_bits = 0, bits
-    cdef uint32_t any_column_zero = 0
+    cdef uint32_t any_column_zero = 0, other_column_zero = 0
     cdef float largest_multiplier
     for c in range(cols):
         any_column_zero |= <uint32_t>column_zero[c]
+        other_column_zero |= <uint32_t>column_zero[c] ^ <uint32_t>column_zero[0]
         memcpy(&bits, &multiplier[c], 4)
         bits &= 0x7fffffffU
         largest_bits = bits if bits > largest_bits else largest_bits
@@ -768,11 +818,16 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
             largest_bias = bias if bias > largest_bias else largest_bias
     memcpy(&largest_multiplier, &largest_bits, 4)
     unit.no_column_zero = any_column_zero == 0
+    # One zero point of B for every column (per-tensor B: attention's
+    # activations) goes into the row terms, a product per row instead of
+    # one per value.
+    unit.unit_column_zero = any_column_zero != 0 and other_column_zero == 0
+    unit.column_zero = <uint32_t>column_zero[0]
     unit.packs_clamp = packs_clamp_exactly(
         largest_multiplier * (<double>e.k * MAX_PRODUCT + <double>largest_bias), e.low, e.high)
     for c in range(cols):
         unit.tile_column[c] = unit.column_term[c] - row_zero * unit.column_sum[c]
-        unit.tile_column_zero[c] = <uint32_t>column_zero[c]
+        unit.tile_column_zero[c] = 1 if unit.unit_column_zero else <uint32_t>column_zero[c]
         unit.tile_multiplier[c] = multiplier[c]
         unit.tile_floor[c] = <float>(e.low - out_zero[c])
         unit.tile_ceiling[c] = <float>(e.high - out_zero[c])
@@ -798,9 +853,10 @@ cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_s
     cdef Py_ssize_t i, r
     cdef Py_ssize_t at = col0 - unit.col0
     cdef int64_t row_zero = e.row_zero[0]
+    cdef uint32_t scale = unit.column_zero if unit.unit_column_zero else 1
     for i in range(MR):
         r = row0 + i
-        row_term[i] = (<uint32_t>(e.row_sum[r] - e.k * row_zero)
+        row_term[i] = (<uint32_t>(e.row_sum[r] - e.k * row_zero) * scale
                        if e.row_sum != NULL and r < gemm.m else 0)
     terms.column = unit.tile_column + at
     terms.column_zero = unit.tile_column_zero + at
@@ -811,6 +867,7 @@ cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_s
     terms.row_term = row_term
     terms.low = e.low
     terms.no_column_zero = unit.no_column_zero
+    terms.unit_column_zero = unit.unit_column_zero
     terms.packs_clamp = unit.packs_clamp
     requantize_tile(tile, &terms, unit.bytes + (row0 - unit.row0) * unit.pitch + at,
                     unit.pitch)
@@ -1045,6 +1102,8 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         ensure_packed(product, b_member, q)
     if common.row_sum != NULL:
         own_epilogue.row_sum = common.row_sum + a_member * common.row_sum_batch_stride
+    if product.a_ready != NULL:
+        ensure_row_sums(product, own, a_member, p, p_end)
     cdef int32_t tile[MR * NR]
     cdef uint8_t* block = scratch
     cdef int32_t* sums32 = <int32_t*>(scratch + SLOT_A_BYTES)
@@ -1233,12 +1292,47 @@ cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
                  t.gemm.scratch + slot * SLOT_BYTES)
 
 
-cdef inline int64_t sum_values(const uint8_t* p, Py_ssize_t count, uint8_t flip) noexcept nogil:
-    cdef Py_ssize_t j
-    cdef int64_t total = 0
-    for j in range(count):
-        total += p[j] ^ flip
-    return total
+cdef extern from *:
+    # sum of p[j] ^ flip over count bytes: psadbw against zero sums eight
+    # bytes into a 64-bit lane, 32 (AVX2) or 16 (SSE2) bytes per step.  Row
+    # sums are summed in the units now (ensure_row_sums), once per band of
+    # rows; as a byte loop they were a fifth of attention's product.
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+    #if defined(__AVX2__)
+    #include <immintrin.h>
+    #elif defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    static inline int64_t qops_sum_bytes(const uint8_t* p, ptrdiff_t count, uint8_t flip) {
+        int64_t total = 0;
+        ptrdiff_t j = 0;
+    #if defined(__AVX2__)
+        __m256i flips = _mm256_set1_epi8((char)flip), zero = _mm256_setzero_si256();
+        __m256i acc = zero;
+        int64_t lanes[4];
+        for (; j + 32 <= count; j += 32)
+            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(
+                _mm256_loadu_si256((const __m256i*)(p + j)), flips), zero));
+        _mm256_storeu_si256((__m256i*)lanes, acc);
+        total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+    #elif defined(__SSE2__)
+        __m128i flips = _mm_set1_epi8((char)flip), zero = _mm_setzero_si128(), acc = zero;
+        int64_t lanes[2];
+        for (; j + 16 <= count; j += 16)
+            acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(
+                _mm_loadu_si128((const __m128i*)(p + j)), flips), zero));
+        _mm_storeu_si128((__m128i*)lanes, acc);
+        total = lanes[0] + lanes[1];
+    #endif
+        for (; j < count; j++)
+            total += p[j] ^ flip;
+        return total;
+    }
+    """
+    int64_t sum_values "qops_sum_bytes"(const uint8_t* p, Py_ssize_t count,
+                                        uint8_t flip) noexcept nogil
 
 
 cdef struct RowSums:
@@ -1544,9 +1638,16 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
         sums = np.ascontiguousarray(a_row_sums, np.int64)
         sums_view = sums
         e.row_sum = &sums_view[0, 0]
-    elif needs_row_sums and k:
-        # Every row's sum is written (batch_row_sums) before it is read.
-        e.row_sum = <int64_t*>workspace_bytes("row sums", a_batches * m * sizeof(int64_t), keep)
+    gemm.a_ready = NULL
+    if needs_row_sums and k and not given:
+        # Each band of rows summed by the first unit that needs it
+        # (ensure_row_sums), its state zeroed by run_matmul.
+        gemm.a_sums = <int64_t*>workspace_bytes("row sums", a_batches * m * sizeof(int64_t), keep)
+        gemm.a_sums_stride = m
+        gemm.a_row_bands = row_bands(m)
+        gemm.a_ready = <int32_t*>workspace_bytes(
+            "row bands", a_batches * gemm.a_row_bands * sizeof(int32_t), keep)
+        e.row_sum = gemm.a_sums
     terms = None
     e.column_term = NULL
     if bias is not None:
@@ -1606,11 +1707,10 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
 
 cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
                      int n_threads) noexcept nogil:
-    """Row sums of every A matrix (when a column zero point asks for them),
-    then every product of the batch as one job of units."""
-    if e.row_sum != NULL and not e.row_sums_given:
-        # setup_matmul's own buffer, written here.
-        batch_row_sums(gemm, a_batches, <int64_t*>e.row_sum, n_threads)
+    """Every product of the batch as one job of units (which sum the rows of
+    A as they need them, when a column zero point asks for them)."""
+    if gemm.a_ready != NULL:
+        memset(gemm.a_ready, 0, a_batches * gemm.a_row_bands * sizeof(int32_t))
     run_gemm(gemm, e, n_threads)
 
 
@@ -2076,6 +2176,14 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.buffer = workspace_bytes("channels last", c.chunk * c.image_bytes + A_SLACK, keep)
     # Written before they are read (row_sums).
     c.sums = <int64_t*>workspace_bytes("row sums", c.chunk * c.pixels * sizeof(int64_t), keep)
+    gemm.a_ready = NULL
+    if c.needs_row_sums:
+        # Summed by the units (ensure_row_sums), the states zeroed per GEMM.
+        gemm.a_sums = c.sums
+        gemm.a_sums_stride = c.pixels
+        gemm.a_row_bands = row_bands(c.pixels)
+        gemm.a_ready = <int32_t*>workspace_bytes(
+            "row bands", c.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
     cdef const int64_t[::1] term_view = terms
     c.image = &image[0, 0, 0, 0]
     c.filter_packed = &filter_packed[0, 0]
@@ -2128,8 +2236,8 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
 cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,
                           int n_threads) noexcept nogil:
     """Chunk by chunk: the images' channels-last copies, then per group one
-    batched GEMM over the chunk (its row sums first, when a filter zero
-    point asks for them)."""
+    batched GEMM over the chunk (whose units sum their pixels' rows, when a
+    filter zero point asks for them)."""
     cdef Py_ssize_t first = 0, count, member, group
     cdef Py_ssize_t plane = c.channels * c.height * c.width
     cdef Py_ssize_t out_image = c.out_channels * c.pixels * (4 if e.raw else 1)
@@ -2157,9 +2265,7 @@ cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,
             e.out_zero = out_zero + group * c.group_outputs
             e.row_sum = NULL
             if c.needs_row_sums:
-                for member in range(count):
-                    gemm.a = c.buffer + member * c.image_bytes + group * c.block_padded
-                    row_sums(gemm, c.sums + member * c.pixels, n_threads)
+                memset(gemm.a_ready, 0, count * gemm.a_row_bands * sizeof(int32_t))
                 e.row_sum = c.sums
             gemm.a = c.buffer + group * c.block_padded
             run_gemm(gemm, e, n_threads)

@@ -153,19 +153,21 @@ include "_rows_by_pairs.pxi"
 
 
 cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
-                                    __m256i row_term, bint column_zero,
+                                    __m256i row_term, int column_zero,
                                     bint clamp) noexcept nogil:
     """Eight sums of a row (columns c .. c + 7 of the tile) to their output
     integers less low, as int32: the terms modulo 2**32, float32 product,
     clamp, then vcvtps2dq, which rounds half to even in the default rounding
-    mode (the rule of round_half_even).  Without column_zero the product
-    with the row term is left out (it is 0); without clamp the caller's
-    saturating packs clamp (TileTerms.packs_clamp)."""
+    mode (the rule of round_half_even).  column_zero says how the product
+    with the row term is taken (_tile_shortcuts.pxi); without clamp the
+    caller's saturating packs clamp (TileTerms.packs_clamp)."""
     cdef __m256i value = _mm256_add_epi32(_mm256_loadu_si256(sums),
                                           _mm256_loadu_si256(terms.column + c))
-    if column_zero:
+    if column_zero == COLUMN_ZERO_EACH:
         value = _mm256_sub_epi32(value, _mm256_mullo_epi32(
             _mm256_loadu_si256(terms.column_zero + c), row_term))
+    elif column_zero == COLUMN_ZERO_ONE:
+        value = _mm256_sub_epi32(value, row_term)
     cdef __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(value),
                                        _mm256_loadu_ps(terms.multiplier + c))
     if clamp:
@@ -175,7 +177,7 @@ cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms,
 
 
 cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
-                                 Py_ssize_t pitch, bint column_zero, bint clamp) noexcept nogil:
+                                 Py_ssize_t pitch, int column_zero, bint clamp) noexcept nogil:
     """The tile's rows two at a time: each row's 16 values packed to int16
     and both rows to bytes (saturating packs, exact: the values lie in [0,
     high - low], or saturate to it when the clamp is left to them) put

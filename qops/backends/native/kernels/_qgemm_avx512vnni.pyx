@@ -278,23 +278,25 @@ cdef inline void store_row(uint8_t* target, __m512i q0, __m512i q1, __m512i q2, 
 
 
 cdef inline __m512i requantize_quarter(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
-                                       __m512i row_term, bint column_zero,
+                                       __m512i row_term, int column_zero,
                                        bint clamp) noexcept nogil:
     """Sixteen sums of a row (columns c .. c + 15 of the tile) by
-    TileTerms' rule.  Without column_zero the product with the row term is
-    left out (it is 0)."""
+    TileTerms' rule, the product with the row term taken as column_zero
+    says (_tile_shortcuts.pxi)."""
     cdef __m512i value = _mm512_add_epi32(_mm512_loadu_si512(sums),
                                           _mm512_loadu_si512(terms.column + c))
-    if column_zero:
+    if column_zero == COLUMN_ZERO_EACH:
         value = _mm512_sub_epi32(value, _mm512_mullo_epi32(
             _mm512_loadu_si512(terms.column_zero + c), row_term))
+    elif column_zero == COLUMN_ZERO_ONE:
+        value = _mm512_sub_epi32(value, row_term)
     return output_integers(value, _mm512_loadu_ps(terms.multiplier + c),
                            _mm512_loadu_ps(terms.floor + c), _mm512_loadu_ps(terms.ceiling + c),
                            _mm512_loadu_si512(terms.offset + c), clamp)
 
 
 cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
-                                 Py_ssize_t pitch, bint column_zero, bint clamp) noexcept nogil:
+                                 Py_ssize_t pitch, int column_zero, bint clamp) noexcept nogil:
     """Each row's 64 values in four quarters, stored by store_row."""
     cdef __m512i low = _mm512_set1_epi8(<char>terms.low)
     cdef __m512i row_term

@@ -142,11 +142,15 @@ cdef struct TileTerms:
     const int32_t* offset
     const uint32_t* row_term        # one per row of the tile
     int32_t low
-    # Shortcuts a vectorized rule may take (the plain rule needs neither):
+    # Shortcuts a vectorized rule may take (the plain rule needs none):
     # every column_zero is 0, so the column_zero * row_term product is 0;
+    # every column_zero is 1, so the product is row_term itself (one zero
+    # point of B for every column, which the driver then multiplies into
+    # row_term: no 32-bit multiply per value, the slowest step of the rule);
     # and the saturating packs of the rounded value plus offset clamp
     # exactly as the float clamp does (packs_clamp_exactly).
     bint no_column_zero
+    bint unit_column_zero
     bint packs_clamp
 
 

@@ -234,6 +234,34 @@ def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("a_type", TYPES)
+@pytest.mark.parametrize("depth", [9, 64, 1100])
+@pytest.mark.parametrize("b_zero", ["per tensor", "per column"])
+def test_row_sums_during_the_run(variant, a_type, depth, b_zero, monkeypatch):
+    """A zero point of B needs the sums of A's rows, summed by the units
+    that need them, a band of rows at a time: one A shared by six products
+    (every unit of a band but the first finds it summed, or waits while
+    another thread sums it) or one A per product; M = 130 is three bands,
+    the last short; N = 300 is three column tiles per band; K = 9 ends in a
+    partial group, 1100 spans two K blocks.  One zero point for every column
+    goes into the row terms, one per column multiplies each value.  A second
+    call on new values of A in the same workspace must sum them afresh."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(depth)
+    zero_shape = () if b_zero == "per tensor" else (1, 300)
+    for a_batch in (1, 6):
+        for _ in range(2):
+            slots = dict(a=random_values(rng, (a_batch, 130, depth), a_type), a_scale=0.03,
+                         a_zero_point=random_values(rng, (), a_type),
+                         b=random_values(rng, (6, depth, 300), np.uint8),
+                         b_scale=np.float32(0.02),
+                         b_zero_point=rng.integers(1, 256, zero_shape).astype(np.uint8),
+                         output_scale=np.float32(0.6 * depth),  # most outputs inside int8
+                         output_zero_point=random_values(rng, (), np.int8))
+            exact_on_one_and_two_threads(slots, variant, a_batch)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("per_row", [False, True])
 @pytest.mark.parametrize("shape", [(13, 100), (12, 128), (61, 300), (5, 7)])
 def test_outputs_written_in_place_stay_inside_the_output(variant, per_row, shape):
