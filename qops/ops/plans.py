@@ -218,13 +218,16 @@ class Plan:
         checked, values)``, when given, hears what a run used."""
         checked, values = self._values(arrays, checked, check=not validated)
         if out is not None and not validated:
-            template = self.template
-            check_out(template.operator, out, template.output_shape, template.output_dtype,
-                      arrays)
+            self.check_out(arrays, out)
         out = self.run_values(arrays, checked, values, out, n_threads, packed)
         if record is not None:
             record(self, arrays, checked, values)
         return (out, checked) if with_checked else out
+
+    def check_out(self, arrays, out):
+        """``out=`` checked against the plan's output shape and dtype."""
+        template = self.template
+        check_out(template.operator, out, template.output_shape, template.output_dtype, arrays)
 
     def run_values(self, arrays, checked, values, out, n_threads, packed=None):
         """Run on ``arrays`` whose values were checked and derived before
@@ -378,9 +381,7 @@ class PlanCache:
             else:
                 arrays[form[0]] = value if value.shape == form[3] else value.reshape(form[3])
         if out is not None:
-            template = plan.template
-            check_out(template.operator, out, template.output_shape, template.output_dtype,
-                      arrays)
+            plan.check_out(arrays, out)
         return plan.run_values(arrays, checked, values, out, n_threads, packed)
 
     def clear(self):

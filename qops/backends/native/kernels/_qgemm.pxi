@@ -447,19 +447,11 @@ cdef void ensure_row_sums(const Gemm* gemm, const Gemm* own, Py_ssize_t a_member
     own before the product, which on attention's twelve 128 x 64 matrices
     was one job each and took half as long as the product."""
     cdef int32_t* state = gemm.a_ready + a_member * gemm.a_row_bands + p // TILE_M_PANELS
-    cdef int64_t* sums = gemm.a_sums + a_member * gemm.a_sums_stride
-    cdef Py_ssize_t r, s
-    cdef const uint8_t* start
-    cdef int64_t total
     if state_load(state) == PACKED:
         return
     if state_claim(state, UNPACKED, PACKING):
-        for r in range(p * MR, min(p_end * MR, own.m)):
-            start = row_start(own, r)
-            total = 0
-            for s in range(own.steps):
-                total += sum_values(start + own.step_offset[s], own.step_length, own.a_flip)
-            sums[r] = total
+        sum_rows(own, p * MR, min(p_end * MR, own.m),
+                 gemm.a_sums + a_member * gemm.a_sums_stride)
         state_store(state, PACKED)
         return
     wait_for(state)
@@ -1340,9 +1332,9 @@ cdef struct RowSums:
     int64_t* sums
 
 
-cdef void row_sums_range(void* context, Py_ssize_t first, Py_ssize_t stop, int slot) noexcept nogil:
-    cdef const RowSums* job = <const RowSums*>context
-    cdef const Gemm* gemm = job.gemm
+cdef void sum_rows(const Gemm* gemm, Py_ssize_t first, Py_ssize_t stop,
+                   int64_t* sums) noexcept nogil:
+    """sums[r] <- sum_k A'[r, k] for rows [first, stop) of gemm's A."""
     cdef Py_ssize_t r, s
     cdef const uint8_t* start
     cdef int64_t total
@@ -1351,7 +1343,12 @@ cdef void row_sums_range(void* context, Py_ssize_t first, Py_ssize_t stop, int s
         total = 0
         for s in range(gemm.steps):
             total += sum_values(start + gemm.step_offset[s], gemm.step_length, gemm.a_flip)
-        job.sums[r] = total
+        sums[r] = total
+
+
+cdef void row_sums_range(void* context, Py_ssize_t first, Py_ssize_t stop, int slot) noexcept nogil:
+    cdef const RowSums* job = <const RowSums*>context
+    sum_rows(job.gemm, first, stop, job.sums)
 
 
 cdef void row_sums(const Gemm* gemm, int64_t* sums, int n_threads) noexcept nogil:
@@ -2174,7 +2171,7 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
     # A_SLACK bytes past the last run (gemm.a_slack).
     c.buffer = workspace_bytes("channels last", c.chunk * c.image_bytes + A_SLACK, keep)
-    # Written before they are read (row_sums).
+    # Written before they are read (ensure_row_sums).
     c.sums = <int64_t*>workspace_bytes("row sums", c.chunk * c.pixels * sizeof(int64_t), keep)
     gemm.a_ready = NULL
     if c.needs_row_sums:
