@@ -47,10 +47,26 @@ cdef extern from *:
         return 0;
     #endif
     }
+    /* An exact 8-bit dot product: AVX-512 VNNI, or AVX-VNNI (CPUID leaf 7
+       subleaf 1, EAX bit 4); -1 off x86-64, where the question has no answer
+       here. */
+    static int qops_cpu_has_dot_product(void) {
+    #if defined(__GNUC__) && defined(__x86_64__)
+        unsigned int a, b, c, d;
+        if (qops_cpu_supports_avx512vnni())
+            return 1;
+        if (!qops_cpu_supports_avx2() || !__get_cpuid_count(7, 1, &a, &b, &c, &d))
+            return 0;
+        return (a >> 4) & 1;
+    #else
+        return -1;
+    #endif
+    }
     """
     int qops_cpu_supports_avx2()
     int qops_cpu_supports_avx512vnni()
     int qops_cpu_supports_amx()
+    int qops_cpu_has_dot_product()
 
 
 def cpu_features():
@@ -58,6 +74,14 @@ def cpu_features():
     return {"portable": True, "avx2": bool(qops_cpu_supports_avx2()),
             "avx512vnni": bool(qops_cpu_supports_avx512vnni()),
             "amx": bool(qops_cpu_supports_amx())}
+
+
+def cpu_dot_product():
+    """Whether this process's CPU (as CPUID tells it, which is what
+    onnxruntime asks too) has an exact 8-bit dot product, AVX-512 VNNI or
+    AVX-VNNI; None off x86-64."""
+    cdef int answer = qops_cpu_has_dot_product()
+    return None if answer < 0 else bool(answer)
 
 
 def openmp_enabled():

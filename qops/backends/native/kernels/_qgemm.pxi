@@ -2367,22 +2367,30 @@ cdef enum:
     PROBE_TASKS = 16
 
 
+ctypedef long long (*ProbeLoop)(long long rounds) noexcept nogil
+
+
+cdef struct ProbeRun:
+    ProbeLoop loop
+    long long rounds                 # per task
+
+
 cdef void probe_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
-    probe_kernel((<long long*>context)[0])
+    cdef const ProbeRun* run = <const ProbeRun*>context
+    run.loop(run.rounds)
 
 
-cdef void probe_on_threads(long long rounds, int n_threads) noexcept nogil:
-    """n_threads * rounds probe rounds, on n_threads threads of the pool."""
-    cdef long long per_task = max(1, rounds // PROBE_TASKS)
-    run_tasks(probe_task, &per_task, n_threads * PROBE_TASKS, n_threads)
+cdef void probe_on_threads(ProbeLoop loop, long long rounds, int n_threads) noexcept nogil:
+    """n_threads * rounds rounds of a probe loop, on n_threads threads of the pool."""
+    cdef ProbeRun run
+    run.loop = loop
+    run.rounds = max(1, rounds // PROBE_TASKS)
+    run_tasks(probe_task, &run, n_threads * PROBE_TASKS, n_threads)
 
 
-def peak_gops(int n_threads=1, double seconds=0.2):
-    """The variant's arithmetic ceiling, in GOPS (two operations per
-    multiply-add): a register-resident loop of its micro-kernel's own
-    multiply-add instructions (PROBE_MIX) on ``n_threads`` threads at once,
-    the best of three runs of about ``seconds / 3`` each.  A kernel's share
-    of it is the '% peak' of ``python -m qops bench``."""
+cdef object probe_gops(ProbeLoop loop, long long multiply_adds, int n_threads, double seconds):
+    """GOPS of a probe loop doing multiply_adds per round: the best of three
+    runs of about seconds / 3 on n_threads threads at once."""
     import time
 
     cdef long long rounds = 1024
@@ -2392,7 +2400,7 @@ def peak_gops(int n_threads=1, double seconds=0.2):
     while True:  # calibrate on one thread: runs long enough to time
         start = time.perf_counter()
         with nogil:
-            probe_on_threads(rounds, 1)
+            probe_on_threads(loop, rounds, 1)
         elapsed = time.perf_counter() - start
         if elapsed > 0.005 or rounds > (1 << 40):
             break
@@ -2403,9 +2411,18 @@ def peak_gops(int n_threads=1, double seconds=0.2):
     for _ in range(3):
         start = time.perf_counter()
         with nogil:
-            probe_on_threads(rounds, n_threads)
+            probe_on_threads(loop, rounds, n_threads)
         best = min(best, time.perf_counter() - start)
-    return 2.0 * PROBE_MULTIPLY_ADDS * rounds * n_threads / best / 1e9
+    return 2.0 * multiply_adds * rounds * n_threads / best / 1e9
+
+
+def peak_gops(int n_threads=1, double seconds=0.2):
+    """The variant's arithmetic ceiling, in GOPS (two operations per
+    multiply-add): a register-resident loop of its micro-kernel's own
+    multiply-add instructions (PROBE_MIX) on ``n_threads`` threads at once,
+    the best of three runs of about ``seconds / 3`` each.  A kernel's share
+    of it is the '% peak' of ``python -m qops bench``."""
+    return probe_gops(probe_kernel, PROBE_MULTIPLY_ADDS, n_threads, seconds)
 
 
 def probe_result(long long rounds):

@@ -127,6 +127,75 @@ def test_every_variant_probes_the_peak_of_its_own_instructions(variant):
         kernels.peak_gops(0)
 
 
+@pytest.mark.skipif("avx2" not in VARIANTS, reason="this CPU runs no AVX2")
+def test_the_avx2_variant_probes_onnxruntimes_saturating_step_too():
+    kernels = _simd.module("avx2")
+    assert "vpmaddubsw" in kernels.PEER_PROBE_MIX and "saturating" in kernels.PEER_PROBE_MIX
+    assert 0 < kernels.peer_peak_gops(1, 0.03) < float("inf")
+    # Every chain of every round ran: per round, six chains each add in a
+    # lane two words of two (unsigned 255) x (signed -1) byte products.
+    for rounds in (1, 7, 1000):
+        expected = (rounds * 6 * 2 * 2 * (255 * -1) + 2**31) % 2**32 - 2**31
+        assert kernels.peer_probe_result(rounds) == expected, rounds
+    with pytest.raises(ValueError, match="at least 1"):
+        kernels.peer_peak_gops(0)
+
+
+_ON_AN_AVX2_CPU = """
+import json, sys
+import numpy as np
+import qops
+from qops.backends.native import variants
+from qops.backends.native.kernels import _openmp
+from qops.cli import bench
+rng = np.random.default_rng(5)
+a = rng.integers(0, 256, (3, 70, 300), dtype=np.uint8)
+b = rng.integers(-128, 128, (1, 300, 50), dtype=np.int8)
+out = qops.quantized_linear_matrix_multiply(
+    a, np.float32(0.02), np.uint8(131), b, np.float32(0.01), np.int8(-3),
+    np.float32(0.5), np.uint8(120))
+np.save(sys.argv[1], out)
+info = bench.machine(1, 0.03)
+print(json.dumps({"features": _openmp.cpu_features(), "selected": variants.selected(),
+                  "dot_product": bench.has_dot_product(), "line": bench.machine_line(info)}))
+"""
+
+
+def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
+    """benchmarks/avx2_cpu.py hides AVX-512 and VNNI from CPUID: qops then
+    chooses the AVX2 kernels by itself (no QOPS_SIMD), its product is exact,
+    and the bench reports no dot product and onnxruntime's own AVX2 ceiling."""
+    import json
+    import subprocess
+    import sys
+
+    from oracles import qlinear_matmul
+
+    if "avx2" not in VARIANTS:
+        pytest.skip("this CPU runs no AVX2")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))))))
+    tool = os.path.join(root, "benchmarks", "avx2_cpu.py")
+    env = {key: value for key, value in os.environ.items() if key != "QOPS_SIMD"}
+    saved = tmp_path / "out.npy"
+    done = subprocess.run([sys.executable, tool, sys.executable, "-c", _ON_AN_AVX2_CPU,
+                           str(saved)], capture_output=True, text=True, env=env, timeout=300)
+    if done.returncode == 77:
+        pytest.skip("no CPUID faulting or no C compiler here: " + done.stderr.strip())
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["features"]["avx2"] and not seen["features"]["avx512vnni"]
+    assert not seen["features"]["amx"]
+    assert seen["selected"] == "avx2" and seen["dot_product"] is False
+    assert "vpmaddubsw" in seen["line"] and "x the exact peak" in seen["line"]
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (3, 70, 300), dtype=np.uint8)
+    b = rng.integers(-128, 128, (1, 300, 50), dtype=np.int8)
+    expected = qlinear_matmul(a, np.float32(0.02), np.uint8(131), b, np.float32(0.01),
+                              np.int8(-3), np.float32(0.5), np.uint8(120))
+    assert np.array_equal(np.load(saved), expected)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_entry_points_refuse_arguments_that_do_not_cover_the_output(variant):
     """The kernels trust the glue for every element access; their entry points

@@ -1,0 +1,85 @@
+/* Shown to a process by LD_PRELOAD (benchmarks/avx2_cpu.py): an x86-64 CPU
+   with AVX2 and no AVX-512, no VNNI (AVX-512 or AVX-VNNI) and no AMX.
+
+   Linux's CPUID faulting (arch_prctl ARCH_SET_CPUID) makes each cpuid
+   instruction of the process raise SIGSEGV; the handler runs the real
+   cpuid with faulting lifted for that one instruction, clears the feature
+   bits above and steps past the instruction.  Everything that asks CPUID
+   after the library loads (qops' variant choice, onnxruntime's MLAS,
+   NumPy's dispatch) then picks its AVX2 code.  The C library has chosen its
+   own routines by then; they are not under comparison.
+
+   The setting passes to threads and forked children, and ends at exec,
+   where LD_PRELOAD sets it again.  A handler of SIGSEGV installed later
+   by the process itself (Python's faulthandler) would take the faults in
+   its place: run without it. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <asm/prctl.h>
+#include <sys/syscall.h>
+
+/* The status with which the process stops where CPUID faulting is not
+   available (benchmarks/avx2_cpu.py reports it). */
+#define NO_CPUID_FAULTING 77
+
+static void real_cpuid(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
+    __asm__ volatile("cpuid" : "=a"(r[0]), "=b"(r[1]), "=c"(r[2]), "=d"(r[3])
+                     : "a"(leaf), "c"(subleaf));
+}
+
+#define BIT(n) (1u << (n))
+
+static void mask(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
+    if (leaf == 7 && subleaf == 0) {
+        /* EBX: AVX512F, DQ, IFMA, PF, ER, CD, BW, VL */
+        r[1] &= ~(BIT(16) | BIT(17) | BIT(21) | BIT(26) | BIT(27) | BIT(28) | BIT(30) | BIT(31));
+        /* ECX: AVX512_VBMI, VBMI2, VNNI, BITALG, VPOPCNTDQ */
+        r[2] &= ~(BIT(1) | BIT(6) | BIT(11) | BIT(12) | BIT(14));
+        /* EDX: AVX512_4VNNIW, 4FMAPS, VP2INTERSECT, AMX-BF16, AVX512_FP16, AMX-TILE, AMX-INT8 */
+        r[3] &= ~(BIT(2) | BIT(3) | BIT(8) | BIT(22) | BIT(23) | BIT(24) | BIT(25));
+    } else if (leaf == 7 && subleaf == 1) {
+        /* EAX: AVX-VNNI, AVX512_BF16, AVX-IFMA; EDX: AVX-VNNI-INT8, AVX-NE-CONVERT */
+        r[0] &= ~(BIT(4) | BIT(5) | BIT(23));
+        r[3] &= ~(BIT(4) | BIT(5));
+    }
+}
+
+static void on_fault(int signal_number, siginfo_t* info, void* context) {
+    greg_t* registers = ((ucontext_t*)context)->uc_mcontext.gregs;
+    const uint8_t* at = (const uint8_t*)registers[REG_RIP];
+    uint32_t leaf, subleaf, r[4];
+    (void)info;
+    if (at[0] != 0x0f || at[1] != 0xa2) {
+        /* A real fault: the default action, when the instruction runs again. */
+        signal(signal_number, SIG_DFL);
+        return;
+    }
+    leaf = (uint32_t)registers[REG_RAX];
+    subleaf = (uint32_t)registers[REG_RCX];
+    syscall(SYS_arch_prctl, ARCH_SET_CPUID, 1);
+    real_cpuid(leaf, subleaf, r);
+    syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0);
+    mask(leaf, subleaf, r);
+    registers[REG_RAX] = r[0];
+    registers[REG_RBX] = r[1];
+    registers[REG_RCX] = r[2];
+    registers[REG_RDX] = r[3];
+    registers[REG_RIP] += 2;
+}
+
+__attribute__((constructor)) static void start(void) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = on_fault;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &action, NULL);
+    if (syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0) != 0) {
+        fprintf(stderr, "avx2_cpu: this kernel or CPU has no CPUID faulting\n");
+        _exit(NO_CPUID_FAULTING);
+    }
+}
