@@ -10,10 +10,12 @@
    own routines by then; they are not under comparison.
 
    The setting passes to threads and forked children, and ends at exec,
-   where LD_PRELOAD sets it again.  A handler of SIGSEGV installed later
-   by the process itself (Python's faulthandler) would take the faults in
-   its place: run without it. */
+   where LD_PRELOAD sets it again.  A handler of SIGSEGV that the process
+   installs itself (Python's faulthandler, a compiler's crash report) is
+   kept aside by the sigaction and signal below and called for every fault
+   that is not a cpuid. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,14 +51,39 @@ static void mask(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
     }
 }
 
+typedef int (*sigaction_function)(int, const struct sigaction*, struct sigaction*);
+
+static sigaction_function real_sigaction(void) {
+    static sigaction_function found;
+    if (!found)
+        found = (sigaction_function)dlsym(RTLD_NEXT, "sigaction");
+    return found;
+}
+
+/* The process's own SIGSEGV action, which the kernel never sees. */
+static struct sigaction process_action;
+
+static void pass_on(int signal_number, siginfo_t* info, void* context) {
+    struct sigaction action = process_action;
+    if (action.sa_flags & SA_SIGINFO) {
+        action.sa_sigaction(signal_number, info, context);
+    } else if (action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN) {
+        /* The default action, when the instruction runs again (a fault
+           cannot be ignored). */
+        memset(&action, 0, sizeof action);
+        action.sa_handler = SIG_DFL;
+        real_sigaction()(signal_number, &action, NULL);
+    } else {
+        action.sa_handler(signal_number);
+    }
+}
+
 static void on_fault(int signal_number, siginfo_t* info, void* context) {
     greg_t* registers = ((ucontext_t*)context)->uc_mcontext.gregs;
     const uint8_t* at = (const uint8_t*)registers[REG_RIP];
     uint32_t leaf, subleaf, r[4];
-    (void)info;
-    if (at[0] != 0x0f || at[1] != 0xa2) {
-        /* A real fault: the default action, when the instruction runs again. */
-        signal(signal_number, SIG_DFL);
+    if (info->si_code != SI_KERNEL || at[0] != 0x0f || at[1] != 0xa2) {
+        pass_on(signal_number, info, context);
         return;
     }
     leaf = (uint32_t)registers[REG_RAX];
@@ -72,12 +99,35 @@ static void on_fault(int signal_number, siginfo_t* info, void* context) {
     registers[REG_RIP] += 2;
 }
 
+/* sigaction and signal as the process sees them: its SIGSEGV action is
+   recorded, and the kernel keeps on_fault. */
+int sigaction(int signal_number, const struct sigaction* action, struct sigaction* old) {
+    if (signal_number != SIGSEGV)
+        return real_sigaction()(signal_number, action, old);
+    if (old)
+        *old = process_action;
+    if (action)
+        process_action = *action;
+    return 0;
+}
+
+sighandler_t signal(int signal_number, sighandler_t handler) {
+    struct sigaction action, old;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    action.sa_flags = SA_RESTART;
+    if (sigaction(signal_number, &action, &old) != 0)
+        return SIG_ERR;
+    return old.sa_handler;
+}
+
 __attribute__((constructor)) static void start(void) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_fault;
     action.sa_flags = SA_SIGINFO;
-    sigaction(SIGSEGV, &action, NULL);
+    process_action.sa_handler = SIG_DFL;
+    real_sigaction()(SIGSEGV, &action, NULL);
     if (syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0) != 0) {
         fprintf(stderr, "avx2_cpu: this kernel or CPU has no CPUID faulting\n");
         _exit(NO_CPUID_FAULTING);

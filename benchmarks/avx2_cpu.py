@@ -16,7 +16,10 @@ others.
 Needs Linux on x86-64 with CPUID faulting (``arch_prctl(ARCH_SET_CPUID)``:
 Intel CPUs from Ivy Bridge on and their virtual machines under KVM), and a
 C compiler; the library is built once, beside this file's build folder.
-Exits with 77 where the machine cannot do it.
+Exits with 77 where the machine cannot do it.  Test runs work too
+(``python benchmarks/avx2_cpu.py python -m pytest tests/backends``): the one
+test that checks the variants against ``/proc/cpuinfo`` then only checks
+that none runs that the flags lack.
 """
 
 from __future__ import annotations
@@ -60,9 +63,9 @@ def library(build_folder=None):
 def environment(path, base=None):
     """``base`` (the process's environment) with the library preloaded."""
     env = dict(os.environ if base is None else base)
-    env["LD_PRELOAD"] = " ".join(filter(None, [path, env.get("LD_PRELOAD")]))
-    # Python's faulthandler would take SIGSEGV from the library's handler.
-    env.pop("PYTHONFAULTHANDLER", None)
+    preloaded = env.get("LD_PRELOAD", "").split()
+    if path not in preloaded:
+        env["LD_PRELOAD"] = " ".join([path] + preloaded)
     return env
 
 
