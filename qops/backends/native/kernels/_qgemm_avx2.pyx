@@ -247,18 +247,24 @@ cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* ro
 # and timed store forwarding instead of the multiplier.
 cdef extern from *:
     """
+    /* What both probes share: six int32 chains (ymm0-5) zeroed and operands
+       of all ones bits (ymm6, ymm7) before the loop; after it, the round
+       counted down and the chains summed into the result. */
+    #define QOPS_PROBE_START \\
+        "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t" "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t" \\
+        "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t" "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t" \\
+        "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t" "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t" \\
+        "vpcmpeqd %%ymm6, %%ymm6, %%ymm6\\n\\t" "vpcmpeqd %%ymm7, %%ymm7, %%ymm7\\n\\t"
+    #define QOPS_PROBE_END \\
+        "dec %[rounds]\\n\\t" "jnz 1b\\n\\t" \\
+        "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t" "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t" \\
+        "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t" "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t" \\
+        "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t" "vmovd %%xmm0, %[sink]\\n\\t" "vzeroupper\\n\\t"
     static long long qops_probe_avx2(long long rounds) {
         int sink = 0;
         if (rounds <= 0) return 0;
         __asm__ volatile(
-            "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t"
-            "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t"
-            "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t"
-            "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t"
-            "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t"
-            "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t"
-            "vpcmpeqd %%ymm6, %%ymm6, %%ymm6\\n\\t"
-            "vpcmpeqd %%ymm7, %%ymm7, %%ymm7\\n\\t"
+            QOPS_PROBE_START
             "1:\\n\\t"
             "vpmaddwd %%ymm7, %%ymm6, %%ymm8\\n\\t"
             "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t"
@@ -272,15 +278,7 @@ cdef extern from *:
             "vpaddd %%ymm12, %%ymm4, %%ymm4\\n\\t"
             "vpmaddwd %%ymm7, %%ymm6, %%ymm13\\n\\t"
             "vpaddd %%ymm13, %%ymm5, %%ymm5\\n\\t"
-            "dec %[rounds]\\n\\t"
-            "jnz 1b\\n\\t"
-            "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t"
-            "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t"
-            "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t"
-            "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t"
-            "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t"
-            "vmovd %%xmm0, %[sink]\\n\\t"
-            "vzeroupper\\n\\t"
+            QOPS_PROBE_END
             : [rounds] "+r"(rounds), [sink] "=r"(sink)
             :
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
@@ -325,14 +323,7 @@ cdef extern from *:
         int sink = 0;
         if (rounds <= 0) return 0;
         __asm__ volatile(
-            "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t"
-            "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t"
-            "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t"
-            "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t"
-            "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t"
-            "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t"
-            "vpcmpeqd %%ymm6, %%ymm6, %%ymm6\\n\\t"
-            "vpcmpeqd %%ymm7, %%ymm7, %%ymm7\\n\\t"
+            QOPS_PROBE_START
             "vpcmpeqd %%ymm14, %%ymm14, %%ymm14\\n\\t"
             "vpsrlw $15, %%ymm14, %%ymm14\\n\\t"
             "1:\\n\\t"
@@ -354,15 +345,7 @@ cdef extern from *:
             "vpmaddubsw %%ymm7, %%ymm6, %%ymm13\\n\\t"
             "vpmaddwd %%ymm14, %%ymm13, %%ymm13\\n\\t"
             "vpaddd %%ymm13, %%ymm5, %%ymm5\\n\\t"
-            "dec %[rounds]\\n\\t"
-            "jnz 1b\\n\\t"
-            "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t"
-            "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t"
-            "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t"
-            "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t"
-            "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t"
-            "vmovd %%xmm0, %[sink]\\n\\t"
-            "vzeroupper\\n\\t"
+            QOPS_PROBE_END
             : [rounds] "+r"(rounds), [sink] "=r"(sink)
             :
             : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
