@@ -63,8 +63,8 @@ cdef enum:
     # short last block into the unit above it).
     SLOT_BYTES = SLOT_UNIT_OFFSET + (((TILE_M_PANELS + 1) * MR * TILE_COLUMNS + 63) & ~63)
 
-if MR * BLOCK_ROW_BYTES > TILE_M_PANELS * MR * TILE_COLUMNS * 8:
-    raise ImportError("BLOCK_ROW_BYTES: run_unit keeps a packed block in the sums' scratch")
+if 2 * MR * BLOCK_ROW_BYTES > TILE_M_PANELS * MR * TILE_COLUMNS * 8:
+    raise ImportError("BLOCK_ROW_BYTES: run_unit keeps two packed blocks in the sums' scratch")
 if PACK_COLUMNS % NR:
     raise ImportError("PACK_COLUMNS: a packing task takes whole panels")
 if TILE_COLUMNS % 16:
@@ -1040,10 +1040,11 @@ cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t co
 
 
 cdef enum:
-    # A short block of up to this many rows runs on microkernel_rows: one
-    # pass over each panel, as the full kernel makes.  With more rows it
-    # would make two, each rereading the panel from L2 (4 rows: 2% slower
-    # on r50_3x3_14), so they take the full kernel on the zeroed block.
+    # A short block of up to this many rows runs on microkernel_rows; with
+    # more, on the full kernel over the zeroed block.  A pass of three to
+    # five rows reads as many panel vectors per group as the full kernel for
+    # fewer multiply-adds, and where the panel streams from L2 it is no
+    # faster (four rows at K = 768: 1.15 micro-tiles' time).
     SHORT_BLOCK_ROWS = 2
 
 
@@ -1115,8 +1116,9 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                         and gemm.step_length % 4 == 0 and blocks <= 1)
     cdef const uint8_t* a_rows
     cdef const int8_t* panel
-    cdef Py_ssize_t a_stride, tail_rows
-    cdef bint fuse_tail
+    cdef Py_ssize_t a_stride = 0, tail_rows
+    cdef bint fuse_tail, split_tail
+    cdef int32_t tail_tile[(MR + 2) * NR]
     cdef uint8_t* tail_block = scratch + SLOT_A_BYTES
     start_unit(&unit, scratch, p * MR, q * NR, columns, e,
                gemm.out + p * MR * gemm.out_row_stride + q * NR
@@ -1137,11 +1139,33 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         # rows sit in the sums' scratch, which these epilogues leave unused
         # (the other blocks are packed at the scratch's start, or read where
         # they lie).
+        # A tail of one or two rows goes with the block above it through
+        # microkernel_tail: alone, two rows were bound by the panel's loads
+        # and took longer than a whole micro-tile (attention's and BERT's 128
+        # rows).  Packed, the two lie as one run in the sums' scratch.  The
+        # tile's first and last MR rows are then two whole tiles for the
+        # epilogue, which writes the rows between them twice, alike.
         tail_rows = gemm.m - (p_end - 1) * MR
         fuse_tail = not whole_rows and p_end - p >= 2 and tail_rows < MR
+        split_tail = fuse_tail and tail_rows <= 2
         if fuse_tail:
-            pack_a_block(gemm, (p_end - 1) * MR, tail_rows, 0, k, tail_block)
+            pack_a_block(gemm, (p_end - 1) * MR, tail_rows, 0, k,
+                         tail_block + MR * BLOCK_ROW_BYTES if split_tail else tail_block)
         for ri in range(p, p_end - fuse_tail):
+            if split_tail and ri == p_end - 2:
+                a_rows = direct_rows(gemm, ri * MR, MR, &a_stride) if direct else NULL
+                if a_rows == NULL:
+                    pack_a_block(gemm, ri * MR, MR, 0, k, tail_block)
+                    a_rows = tail_block
+                    a_stride = BLOCK_ROW_BYTES
+                for qi in range(q, q_end):
+                    microkernel_tail(a_rows, a_stride, tail_block + MR * BLOCK_ROW_BYTES,
+                                     BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size,
+                                     tail_tile, MR + tail_rows)
+                    finish_tile(tail_tile, ri * MR, qi * NR, e, gemm, &unit)
+                    finish_tile(tail_tile + tail_rows * NR, ri * MR + tail_rows, qi * NR, e, gemm,
+                                &unit)
+                continue
             rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
             a_rows = direct_rows(gemm, ri * MR, rows_here, &a_stride) if direct else NULL
             if a_rows == NULL:

@@ -113,6 +113,9 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
     microkernel(a, a_stride, groups, b, tile)
 
 
+include "_tail_as_tiles.pxi"
+
+
 # The peak probe (peak_gops in _qgemm.pxi): the micro-kernel's four
 # tdpbusd per block on tiles loaded once, from bytes of 1 (each element of
 # a sum tile gains 64 a round).  A module-level buffer, filled when the

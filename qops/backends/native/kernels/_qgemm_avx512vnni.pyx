@@ -5,6 +5,7 @@ A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
+from qops.backends.native.kernels._registers cimport in_register
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
 cdef extern from "<immintrin.h>" nogil:
@@ -51,8 +52,22 @@ cdef inline __m512i broadcast4(const uint8_t* p) noexcept nogil:
     return _mm512_set1_epi32(value)
 
 
-cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile) noexcept nogil:
+cdef inline void store_sums_row(int32_t* row, __m512i c0, __m512i c1, __m512i c2,
+                                __m512i c3) noexcept nogil:
+    """A tile row's four vectors of sums (columns 0-15 .. 48-63)."""
+    _mm512_storeu_si512(row, c0)
+    _mm512_storeu_si512(row + 16, c1)
+    _mm512_storeu_si512(row + 32, c2)
+    _mm512_storeu_si512(row + 48, c3)
+
+
+cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, int rows) noexcept nogil:
+    """The first `rows` (1 to MR) rows of a micro-tile in one pass over the
+    panel: per group of four k, the panel's four vectors of 16 columns and
+    each row's four bytes of A broadcast, four vpdpbusd a row.  Inlined with
+    `rows` a constant: MR for the micro-kernel, fewer for microkernel_rows
+    (_short_rows.pxi), each copy with only its own rows' registers."""
     cdef __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512()
     cdef __m512i c02 = _mm512_setzero_si512(), c03 = _mm512_setzero_si512()
     cdef __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512()
@@ -78,102 +93,157 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
         b1 = _mm512_loadu_si512(b + 64)
         b2 = _mm512_loadu_si512(b + 128)
         b3 = _mm512_loadu_si512(b + 192)
+        in_register(b0)
+        in_register(b1)
+        in_register(b2)
+        in_register(b3)
         x = broadcast4(a0 + g)
         c00 = _mm512_dpbusd_epi32(c00, x, b0)
         c01 = _mm512_dpbusd_epi32(c01, x, b1)
         c02 = _mm512_dpbusd_epi32(c02, x, b2)
         c03 = _mm512_dpbusd_epi32(c03, x, b3)
-        x = broadcast4(a1 + g)
-        c10 = _mm512_dpbusd_epi32(c10, x, b0)
-        c11 = _mm512_dpbusd_epi32(c11, x, b1)
-        c12 = _mm512_dpbusd_epi32(c12, x, b2)
-        c13 = _mm512_dpbusd_epi32(c13, x, b3)
-        x = broadcast4(a2 + g)
-        c20 = _mm512_dpbusd_epi32(c20, x, b0)
-        c21 = _mm512_dpbusd_epi32(c21, x, b1)
-        c22 = _mm512_dpbusd_epi32(c22, x, b2)
-        c23 = _mm512_dpbusd_epi32(c23, x, b3)
-        x = broadcast4(a3 + g)
-        c30 = _mm512_dpbusd_epi32(c30, x, b0)
-        c31 = _mm512_dpbusd_epi32(c31, x, b1)
-        c32 = _mm512_dpbusd_epi32(c32, x, b2)
-        c33 = _mm512_dpbusd_epi32(c33, x, b3)
-        x = broadcast4(a4 + g)
-        c40 = _mm512_dpbusd_epi32(c40, x, b0)
-        c41 = _mm512_dpbusd_epi32(c41, x, b1)
-        c42 = _mm512_dpbusd_epi32(c42, x, b2)
-        c43 = _mm512_dpbusd_epi32(c43, x, b3)
-        x = broadcast4(a5 + g)
-        c50 = _mm512_dpbusd_epi32(c50, x, b0)
-        c51 = _mm512_dpbusd_epi32(c51, x, b1)
-        c52 = _mm512_dpbusd_epi32(c52, x, b2)
-        c53 = _mm512_dpbusd_epi32(c53, x, b3)
-        b += NR * 4
-    _mm512_storeu_si512(tile + 0 * NR + 0, c00)
-    _mm512_storeu_si512(tile + 0 * NR + 16, c01)
-    _mm512_storeu_si512(tile + 0 * NR + 32, c02)
-    _mm512_storeu_si512(tile + 0 * NR + 48, c03)
-    _mm512_storeu_si512(tile + 1 * NR + 0, c10)
-    _mm512_storeu_si512(tile + 1 * NR + 16, c11)
-    _mm512_storeu_si512(tile + 1 * NR + 32, c12)
-    _mm512_storeu_si512(tile + 1 * NR + 48, c13)
-    _mm512_storeu_si512(tile + 2 * NR + 0, c20)
-    _mm512_storeu_si512(tile + 2 * NR + 16, c21)
-    _mm512_storeu_si512(tile + 2 * NR + 32, c22)
-    _mm512_storeu_si512(tile + 2 * NR + 48, c23)
-    _mm512_storeu_si512(tile + 3 * NR + 0, c30)
-    _mm512_storeu_si512(tile + 3 * NR + 16, c31)
-    _mm512_storeu_si512(tile + 3 * NR + 32, c32)
-    _mm512_storeu_si512(tile + 3 * NR + 48, c33)
-    _mm512_storeu_si512(tile + 4 * NR + 0, c40)
-    _mm512_storeu_si512(tile + 4 * NR + 16, c41)
-    _mm512_storeu_si512(tile + 4 * NR + 32, c42)
-    _mm512_storeu_si512(tile + 4 * NR + 48, c43)
-    _mm512_storeu_si512(tile + 5 * NR + 0, c50)
-    _mm512_storeu_si512(tile + 5 * NR + 16, c51)
-    _mm512_storeu_si512(tile + 5 * NR + 32, c52)
-    _mm512_storeu_si512(tile + 5 * NR + 48, c53)
-
-
-cdef inline void two_rows(const uint8_t* a0, const uint8_t* a1, Py_ssize_t groups,
-                          const int8_t* b, int32_t* tile, bint second) noexcept nogil:
-    """Rows a0 and (with `second`) a1 of a micro-tile: the full kernel's loop
-    on one or two rows, inlined with `second` a constant."""
-    cdef __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512()
-    cdef __m512i c02 = _mm512_setzero_si512(), c03 = _mm512_setzero_si512()
-    cdef __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512()
-    cdef __m512i c12 = _mm512_setzero_si512(), c13 = _mm512_setzero_si512()
-    cdef __m512i b0, b1, b2, b3, x
-    cdef Py_ssize_t g
-    for g in range(0, 4 * groups, 4):
-        b0 = _mm512_loadu_si512(b + 0)
-        b1 = _mm512_loadu_si512(b + 64)
-        b2 = _mm512_loadu_si512(b + 128)
-        b3 = _mm512_loadu_si512(b + 192)
-        x = broadcast4(a0 + g)
-        c00 = _mm512_dpbusd_epi32(c00, x, b0)
-        c01 = _mm512_dpbusd_epi32(c01, x, b1)
-        c02 = _mm512_dpbusd_epi32(c02, x, b2)
-        c03 = _mm512_dpbusd_epi32(c03, x, b3)
-        if second:
+        if rows > 1:
             x = broadcast4(a1 + g)
             c10 = _mm512_dpbusd_epi32(c10, x, b0)
             c11 = _mm512_dpbusd_epi32(c11, x, b1)
             c12 = _mm512_dpbusd_epi32(c12, x, b2)
             c13 = _mm512_dpbusd_epi32(c13, x, b3)
+        if rows > 2:
+            x = broadcast4(a2 + g)
+            c20 = _mm512_dpbusd_epi32(c20, x, b0)
+            c21 = _mm512_dpbusd_epi32(c21, x, b1)
+            c22 = _mm512_dpbusd_epi32(c22, x, b2)
+            c23 = _mm512_dpbusd_epi32(c23, x, b3)
+        if rows > 3:
+            x = broadcast4(a3 + g)
+            c30 = _mm512_dpbusd_epi32(c30, x, b0)
+            c31 = _mm512_dpbusd_epi32(c31, x, b1)
+            c32 = _mm512_dpbusd_epi32(c32, x, b2)
+            c33 = _mm512_dpbusd_epi32(c33, x, b3)
+        if rows > 4:
+            x = broadcast4(a4 + g)
+            c40 = _mm512_dpbusd_epi32(c40, x, b0)
+            c41 = _mm512_dpbusd_epi32(c41, x, b1)
+            c42 = _mm512_dpbusd_epi32(c42, x, b2)
+            c43 = _mm512_dpbusd_epi32(c43, x, b3)
+        if rows > 5:
+            x = broadcast4(a5 + g)
+            c50 = _mm512_dpbusd_epi32(c50, x, b0)
+            c51 = _mm512_dpbusd_epi32(c51, x, b1)
+            c52 = _mm512_dpbusd_epi32(c52, x, b2)
+            c53 = _mm512_dpbusd_epi32(c53, x, b3)
         b += NR * 4
-    _mm512_storeu_si512(tile + 0, c00)
-    _mm512_storeu_si512(tile + 16, c01)
-    _mm512_storeu_si512(tile + 32, c02)
-    _mm512_storeu_si512(tile + 48, c03)
-    if second:
-        _mm512_storeu_si512(tile + NR + 0, c10)
-        _mm512_storeu_si512(tile + NR + 16, c11)
-        _mm512_storeu_si512(tile + NR + 32, c12)
-        _mm512_storeu_si512(tile + NR + 48, c13)
+    store_sums_row(tile + 0 * NR, c00, c01, c02, c03)
+    if rows > 1:
+        store_sums_row(tile + 1 * NR, c10, c11, c12, c13)
+    if rows > 2:
+        store_sums_row(tile + 2 * NR, c20, c21, c22, c23)
+    if rows > 3:
+        store_sums_row(tile + 3 * NR, c30, c31, c32, c33)
+    if rows > 4:
+        store_sums_row(tile + 4 * NR, c40, c41, c42, c43)
+    if rows > 5:
+        store_sums_row(tile + 5 * NR, c50, c51, c52, c53)
 
 
-include "_rows_by_pairs.pxi"
+cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+                      int32_t* tile) noexcept nogil:
+    tile_rows(a, a_stride, groups, b, tile, MR)
+
+
+include "_short_rows.pxi"
+
+
+cdef inline void half_rows(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,
+                           Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
+                           int32_t* tile, int rows) noexcept nogil:
+    """Columns 0-31 of the panel at b (of 32-63 with b 128 bytes on) for
+    `rows` (7 or 8) rows of A, MR from a and the rest from tail: two vectors
+    of the panel per group, sixteen accumulators.  Inlined with `rows` a
+    constant."""
+    cdef __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512()
+    cdef __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512()
+    cdef __m512i c20 = _mm512_setzero_si512(), c21 = _mm512_setzero_si512()
+    cdef __m512i c30 = _mm512_setzero_si512(), c31 = _mm512_setzero_si512()
+    cdef __m512i c40 = _mm512_setzero_si512(), c41 = _mm512_setzero_si512()
+    cdef __m512i c50 = _mm512_setzero_si512(), c51 = _mm512_setzero_si512()
+    cdef __m512i c60 = _mm512_setzero_si512(), c61 = _mm512_setzero_si512()
+    cdef __m512i c70 = _mm512_setzero_si512(), c71 = _mm512_setzero_si512()
+    cdef __m512i b0, b1, x
+    cdef Py_ssize_t g
+    cdef const uint8_t* a0 = a
+    cdef const uint8_t* a1 = a + a_stride
+    cdef const uint8_t* a2 = a + 2 * a_stride
+    cdef const uint8_t* a3 = a + 3 * a_stride
+    cdef const uint8_t* a4 = a + 4 * a_stride
+    cdef const uint8_t* a5 = a + 5 * a_stride
+    cdef const uint8_t* a6 = tail
+    cdef const uint8_t* a7 = tail + tail_stride
+    for g in range(0, 4 * groups, 4):
+        b0 = _mm512_loadu_si512(b + 0)
+        b1 = _mm512_loadu_si512(b + 64)
+        in_register(b0)
+        in_register(b1)
+        x = broadcast4(a0 + g)
+        c00 = _mm512_dpbusd_epi32(c00, x, b0)
+        c01 = _mm512_dpbusd_epi32(c01, x, b1)
+        x = broadcast4(a1 + g)
+        c10 = _mm512_dpbusd_epi32(c10, x, b0)
+        c11 = _mm512_dpbusd_epi32(c11, x, b1)
+        x = broadcast4(a2 + g)
+        c20 = _mm512_dpbusd_epi32(c20, x, b0)
+        c21 = _mm512_dpbusd_epi32(c21, x, b1)
+        x = broadcast4(a3 + g)
+        c30 = _mm512_dpbusd_epi32(c30, x, b0)
+        c31 = _mm512_dpbusd_epi32(c31, x, b1)
+        x = broadcast4(a4 + g)
+        c40 = _mm512_dpbusd_epi32(c40, x, b0)
+        c41 = _mm512_dpbusd_epi32(c41, x, b1)
+        x = broadcast4(a5 + g)
+        c50 = _mm512_dpbusd_epi32(c50, x, b0)
+        c51 = _mm512_dpbusd_epi32(c51, x, b1)
+        x = broadcast4(a6 + g)
+        c60 = _mm512_dpbusd_epi32(c60, x, b0)
+        c61 = _mm512_dpbusd_epi32(c61, x, b1)
+        if rows > 7:
+            x = broadcast4(a7 + g)
+            c70 = _mm512_dpbusd_epi32(c70, x, b0)
+            c71 = _mm512_dpbusd_epi32(c71, x, b1)
+        b += NR * 4
+    _mm512_storeu_si512(tile + 0 * NR, c00)
+    _mm512_storeu_si512(tile + 0 * NR + 16, c01)
+    _mm512_storeu_si512(tile + 1 * NR, c10)
+    _mm512_storeu_si512(tile + 1 * NR + 16, c11)
+    _mm512_storeu_si512(tile + 2 * NR, c20)
+    _mm512_storeu_si512(tile + 2 * NR + 16, c21)
+    _mm512_storeu_si512(tile + 3 * NR, c30)
+    _mm512_storeu_si512(tile + 3 * NR + 16, c31)
+    _mm512_storeu_si512(tile + 4 * NR, c40)
+    _mm512_storeu_si512(tile + 4 * NR + 16, c41)
+    _mm512_storeu_si512(tile + 5 * NR, c50)
+    _mm512_storeu_si512(tile + 5 * NR + 16, c51)
+    _mm512_storeu_si512(tile + 6 * NR, c60)
+    _mm512_storeu_si512(tile + 6 * NR + 16, c61)
+    if rows > 7:
+        _mm512_storeu_si512(tile + 7 * NR, c70)
+        _mm512_storeu_si512(tile + 7 * NR + 16, c71)
+
+
+cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,
+                           Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
+                           int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    """All MR + 1 or MR + 2 rows in each of two passes over half the panel's
+    columns, so that the panel is read once for them all.  Passes of four
+    rows over the whole panel (four vectors per sixteen vpdpbusd) each
+    streamed it from L2 faster than L2 delivers: on BERT's K = 768 two took
+    2.3 micro-tiles' time, and the block with a pass of two rows 2.4; these
+    take the micro-kernel's time per row."""
+    if rows == MR + 2:
+        half_rows(a, a_stride, tail, tail_stride, groups, b, tile, MR + 2)
+        half_rows(a, a_stride, tail, tail_stride, groups, b + 128, tile + 32, MR + 2)
+    else:
+        half_rows(a, a_stride, tail, tail_stride, groups, b, tile, MR + 1)
+        half_rows(a, a_stride, tail, tail_stride, groups, b + 128, tile + 32, MR + 1)
 
 
 # The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd

@@ -205,6 +205,9 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
     microkernel(a, a_stride, groups, b, tile)
 
 
+include "_tail_as_tiles.pxi"
+
+
 cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
                      const uint8_t* row3, uint8_t flip, int8_t* target,
                      int32_t* sums) noexcept nogil:

@@ -51,6 +51,14 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
 cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                            const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil
 
+# The same for MR + 1 or MR + 2 rows into a tile of MR + 2 rows: a whole
+# block (row r at a + r * a_stride) and the one or two rows of a short last
+# block under it (at tail + r * tail_stride), in the passes that suit the
+# variant (run_unit).
+cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,
+                           Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
+                           int32_t* tile, Py_ssize_t rows) noexcept nogil
+
 # A whole micro-tile's sums (row r at tile + r * NR) requantized by
 # TileTerms' rule into bytes (row r at result + r * pitch): vector
 # intrinsics where the variant has them, requantize_tile_plain elsewhere.

@@ -55,6 +55,30 @@ def test_matrix_multiply_integer_every_variant_matches_exact_sums(slots, n_threa
         assert np.array_equal(got, expected), variant
 
 
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("a_type", TYPES)
+@pytest.mark.parametrize("depth", [64, 66])
+def test_raw_sums_of_a_last_block_of_one_or_two_rows(variant, a_type, depth, monkeypatch):
+    """The raw epilogue where the last one or two rows go with the block
+    above them (run_unit's tail: MR + 1 or MR + 2 rows in the variant's
+    passes, the first and last MR rows written as two tiles): M = 7, 8, 13,
+    14 in one unit, 49 and 50 folded into the unit above, 104 in a unit of
+    two blocks; A read where it lies (uint8, K = 64) or packed; N = 200 ends
+    in a partial panel."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(depth)
+    for rows in (7, 8, 13, 14, 49, 50, 104):
+        slots = dict(a=random_values(rng, (rows, depth), a_type),
+                     a_zero_point=random_values(rng, (), a_type),
+                     b=random_values(rng, (depth, 200), np.int8),
+                     b_zero_point=random_values(rng, (1, 200), np.int8))
+        call = integer.prepare_matrix_multiply_integer(slots, {}, "4_0")
+        expected = _exact_matmul(slots)
+        for n_threads in (1, 2):
+            got = run_variant(_native.run_matmul, call, variant, n_threads)
+            assert np.array_equal(got, expected), (rows, n_threads)
+
 @st.composite
 def convolution_integer_calls(draw):
     groups = draw(st.integers(1, 3))

@@ -1,0 +1,28 @@
+# microkernel_rows for the variants whose tile_rows(a, a_stride, groups, b,
+# tile, rows) runs any number of a micro-tile's rows in one pass over the
+# panel.  Included by each such variant after its tile_rows, so that it
+# compiles with the variant's flags and constants.
+#
+# One pass for all the rows: a pass per pair of rows reread the panel from
+# L2 for each pair, and a lone pair is bound by its loads (AVX-512: four
+# panel vectors per eight multiply-adds), so that two rows cost more than a
+# whole micro-tile.  Each count is a call with a constant, whose inlined
+# copy keeps only its rows' accumulators.  The tile's other rows are zero.
+
+from libc.string cimport memset
+
+
+cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    if rows == 1:
+        tile_rows(a, a_stride, groups, b, tile, 1)
+    elif rows == 2:
+        tile_rows(a, a_stride, groups, b, tile, 2)
+    elif rows == 3:
+        tile_rows(a, a_stride, groups, b, tile, 3)
+    elif rows == 4:
+        tile_rows(a, a_stride, groups, b, tile, 4)
+    else:
+        tile_rows(a, a_stride, groups, b, tile, 5)
+    memset(tile + rows * NR, 0, (MR - rows) * NR * sizeof(int32_t))
+

@@ -1,0 +1,15 @@
+# microkernel_tail for the variants whose microkernel_rows is the whole
+# micro-kernel (portable, AMX): the block above, then the tail's rows as a
+# tile of their own, as a short last block ran before.  Included after the
+# variant's microkernel_rows.
+
+from libc.string cimport memcpy
+
+
+cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,
+                           Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
+                           int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    cdef int32_t rest[MR * NR]
+    microkernel(a, a_stride, groups, b, tile)
+    microkernel_rows(tail, tail_stride, groups, b, rest, rows - MR)
+    memcpy(tile + MR * NR, rest, (rows - MR) * NR * sizeof(int32_t))
