@@ -1050,21 +1050,33 @@ cdef enum:
 
 cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here,
                                       Py_ssize_t* stride) noexcept nogil:
-    """The first of MR rows of A' from row0 on, where they lie evenly spaced
-    in A (their spacing into stride) and so can be the micro-kernel's block;
-    NULL for a short block, whose rows past M are not there to read."""
+    """The start of the first of MR rows of A' from row0 on (before the
+    steps' offsets), where they lie evenly spaced in A (their spacing into
+    stride) and so can be the micro-kernel's block, a step at a time; NULL
+    for a short block, whose rows past M are not there to read."""
     cdef Py_ssize_t i, spacing
     if rows_here != MR:
         return NULL
     if gemm.row_offset == NULL:
         stride[0] = gemm.lda
-        return gemm.a + row0 * gemm.lda + gemm.step_offset[0]
+        return gemm.a + row0 * gemm.lda
     spacing = gemm.row_offset[row0 + 1] - gemm.row_offset[row0]
     for i in range(2, MR):
         if gemm.row_offset[row0 + i] - gemm.row_offset[row0 + i - 1] != spacing:
             return NULL
     stride[0] = spacing
-    return gemm.a + gemm.row_offset[row0] + gemm.step_offset[0]
+    return gemm.a + gemm.row_offset[row0]
+
+
+cdef inline void microkernel_steps(const Gemm* gemm, const uint8_t* rows, Py_ssize_t stride,
+                                   const int8_t* panel, int32_t* tile) noexcept nogil:
+    """The micro-kernel on a block read where it lies (direct_rows), a pass
+    per step of K: each step's run is whole groups (step_length % 4 == 0)."""
+    cdef Py_ssize_t s, step_groups = gemm.step_length // 4
+    microkernel(rows + gemm.step_offset[0], stride, step_groups, panel, tile)
+    for s in range(1, gemm.steps):
+        microkernel_add(rows + gemm.step_offset[s], stride, step_groups,
+                        panel + s * step_groups * GROUP_BYTES, tile)
 
 
 cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
@@ -1109,10 +1121,13 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef bint narrow = e.narrow
     cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
     cdef UnitOutput unit
-    # A' as it lies in A serves as the packed block when a row of the block
-    # is a row of A: the copying of each block, once per unit of columns,
-    # was a twentieth of a 1 x 1 convolution on 7 x 7 pixels.
-    cdef bint direct = (A_BYTES == 1 and gemm.a_flip == 0 and gemm.steps == 1
+    # A' as it lies in A serves as the packed block when each step of a row
+    # of the block is a run of A of whole groups, a pass per step
+    # (microkernel_steps): the copying of each block, once per unit of
+    # columns, was a twentieth of a 1 x 1 convolution on 7 x 7 pixels, and a
+    # seventh of a 3 x 3 one on 56 x 56 (its filter rows' runs of 3 x 64
+    # bytes).
+    cdef bint direct = (A_BYTES == 1 and gemm.a_flip == 0
                         and gemm.step_length % 4 == 0 and blocks <= 1)
     cdef const uint8_t* a_rows
     cdef const int8_t* panel
@@ -1153,11 +1168,14 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                          tail_block + MR * BLOCK_ROW_BYTES if split_tail else tail_block)
         for ri in range(p, p_end - fuse_tail):
             if split_tail and ri == p_end - 2:
-                a_rows = direct_rows(gemm, ri * MR, MR, &a_stride) if direct else NULL
+                a_rows = (direct_rows(gemm, ri * MR, MR, &a_stride)
+                          if direct and gemm.steps == 1 else NULL)
                 if a_rows == NULL:
                     pack_a_block(gemm, ri * MR, MR, 0, k, tail_block)
-                    a_rows = tail_block
                     a_stride = BLOCK_ROW_BYTES
+                    a_rows = tail_block
+                else:
+                    a_rows = a_rows + gemm.step_offset[0]
                 for qi in range(q, q_end):
                     microkernel_tail(a_rows, a_stride, tail_block + MR * BLOCK_ROW_BYTES,
                                      BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size,
@@ -1173,7 +1191,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
             for qi in range(q, q_end):
                 panel = gemm.b + qi * panel_size
                 if a_rows != NULL:
-                    microkernel(a_rows, a_stride, gemm.groups, panel, tile)
+                    microkernel_steps(gemm, a_rows, a_stride, panel, tile)
                 elif rows_here > SHORT_BLOCK_ROWS:
                     microkernel(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile)
                 else:

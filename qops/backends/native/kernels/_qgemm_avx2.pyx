@@ -69,20 +69,32 @@ cdef inline __m256i pair_of(const uint8_t* row, Py_ssize_t pair) noexcept nogil:
     return _mm256_set1_epi32((<const int*>row)[pair])
 
 
+cdef inline __m256i initial(const int32_t* sums, bint add) noexcept nogil:
+    """An accumulator's start: the tile's sums where the pass adds to them."""
+    return _mm256_loadu_si256(sums) if add else _mm256_setzero_si256()
+
+
 cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                           const int8_t* b, int32_t* tile, int rows) noexcept nogil:
+                           const int8_t* b, int32_t* tile, int rows, bint add) noexcept nogil:
     """The first `rows` (1 to MR) rows of a micro-tile in one pass over the
-    panel: per pair of k, B' columns 0-7 and 8-15 (int16 pairs) and each
-    row's pair of A broadcast, two vpmaddwd + vpaddd a row; lane c of a
-    row's accumulators is column c's sum, stored as it is.  Inlined with
-    `rows` a constant: MR for the micro-kernel, fewer for microkernel_rows
-    (_short_rows.pxi), each copy with only its own rows' registers."""
-    cdef __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256()
-    cdef __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256()
-    cdef __m256i c20 = _mm256_setzero_si256(), c21 = _mm256_setzero_si256()
-    cdef __m256i c30 = _mm256_setzero_si256(), c31 = _mm256_setzero_si256()
-    cdef __m256i c40 = _mm256_setzero_si256(), c41 = _mm256_setzero_si256()
-    cdef __m256i c50 = _mm256_setzero_si256(), c51 = _mm256_setzero_si256()
+    panel (added to the tile's sums with `add`): per pair of k, B' columns
+    0-7 and 8-15 (int16 pairs) and each row's pair of A broadcast, two
+    vpmaddwd + vpaddd a row; lane c of a row's accumulators is column c's
+    sum, stored as it is.  Inlined with `rows` and `add` constants: MR for
+    the micro-kernel, fewer for microkernel_rows (_short_rows.pxi), each
+    copy with only its own rows' registers."""
+    cdef __m256i c00 = initial(tile + 0 * NR, add and rows > 0)
+    cdef __m256i c01 = initial(tile + 0 * NR + 8, add and rows > 0)
+    cdef __m256i c10 = initial(tile + 1 * NR, add and rows > 1)
+    cdef __m256i c11 = initial(tile + 1 * NR + 8, add and rows > 1)
+    cdef __m256i c20 = initial(tile + 2 * NR, add and rows > 2)
+    cdef __m256i c21 = initial(tile + 2 * NR + 8, add and rows > 2)
+    cdef __m256i c30 = initial(tile + 3 * NR, add and rows > 3)
+    cdef __m256i c31 = initial(tile + 3 * NR + 8, add and rows > 3)
+    cdef __m256i c40 = initial(tile + 4 * NR, add and rows > 4)
+    cdef __m256i c41 = initial(tile + 4 * NR + 8, add and rows > 4)
+    cdef __m256i c50 = initial(tile + 5 * NR, add and rows > 5)
+    cdef __m256i c51 = initial(tile + 5 * NR + 8, add and rows > 5)
     cdef __m256i b0, b1, x
     cdef Py_ssize_t pair
     cdef const uint8_t* a0 = a
@@ -141,7 +153,12 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil:
-    tile_rows(a, a_stride, groups, b, tile, MR)
+    tile_rows(a, a_stride, groups, b, tile, MR, False)
+
+
+cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                          const int8_t* b, int32_t* tile) noexcept nogil:
+    tile_rows(a, a_stride, groups, b, tile, MR, True)
 
 
 include "_short_rows.pxi"
@@ -157,15 +174,15 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
     if tail != a + MR * a_stride or tail_stride != a_stride:
         microkernel(a, a_stride, groups, b, tile)
         if rows == MR + 2:
-            tile_rows(tail, tail_stride, groups, b, tile + MR * NR, 2)
+            tile_rows(tail, tail_stride, groups, b, tile + MR * NR, 2, False)
         else:
-            tile_rows(tail, tail_stride, groups, b, tile + MR * NR, 1)
+            tile_rows(tail, tail_stride, groups, b, tile + MR * NR, 1, False)
         return
-    tile_rows(a, a_stride, groups, b, tile, 4)
+    tile_rows(a, a_stride, groups, b, tile, 4, False)
     if rows == MR + 2:
-        tile_rows(a + 4 * a_stride, a_stride, groups, b, tile + 4 * NR, 4)
+        tile_rows(a + 4 * a_stride, a_stride, groups, b, tile + 4 * NR, 4, False)
     else:
-        tile_rows(a + 4 * a_stride, a_stride, groups, b, tile + 4 * NR, 3)
+        tile_rows(a + 4 * a_stride, a_stride, groups, b, tile + 4 * NR, 3, False)
 
 
 cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,

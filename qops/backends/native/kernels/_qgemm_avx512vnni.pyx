@@ -61,25 +61,43 @@ cdef inline void store_sums_row(int32_t* row, __m512i c0, __m512i c1, __m512i c2
     _mm512_storeu_si512(row + 48, c3)
 
 
+cdef inline __m512i initial(const int32_t* sums, bint add) noexcept nogil:
+    """An accumulator's start: the tile's sums where the pass adds to them."""
+    return _mm512_loadu_si512(sums) if add else _mm512_setzero_si512()
+
+
 cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                           const int8_t* b, int32_t* tile, int rows) noexcept nogil:
+                           const int8_t* b, int32_t* tile, int rows, bint add) noexcept nogil:
     """The first `rows` (1 to MR) rows of a micro-tile in one pass over the
-    panel: per group of four k, the panel's four vectors of 16 columns and
-    each row's four bytes of A broadcast, four vpdpbusd a row.  Inlined with
-    `rows` a constant: MR for the micro-kernel, fewer for microkernel_rows
+    panel (added to the tile's sums with `add`): per group of four k, the
+    panel's four vectors of 16 columns and each row's four bytes of A
+    broadcast, four vpdpbusd a row.  Inlined with `rows` and `add`
+    constants: MR for the micro-kernel, fewer for microkernel_rows
     (_short_rows.pxi), each copy with only its own rows' registers."""
-    cdef __m512i c00 = _mm512_setzero_si512(), c01 = _mm512_setzero_si512()
-    cdef __m512i c02 = _mm512_setzero_si512(), c03 = _mm512_setzero_si512()
-    cdef __m512i c10 = _mm512_setzero_si512(), c11 = _mm512_setzero_si512()
-    cdef __m512i c12 = _mm512_setzero_si512(), c13 = _mm512_setzero_si512()
-    cdef __m512i c20 = _mm512_setzero_si512(), c21 = _mm512_setzero_si512()
-    cdef __m512i c22 = _mm512_setzero_si512(), c23 = _mm512_setzero_si512()
-    cdef __m512i c30 = _mm512_setzero_si512(), c31 = _mm512_setzero_si512()
-    cdef __m512i c32 = _mm512_setzero_si512(), c33 = _mm512_setzero_si512()
-    cdef __m512i c40 = _mm512_setzero_si512(), c41 = _mm512_setzero_si512()
-    cdef __m512i c42 = _mm512_setzero_si512(), c43 = _mm512_setzero_si512()
-    cdef __m512i c50 = _mm512_setzero_si512(), c51 = _mm512_setzero_si512()
-    cdef __m512i c52 = _mm512_setzero_si512(), c53 = _mm512_setzero_si512()
+    cdef __m512i c00 = initial(tile + 0 * NR, add and rows > 0)
+    cdef __m512i c01 = initial(tile + 0 * NR + 16, add and rows > 0)
+    cdef __m512i c02 = initial(tile + 0 * NR + 32, add and rows > 0)
+    cdef __m512i c03 = initial(tile + 0 * NR + 48, add and rows > 0)
+    cdef __m512i c10 = initial(tile + 1 * NR, add and rows > 1)
+    cdef __m512i c11 = initial(tile + 1 * NR + 16, add and rows > 1)
+    cdef __m512i c12 = initial(tile + 1 * NR + 32, add and rows > 1)
+    cdef __m512i c13 = initial(tile + 1 * NR + 48, add and rows > 1)
+    cdef __m512i c20 = initial(tile + 2 * NR, add and rows > 2)
+    cdef __m512i c21 = initial(tile + 2 * NR + 16, add and rows > 2)
+    cdef __m512i c22 = initial(tile + 2 * NR + 32, add and rows > 2)
+    cdef __m512i c23 = initial(tile + 2 * NR + 48, add and rows > 2)
+    cdef __m512i c30 = initial(tile + 3 * NR, add and rows > 3)
+    cdef __m512i c31 = initial(tile + 3 * NR + 16, add and rows > 3)
+    cdef __m512i c32 = initial(tile + 3 * NR + 32, add and rows > 3)
+    cdef __m512i c33 = initial(tile + 3 * NR + 48, add and rows > 3)
+    cdef __m512i c40 = initial(tile + 4 * NR, add and rows > 4)
+    cdef __m512i c41 = initial(tile + 4 * NR + 16, add and rows > 4)
+    cdef __m512i c42 = initial(tile + 4 * NR + 32, add and rows > 4)
+    cdef __m512i c43 = initial(tile + 4 * NR + 48, add and rows > 4)
+    cdef __m512i c50 = initial(tile + 5 * NR, add and rows > 5)
+    cdef __m512i c51 = initial(tile + 5 * NR + 16, add and rows > 5)
+    cdef __m512i c52 = initial(tile + 5 * NR + 32, add and rows > 5)
+    cdef __m512i c53 = initial(tile + 5 * NR + 48, add and rows > 5)
     cdef __m512i b0, b1, b2, b3, x
     cdef Py_ssize_t g
     cdef const uint8_t* a0 = a
@@ -148,7 +166,12 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil:
-    tile_rows(a, a_stride, groups, b, tile, MR)
+    tile_rows(a, a_stride, groups, b, tile, MR, False)
+
+
+cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                          const int8_t* b, int32_t* tile) noexcept nogil:
+    tile_rows(a, a_stride, groups, b, tile, MR, True)
 
 
 include "_short_rows.pxi"

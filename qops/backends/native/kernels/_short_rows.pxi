@@ -15,14 +15,14 @@ from libc.string cimport memset
 cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                            const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
     if rows == 1:
-        tile_rows(a, a_stride, groups, b, tile, 1)
+        tile_rows(a, a_stride, groups, b, tile, 1, False)
     elif rows == 2:
-        tile_rows(a, a_stride, groups, b, tile, 2)
+        tile_rows(a, a_stride, groups, b, tile, 2, False)
     elif rows == 3:
-        tile_rows(a, a_stride, groups, b, tile, 3)
+        tile_rows(a, a_stride, groups, b, tile, 3, False)
     elif rows == 4:
-        tile_rows(a, a_stride, groups, b, tile, 4)
+        tile_rows(a, a_stride, groups, b, tile, 4, False)
     else:
-        tile_rows(a, a_stride, groups, b, tile, 5)
+        tile_rows(a, a_stride, groups, b, tile, 5, False)
     memset(tile + rows * NR, 0, (MR - rows) * NR * sizeof(int32_t))
 

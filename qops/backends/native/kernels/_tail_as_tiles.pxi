@@ -1,7 +1,8 @@
-# microkernel_tail for the variants whose microkernel_rows is the whole
-# micro-kernel (portable, AMX): the block above, then the tail's rows as a
-# tile of their own, as a short last block ran before.  Included after the
-# variant's microkernel_rows.
+# microkernel_tail and microkernel_add for the variants whose
+# microkernel_rows is the whole micro-kernel (portable, AMX), by the
+# micro-kernel's own passes: the block above, then the tail's rows as a
+# tile of their own, as a short last block ran before; a pass into a tile
+# of its own, then added.  Included after the variant's microkernel_rows.
 
 from libc.string cimport memcpy
 
@@ -13,3 +14,12 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
     microkernel(a, a_stride, groups, b, tile)
     microkernel_rows(tail, tail_stride, groups, b, rest, rows - MR)
     memcpy(tile + MR * NR, rest, (rows - MR) * NR * sizeof(int32_t))
+
+
+cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                          const int8_t* b, int32_t* tile) noexcept nogil:
+    cdef int32_t pass_sums[MR * NR]
+    cdef Py_ssize_t i
+    microkernel(a, a_stride, groups, b, pass_sums)
+    for i in range(MR * NR):
+        tile[i] += pass_sums[i]

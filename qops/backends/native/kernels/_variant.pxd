@@ -45,6 +45,11 @@ from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil
 
+# The same, added to the tile's sums: a block of A read where it lies in
+# runs of K (a convolution's filter rows) takes a pass per run.
+cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                          const int8_t* b, int32_t* tile) noexcept nogil
+
 # The same for the first `rows` (1 to MR - 1) rows of the block, the tile's
 # other rows zero: a short last block of rows (an image's last pixels) at the
 # cost of its rows, where the variant has such a kernel.

@@ -96,6 +96,35 @@ def test_a_larger_convolution_matches(variant):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("in_type", TYPES)
+@pytest.mark.parametrize("channels, kernel, strides, dilations", [
+    (8, (3, 3), (1, 1), (1, 1)), (4, (5, 3), (1, 1), (2, 1)), (64, (3, 3), (2, 2), (1, 1)),
+    (3, (3, 3), (1, 1), (1, 1))])
+def test_filter_rows_read_where_they_lie(variant, in_type, channels, kernel, strides, dilations,
+                                         monkeypatch):
+    """A block of output pixels read in the channels-last copy where it lies,
+    a pass per filter row (uint8 image, each filter row's run whole groups
+    of four: 8 x 3, 4 x 3 and 64 x 3 bytes), the blocks that cross an output
+    row packed; packed throughout where the run is not whole groups (3 x 3
+    bytes) or the image is int8.  Output rows of 17 and 9 pixels, padding,
+    taller filters and dilation; 1 and 2 threads."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(channels)
+    slots = dict(input=random_values(rng, (2, channels, 19, 17), in_type), input_scale=0.05,
+                 input_zero_point=random_values(rng, (), in_type),
+                 filter=rng.integers(-128, 128, (40, channels) + kernel, dtype=np.int8),
+                 filter_scale=rng.uniform(0.001, 0.01, 40).astype(np.float32),
+                 bias=rng.integers(-10000, 10000, 40, dtype=np.int32), output_scale=0.3,
+                 output_zero_point=np.uint8(100))
+    call = convolution.prepare(slots, dict(strides=strides, dilations=dilations,
+                                           start_padding=(1, 1), end_padding=(1, 1)), "4_0")
+    expected = reference(call)
+    for n_threads in (1, 2):
+        assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                              expected), n_threads
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("in_type", TYPES)
 @pytest.mark.parametrize("strides, size", [((1, 1), 7), ((2, 2), 13), ((1, 1), 9)])
 def test_one_by_one_on_small_images(variant, in_type, strides, size, monkeypatch):
     """1 x 1 convolutions on the implicit GEMM whose pixels end in a short
