@@ -101,12 +101,12 @@ def test_a_larger_convolution_matches(variant):
     (3, (3, 3), (1, 1), (1, 1))])
 def test_filter_rows_read_where_they_lie(variant, in_type, channels, kernel, strides, dilations,
                                          monkeypatch):
-    """A block of output pixels read in the channels-last copy where it lies,
-    a pass per filter row (uint8 image, each filter row's run whole groups
-    of four: 8 x 3, 4 x 3 and 64 x 3 bytes), the blocks that cross an output
-    row packed; packed throughout where the run is not whole groups (3 x 3
-    bytes) or the image is int8.  Output rows of 17 and 9 pixels, padding,
-    taller filters and dilation; 1 and 2 threads."""
+    """A block of output pixels read in the channels-last copy (which holds
+    A', int8 images flipped) where it lies, a pass per filter row, where each
+    filter row's run is whole groups of four (8 x 3, 4 x 3 and 64 x 3
+    bytes), the blocks that cross an output row packed; packed throughout
+    where the run is not whole groups (3 x 3 bytes).  Output rows of 17 and
+    9 pixels, padding, taller filters and dilation; 1 and 2 threads."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     rng = np.random.default_rng(channels)
     slots = dict(input=random_values(rng, (2, channels, 19, 17), in_type), input_scale=0.05,
