@@ -1068,15 +1068,23 @@ cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssi
     return gemm.a + gemm.row_offset[row0]
 
 
-cdef inline void microkernel_steps(const Gemm* gemm, const uint8_t* rows, Py_ssize_t stride,
-                                   const int8_t* panel, int32_t* tile) noexcept nogil:
-    """The micro-kernel on a block read where it lies (direct_rows), a pass
-    per step of K: each step's run is whole groups (step_length % 4 == 0)."""
-    cdef Py_ssize_t s, step_groups = gemm.step_length // 4
-    microkernel(rows + gemm.step_offset[0], stride, step_groups, panel, tile)
-    for s in range(1, gemm.steps):
-        microkernel_add(rows + gemm.step_offset[s], stride, step_groups,
-                        panel + s * step_groups * GROUP_BYTES, tile)
+cdef inline void microkernel_direct(const Gemm* gemm, const uint8_t* rows, Py_ssize_t stride,
+                                    Py_ssize_t k0, Py_ssize_t k1, const int8_t* panel,
+                                    int32_t* tile) noexcept nogil:
+    """The micro-kernel on values [k0, k1) of K of a block read where it lies
+    (direct_rows), a pass per step's run, from the panel's group of k0: the
+    runs are whole groups (step_length % 4 == 0, k0 and k1 multiples of 4)."""
+    cdef Py_ssize_t step = k0 // gemm.step_length, at = k0, stop
+    while at < k1:
+        stop = min(k1, (step + 1) * gemm.step_length)
+        if at == k0:
+            microkernel(rows + gemm.step_offset[step] + at - step * gemm.step_length, stride,
+                        (stop - at) // 4, panel, tile)
+        else:
+            microkernel_add(rows + gemm.step_offset[step] + at - step * gemm.step_length, stride,
+                            (stop - at) // 4, panel + (at - k0) // 4 * GROUP_BYTES, tile)
+        at = stop
+        step = step + 1
 
 
 cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
@@ -1122,13 +1130,12 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
     cdef UnitOutput unit
     # A' as it lies in A serves as the packed block when each step of a row
-    # of the block is a run of A of whole groups, a pass per step
-    # (microkernel_steps): the copying of each block, once per unit of
+    # of the block is a run of A of whole groups, a pass per run
+    # (microkernel_direct): the copying of each block, once per unit of
     # columns, was a twentieth of a 1 x 1 convolution on 7 x 7 pixels, and a
     # seventh of a 3 x 3 one on 56 x 56 (its filter rows' runs of 3 x 64
     # bytes).
-    cdef bint direct = (A_BYTES == 1 and gemm.a_flip == 0
-                        and gemm.step_length % 4 == 0 and blocks <= 1)
+    cdef bint direct = A_BYTES == 1 and gemm.a_flip == 0 and gemm.step_length % 4 == 0
     cdef const uint8_t* a_rows
     cdef const int8_t* panel
     cdef Py_ssize_t a_stride = 0, tail_rows
@@ -1191,7 +1198,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
             for qi in range(q, q_end):
                 panel = gemm.b + qi * panel_size
                 if a_rows != NULL:
-                    microkernel_steps(gemm, a_rows, a_stride, panel, tile)
+                    microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile)
                 elif rows_here > SHORT_BLOCK_ROWS:
                     microkernel(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile)
                 else:
@@ -1219,9 +1226,14 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         g1 = min(g0 + K_BLOCK_GROUPS, gemm.groups)
         for ri in range(p, p_end):
             rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
-            pack_a_block(gemm, ri * MR, rows_here, 4 * g0, min(k, 4 * g1), block)
+            a_rows = direct_rows(gemm, ri * MR, rows_here, &a_stride) if direct else NULL
+            if a_rows == NULL:
+                pack_a_block(gemm, ri * MR, rows_here, 4 * g0, min(k, 4 * g1), block)
             for qi in range(q, q_end):
-                if rows_here > SHORT_BLOCK_ROWS:
+                if a_rows != NULL:
+                    microkernel_direct(gemm, a_rows, a_stride, 4 * g0, 4 * g1,
+                                       gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
+                elif rows_here > SHORT_BLOCK_ROWS:
                     microkernel(block, BLOCK_ROW_BYTES, g1 - g0,
                                 gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
                 else:

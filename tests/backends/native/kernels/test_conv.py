@@ -98,15 +98,18 @@ def test_a_larger_convolution_matches(variant):
 @pytest.mark.parametrize("in_type", TYPES)
 @pytest.mark.parametrize("channels, kernel, strides, dilations", [
     (8, (3, 3), (1, 1), (1, 1)), (4, (5, 3), (1, 1), (2, 1)), (64, (3, 3), (2, 2), (1, 1)),
-    (3, (3, 3), (1, 1), (1, 1))])
+    (3, (3, 3), (1, 1), (1, 1)), (128, (3, 3), (1, 1), (1, 1)), (64, (5, 5), (1, 1), (1, 1))])
 def test_filter_rows_read_where_they_lie(variant, in_type, channels, kernel, strides, dilations,
                                          monkeypatch):
     """A block of output pixels read in the channels-last copy (which holds
     A', int8 images flipped) where it lies, a pass per filter row, where each
     filter row's run is whole groups of four (8 x 3, 4 x 3 and 64 x 3
     bytes), the blocks that cross an output row packed; packed throughout
-    where the run is not whole groups (3 x 3 bytes).  Output rows of 17 and
-    9 pixels, padding, taller filters and dilation; 1 and 2 threads."""
+    where the run is not whole groups (3 x 3 bytes).  With 128 channels K
+    is two blocks of 1024 values, the first ending inside a step; with 64
+    channels and a 5 x 5 filter the second block holds several runs.  Output
+    rows of 17 and 9 pixels, padding, taller filters and dilation; 1 and 2
+    threads."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     rng = np.random.default_rng(channels)
     slots = dict(input=random_values(rng, (2, channels, 19, 17), in_type), input_scale=0.05,
