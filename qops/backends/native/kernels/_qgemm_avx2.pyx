@@ -151,16 +151,6 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
         _mm256_storeu_si256(tile + 5 * NR + 8, c51)
 
 
-cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile) noexcept nogil:
-    tile_rows(a, a_stride, groups, b, tile, MR, False)
-
-
-cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                          const int8_t* b, int32_t* tile) noexcept nogil:
-    tile_rows(a, a_stride, groups, b, tile, MR, True)
-
-
 include "_short_rows.pxi"
 
 

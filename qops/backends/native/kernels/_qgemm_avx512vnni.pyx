@@ -164,16 +164,6 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
         store_sums_row(tile + 5 * NR, c50, c51, c52, c53)
 
 
-cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile) noexcept nogil:
-    tile_rows(a, a_stride, groups, b, tile, MR, False)
-
-
-cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                          const int8_t* b, int32_t* tile) noexcept nogil:
-    tile_rows(a, a_stride, groups, b, tile, MR, True)
-
-
 include "_short_rows.pxi"
 
 

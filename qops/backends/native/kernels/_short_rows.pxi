@@ -1,7 +1,8 @@
-# microkernel_rows for the variants whose tile_rows(a, a_stride, groups, b,
-# tile, rows) runs any number of a micro-tile's rows in one pass over the
-# panel.  Included by each such variant after its tile_rows, so that it
-# compiles with the variant's flags and constants.
+# The micro-kernels of the variants whose tile_rows(a, a_stride, groups, b,
+# tile, rows, add) runs any number of a micro-tile's rows in one pass over
+# the panel (microkernel, microkernel_add, microkernel_rows).  Included by
+# each such variant after its tile_rows, so that they compile with the
+# variant's flags and constants.
 #
 # One pass for all the rows: a pass per pair of rows reread the panel from
 # L2 for each pair, and a lone pair is bound by its loads (AVX-512: four
@@ -10,6 +11,16 @@
 # copy keeps only its rows' accumulators.  The tile's other rows are zero.
 
 from libc.string cimport memset
+
+
+cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+                      int32_t* tile) noexcept nogil:
+    tile_rows(a, a_stride, groups, b, tile, MR, False)
+
+
+cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                          const int8_t* b, int32_t* tile) noexcept nogil:
+    tile_rows(a, a_stride, groups, b, tile, MR, True)
 
 
 cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
