@@ -69,6 +69,12 @@ cdef inline __m256i pair_of(const uint8_t* row, Py_ssize_t pair) noexcept nogil:
     return _mm256_set1_epi32((<const int*>row)[pair])
 
 
+cdef inline void store_sums_row(int32_t* row, __m256i c0, __m256i c1) noexcept nogil:
+    """A tile row's two vectors of sums (columns 0-7, 8-15)."""
+    _mm256_storeu_si256(row, c0)
+    _mm256_storeu_si256(row + 8, c1)
+
+
 cdef inline __m256i initial(const int32_t* sums, bint add) noexcept nogil:
     """An accumulator's start: the tile's sums where the pass adds to them."""
     return _mm256_loadu_si256(sums) if add else _mm256_setzero_si256()
@@ -132,23 +138,17 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
             c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x, b0))
             c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x, b1))
         b += 64
-    _mm256_storeu_si256(tile + 0 * NR, c00)
-    _mm256_storeu_si256(tile + 0 * NR + 8, c01)
+    store_sums_row(tile + 0 * NR, c00, c01)
     if rows > 1:
-        _mm256_storeu_si256(tile + 1 * NR, c10)
-        _mm256_storeu_si256(tile + 1 * NR + 8, c11)
+        store_sums_row(tile + 1 * NR, c10, c11)
     if rows > 2:
-        _mm256_storeu_si256(tile + 2 * NR, c20)
-        _mm256_storeu_si256(tile + 2 * NR + 8, c21)
+        store_sums_row(tile + 2 * NR, c20, c21)
     if rows > 3:
-        _mm256_storeu_si256(tile + 3 * NR, c30)
-        _mm256_storeu_si256(tile + 3 * NR + 8, c31)
+        store_sums_row(tile + 3 * NR, c30, c31)
     if rows > 4:
-        _mm256_storeu_si256(tile + 4 * NR, c40)
-        _mm256_storeu_si256(tile + 4 * NR + 8, c41)
+        store_sums_row(tile + 4 * NR, c40, c41)
     if rows > 5:
-        _mm256_storeu_si256(tile + 5 * NR, c50)
-        _mm256_storeu_si256(tile + 5 * NR + 8, c51)
+        store_sums_row(tile + 5 * NR, c50, c51)
 
 
 include "_short_rows.pxi"

@@ -167,6 +167,12 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 include "_short_rows.pxi"
 
 
+cdef inline void store_half_row(int32_t* row, __m512i c0, __m512i c1) noexcept nogil:
+    """Half a tile row's sums: two vectors (columns 0-31 of the half)."""
+    _mm512_storeu_si512(row, c0)
+    _mm512_storeu_si512(row + 16, c1)
+
+
 cdef inline void half_rows(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,
                            Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
                            int32_t* tile, int rows) noexcept nogil:
@@ -223,23 +229,15 @@ cdef inline void half_rows(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
             c70 = _mm512_dpbusd_epi32(c70, x, b0)
             c71 = _mm512_dpbusd_epi32(c71, x, b1)
         b += NR * 4
-    _mm512_storeu_si512(tile + 0 * NR, c00)
-    _mm512_storeu_si512(tile + 0 * NR + 16, c01)
-    _mm512_storeu_si512(tile + 1 * NR, c10)
-    _mm512_storeu_si512(tile + 1 * NR + 16, c11)
-    _mm512_storeu_si512(tile + 2 * NR, c20)
-    _mm512_storeu_si512(tile + 2 * NR + 16, c21)
-    _mm512_storeu_si512(tile + 3 * NR, c30)
-    _mm512_storeu_si512(tile + 3 * NR + 16, c31)
-    _mm512_storeu_si512(tile + 4 * NR, c40)
-    _mm512_storeu_si512(tile + 4 * NR + 16, c41)
-    _mm512_storeu_si512(tile + 5 * NR, c50)
-    _mm512_storeu_si512(tile + 5 * NR + 16, c51)
-    _mm512_storeu_si512(tile + 6 * NR, c60)
-    _mm512_storeu_si512(tile + 6 * NR + 16, c61)
+    store_half_row(tile + 0 * NR, c00, c01)
+    store_half_row(tile + 1 * NR, c10, c11)
+    store_half_row(tile + 2 * NR, c20, c21)
+    store_half_row(tile + 3 * NR, c30, c31)
+    store_half_row(tile + 4 * NR, c40, c41)
+    store_half_row(tile + 5 * NR, c50, c51)
+    store_half_row(tile + 6 * NR, c60, c61)
     if rows > 7:
-        _mm512_storeu_si512(tile + 7 * NR, c70)
-        _mm512_storeu_si512(tile + 7 * NR + 16, c71)
+        store_half_row(tile + 7 * NR, c70, c71)
 
 
 cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,

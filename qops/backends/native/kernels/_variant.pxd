@@ -58,7 +58,8 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 
 # The same for MR + 1 or MR + 2 rows into a tile of MR + 2 rows: a whole
 # block (row r at a + r * a_stride) and the one or two rows of a short last
-# block under it (at tail + r * tail_stride), in the passes that suit the
+# block under it (at tail + r * tail_stride, a packed block of MR rows, zero
+# past them, which a variant may read whole), in the passes that suit the
 # variant (run_unit).
 cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,
                            Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
