@@ -11,6 +11,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "too
 from build_helpers import (  # noqa: E402
     QUANTIZE_FLAGS,
     QUANTIZE_VARIANTS,
+    ROUNDING_FLAGS,
     SIMD_VARIANTS,
     compiler_accepts,
     cython_directives,
@@ -42,11 +43,12 @@ def kernel(name, extra_flags=(), package=KERNELS, numpy_headers=False):
 extensions = [kernel("_openmp"), kernel("_qops_pool"), kernel("_small"),
               kernel("_lean", package="qops.backends.native", numpy_headers=True),
               kernel("_outputs", package="qops.backends.native", numpy_headers=True)]
+rounding_flags = ROUNDING_FLAGS if compiler_accepts(ROUNDING_FLAGS) else []
 for variant, flags in SIMD_VARIANTS.items():
     if not os.path.exists(os.path.join(*KERNELS.split("."), f"_qgemm_{variant}.pyx")):
         continue
     if compiler_accepts(flags):
-        extensions.append(kernel(f"_qgemm_{variant}", flags))
+        extensions.append(kernel(f"_qgemm_{variant}", flags + rounding_flags))
     else:
         print(f"qops build: compiler rejects {' '.join(flags)}; no {variant} kernels",
               file=sys.stderr)

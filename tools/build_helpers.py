@@ -8,11 +8,11 @@
 * Otherwise: ``-O3`` and Cython checks off (the Python layer validates every
   index before a kernel runs).
 * SIMD variants: each GEMM variant is its own extension compiled with its
-  own instruction-set flags (``SIMD_VARIANTS``); a variant whose flags the
-  compiler rejects is left out, and the portable one is always built.  Which
-  one runs is decided at import from the CPU's features.  The quantize /
-  dequantize kernels are built for the same variants (but AMX, which adds
-  nothing to them), plus ``QUANTIZE_FLAGS``.
+  own instruction-set flags (``SIMD_VARIANTS``) plus ``ROUNDING_FLAGS``; a
+  variant whose flags the compiler rejects is left out, and the portable one
+  is always built.  Which one runs is decided at import from the CPU's
+  features.  The quantize / dequantize kernels are built for the same
+  variants (but AMX, which adds nothing to them), plus ``QUANTIZE_FLAGS``.
 """
 
 from __future__ import annotations
@@ -100,12 +100,17 @@ SIMD_VARIANTS = {
 }
 
 
+#: Extra flags of every kernel that computes in floats (the GEMM variants'
+#: epilogues, the quantize kernels): ``-ffp-contract=off`` keeps every product
+#: and sum rounded on its own, as the rules and NumPy have them (no fused
+#: multiply-add, which GCC otherwise forms wherever -mfma allows).
+ROUNDING_FLAGS = ["-ffp-contract=off"]
+
 #: Extra flags of the quantize / dequantize kernels.  ``-fno-trapping-math``
 #: lets the compiler turn their float selects (clamps, NaN tests) into vector
 #: blends; no kernel reads the floating-point exception flags, and results do
-#: not change.  ``-ffp-contract=off`` keeps every product and sum rounded on
-#: its own, as NumPy computes them (no fused multiply-add).
-QUANTIZE_FLAGS = ["-fno-trapping-math", "-ffp-contract=off"]
+#: not change.
+QUANTIZE_FLAGS = ["-fno-trapping-math"] + ROUNDING_FLAGS
 
 #: The variants the quantize kernels are built for.
 QUANTIZE_VARIANTS = ("portable", "avx2", "avx512vnni")

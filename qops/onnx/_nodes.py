@@ -317,8 +317,11 @@ def matmul_integer_to_float(inputs, attributes, opset):
     a_zero_point, b_zero_point, bias (a 1-D bias of N adds to every row).
 
     onnxruntime takes A and B of two 8-bit types; DirectML's operator takes
-    one type for both, so such a pair runs as int16 operands, whose values
-    and so whose exact sums are the same."""
+    one type for both.  Such a pair runs in one type: the smaller operand
+    and its zero point go to the other's type by ``x ^ 0x80`` (uint8 x to
+    int8 x - 128, and back), which leaves every difference from the zero
+    point, and so every exact sum, as it was.  Other pairs of two types run
+    as int16 operands, whose values are the same."""
     a, b, a_scale, b_scale, a_zero_point, b_zero_point, bias = (list(inputs) + [None] * 7)[:7]
     if a is None or b is None:
         raise ValidationError("MatMulIntegerToFloat: A and B are required",
@@ -326,7 +329,13 @@ def matmul_integer_to_float(inputs, attributes, opset):
     a2, b2, rank, final = _matmul_operands("MatMulIntegerToFloat", a, b)
     a_zero_point = None if a_zero_point is None else np.asarray(a_zero_point)
     b_zero_point = None if b_zero_point is None else np.asarray(b_zero_point)
-    if a2.dtype != b2.dtype:
+    bytes_ = (np.dtype(np.uint8), np.dtype(np.int8))
+    if a2.dtype != b2.dtype and a2.dtype in bytes_ and b2.dtype in bytes_:
+        if a2.size <= b2.size:
+            a2, a_zero_point = _other_byte_type(a2, a_zero_point)
+        else:
+            b2, b_zero_point = _other_byte_type(b2, b_zero_point)
+    elif a2.dtype != b2.dtype:
         a2, b2 = a2.astype(np.int16), b2.astype(np.int16)
         a_zero_point = None if a_zero_point is None else a_zero_point.astype(np.int16)
         b_zero_point = None if b_zero_point is None else b_zero_point.astype(np.int16)
@@ -336,6 +345,15 @@ def matmul_integer_to_float(inputs, attributes, opset):
         b_scale=_row_parameter(b_scale, rank, False),
         b_zero_point=_row_parameter(b_zero_point, rank, False), bias=bias)
     return [y.reshape(final)]
+
+
+def _other_byte_type(x, zero_point):
+    """uint8 x and its zero point (0 when absent) as int8 x - 128, or int8 as
+    uint8 x + 128: their differences are unchanged."""
+    other = np.int8 if x.dtype == np.uint8 else np.uint8
+    zero_point = np.zeros((), x.dtype) if zero_point is None else zero_point
+    return tuple(np.bitwise_xor(np.ascontiguousarray(value).view(np.uint8), 0x80).view(other)
+                 for value in (x, zero_point))
 
 
 def _pooling_input(op_type, x, channels_last):

@@ -138,26 +138,33 @@ def _run_ort(inputs, output_dtype):
 
 
 @pytest.mark.parametrize("a_type, b_type", [(np.uint8, np.uint8), (np.int8, np.int8),
-                                            (np.uint8, np.int8)])
+                                            (np.uint8, np.int8), (np.int8, np.uint8)])
+@pytest.mark.parametrize("rows", [6, 40])
+@pytest.mark.parametrize("zero_points", [True, False])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_matmul_integer_to_float_through_qops_onnx_and_onnxruntime(a_type, b_type, with_bias):
+def test_matmul_integer_to_float_through_qops_onnx_and_onnxruntime(a_type, b_type, rows,
+                                                                   zero_points, with_bias):
     """com.microsoft MatMulIntegerToFloat through ``qops.onnx.run_node`` and
     the reference evaluator equals the stated rule; onnxruntime is compared
-    where it is exact (a mixed uint8 x int8 pair runs on qops as int16
-    operands, exactly)."""
+    where it is exact.  A mixed pair runs on qops in one type, the smaller
+    operand (A of 2 x 6 rows, B beside 2 x 40) and its zero point moved to
+    the other's, an absent zero point as 0."""
     pytest.importorskip("onnx")
     import qops.onnx
     from onnx.reference import ReferenceEvaluator
 
     rng = np.random.default_rng(7)
-    a = rng.integers(np.iinfo(a_type).min, np.iinfo(a_type).max + 1, (2, 6, 70)).astype(a_type)
+    a = rng.integers(np.iinfo(a_type).min, np.iinfo(a_type).max + 1,
+                     (2, rows, 70)).astype(a_type)
     b = rng.integers(np.iinfo(b_type).min, np.iinfo(b_type).max + 1, (70, 24)).astype(b_type)
+    b_zero = rng.integers(0, 5, 24).astype(b_type)
     inputs = {"A": a, "B": b, "a_scale": np.float32(0.0173),
               "b_scale": rng.uniform(0.001, 0.02, 24).astype(np.float32),
-              "a_zero_point": a_type(3), "b_zero_point": rng.integers(0, 5, 24).astype(b_type),
+              "a_zero_point": a_type(3) if zero_points else None,
+              "b_zero_point": b_zero if zero_points else None,
               "bias": rng.standard_normal(24).astype(np.float32) if with_bias else None}
-    want = stated(a, inputs["a_scale"], 3, b[None], inputs["b_scale"], inputs["b_zero_point"],
-                  inputs["bias"], np.float32)
+    want = stated(a, inputs["a_scale"], inputs["a_zero_point"], b[None], inputs["b_scale"],
+                  inputs["b_zero_point"], inputs["bias"], np.float32)
     node, model = _ort_model(inputs, np.float32)
     names = ("A", "B", "a_scale", "b_scale", "a_zero_point", "b_zero_point", "bias")
     (got,) = qops.onnx.run_node(node, [inputs[n] for n in names[:len(node.input)]])

@@ -21,8 +21,9 @@ from qops.backends.contract import Prepared, run_prepared
 from qops.backends.native import variants
 from qops.registry import dtypes as _dtypes
 
-__all__ = ["prepare_matmul", "prepare_convolution", "prepare_pointwise", "prepare_depthwise",
-           "run_matmul", "run_convolution", "run_pointwise", "run_depthwise", "threads_for",
+__all__ = ["prepare_matmul", "prepare_integer_to_float", "prepare_convolution",
+           "prepare_pointwise", "prepare_depthwise", "run_matmul", "run_integer_to_float",
+           "run_convolution", "run_pointwise", "run_depthwise", "threads_for",
            "WORK_PER_THREAD", "fits_int32", "is_pointwise", "is_depthwise"]
 
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
@@ -116,8 +117,11 @@ def prepare_matmul(call, variant=None):
 
     a_index, b_index = batch_index(a), batch_index(b)
     a_flip, b_flip = _signed(a), not _signed(b)
-    # MATRIX_MULTIPLY_INTEGER: the exact products as int32, 4 bytes each.
-    raw = call.output_dtype == np.int32
+    # MATRIX_MULTIPLY_INTEGER: the exact products as int32, 4 bytes each;
+    # MATRIX_MULTIPLY_INTEGER_TO_FLOAT's float32 (prepare_integer_to_float):
+    # the same products through the kernels' float epilogue.
+    to_float = call.output_dtype == np.float32
+    raw = to_float or call.output_dtype == np.int32
     a_shape, b_shape = (-1, rows, depth), (-1, depth, columns)
     out_shape = (-1, rows, columns * (4 if raw else 1))
     low, high = (0, 0) if raw else _range(call.output_dtype)
@@ -127,31 +131,39 @@ def prepare_matmul(call, variant=None):
         zero_points = (
             _vector(arrays["a_zero_point"], rows, np.int32, _FLIP if a_flip else 0),
             _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0))
+        if to_float:
+            bias = arrays.get("bias")
+            return _frozen(zero_points + (_table(multiplier, rows, columns),
+                                          np.zeros((1, columns), np.int32),
+                                          None if bias is None else _vector(
+                                              bias, columns, np.float32)))
         if raw:
             return _frozen(zero_points + (np.ones((1, columns), np.float32),
-                                          np.zeros((1, columns), np.int32)))
+                                          np.zeros((1, columns), np.int32), None))
         out_zero = arrays["output_zero_point"]
         out_zero = (np.zeros((1, 1), np.int32) if out_zero is None
                     else np.asarray(out_zero, np.int32))
         return _frozen(zero_points + (_table(multiplier, rows, columns),
-                                      _table(out_zero, rows, columns)))
+                                      _table(out_zero, rows, columns), None))
 
     def run(call, out, n_threads):
         n_threads = threads_for(work, n_threads)
         arrays = call.arrays
         a = _bytes(arrays["a"]).reshape(a_shape)
         out = out.view(np.uint8).reshape(out_shape)
+        *values, float_bias = call.values
         if call.packed is None:
             # B of this call only: packed during the product, by the threads
             # that multiply it.
-            kernels.matmul(a, a_flip, a_index, None, None, b_index, columns, *call.values, out,
+            kernels.matmul(a, a_flip, a_index, None, None, b_index, columns, *values, out,
                            low, high, n_threads, raw, b_source=_bytes(arrays["b"]).reshape(
-                               b_shape), b_source_flip=b_flip)
+                               b_shape), b_source_flip=b_flip, to_float=to_float,
+                           float_bias=float_bias)
             return
         packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
             _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
-        kernels.matmul(a, a_flip, a_index, packed_b, colsum, b_index, columns, *call.values, out,
-                       low, high, n_threads, raw)
+        kernels.matmul(a, a_flip, a_index, packed_b, colsum, b_index, columns, *values, out,
+                       low, high, n_threads, raw, to_float=to_float, float_bias=float_bias)
 
     return Prepared(run, derive)
 
@@ -161,11 +173,26 @@ def prepare_matmul(call, variant=None):
 _SUM_SLOTS = ("a", "a_zero_point", "b", "b_zero_point")
 
 
+def _column_bias(call):
+    """Whether the call's bias (if any) is one value per column: N values
+    with ones before them, the same for every row and matrix."""
+    bias = call.arrays["bias"]
+    columns = call.output_shape[-1] if call.output_shape else 0
+    return bias is None or (bias.ndim >= 1 and bias.shape[-1] == columns
+                            and bias.size == columns)
+
+
 def prepare_integer_to_float(call, variant=None):
-    """MATRIX_MULTIPLY_INTEGER_TO_FLOAT of 8-bit operands: the GEMM kernels'
-    exact int32 sums (their raw epilogue, as MATRIX_MULTIPLY_INTEGER), then
-    the rule's float steps in NumPy's float32 arithmetic, where each step is
-    one IEEE rounding as the rule states: ``float32(acc) * m``, ``+ bias``."""
+    """MATRIX_MULTIPLY_INTEGER_TO_FLOAT of 8-bit operands on the GEMM kernels.
+
+    A float32 output whose bias (if any) is one per column comes from the
+    kernels' float epilogue: ``float32(acc) * m``, then ``+ bias``, each one
+    IEEE rounding in float32 as the rule states, as the threads finish each
+    tile.  Other outputs (float16, a bias per element) take the kernels'
+    exact int32 sums (their raw epilogue, as MATRIX_MULTIPLY_INTEGER) and the
+    same steps in NumPy's float32 arithmetic."""
+    if call.output_dtype == np.float32 and _column_bias(call):
+        return prepare_matmul(call, variant)
     sums_call = dataclasses.replace(call, arrays={n: call.arrays[n] for n in _SUM_SLOTS},
                                     output_dtype=np.dtype(np.int32), checked=None, values=None)
     sums = prepare_matmul(sums_call, variant)
@@ -212,11 +239,11 @@ def _narrowed(array, zero_point):
 
 
 def prepare_integer_to_float_16(call, variant=None, exact=None):
-    """16-bit operands whose values (and zero points) are 8-bit ones, as
-    onnxruntime's uint8 x int8 pairs are once widened to one type: narrowed
-    per call and run as 8-bit operands on the GEMM kernels, each side in the
-    type its values fit; other values go to ``exact(call, out, n_threads)``
-    (the reference)."""
+    """16-bit operands whose values (and zero points) are 8-bit ones (a
+    uint8 x int8 pair widened to one type for the page's constraint):
+    narrowed per call and run as 8-bit operands on the GEMM kernels, each
+    side in the type its values fit; other values go to
+    ``exact(call, out, n_threads)`` (the reference)."""
 
     def run(call, out, n_threads):
         arrays = call.arrays
@@ -477,6 +504,7 @@ def prepare_depthwise(call, variant=None):
 #: A validated call run once, on a named variant with ``variant=`` (the tests
 #: run every variant so).
 run_matmul = run_prepared(prepare_matmul)
+run_integer_to_float = run_prepared(prepare_integer_to_float)
 run_convolution = run_prepared(prepare_convolution)
 run_pointwise = run_prepared(prepare_pointwise)
 run_depthwise = run_prepared(prepare_depthwise)

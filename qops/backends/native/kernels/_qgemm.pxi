@@ -40,6 +40,8 @@ import numpy as np
 from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms,
+    exact_line,
+    exact_row_line,
     packs_clamp_exactly,
     requantize,
     requantize_line,
@@ -159,6 +161,11 @@ cdef struct Epilogue:
     # MATRIX_MULTIPLY_INTEGER; the glue runs them here only when K proves the
     # value fits).  The output is then int32: strides count elements of 4 bytes.
     bint raw
+    # to_float (with raw): write float32(value) * multiplier[r, c], plus
+    # float_bias[c] when given, as float32 instead (MATRIX_MULTIPLY_INTEGER_TO_FLOAT's
+    # rule, each step rounded once: the kernels are built without contraction).
+    bint to_float
+    const float* float_bias
 
 
 cdef inline Py_ssize_t ceil_div(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
@@ -786,7 +793,7 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
                      and (inside or not (unit.by_tile or unit.by_rows)))
     unit.bytes = corner if unit.in_place else scratch + SLOT_UNIT_OFFSET
     unit.pitch = out_row_stride if unit.in_place else TILE_COLUMNS
-    if not e.narrow or e.raw:
+    if not e.narrow:
         return
     # Per-column vectors (a per-row epilogue's bias, multipliers and zero
     # points are the rows': only the column sums are read then).
@@ -966,6 +973,64 @@ cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t
                             e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
 
 
+cdef inline void raw_rows(const int32_t* tile, Py_ssize_t tile_pitch, Py_ssize_t row0,
+                          Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
+                          const uint32_t* column_term, const uint32_t* column_sum,
+                          const Epilogue* e, const Gemm* gemm) noexcept nogil:
+    """Lines of a raw epilogue's exact values (cols <= TILE_COLUMNS) straight
+    into the output, as int32 or, with to_float, as float32."""
+    cdef int32_t values[TILE_COLUMNS]
+    cdef Py_ssize_t i, r
+    cdef int64_t row_zero
+    cdef uint32_t row_term
+    for i in range(rows):
+        r = row0 + i
+        row_zero = e.row_zero[r * e.row_zero_step]
+        row_term = row_term_of(e, r, row_zero)
+        if e.per_row:
+            exact_row_line(tile + i * tile_pitch, values, cols, per_row_term(e, r, row_term),
+                           <uint32_t>row_zero, column_sum)
+        else:
+            exact_line(tile + i * tile_pitch, values, cols, column_term, e.column_zero + col0,
+                       column_sum, row_term, <uint32_t>row_zero)
+        if e.to_float:
+            store_float_line(values, cols, r, col0, e, gemm)
+        else:
+            store_int_line(values, cols, r, col0, gemm)
+
+
+cdef inline void store_int_line(const int32_t* values, Py_ssize_t count, Py_ssize_t r,
+                                Py_ssize_t col0, const Gemm* gemm) noexcept nogil:
+    cdef int32_t* out = <int32_t*>gemm.out + r * gemm.out_row_stride + col0 * gemm.out_col_stride
+    cdef Py_ssize_t c, stride = gemm.out_col_stride
+    if stride == 1:
+        memcpy(out, values, count * sizeof(int32_t))
+        return
+    for c in range(count):
+        out[c * stride] = values[c]
+
+
+cdef inline void store_float_line(const int32_t* values, Py_ssize_t count, Py_ssize_t r,
+                                  Py_ssize_t col0, const Epilogue* e,
+                                  const Gemm* gemm) noexcept nogil:
+    """float32(value) * multiplier, then + bias: two roundings, as the rule
+    (and NumPy) has them."""
+    cdef float* out = <float*>gemm.out + r * gemm.out_row_stride + col0 * gemm.out_col_stride
+    cdef const float* multiplier = e.multiplier + r * e.multiplier_step + col0
+    cdef const float* bias = e.float_bias + col0 if e.float_bias != NULL else NULL
+    cdef Py_ssize_t c, stride = gemm.out_col_stride
+    if stride != 1:
+        for c in range(count):
+            out[c * stride] = ((<float>values[c]) * multiplier[c]
+                               + (bias[c] if bias != NULL else 0.0))
+    elif bias != NULL:
+        for c in range(count):
+            out[c] = (<float>values[c]) * multiplier[c] + bias[c]
+    else:
+        for c in range(count):
+            out[c] = (<float>values[c]) * multiplier[c]
+
+
 cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                             Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
                             const UnitOutput* unit) noexcept nogil:
@@ -1008,20 +1073,6 @@ cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
                 e.out_zero[r if e.per_row else r * e.out_zero_step + col], e.low, e.high)
 
 
-cdef void store_sums(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
-                     Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
-                     const Gemm* gemm) noexcept nogil:
-    """The exact values of a tile, as int32, into a raw epilogue's output."""
-    cdef int32_t* out = <int32_t*>gemm.out
-    cdef Py_ssize_t i, r, c, col
-    for i in range(rows):
-        r = row0 + i
-        for c in range(cols):
-            col = col0 + c
-            out[r * gemm.out_row_stride + col * gemm.out_col_stride] = <int32_t>wide_value(
-                tile, i, c, r, col, e)
-
-
 cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
                       const Epilogue* e, const Gemm* gemm, const UnitOutput* unit) noexcept nogil:
     """A micro-tile's sums S (the whole K, as int32: int32 values when the
@@ -1037,7 +1088,11 @@ cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
     if unit.by_rows:
         requantize_unit_rows(tile, row0, col0, e, gemm, unit)
         return
-    if e.narrow and not e.raw:
+    if e.raw:
+        raw_rows(tile, NR, row0, rows, col0, cols, unit.column_term + col0 - unit.col0,
+                 unit.column_sum + col0 - unit.col0, e, gemm)
+        return
+    if e.narrow:
         requantize_narrow(tile, row0, rows, col0, cols, e, unit)
         return
     for i in range(MR * NR):
@@ -1050,10 +1105,7 @@ cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t co
                              const UnitOutput* unit) noexcept nogil:
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
-    if e.raw:
-        store_sums(tile, row0, rows, col0, cols, e, gemm)
-    else:
-        requantize_wide(tile, row0, rows, col0, cols, e, unit)
+    requantize_wide(tile, row0, rows, col0, cols, e, unit)
 
 
 cdef enum:
@@ -1163,7 +1215,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                gemm.out + p * MR * gemm.out_row_stride + q * NR
                if gemm.out_col_stride == 1 else NULL,
                gemm.out_row_stride, p_end * MR <= gemm.m and q_end * NR <= gemm.n)
-    cdef bint whole_rows = narrow and not e.raw and not unit.by_tile and not unit.by_rows
+    cdef bint whole_rows = narrow and not unit.by_tile and not unit.by_rows
     if blocks <= 1:
         # One block.  With int32 values, each micro-tile's sums go into the
         # rows of the unit's columns (the scratch of the sums across blocks,
@@ -1232,7 +1284,10 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                 for i in range(MR):
                     memcpy(sums32 + i * TILE_COLUMNS + (qi - q) * NR, tile + i * NR,
                            NR * sizeof(int32_t))
-            if whole_rows:
+            if whole_rows and e.raw:
+                raw_rows(sums32, TILE_COLUMNS, ri * MR, rows_here, unit.col0, columns,
+                         unit.column_term, unit.column_sum, e, gemm)
+            elif whole_rows:
                 narrow_rows(sums32, TILE_COLUMNS,
                             unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
                             rows_here, unit.col0, columns, unit.column_term, unit.column_sum, e)
@@ -1563,7 +1618,7 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
            uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
            bint per_row=False, bias=None, a_row_sums=None, b_source=None,
-           bint b_source_flip=False):
+           bint b_source_flip=False, bint to_float=False, float_bias=None):
     """out[i] <- requantized a[a_index[i]] @ b[b_index[i]] for every output matrix i.
 
     B comes packed (b_packed and b_colsum, from pack_b_batches: a compiled
@@ -1573,7 +1628,9 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     as B' = B ^ 0x80, as pack_b_batches' flip).  A is read in place (a_flip:
     int8, read as A' = A ^ 0x80).  multiplier and out_zero are (1 or M) x N
     tables.  With raw, out holds the exact int32 products (M x 4N bytes per
-    matrix) and multiplier, out_zero, low and high are not read.
+    matrix) and multiplier, out_zero, low and high are not read; with
+    to_float as well, it holds float32(product) * multiplier (+ float_bias,
+    float32, N, when given) as float32 (MATRIX_MULTIPLY_INTEGER_TO_FLOAT).
 
     per_row: the requantization belongs to the rows (a pointwise convolution
     as filter x image, whose rows are output channels): multiplier and
@@ -1623,6 +1680,15 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
         colsum_start = &b_colsum[0, 0]
     check_matmul(a, a_index, b_batches, b_index, n, row_zero, col_zero, multiplier, out_zero,
                  out, raw, per_row, bias, a_row_sums)
+    cdef const float[::1] float_bias_view
+    e.to_float = to_float
+    e.float_bias = NULL
+    if to_float:
+        if not raw or per_row or (float_bias is not None and np.shape(float_bias) != (n,)):
+            raise ValueError("matmul: to_float takes raw sums, no per_row, and N float biases")
+        if float_bias is not None:
+            float_bias_view = float_bias
+            e.float_bias = &float_bias_view[0]
     buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_start, b_stride,
                            colsum_start, colsum_stride, b_index, n, row_zero, col_zero,
                            multiplier, out_zero, out, low, high, raw, n_threads, per_row, bias,
@@ -2296,6 +2362,8 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     e.row_sums_given = False
     e.narrow = fits_int32(e.k, largest_bias)
     e.raw = raw
+    e.to_float = False
+    e.float_bias = NULL
     if raw and not e.narrow:
         raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
     return terms, keep

@@ -10,7 +10,8 @@
 # zero-point corrections, in loops the compiler vectorizes, for sums the
 # caller has proved fit int32: `requantize_line` with per-column vectors,
 # `requantize_sums` with one term, `requantize_row_line` with the row's
-# bias, multiplier and zero point.
+# bias, multiplier and zero point.  `exact_line` and `exact_row_line` give
+# the values of the first and last unrequantized, for the raw epilogue.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
@@ -121,6 +122,29 @@ cdef inline void requantize_row_line(const int32_t* sums, uint8_t* result, Py_ss
                 * multiplier, floor_value, ceiling_value) + zero_point
         narrow_line(values, result + first, n)
         first = first + n
+
+
+cdef inline void exact_line(const int32_t* sums, int32_t* values, Py_ssize_t count,
+                            const uint32_t* column_term, const int32_t* column_zero,
+                            const uint32_t* column_sum, uint32_t row_term,
+                            uint32_t row_zero) noexcept nogil:
+    """values[c] <- sums[c] + column_term[c] - column_zero[c] * row_term
+    - row_zero * column_sum[c], the value `requantize_line` requantizes,
+    unrequantized (a raw epilogue's); modulo 2**32, for values that fit int32."""
+    cdef Py_ssize_t c
+    for c in range(count):
+        values[c] = <int32_t>(<uint32_t>sums[c] + column_term[c]
+                              - (<uint32_t>column_zero[c]) * row_term - row_zero * column_sum[c])
+
+
+cdef inline void exact_row_line(const int32_t* sums, int32_t* values, Py_ssize_t count,
+                                uint32_t term, uint32_t row_zero,
+                                const uint32_t* column_sum) noexcept nogil:
+    """values[c] <- sums[c] + term - row_zero * column_sum[c], the value
+    `requantize_row_line` requantizes, unrequantized."""
+    cdef Py_ssize_t c
+    for c in range(count):
+        values[c] = <int32_t>(<uint32_t>sums[c] + term - row_zero * column_sum[c])
 
 
 cdef struct TileTerms:

@@ -1,5 +1,6 @@
 """CONVOLUTION_INTEGER and MATRIX_MULTIPLY_INTEGER on the GEMM kernels' raw
-(int32) epilogue, for every SIMD variant and thread count."""
+(int32) epilogue, and MATRIX_MULTIPLY_INTEGER_TO_FLOAT on its float32 form,
+for every SIMD variant and thread count."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
-from qops.ops import integer
+from qops.ops import integer, integer_to_float
 
 
 def _exact_matmul(slots):
@@ -78,6 +79,84 @@ def test_raw_sums_of_a_last_block_of_one_or_two_rows(variant, a_type, depth, mon
         for n_threads in (1, 2):
             got = run_variant(_native.run_matmul, call, variant, n_threads)
             assert np.array_equal(got, expected), (rows, n_threads)
+
+def _stated_to_float(slots):
+    """The rule in NumPy's float32, one rounding per step: float32(acc), times
+    float32(a_scale * b_scale), plus the bias."""
+    acc = _exact_matmul(slots).astype(np.float32)
+    multiplier = np.multiply(slots["a_scale"], slots["b_scale"], dtype=np.float32)
+    value = np.multiply(acc, multiplier, dtype=np.float32)
+    return value if slots.get("bias") is None else np.add(value, slots["bias"], dtype=np.float32)
+
+
+@st.composite
+def integer_to_float_calls(draw):
+    """Products over the float epilogue's paths: up to 3 unit rows of tiles
+    and tails of 1 to 5 rows, several units of columns, K past one block
+    (1024), scales per tensor, row or column, and a bias per column (the
+    kernels' epilogue), per element (NumPy's steps after the raw sums) or
+    none."""
+    rows = draw(st.integers(1, 140))
+    depth = draw(st.one_of(st.integers(1, 80), st.integers(1000, 1300)))
+    columns = draw(st.integers(1, 300))
+    a_type = b_type = draw(st.sampled_from(TYPES))  # one type for both, as the page has it
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    slots = dict(
+        a=random_values(rng, (rows, depth), a_type),
+        a_scale=(rng.uniform(0.5, 2, (rows, 1) if draw(st.booleans()) else (1, 1))
+                 * 2.0 ** -10).astype(np.float32),
+        b=random_values(rng, (depth, columns), b_type),
+        b_scale=(rng.uniform(0.5, 2, (1, columns) if draw(st.booleans()) else (1, 1))
+                 * 2.0 ** -6).astype(np.float32))
+    if draw(st.booleans()):
+        slots["a_zero_point"] = random_values(rng, (1, 1), a_type)
+    if draw(st.booleans()):
+        slots["b_zero_point"] = random_values(rng, (1, columns), b_type)
+    bias = draw(st.sampled_from(["none", "column", "element"]))
+    if bias != "none":
+        slots["bias"] = rng.standard_normal(
+            (columns,) if bias == "column" else (rows, columns)).astype(np.float32)
+    return slots
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=30, deadline=None)
+@given(slots=integer_to_float_calls())
+def test_integer_to_float_every_variant_matches_the_rule(slots, n_threads):
+    call = integer_to_float.prepare(slots, {})
+    full = dict({"a_zero_point": None, "b_zero_point": None, "bias": None}, **slots)
+    expected = _stated_to_float(full)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_native, "WORK_PER_THREAD", 1)  # two threads on small products too
+        for variant in VARIANTS:
+            got = run_variant(_native.run_integer_to_float, call, variant, n_threads)
+            assert got.dtype == np.float32
+            assert np.array_equal(got.view(np.uint32), expected.view(np.uint32)), variant
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_the_float_epilogue_rounds_the_product_before_the_bias(variant, n_threads,
+                                                              monkeypatch):
+    """acc = 127 * 66053 = 8388731, odd and in [2**23, 2**24), times
+    1 + 2**-23 is 8388732.0000147: float32 rounds it to 8388732, and the
+    bias -8388732 then gives 0.  A fused multiply-add (one rounding) would
+    give 0.0000147: the kernels are built without contraction."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    depth, rows, columns = 600, 7, 20
+    column = np.zeros(depth, np.int8)
+    column[:520], column[520] = 127, 13
+    multiplier = np.float32(1 + 2.0 ** -23)
+    product = np.float32(np.float32(8388731) * multiplier)
+    slots = dict(a=np.full((rows, depth), 127, np.int8), a_scale=multiplier,
+                 b=np.repeat(column[:, None], columns, axis=1), b_scale=np.float32(1),
+                 bias=np.full(columns, -product, np.float32))
+    assert 127 * int(column.astype(np.int64).sum()) == 8388731
+    assert 8388731 * (1 + 2.0 ** -23) - float(product) > 1e-5  # the case tells them apart
+    call = integer_to_float.prepare(slots, {})
+    got = run_variant(_native.run_integer_to_float, call, variant, n_threads)
+    assert np.array_equal(got, np.zeros((rows, columns), np.float32))
+
 
 @st.composite
 def convolution_integer_calls(draw):
