@@ -176,6 +176,52 @@ def test_matmul_integer_to_float_through_qops_onnx_and_onnxruntime(a_type, b_typ
     assert "MatMulIntegerToFloat" in qops.onnx.supported_operators("com.microsoft")
 
 
+@pytest.mark.parametrize("form", ["per-row zero point", "1-d A", "strided A", "B moved"])
+def test_a_mixed_pair_runs_in_one_type_exactly(form):
+    """uint8 A with int8 B through ``qops.onnx``: the smaller operand and its
+    zero point go to the other's type whatever their form (a zero point per
+    row of A, a 1-D A, a strided view of A, B the smaller), and the result
+    is the stated rule's."""
+    pytest.importorskip("onnx")
+    import qops.onnx
+
+    rng = np.random.default_rng(11)
+    rows = 400 if form == "B moved" else 5
+    a = rng.integers(0, 256, (rows, 140 if form == "strided A" else 70)).astype(np.uint8)
+    a = a[:, ::2] if form == "strided A" else a
+    b = rng.integers(-128, 128, (70, 24)).astype(np.int8)
+    a_zero = (rng.integers(0, 256, rows).astype(np.uint8) if form == "per-row zero point"
+              else np.uint8(131))
+    if form == "1-d A":
+        a = a[0]
+    inputs = {"A": a, "B": b, "a_scale": np.float32(0.0173),
+              "b_scale": rng.uniform(0.001, 0.02, 24).astype(np.float32),
+              "a_zero_point": a_zero, "b_zero_point": rng.integers(-3, 3, 24).astype(np.int8),
+              "bias": rng.standard_normal(24).astype(np.float32)}
+    node, _ = _ort_model(inputs, np.float32)
+    (got,) = qops.onnx.run_node(node, [inputs[n] for n in ITF_INPUTS])
+    a_rows = a[None] if a.ndim == 1 else a
+    a_zero_rows = a_zero.reshape(-1, 1) if np.ndim(a_zero) else a_zero
+    want = stated(a_rows, inputs["a_scale"], a_zero_rows, b, inputs["b_scale"],
+                  inputs["b_zero_point"], inputs["bias"], np.float32).reshape(got.shape)
+    assert got.shape == ((24,) if a.ndim == 1 else (rows, 24))
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_a_mixed_pair_refuses_a_zero_point_of_another_type():
+    pytest.importorskip("onnx")
+    import qops.onnx
+
+    inputs = {"A": np.zeros((2, 8), np.uint8), "B": np.zeros((8, 3), np.int8),
+              "a_scale": np.float32(1), "b_scale": np.float32(1),
+              "a_zero_point": np.int32(3), "b_zero_point": None, "bias": None}
+    node, _ = _ort_model(inputs, np.float32)
+    with pytest.raises(qops.ValidationError, match="a_zero_point is int32; it must have A's "
+                                                   "type, uint8") as raised:
+        qops.onnx.run_node(node, [inputs[n] for n in ITF_INPUTS[:len(node.input)]])
+    assert raised.value.slot == "a_zero_point"
+
+
 def _call(**changes):
     rng = np.random.default_rng(3)
     call = dict(a=rng.integers(0, 256, (4, 6)).astype(np.uint8), a_scale=0.5,

@@ -977,9 +977,11 @@ cdef inline void raw_rows(const int32_t* tile, Py_ssize_t tile_pitch, Py_ssize_t
                           Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
                           const uint32_t* column_term, const uint32_t* column_sum,
                           const Epilogue* e, const Gemm* gemm) noexcept nogil:
-    """Lines of a raw epilogue's exact values (cols <= TILE_COLUMNS) straight
-    into the output, as int32 or, with to_float, as float32."""
-    cdef int32_t values[TILE_COLUMNS]
+    """A tile's lines of a raw epilogue's exact values (cols <= NR) straight
+    into the output, as int32 or, with to_float, as float32.  (Raw tiles
+    take this per tile rather than run_unit's whole rows, so that a last
+    one or two rows go with the block above them.)"""
+    cdef int32_t values[NR]
     cdef Py_ssize_t i, r
     cdef int64_t row_zero
     cdef uint32_t row_term
@@ -1014,16 +1016,14 @@ cdef inline void store_float_line(const int32_t* values, Py_ssize_t count, Py_ss
                                   Py_ssize_t col0, const Epilogue* e,
                                   const Gemm* gemm) noexcept nogil:
     """float32(value) * multiplier, then + bias: two roundings, as the rule
-    (and NumPy) has them."""
-    cdef float* out = <float*>gemm.out + r * gemm.out_row_stride + col0 * gemm.out_col_stride
+    (and NumPy) has them.  to_float is matmul's alone, whose output rows are
+    contiguous (out_col_stride 1)."""
+    cdef float* out = <float*>gemm.out + r * gemm.out_row_stride + col0
     cdef const float* multiplier = e.multiplier + r * e.multiplier_step + col0
-    cdef const float* bias = e.float_bias + col0 if e.float_bias != NULL else NULL
-    cdef Py_ssize_t c, stride = gemm.out_col_stride
-    if stride != 1:
-        for c in range(count):
-            out[c * stride] = ((<float>values[c]) * multiplier[c]
-                               + (bias[c] if bias != NULL else 0.0))
-    elif bias != NULL:
+    cdef const float* bias
+    cdef Py_ssize_t c
+    if e.float_bias != NULL:
+        bias = e.float_bias + col0
         for c in range(count):
             out[c] = (<float>values[c]) * multiplier[c] + bias[c]
     else:
@@ -1215,7 +1215,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                gemm.out + p * MR * gemm.out_row_stride + q * NR
                if gemm.out_col_stride == 1 else NULL,
                gemm.out_row_stride, p_end * MR <= gemm.m and q_end * NR <= gemm.n)
-    cdef bint whole_rows = narrow and not unit.by_tile and not unit.by_rows
+    cdef bint whole_rows = narrow and not e.raw and not unit.by_tile and not unit.by_rows
     if blocks <= 1:
         # One block.  With int32 values, each micro-tile's sums go into the
         # rows of the unit's columns (the scratch of the sums across blocks,
@@ -1284,10 +1284,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                 for i in range(MR):
                     memcpy(sums32 + i * TILE_COLUMNS + (qi - q) * NR, tile + i * NR,
                            NR * sizeof(int32_t))
-            if whole_rows and e.raw:
-                raw_rows(sums32, TILE_COLUMNS, ri * MR, rows_here, unit.col0, columns,
-                         unit.column_term, unit.column_sum, e, gemm)
-            elif whole_rows:
+            if whole_rows:
                 narrow_rows(sums32, TILE_COLUMNS,
                             unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
                             rows_here, unit.col0, columns, unit.column_term, unit.column_sum, e)
@@ -1683,6 +1680,8 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     cdef const float[::1] float_bias_view
     e.to_float = to_float
     e.float_bias = NULL
+    if float_bias is not None and not to_float:
+        raise ValueError("matmul: float_bias is for to_float")
     if to_float:
         if not raw or per_row or (float_bias is not None and np.shape(float_bias) != (n,)):
             raise ValueError("matmul: to_float takes raw sums, no per_row, and N float biases")

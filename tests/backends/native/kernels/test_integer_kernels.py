@@ -85,42 +85,60 @@ def _stated_to_float(slots):
     float32(a_scale * b_scale), plus the bias."""
     acc = _exact_matmul(slots).astype(np.float32)
     multiplier = np.multiply(slots["a_scale"], slots["b_scale"], dtype=np.float32)
-    value = np.multiply(acc, multiplier, dtype=np.float32)
-    return value if slots.get("bias") is None else np.add(value, slots["bias"], dtype=np.float32)
+    with np.errstate(over="ignore"):
+        value = np.multiply(acc, multiplier, dtype=np.float32)
+        return (value if slots.get("bias") is None
+                else np.add(value, slots["bias"], dtype=np.float32))
 
 
 @st.composite
 def integer_to_float_calls(draw):
     """Products over the float epilogue's paths: up to 3 unit rows of tiles
     and tails of 1 to 5 rows, several units of columns, K past one block
-    (1024), scales per tensor, row or column, and a bias per column (the
-    kernels' epilogue), per element (NumPy's steps after the raw sums) or
-    none."""
+    (1024), batches broadcasting either way, scales and zero points per
+    tensor, row or column, and a bias per column (the kernels' epilogue),
+    per element (NumPy's steps after the raw sums) or none.  Scales may make
+    the multiplier 0 or the products overflow to infinity, and a bias may
+    hold -0.0 (N = 1 too)."""
     rows = draw(st.integers(1, 140))
     depth = draw(st.one_of(st.integers(1, 80), st.integers(1000, 1300)))
-    columns = draw(st.integers(1, 300))
-    a_type = b_type = draw(st.sampled_from(TYPES))  # one type for both, as the page has it
+    columns = draw(st.one_of(st.just(1), st.integers(1, 300)))
+    batch = draw(st.sampled_from([(), (2,), (2, 3)]))
+    a_batch = tuple(size if draw(st.booleans()) else 1 for size in batch)
+    b_batch = tuple(size if draw(st.booleans()) else 1 for size in batch)
+    ones = (1,) * len(batch)
+    dtype = draw(st.sampled_from(TYPES))  # one type for both, as the page has it
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    per_row, per_column = draw(st.booleans()), draw(st.booleans())
+    # Mostly ordinary scales; else a multiplier that underflows to 0 (2**-160:
+    # the products are then +-0) or products past float32's range (infinities).
+    magnitude = draw(st.sampled_from([-10, -10, -10, -80, 120]))
     slots = dict(
-        a=random_values(rng, (rows, depth), a_type),
-        a_scale=(rng.uniform(0.5, 2, (rows, 1) if draw(st.booleans()) else (1, 1))
-                 * 2.0 ** -10).astype(np.float32),
-        b=random_values(rng, (depth, columns), b_type),
-        b_scale=(rng.uniform(0.5, 2, (1, columns) if draw(st.booleans()) else (1, 1))
-                 * 2.0 ** -6).astype(np.float32))
+        a=random_values(rng, a_batch + (rows, depth), dtype),
+        a_scale=(rng.uniform(0.5, 2, ones + ((rows, 1) if per_row else (1, 1)))
+                 * 2.0 ** magnitude).astype(np.float32),
+        b=random_values(rng, b_batch + (depth, columns), dtype),
+        b_scale=(rng.uniform(0.5, 2, ones + ((1, columns) if per_column else (1, 1)))
+                 * 2.0 ** (-80 if magnitude == -80 else -6)).astype(np.float32))
     if draw(st.booleans()):
-        slots["a_zero_point"] = random_values(rng, (1, 1), a_type)
+        slots["a_zero_point"] = random_values(rng, ones + ((rows, 1) if per_row else (1, 1)),
+                                              dtype)
     if draw(st.booleans()):
-        slots["b_zero_point"] = random_values(rng, (1, columns), b_type)
+        slots["b_zero_point"] = random_values(rng, ones + ((1, columns) if per_column else (1, 1)),
+                                              dtype)
     bias = draw(st.sampled_from(["none", "column", "element"]))
+    out_batch = tuple(max(x, y) for x, y in zip(a_batch, b_batch))
     if bias != "none":
-        slots["bias"] = rng.standard_normal(
-            (columns,) if bias == "column" else (rows, columns)).astype(np.float32)
+        values = rng.standard_normal(
+            (columns,) if bias == "column" else out_batch + (rows, columns)).astype(np.float32)
+        if draw(st.booleans()):
+            values[...] = -0.0
+        slots["bias"] = values
     return slots
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(slots=integer_to_float_calls())
 def test_integer_to_float_every_variant_matches_the_rule(slots, n_threads):
     call = integer_to_float.prepare(slots, {})
@@ -156,6 +174,26 @@ def test_the_float_epilogue_rounds_the_product_before_the_bias(variant, n_thread
     call = integer_to_float.prepare(slots, {})
     got = run_variant(_native.run_integer_to_float, call, variant, n_threads)
     assert np.array_equal(got, np.zeros((rows, columns), np.float32))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("columns", [1, 5])
+def test_the_float_epilogue_keeps_the_sign_of_zero(variant, columns):
+    """A multiplier that underflows to 0 (2**-80 * 2**-80) makes every product
+    a signed zero, -0.0 where acc < 0; plus a bias of -0.0 that stays -0.0
+    there and is +0.0 elsewhere (one value or a row of them, N = 1 and 5)."""
+    rng = np.random.default_rng(columns)
+    slots = dict(a=random_values(rng, (9, 40), np.int8), a_scale=np.float32(2.0 ** -80),
+                 b=random_values(rng, (40, columns), np.int8), b_scale=np.float32(2.0 ** -80),
+                 bias=np.full(columns, -0.0, np.float32))
+    slots["a"][0] = 0  # acc = 0 in the first row
+    expected = _stated_to_float(dict(slots, a_zero_point=None, b_zero_point=None))
+    signs = np.signbit(expected)
+    assert signs.any() and not signs.all()  # both zeros are there to tell apart
+    call = integer_to_float.prepare(slots, {})
+    for n_threads in (1, 2):
+        got = run_variant(_native.run_integer_to_float, call, variant, n_threads)
+        assert np.array_equal(got.view(np.uint32), expected.view(np.uint32)), n_threads
 
 
 @st.composite
