@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 import qops
 from qops.backends import dispatch
+from qops.backends.native import pooling as _pooling_native
+from qops.backends.native import variants as _simd
 from qops.ops.pooling import prepare
 
 
@@ -132,6 +134,44 @@ def test_global_pooling_is_the_whole_window(dtype, shape):
                   dilations=(1,) * (x.ndim - 2), start=(0,) * (x.ndim - 2),
                   end=(0,) * (x.ndim - 2), include_padding=False, out_dtype=dtype)
     assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("shape, attributes", [
+    # A global pooling of 140 planes of 49 bytes: runs of planes cut at 64
+    # and where the batch member ends (70 channels).
+    ((2, 70, 7, 7), dict(window_size=(7, 7))),
+    # ResNet's 3 x 3 over 56 columns: whole blocks of the short-row loops.
+    ((1, 3, 56, 56), dict(window_size=(3, 3), start_padding=(1, 1), end_padding=(1, 1))),
+    ((1, 2, 57, 61), dict(window_size=(3, 3), strides=(2, 2), dilations=(2, 2),
+                          start_padding=(2, 1), end_padding=(0, 3), include_padding=True)),
+    ((1, 2, 57, 61), dict(window_size=(3, 3), strides=(2, 2), dilations=(2, 2),
+                          start_padding=(2, 1), end_padding=(0, 3))),
+    ((1, 2, 30, 40), dict(window_size=(1, 7), strides=(1, 3), start_padding=(0, 3),
+                          end_padding=(0, 5))),
+    ((1, 2, 5, 20, 37), dict(window_size=(2, 3, 3), strides=(1, 2, 1),
+                             start_padding=(1, 1, 1), end_padding=(0, 1, 2))),
+])
+def test_every_variant_pools_long_rows_as_the_reference(variant, dtype, shape, attributes):
+    """The kernels of every quantize variant on rows and planes longer than
+    the vectors of their loops, per-channel parameters, against the NumPy
+    reference, on one thread and two."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(len(shape) + shape[-1])
+    channels = shape[1]
+    call = dict(input=rng.integers(info.min, info.max + 1, shape).astype(dtype),
+                input_scale=rng.uniform(0.005, 0.05, channels).astype(np.float32),
+                input_zero_point=rng.integers(info.min, info.max + 1, channels).astype(dtype),
+                output_scale=rng.uniform(0.005, 0.05, channels).astype(np.float32),
+                output_zero_point=rng.integers(info.min, info.max + 1, channels).astype(dtype))
+    validated = prepare(call, attributes)
+    want = dispatch.execute(validated, 1, implementation="reference")
+    prepared = _pooling_native.prepare_average_pooling(validated, variant)
+    for n_threads in (1, 2):
+        got = np.empty_like(want)
+        prepared.run_once(validated, got, n_threads)
+        assert np.array_equal(got, want), n_threads
 
 
 POOL_INPUTS = ["X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"]

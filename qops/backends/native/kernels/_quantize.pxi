@@ -18,6 +18,7 @@ import numpy as np
 
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
+from libc.string cimport memset
 
 from qops.backends.native.kernels._qops_pool cimport run_range
 from qops.backends.native.kernels._rounding cimport round_half_even
@@ -969,10 +970,14 @@ def quantized_add(const uint8_t[::1] a, const Py_ssize_t[::1] a_offset, bint a_s
 #
 # One 3-D pooling (a 2-D one has depth 1) over planes of bytes: int8 input
 # arrives flipped (x ^ 0x80 = x + 128), its zero point shifted to match.
-# Threads share out planes (batch x channel).  Per output row, each window
-# element's run of columns inside the image is added to an int32 row of
-# sums without a branch, so the loop vectorizes when the stride is 1; the
-# glue sends windows of at most 2**23 elements, whose sums of bytes fit.
+# Threads share out planes (batch x channel).  A window's sum is taken in
+# two passes, as the sum of a box is: per output row, the image rows its
+# windows cover are added column by column into a row of column sums, with
+# zeros standing for the padding on either side; then each output's sum
+# adds the window's columns of that row.  A 3 x 3 window costs six additions
+# per output instead of nine, and every loop runs over a whole row without
+# a branch, so it vectorizes.  The glue sends windows of at most 2**23
+# elements, whose sums of bytes fit int32.
 
 cdef extern from *:
     """
@@ -990,7 +995,12 @@ cdef struct PoolJob:
     const double* in_scale
     const double* out_scale
     const int32_t* out_zero
-    int32_t* sums                # a row of sums per thread (slot)
+    # Per thread (slot), at slot * slot_length: a row of column sums
+    # (row_length: start[2] zeros, the image's width, zeros to the last
+    # window), then a row of window sums (out_size[2]).
+    int32_t* rows
+    Py_ssize_t row_length
+    Py_ssize_t slot_length
     uint8_t flip                 # 0x80 for int8 input (read as x + 128), else 0
     bint whole                   # one window that is the whole plane (a global pooling)
     Py_ssize_t channels
@@ -1004,72 +1014,162 @@ cdef struct PoolJob:
     double high
 
 
+cdef enum:
+    # Outputs per pass of the float steps (a local row of int32 results,
+    # then narrowed to bytes: each loop one element width).
+    POOL_CHUNK = 64
+
+
 cdef inline void finish_pooled(const PoolJob* job, const int32_t* sums, Py_ssize_t position,
-                               Py_ssize_t count, Py_ssize_t channel, uint8_t* out) noexcept nogil:
-    """out[position + i] <- the output byte of sums[i], i < count."""
-    cdef int32_t zero = job.in_zero[channel], out_zero = job.out_zero[channel]
-    cdef double in_scale = job.in_scale[channel], out_scale = job.out_scale[channel], value
-    cdef Py_ssize_t i
-    for i in range(count):
-        # S * input_scale and output_scale * count are exact in double; the
-        # quotient is the one rounding.
-        value = (<double>(sums[i] - job.inside[position + i] * zero) * in_scale
-                 / (out_scale * <double>job.counts[position + i]))
-        value = min(max(value, -1073741824.0), 1073741824.0)
-        value = (value + DOUBLE_ROUNDING_MAGIC) - DOUBLE_ROUNDING_MAGIC
-        value = min(max(value + out_zero, job.low), job.high)
-        out[position + i] = <uint8_t><int32_t>value
+                               Py_ssize_t count, Py_ssize_t channel, Py_ssize_t channel_step,
+                               uint8_t* out) noexcept nogil:
+    """out[i] <- the output byte of sums[i], i < count: output position
+    position + i (or position itself for every i, with channel_step 1) and
+    channel channel + i * channel_step (a global pooling's run of planes)."""
+    # Every field in a local: the output is bytes, which may alias anything,
+    # so fields read through the pointer would be reloaded after each store
+    # and the loop would not vectorize.
+    cdef const int32_t* inside = job.inside + position
+    cdef const int32_t* counts = job.counts + position
+    cdef const int32_t* in_zero = job.in_zero + channel
+    cdef const double* in_scale = job.in_scale + channel
+    cdef const double* out_scale = job.out_scale + channel
+    cdef const int32_t* out_zero = job.out_zero + channel
+    cdef Py_ssize_t position_step = 1 - channel_step
+    cdef double low = job.low, high = job.high, value
+    cdef int32_t values[POOL_CHUNK]
+    cdef Py_ssize_t first = 0, i, n, at, c
+    while first < count:
+        n = min(<Py_ssize_t>POOL_CHUNK, count - first)
+        for i in range(n):
+            at = (first + i) * position_step
+            c = (first + i) * channel_step
+            # S * input_scale and output_scale * count are exact in double;
+            # the quotient is the one rounding.
+            value = (<double>(sums[first + i] - inside[at] * in_zero[c]) * in_scale[c]
+                     / (out_scale[c] * <double>counts[at]))
+            value = min(max(value, -1073741824.0), 1073741824.0)
+            value = (value + DOUBLE_ROUNDING_MAGIC) - DOUBLE_ROUNDING_MAGIC
+            values[i] = <int32_t>min(max(value + out_zero[c], low), high)
+        narrow_values(values, out + first, n)
+        first = first + n
+
+
+# Rows of a pooling are short (56 outputs, a 7 x 7 plane's 49 bytes), often
+# shorter than one vector of bytes: a plain loop over bytes would run
+# element by element.  These loops take blocks of a fixed length, which the
+# compiler vectorizes at that length, and only the last few elements alone.
+
+cdef inline void narrow_values(const int32_t* values, uint8_t* out,
+                               Py_ssize_t count) noexcept nogil:
+    """The low byte of each value (the output integer as uint8 or int8)."""
+    cdef Py_ssize_t block, j, blocks = count // 16
+    for block in range(blocks):
+        for j in range(16):
+            out[block * 16 + j] = <uint8_t>values[block * 16 + j]
+    for j in range(blocks * 16, count):
+        out[j] = <uint8_t>values[j]
+
+
+cdef inline void add_image_row(int32_t* columns, const uint8_t* row, Py_ssize_t width,
+                               uint8_t flip) noexcept nogil:
+    """columns[w] += row[w] ^ flip, w < width."""
+    cdef Py_ssize_t block, j, blocks = width // 8
+    for block in range(blocks):
+        for j in range(8):
+            columns[block * 8 + j] += row[block * 8 + j] ^ flip
+    for j in range(blocks * 8, width):
+        columns[j] += row[j] ^ flip
+
+
+cdef extern from *:
+    """
+    #include <emmintrin.h>
+    /* The sum of a plane's bytes (^ flip): psadbw adds 8 bytes at a time
+       (SSE2, in every x86-64 variant), the last few alone.  Planes of a
+       global pooling are short (a 7 x 7 image's 49 bytes), too short for
+       the compiler's vectorized loops, which then ran byte by byte. */
+    static inline int32_t qops_plane_sum(const uint8_t* image, Py_ssize_t size, uint8_t flip) {
+        const __m128i mask = _mm_set1_epi8((char)flip), zero = _mm_setzero_si128();
+        __m128i lanes = _mm_setzero_si128();
+        Py_ssize_t i = 0;
+        uint64_t total;
+        for (; i + 16 <= size; i += 16)
+            lanes = _mm_add_epi64(lanes, _mm_sad_epu8(
+                _mm_xor_si128(_mm_loadu_si128((const __m128i*)(image + i)), mask), zero));
+        total = (uint64_t)_mm_cvtsi128_si64(lanes)
+                + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(lanes, lanes));
+        for (; i < size; i++)
+            total += (uint8_t)(image[i] ^ flip);
+        return (int32_t)total;
+    }
+    """
+    int32_t plane_sum "qops_plane_sum"(const uint8_t* image, Py_ssize_t size,
+                                       uint8_t flip) noexcept nogil
+
+
+cdef void pool_whole_planes(void* context, Py_ssize_t first, Py_ssize_t stop,
+                            int slot) noexcept nogil:
+    """Planes [first, stop) of a global pooling: POOL_CHUNK planes' sums,
+    then their float steps in one pass (cut where a batch member ends, so
+    that the channels run on)."""
+    cdef const PoolJob* job = <const PoolJob*>context
+    cdef Py_ssize_t plane_size = job.size[0] * job.size[1] * job.size[2]
+    cdef Py_ssize_t plane = first, count, i, channel
+    cdef int32_t totals[POOL_CHUNK]
+    while plane < stop:
+        channel = plane % job.channels
+        count = min(<Py_ssize_t>POOL_CHUNK, stop - plane, job.channels - channel)
+        for i in range(count):
+            totals[i] = plane_sum(job.input + (plane + i) * plane_size, plane_size, job.flip)
+        finish_pooled(job, totals, 0, count, channel, 1, job.out + plane)
+        plane = plane + count
 
 
 cdef void pool_planes(void* context, Py_ssize_t first, Py_ssize_t stop, int slot) noexcept nogil:
     cdef const PoolJob* job = <const PoolJob*>context
-    cdef Py_ssize_t plane, channel, od, oh, ow, kd, kh, kw, i_d, i_h, offset, low_ow, high_ow, i
+    cdef Py_ssize_t plane, channel, od, oh, ow, kd, kh, kw, i_d, i_h
     cdef Py_ssize_t width = job.size[2], out_width = job.out_size[2], stride_w = job.stride[2]
+    cdef Py_ssize_t dilation_w = job.dilation[2]
     cdef Py_ssize_t plane_size = job.size[0] * job.size[1] * job.size[2]
     cdef Py_ssize_t out_plane = job.out_size[0] * job.out_size[1] * job.out_size[2]
     cdef const uint8_t* image
-    cdef const uint8_t* row
+    cdef const int32_t* window_columns
     cdef uint8_t* out
-    cdef int32_t* sums = job.sums + slot * out_width
+    cdef int32_t* columns = job.rows + slot * job.slot_length
+    cdef int32_t* image_columns = columns + job.start[2]
+    cdef int32_t* sums = columns + job.row_length
     cdef uint8_t flip = job.flip
-    cdef uint32_t total
     for plane in range(first, stop):
         channel = plane % job.channels
         image = job.input + plane * plane_size
         out = job.out + plane * out_plane
-        if job.whole:
-            # A global pooling: the plane's sum in one contiguous loop.
-            total = 0
-            for i in range(plane_size):
-                total += image[i] ^ flip
-            sums[0] = <int32_t>total
-            finish_pooled(job, sums, 0, 1, channel, out)
-            continue
         for od in range(job.out_size[0]):
             for oh in range(job.out_size[1]):
-                for ow in range(out_width):
-                    sums[ow] = 0
+                # The column sums of the image rows under this output row's windows.
+                memset(image_columns, 0, width * sizeof(int32_t))
                 for kd in range(job.window[0]):
                     i_d = od * job.stride[0] - job.start[0] + kd * job.dilation[0]
                     if i_d < 0 or i_d >= job.size[0]:
                         continue
                     for kh in range(job.window[1]):
                         i_h = oh * job.stride[1] - job.start[1] + kh * job.dilation[1]
-                        if i_h < 0 or i_h >= job.size[1]:
-                            continue
-                        row = image + (i_d * job.size[1] + i_h) * width
-                        for kw in range(job.window[2]):
-                            # Columns ow * stride_w + offset inside 0 .. width - 1
-                            # (C division truncates: both quotients are of
-                            # numbers at least 0).
-                            offset = kw * job.dilation[2] - job.start[2]
-                            low_ow = 0 if offset >= 0 else (stride_w - 1 - offset) // stride_w
-                            high_ow = (0 if offset > width - 1
-                                       else min(out_width, (width - 1 - offset) // stride_w + 1))
-                            for ow in range(low_ow, high_ow):
-                                sums[ow] += row[ow * stride_w + offset] ^ flip
+                        if 0 <= i_h < job.size[1]:
+                            add_image_row(image_columns,
+                                          image + (i_d * job.size[1] + i_h) * width, width, flip)
+                # Output ow's window starts at column ow * stride_w of the row
+                # (whose first start[2] columns are the left padding's zeros).
+                memset(sums, 0, out_width * sizeof(int32_t))
+                for kw in range(job.window[2]):
+                    window_columns = columns + kw * dilation_w
+                    if stride_w == 1:
+                        for ow in range(out_width):
+                            sums[ow] += window_columns[ow]
+                    else:
+                        for ow in range(out_width):
+                            sums[ow] += window_columns[ow * stride_w]
                 finish_pooled(job, sums, (od * job.out_size[1] + oh) * out_width, out_width,
-                              channel, out)
+                              channel, 0, out + (od * job.out_size[1] + oh) * out_width)
 
 
 def average_pooling(const uint8_t[::1] input, uint8_t flip, Py_ssize_t channels, tuple size,
@@ -1088,8 +1188,17 @@ def average_pooling(const uint8_t[::1] input, uint8_t flip, Py_ssize_t channels,
         return
     if out.shape[0] * window[0] * window[1] * window[2] < PARALLEL_MIN:
         threads = 1
-    cdef int32_t[:, ::1] rows = np.empty((threads, max(<Py_ssize_t>out_size[2], 1)), np.int32)
-    job.sums = &rows[0, 0]
+    # A row of column sums reaches from the left padding's first column to
+    # the last column of the last window (zeros past the image's width).
+    job.row_length = max(<Py_ssize_t>start[2] + <Py_ssize_t>size[2],
+                         (<Py_ssize_t>out_size[2] - 1) * <Py_ssize_t>stride[2]
+                         + (<Py_ssize_t>window[2] - 1) * <Py_ssize_t>dilation[2] + 1)
+    # Each thread's rows start on a cache line of their own, one line apart:
+    # threads that wrote into one line would take it from each other on
+    # every row.
+    job.slot_length = (job.row_length + <Py_ssize_t>out_size[2] + 31) // 16 * 16
+    cdef int32_t[::1] rows = np.zeros(threads * job.slot_length + 16, np.int32)
+    job.rows = &rows[0] + (-(<size_t>&rows[0]) // 4) % 16
     job.input = &input[0]
     job.flip = flip
     job.whole = (tuple(out_size) == (1, 1, 1) and tuple(window) == tuple(size)
@@ -1113,4 +1222,4 @@ def average_pooling(const uint8_t[::1] input, uint8_t flip, Py_ssize_t channels,
     job.high = high
     planes = out.shape[0] // (out_size[0] * out_size[1] * out_size[2])
     with nogil:
-        run_range(pool_planes, &job, planes, 1, threads)
+        run_range(pool_whole_planes if job.whole else pool_planes, &job, planes, 1, threads)
