@@ -1084,11 +1084,13 @@ cdef inline void add_image_row(int32_t* columns, const uint8_t* row, Py_ssize_t 
 
 cdef extern from *:
     """
-    #include <emmintrin.h>
     /* The sum of a plane's bytes (^ flip): psadbw adds 8 bytes at a time
        (SSE2, in every x86-64 variant), the last few alone.  Planes of a
        global pooling are short (a 7 x 7 image's 49 bytes), too short for
-       the compiler's vectorized loops, which then ran byte by byte. */
+       the compiler's vectorized loops, which then ran byte by byte.  Other
+       CPUs take the plain loop. */
+    #if defined(__SSE2__) && defined(__x86_64__)
+    #include <emmintrin.h>
     static inline int32_t qops_plane_sum(const uint8_t* image, Py_ssize_t size, uint8_t flip) {
         const __m128i mask = _mm_set1_epi8((char)flip), zero = _mm_setzero_si128();
         __m128i lanes = _mm_setzero_si128();
@@ -1103,6 +1105,15 @@ cdef extern from *:
             total += (uint8_t)(image[i] ^ flip);
         return (int32_t)total;
     }
+    #else
+    static inline int32_t qops_plane_sum(const uint8_t* image, Py_ssize_t size, uint8_t flip) {
+        uint32_t total = 0;
+        Py_ssize_t i;
+        for (i = 0; i < size; i++)
+            total += (uint8_t)(image[i] ^ flip);
+        return (int32_t)total;
+    }
+    #endif
     """
     int32_t plane_sum "qops_plane_sum"(const uint8_t* image, Py_ssize_t size,
                                        uint8_t flip) noexcept nogil
