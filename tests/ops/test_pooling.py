@@ -152,19 +152,38 @@ def test_global_pooling_is_the_whole_window(dtype, shape):
                           end_padding=(0, 5))),
     ((1, 2, 5, 20, 37), dict(window_size=(2, 3, 3), strides=(1, 2, 1),
                              start_padding=(1, 1, 1), end_padding=(0, 1, 2))),
+    # Past the size that runs on one thread: a global pooling of 800 planes
+    # (runs cut at 64 and at each member's 100 channels), a strided dilated
+    # pooling, batches of a plain one.
+    ((8, 100, 7, 7), dict(window_size=(7, 7))),
+    ((1, 4, 90, 97), dict(window_size=(3, 3), strides=(2, 2), dilations=(2, 2),
+                          start_padding=(1, 2), end_padding=(2, 1))),
+    ((2, 3, 61, 64), dict(window_size=(2, 3), strides=(1, 1), start_padding=(1, 2),
+                          end_padding=(0, 2))),
+    # Windows wholly in the padding (counted with include_padding), start
+    # padding wider than the image, one output column.
+    ((1, 2, 4, 3), dict(window_size=(5, 6), start_padding=(4, 5), end_padding=(4, 5),
+                        include_padding=True)),
+    ((1, 2, 9, 5), dict(window_size=(3, 5))),
 ])
-def test_every_variant_pools_long_rows_as_the_reference(variant, dtype, shape, attributes):
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_every_variant_pools_long_rows_as_the_reference(variant, dtype, shape, attributes,
+                                                        per_channel):
     """The kernels of every quantize variant on rows and planes longer than
-    the vectors of their loops, per-channel parameters, against the NumPy
-    reference, on one thread and two."""
+    the vectors of their loops and the odd geometries, per-channel and
+    per-tensor parameters, against the NumPy reference, on one thread and
+    two."""
     info = np.iinfo(dtype)
     rng = np.random.default_rng(len(shape) + shape[-1])
-    channels = shape[1]
+    count = shape[1] if per_channel else 1
     call = dict(input=rng.integers(info.min, info.max + 1, shape).astype(dtype),
-                input_scale=rng.uniform(0.005, 0.05, channels).astype(np.float32),
-                input_zero_point=rng.integers(info.min, info.max + 1, channels).astype(dtype),
-                output_scale=rng.uniform(0.005, 0.05, channels).astype(np.float32),
-                output_zero_point=rng.integers(info.min, info.max + 1, channels).astype(dtype))
+                input_scale=rng.uniform(0.005, 0.05, count).astype(np.float32),
+                input_zero_point=rng.integers(info.min, info.max + 1, count).astype(dtype),
+                output_scale=rng.uniform(0.005, 0.05, count).astype(np.float32),
+                output_zero_point=rng.integers(info.min, info.max + 1, count).astype(dtype))
+    if not per_channel:
+        call = {name: (value.reshape(()) if name != "input" else value)
+                for name, value in call.items()}
     validated = prepare(call, attributes)
     want = dispatch.execute(validated, 1, implementation="reference")
     prepared = _pooling_native.prepare_average_pooling(validated, variant)

@@ -1194,7 +1194,7 @@ def average_pooling(const uint8_t[::1] input, uint8_t flip, Py_ssize_t channels,
     (the glue has checked every size, offset and vector length)."""
     cdef PoolJob job
     cdef Py_ssize_t axis, planes
-    cdef int threads = n_threads
+    cdef int threads = max(n_threads, 1)
     if out.shape[0] == 0:
         return
     if out.shape[0] * window[0] * window[1] * window[2] < PARALLEL_MIN:
