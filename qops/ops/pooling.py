@@ -211,4 +211,4 @@ def check_values(template, arrays):
     check_values_of(template.operator, arrays)
 
 
-PLANS = PlanCache(prepare, check_values, PARAMETERS)
+PLANS = PlanCache(prepare, check_values, PARAMETERS, recent=True)

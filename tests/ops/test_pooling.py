@@ -193,6 +193,43 @@ def test_every_variant_pools_long_rows_as_the_reference(variant, dtype, shape, a
         assert np.array_equal(got, want), n_threads
 
 
+def test_a_call_like_the_last_follows_its_data_and_attributes(monkeypatch):
+    """Calls with the same parameter objects and new data of the same form
+    take the recent-call shortcut (no signature made) and follow the data;
+    other attributes, or another parameter, take the validating path, and a
+    bad scale is refused there."""
+    from qops.ops import plans
+
+    rng = np.random.default_rng(5)
+    image = rng.integers(0, 256, (2, 3, 12, 12), dtype=np.uint8)
+    parameters = dict(input_scale=np.float32(0.02), input_zero_point=np.uint8(120),
+                      output_scale=np.float32(0.03), output_zero_point=np.uint8(128))
+    attributes = dict(window_size=(3, 3), start_padding=(1, 1), end_padding=(1, 1))
+
+    def want(window):
+        geometry = dict(attributes, window_size=window)
+        return stated(image, parameters["input_scale"], 120, parameters["output_scale"], 128,
+                      window=window, strides=(1, 1), dilations=(1, 1),
+                      start=geometry["start_padding"], end=geometry["end_padding"],
+                      include_padding=False, out_dtype=np.uint8)
+
+    qops.quantized_linear_average_pooling(image, **parameters, **attributes)
+    signatures = []
+    real = plans.signature
+    monkeypatch.setattr(plans, "signature", lambda *args: signatures.append(1) or real(*args))
+    for _ in range(3):
+        image[...] = rng.integers(0, 256, image.shape, dtype=np.uint8)
+        got = qops.quantized_linear_average_pooling(image, **parameters, **attributes)
+        assert np.array_equal(got, want((3, 3)))
+    assert not signatures
+    got = qops.quantized_linear_average_pooling(image, **parameters,
+                                                **dict(attributes, window_size=(2, 3)))
+    assert np.array_equal(got, want((2, 3))) and signatures
+    with pytest.raises(qops.ValidationError, match="output_scale"):
+        qops.quantized_linear_average_pooling(image, **dict(parameters, output_scale=np.float32(0)),
+                                              **attributes)
+
+
 POOL_INPUTS = ["X", "x_scale", "x_zero_point", "y_scale", "y_zero_point"]
 
 
