@@ -156,4 +156,4 @@ def check_add_values(template, arrays):
 
 
 # The multipliers depend on the scales alone: kept per set of values.
-ADD_PLANS = PlanCache(prepare_add, check_add_values, PARAMETERS)
+ADD_PLANS = PlanCache(prepare_add, check_add_values, PARAMETERS, recent=True)

@@ -111,6 +111,58 @@ def test_ties_round_to_even_and_the_output_saturates():
     assert np.any(odd) and got.min() == -128 and got.max() == 127
 
 
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+@pytest.mark.parametrize("zero", [0, 255])
+def test_sums_past_float32_saturate(variant, zero):
+    """Multipliers at the largest the validation takes (float32's largest /
+    255) keep each product finite; the sum of two may pass float32's range
+    (+infinity with zero points 0, -infinity with 255), which saturates to
+    the output's range like any value beyond it."""
+    a = np.array([255, 0, 255, 0, 200, 128] * 20, np.uint8)
+    b = np.array([255, 0, 0, 255, 55, 128] * 20, np.uint8)
+    call = dict(a=a, a_scale=np.float32(1.0), a_zero_point=np.uint8(zero), b=b,
+                b_scale=np.float32(1.0), b_zero_point=np.uint8(zero),
+                output_scale=np.float32(1e-36), output_zero_point=np.uint8(7))
+    multiplier = np.float32(np.float32(1.0) / np.float32(1e-36))
+    with np.errstate(over="ignore"):
+        value = ((a.astype(np.int32) - zero).astype(np.float32) * multiplier
+                 + (b.astype(np.int32) - zero).astype(np.float32) * multiplier)
+    assert np.isinf(value).any() and np.isfinite(value).any()
+    expected = np.clip(np.rint(value.astype(np.float64)) + 7, 0, 255).astype(np.uint8)
+    prepared = elementwise.prepare_add(dict(call), {})
+    run = _native.prepare_add(prepared, variant)
+    values = run.derive(prepared.arrays, prepared.checked)
+    out = np.empty(prepared.output_shape, np.uint8)
+    run.run(dataclasses.replace(prepared, values=values), out, 1)
+    assert np.array_equal(out, expected)
+
+
+def test_a_call_like_the_last_follows_its_data(monkeypatch):
+    """The same parameter objects and new data of the same form take the
+    recent-call shortcut (no signature made) and follow the data; another
+    parameter takes the validating path."""
+    from qops.ops import plans
+
+    rng = np.random.default_rng(9)
+    a = random_values(rng, (2, 8, 30), np.uint8)
+    b = random_values(rng, (2, 8, 30), np.uint8)
+    parameters = dict(a_scale=np.float32(0.02), a_zero_point=np.uint8(120),
+                      b_scale=np.float32(0.03), b_zero_point=np.uint8(130),
+                      output_scale=np.float32(0.04), output_zero_point=np.uint8(128))
+    qops.element_wise_quantized_linear_add(a=a, b=b, **parameters)
+    signatures = []
+    real = plans.signature
+    monkeypatch.setattr(plans, "signature", lambda *args: signatures.append(1) or real(*args))
+    for _ in range(3):
+        a[...] = random_values(rng, a.shape, np.uint8)
+        got = qops.element_wise_quantized_linear_add(a=a, b=b, **parameters)
+        assert np.array_equal(got, stated_add(a, b=b, **parameters, out_type=np.uint8))
+    assert not signatures
+    other = dict(parameters, output_scale=np.float32(0.05))
+    got = qops.element_wise_quantized_linear_add(a=a, b=b, **other)
+    assert np.array_equal(got, stated_add(a, b=b, **other, out_type=np.uint8)) and signatures
+
+
 ADD_INPUTS = ["A", "A_scale", "A_zero_point", "B", "B_scale", "B_zero_point", "C_scale",
               "C_zero_point"]
 _ADD_SLOTS = ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "output_scale",

@@ -207,6 +207,12 @@ cdef inline float to_integer(float q, float zero, float low, float high) noexcep
     but its result keeps the sign and stays beyond 2**21, far outside every
     range, so it saturates exactly as the true value would (infinities too)."""
     q = q if q == q else <float>0.0
+    return to_integer_of_number(q, zero, low, high)
+
+
+cdef inline float to_integer_of_number(float q, float zero, float low,
+                                       float high) noexcept nogil:
+    """to_integer of a q that is never NaN (finite or infinite)."""
     q = round_half_even(q) + zero
     q = q if q > low else low
     return q if q < high else high
@@ -895,7 +901,8 @@ cdef inline void add_run(const uint8_t* a, Py_ssize_t a_step, const uint8_t* b,
     """out[i] <- the output byte of A[i * a_step] + B[i * b_step], i < count:
     float32(x - zp) * multiplier for each, their float32 sum, then
     QuantizeLinear's last step (to_integer; steps are constants where this is
-    inlined, so the loop vectorizes)."""
+    inlined, so the loop vectorizes).  The glue's multipliers keep every
+    product finite, so the sum is never NaN: to_integer_of_number."""
     # The job's fields in locals: the output is bytes, which may alias
     # anything, so fields read through the pointer would be reloaded after
     # every store and the loop would not vectorize.
@@ -905,7 +912,7 @@ cdef inline void add_run(const uint8_t* a, Py_ssize_t a_step, const uint8_t* b,
     cdef float zero = job.zero, low = job.low, high = job.high
     cdef Py_ssize_t i
     for i in range(count):
-        out[i] = <uint8_t><int32_t>to_integer(
+        out[i] = <uint8_t><int32_t>to_integer_of_number(
             (<float>(<int32_t>(a[i * a_step] ^ a_flip) - a_zero)) * a_multiplier
             + (<float>(<int32_t>(b[i * b_step] ^ b_flip) - b_zero)) * b_multiplier,
             zero, low, high)
