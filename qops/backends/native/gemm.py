@@ -55,7 +55,8 @@ def _vector(parameter, length, dtype, offset=0):
     if parameter is None:
         return np.full(length, offset, dtype)
     if parameter.size == 1:
-        return np.full(length, parameter.item() + offset, dtype)
+        # No offset is no addition: -0.0 + 0 would be +0.0 (a float bias).
+        return np.full(length, parameter.item() + offset if offset else parameter.item(), dtype)
     values = np.array(parameter, dtype).reshape(length)
     return values + offset if offset else values
 
@@ -133,13 +134,10 @@ def prepare_matmul(call, variant=None):
             _vector(arrays["b_zero_point"], columns, np.int32, -_FLIP if b_flip else 0))
         if to_float:
             bias = arrays.get("bias")
-            # The bias as it is, one per column (_vector would add 0 to a
-            # single value, and -0.0 + 0 is +0.0).
             return _frozen(zero_points + (_table(multiplier, rows, columns),
                                           np.zeros((1, columns), np.int32),
-                                          None if bias is None else np.array(np.broadcast_to(
-                                              np.asarray(bias, np.float32).reshape(-1),
-                                              (columns,)))))
+                                          None if bias is None else _vector(
+                                              bias, columns, np.float32)))
         if raw:
             return _frozen(zero_points + (np.ones((1, columns), np.float32),
                                           np.zeros((1, columns), np.int32), None))

@@ -1676,18 +1676,13 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
         b_start = &b_packed[0, 0]
         colsum_start = &b_colsum[0, 0]
     check_matmul(a, a_index, b_batches, b_index, n, row_zero, col_zero, multiplier, out_zero,
-                 out, raw, per_row, bias, a_row_sums)
+                 out, raw, per_row, bias, a_row_sums, to_float, float_bias)
     cdef const float[::1] float_bias_view
     e.to_float = to_float
     e.float_bias = NULL
-    if float_bias is not None and not to_float:
-        raise ValueError("matmul: float_bias is for to_float")
-    if to_float:
-        if not raw or per_row or (float_bias is not None and np.shape(float_bias) != (n,)):
-            raise ValueError("matmul: to_float takes raw sums, no per_row, and N float biases")
-        if float_bias is not None:
-            float_bias_view = float_bias
-            e.float_bias = &float_bias_view[0]
+    if float_bias is not None:
+        float_bias_view = float_bias
+        e.float_bias = &float_bias_view[0]
     buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_start, b_stride,
                            colsum_start, colsum_stride, b_index, n, row_zero, col_zero,
                            multiplier, out_zero, out, low, high, raw, n_threads, per_row, bias,
@@ -1713,7 +1708,7 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
                       const int32_t[::1] row_zero, const int32_t[::1] col_zero,
                       const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
                       uint8_t[:, :, ::1] out, bint raw, bint per_row, bias,
-                      a_row_sums) except -1:
+                      a_row_sums, bint to_float, float_bias) except -1:
     """The glue's contract, checked once: indices and vectors cover the
     output (ValueError otherwise: the run trusts it for every access)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
@@ -1727,7 +1722,9 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
             or not (out_zero.shape[0] == m or (out_zero.shape[0] == 1 and not per_row))
             or out_zero.shape[1] < columns
             or (bias is not None and (not per_row or np.shape(bias) != (m,)))
-            or (a_row_sums is not None and np.shape(a_row_sums) != (a_batches, m))):
+            or (a_row_sums is not None and np.shape(a_row_sums) != (a_batches, m))
+            or (to_float and (not raw or per_row))
+            or (float_bias is not None and (not to_float or np.shape(float_bias) != (n,)))):
         raise ValueError("matmul: arguments do not cover the output")
     for index in range(batches):
         if not (0 <= a_index[index] < a_batches and 0 <= b_index[index] < b_batches):
