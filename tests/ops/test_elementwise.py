@@ -71,6 +71,23 @@ def test_every_implementation_follows_the_stated_rule(call):
     assert np.array_equal(qops.element_wise_quantized_linear_add(**call, n_threads=1), expected)
 
 
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+@settings(max_examples=80, deadline=None)
+@given(call=add_calls(), n_threads=st.sampled_from([1, 2]))
+def test_every_variant_follows_the_stated_rule(variant, call, n_threads):
+    """Each kernel variant (its vector loop over rows of 64 or more, the
+    plain loop over the rest), every type of each slot, operands whole or
+    broadcast, on 1 and 2 threads."""
+    out_type = call["output_zero_point"].dtype
+    expected = stated_add(**call, out_type=out_type)
+    prepared = elementwise.prepare_add(dict(call), {})
+    run = _native.prepare_add(prepared, variant)
+    values = run.derive(prepared.arrays, prepared.checked)
+    out = np.empty(prepared.output_shape, out_type)
+    run.run(dataclasses.replace(prepared, values=values), out, n_threads)
+    assert np.array_equal(out, expected)
+
+
 @pytest.mark.parametrize("variant", _simd.available())
 @pytest.mark.parametrize("shapes", [((2, 64, 56, 56), (2, 64, 56, 56)),
                                     ((2, 64, 56, 56), (1, 64, 1, 1)),

@@ -892,7 +892,155 @@ cdef struct AddJob:
     float zero               # the output's zero point and range, as float
     float low
     float high
+    int32_t zero_point       # the same, as integers (add_vectors)
+    int32_t low_value
+    int32_t high_value
     uint8_t* out
+
+
+cdef extern from *:
+    """
+    /* The quantized add's rule on whole vectors, where the variant has them.
+       Each operand's byte b becomes the float 2**23 + (b ^ flip) by one xor
+       of its zero-extended dword with the bits of 2**23 and the flip; less
+       2**23 + its zero point, that is float32(b ^ flip - zero) exactly; then
+       times its multiplier, and the two products' float32 sum, as the rule
+       has them.  The last step of QuantizeLinear: vcvtps2dq rounds half to
+       even (the default rounding mode), the zero point is added in int16 and
+       packs saturate to the output's range.  Saturation clamps as the rule
+       does, since the bounds are integers; only a sum past int32 needs a
+       clamp first, and only above (vcvtps2dq turns any too large or too
+       small sum into INT32_MIN, which saturates to the low end).  An operand
+       of step 0 is one value, its term computed once the same way.  The
+       compiler's loop spent about twice the instructions (its rounding
+       trick, masks for the wrapping casts, a byte unpack tree).  Returns how
+       many leading elements were done; the caller's loop does the rest. */
+    #include <stdint.h>
+    #include <stddef.h>
+    #if defined(__AVX2__)
+    #include <immintrin.h>
+    #define QOPS_TWO_23 0x4B000000
+    #if defined(__AVX512F__) && defined(__AVX512BW__)
+    #define QOPS_ADD_LANES 16
+    typedef __m512 qops_add_float;
+    typedef __m512i qops_add_int;
+    #define qops_add_set1_ps _mm512_set1_ps
+    #define qops_add_set1_epi32 _mm512_set1_epi32
+    #define qops_add_min_ps _mm512_min_ps
+    #define qops_add_mul_ps _mm512_mul_ps
+    #define qops_add_add_ps _mm512_add_ps
+    #define qops_add_sub_ps _mm512_sub_ps
+    #define qops_add_xor _mm512_xor_si512
+    #define qops_add_as_float _mm512_castsi512_ps
+    #define qops_add_to_int _mm512_cvtps_epi32
+    #define qops_add_widen(p) _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(p)))
+    #else
+    #define QOPS_ADD_LANES 8
+    typedef __m256 qops_add_float;
+    typedef __m256i qops_add_int;
+    #define qops_add_set1_ps _mm256_set1_ps
+    #define qops_add_set1_epi32 _mm256_set1_epi32
+    #define qops_add_min_ps _mm256_min_ps
+    #define qops_add_mul_ps _mm256_mul_ps
+    #define qops_add_add_ps _mm256_add_ps
+    #define qops_add_sub_ps _mm256_sub_ps
+    #define qops_add_xor _mm256_xor_si256
+    #define qops_add_as_float _mm256_castsi256_ps
+    #define qops_add_to_int _mm256_cvtps_epi32
+    #define qops_add_widen(p) _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i*)(p)))
+    #endif
+
+    static inline qops_add_float qops_add_term(const uint8_t* x, qops_add_int bits,
+                                               qops_add_float base, qops_add_float multiplier) {
+        qops_add_float value = qops_add_as_float(qops_add_xor(qops_add_widen(x), bits));
+        return qops_add_mul_ps(qops_add_sub_ps(value, base), multiplier);
+    }
+
+    /* Four vectors of sums (none above the output's range less its zero
+       point) to 4 * QOPS_ADD_LANES output bytes.  packs work within 128-bit
+       lanes: the bytes' dwords come out as group j of every vector, for
+       each j, and one permute puts them in order. */
+    static inline void qops_add_store(uint8_t* out, const qops_add_float* sums, int16_t zero,
+                                      int signed_out) {
+    #if QOPS_ADD_LANES == 16
+        const __m512i zeros = _mm512_set1_epi16(zero);
+        const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
+                                                2, 6, 10, 14, 3, 7, 11, 15);
+        __m512i first = _mm512_adds_epi16(_mm512_packs_epi32(
+            qops_add_to_int(sums[0]), qops_add_to_int(sums[1])), zeros);
+        __m512i second = _mm512_adds_epi16(_mm512_packs_epi32(
+            qops_add_to_int(sums[2]), qops_add_to_int(sums[3])), zeros);
+        __m512i bytes = signed_out ? _mm512_packs_epi16(first, second)
+                                   : _mm512_packus_epi16(first, second);
+        _mm512_storeu_si512((void*)out, _mm512_permutexvar_epi32(order, bytes));
+    #else
+        const __m256i zeros = _mm256_set1_epi16(zero);
+        __m256i first = _mm256_adds_epi16(_mm256_packs_epi32(
+            qops_add_to_int(sums[0]), qops_add_to_int(sums[1])), zeros);
+        __m256i second = _mm256_adds_epi16(_mm256_packs_epi32(
+            qops_add_to_int(sums[2]), qops_add_to_int(sums[3])), zeros);
+        __m256i bytes = signed_out ? _mm256_packs_epi16(first, second)
+                                   : _mm256_packus_epi16(first, second);
+        _mm256_storeu_si256((__m256i*)out, _mm256_permutevar8x32_epi32(
+            bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    #endif
+    }
+
+    static inline ptrdiff_t qops_add_loop(
+            const uint8_t* a, int a_step, uint8_t a_flip, int32_t a_zero, float a_multiplier,
+            const uint8_t* b, int b_step, uint8_t b_flip, int32_t b_zero, float b_multiplier,
+            ptrdiff_t count, int32_t zero, int32_t high, uint8_t* out, int signed_out) {
+        const qops_add_int a_bits = qops_add_set1_epi32(QOPS_TWO_23 | a_flip);
+        const qops_add_int b_bits = qops_add_set1_epi32(QOPS_TWO_23 | b_flip);
+        const qops_add_float a_base = qops_add_set1_ps(8388608.0f + (float)a_zero);
+        const qops_add_float b_base = qops_add_set1_ps(8388608.0f + (float)b_zero);
+        const qops_add_float a_multipliers = qops_add_set1_ps(a_multiplier);
+        const qops_add_float b_multipliers = qops_add_set1_ps(b_multiplier);
+        const qops_add_float ceiling = qops_add_set1_ps((float)(high - zero));
+        const qops_add_float a_one = qops_add_set1_ps(
+            (float)((int32_t)(a[0] ^ a_flip) - a_zero) * a_multiplier);
+        const qops_add_float b_one = qops_add_set1_ps(
+            (float)((int32_t)(b[0] ^ b_flip) - b_zero) * b_multiplier);
+        qops_add_float sums[4];
+        ptrdiff_t i, at;
+        int part;
+        for (i = 0; i + 4 * QOPS_ADD_LANES <= count; i += 4 * QOPS_ADD_LANES) {
+            for (part = 0; part < 4; part++) {
+                at = i + part * QOPS_ADD_LANES;
+                sums[part] = qops_add_min_ps(qops_add_add_ps(
+                    a_step ? qops_add_term(a + at, a_bits, a_base, a_multipliers) : a_one,
+                    b_step ? qops_add_term(b + at, b_bits, b_base, b_multipliers) : b_one),
+                    ceiling);
+            }
+            qops_add_store(out + i, sums, (int16_t)zero, signed_out);
+        }
+        return i;
+    }
+
+    static inline ptrdiff_t qops_add_vectors(
+            const uint8_t* a, int a_step, uint8_t a_flip, int32_t a_zero, float a_multiplier,
+            const uint8_t* b, int b_step, uint8_t b_flip, int32_t b_zero, float b_multiplier,
+            ptrdiff_t count, int32_t zero, int32_t low, int32_t high, uint8_t* out) {
+        /* A loop per output signedness, each with its own packs. */
+        if (low < 0)
+            return qops_add_loop(a, a_step, a_flip, a_zero, a_multiplier, b, b_step, b_flip,
+                                 b_zero, b_multiplier, count, zero, high, out, 1);
+        return qops_add_loop(a, a_step, a_flip, a_zero, a_multiplier, b, b_step, b_flip,
+                             b_zero, b_multiplier, count, zero, high, out, 0);
+    }
+    #else
+    static inline ptrdiff_t qops_add_vectors(
+            const uint8_t* a, int a_step, uint8_t a_flip, int32_t a_zero, float a_multiplier,
+            const uint8_t* b, int b_step, uint8_t b_flip, int32_t b_zero, float b_multiplier,
+            ptrdiff_t count, int32_t zero, int32_t low, int32_t high, uint8_t* out) {
+        return 0;
+    }
+    #endif
+    """
+    Py_ssize_t add_vectors "qops_add_vectors"(
+        const uint8_t* a, int a_step, uint8_t a_flip, int32_t a_zero, float a_multiplier,
+        const uint8_t* b, int b_step, uint8_t b_flip, int32_t b_zero, float b_multiplier,
+        Py_ssize_t count, int32_t zero, int32_t low, int32_t high, uint8_t* out) noexcept nogil
 
 
 cdef inline void add_run(const uint8_t* a, Py_ssize_t a_step, const uint8_t* b,
@@ -910,8 +1058,11 @@ cdef inline void add_run(const uint8_t* a, Py_ssize_t a_step, const uint8_t* b,
     cdef int32_t a_zero = job.a_zero, b_zero = job.b_zero
     cdef float a_multiplier = job.a_multiplier, b_multiplier = job.b_multiplier
     cdef float zero = job.zero, low = job.low, high = job.high
-    cdef Py_ssize_t i
-    for i in range(count):
+    cdef Py_ssize_t i = 0
+    if count >= 64:
+        i = add_vectors(a, a_step, a_flip, a_zero, a_multiplier, b, b_step, b_flip, b_zero,
+                        b_multiplier, count, job.zero_point, job.low_value, job.high_value, out)
+    for i in range(i, count):
         out[i] = <uint8_t><int32_t>to_integer_of_number(
             (<float>(<int32_t>(a[i * a_step] ^ a_flip) - a_zero)) * a_multiplier
             + (<float>(<int32_t>(b[i * b_step] ^ b_flip) - b_zero)) * b_multiplier,
@@ -967,6 +1118,9 @@ def quantized_add(const uint8_t[::1] a, const Py_ssize_t[::1] a_offset, bint a_s
     job.zero = <float>zero_point
     job.low = <float>low
     job.high = <float>high
+    job.zero_point = zero_point
+    job.low_value = low
+    job.high_value = high
     job.out = &out[0]
     with nogil:
         run_range(add_rows, &job, a_offset.shape[0], 1,
