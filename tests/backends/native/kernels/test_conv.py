@@ -190,13 +190,16 @@ def test_the_channels_last_copy_reads_nothing_past_the_image(variant, in_type, c
     # short runs on both sides of the boundary.
     ((60, 7), (1, 2), (0, 3)),
 ])
-def test_first_convolution_shapes_match(variant, kernel, strides, padding):
+@pytest.mark.parametrize("input_type", [np.uint8, np.int8])
+def test_first_convolution_shapes_match(variant, kernel, strides, padding, input_type):
     """Three channels, one group, undilated: the tight channels-last copy, whose
-    filter rows are runs of 21 bytes, on a width that ends mid-tile."""
+    filter rows are runs of 21 bytes, on a width that ends mid-tile; int8
+    input is flipped in the copy, its padding the zero point."""
     rng = np.random.default_rng(5)
     height = 45 if kernel[0] == 7 else 64
-    slots = dict(input=rng.integers(0, 256, (2, 3, height, 45), dtype=np.uint8), input_scale=0.05,
-                 input_zero_point=np.uint8(131),
+    info = np.iinfo(input_type)
+    slots = dict(input=rng.integers(info.min, info.max + 1, (2, 3, height, 45)).astype(input_type),
+                 input_scale=0.05, input_zero_point=input_type(info.min + 131),
                  filter=rng.integers(-128, 128, (70, 3) + kernel, dtype=np.int8),
                  filter_scale=rng.uniform(0.001, 0.01, 70).astype(np.float32),
                  filter_zero_point=rng.integers(-5, 5, 70).astype(np.int8),
