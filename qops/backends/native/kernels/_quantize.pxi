@@ -889,12 +889,9 @@ cdef struct AddJob:
     int32_t b_zero
     float a_multiplier
     float b_multiplier
-    float zero               # the output's zero point and range, as float
-    float low
-    float high
-    int32_t zero_point       # the same, as integers (add_vectors)
-    int32_t low_value
-    int32_t high_value
+    int32_t zero             # the output's zero point and range
+    int32_t low
+    int32_t high
     uint8_t* out
 
 
@@ -1061,7 +1058,7 @@ cdef inline void add_run(const uint8_t* a, Py_ssize_t a_step, const uint8_t* b,
     cdef Py_ssize_t i = 0
     if count >= 64:
         i = add_vectors(a, a_step, a_flip, a_zero, a_multiplier, b, b_step, b_flip, b_zero,
-                        b_multiplier, count, job.zero_point, job.low_value, job.high_value, out)
+                        b_multiplier, count, job.zero, job.low, job.high, out)
     for i in range(i, count):
         out[i] = <uint8_t><int32_t>to_integer_of_number(
             (<float>(<int32_t>(a[i * a_step] ^ a_flip) - a_zero)) * a_multiplier
@@ -1115,12 +1112,9 @@ def quantized_add(const uint8_t[::1] a, const Py_ssize_t[::1] a_offset, bint a_s
     job.b_zero = b_zero
     job.a_multiplier = a_multiplier
     job.b_multiplier = b_multiplier
-    job.zero = <float>zero_point
-    job.low = <float>low
-    job.high = <float>high
-    job.zero_point = zero_point
-    job.low_value = low
-    job.high_value = high
+    job.zero = zero_point
+    job.low = low
+    job.high = high
     job.out = &out[0]
     with nogil:
         run_range(add_rows, &job, a_offset.shape[0], 1,
