@@ -1,5 +1,6 @@
 /* Shown to a process by LD_PRELOAD (benchmarks/avx2_cpu.py): an x86-64 CPU
-   with AVX2 and no AVX-512, no VNNI (AVX-512 or AVX-VNNI) and no AMX.
+   with AVX2 and no AVX-512, no VNNI (AVX-512 or AVX-VNNI) and no AMX; or,
+   with QOPS_SHOWN_CPU=sse4, one without AVX of any width.
 
    Linux's CPUID faulting (arch_prctl ARCH_SET_CPUID) makes each cpuid
    instruction of the process raise SIGSEGV; the handler runs the real
@@ -19,6 +20,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -36,7 +38,20 @@ static void real_cpuid(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
 
 #define BIT(n) (1u << (n))
 
+/* QOPS_SHOWN_CPU=sse4 (avx2_cpu.py --sse4) hides AVX, AVX2, FMA and F16C
+   too: a CPU of SSE4.2 and no more, on which the peers run their SSE code
+   and qops its portable variant. */
+static int hide_avx;
+
 static void mask(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
+    if (hide_avx && leaf == 1) {
+        /* ECX: FMA, AVX, F16C */
+        r[2] &= ~(BIT(12) | BIT(28) | BIT(29));
+    }
+    if (hide_avx && leaf == 7 && subleaf == 0) {
+        /* EBX: AVX2 */
+        r[1] &= ~BIT(5);
+    }
     if (leaf == 7 && subleaf == 0) {
         /* EBX: AVX512F, DQ, IFMA, PF, ER, CD, BW, VL */
         r[1] &= ~(BIT(16) | BIT(17) | BIT(21) | BIT(26) | BIT(27) | BIT(28) | BIT(30) | BIT(31));
@@ -122,7 +137,9 @@ sighandler_t signal(int signal_number, sighandler_t handler) {
 }
 
 __attribute__((constructor)) static void start(void) {
+    const char* shown = getenv("QOPS_SHOWN_CPU");
     struct sigaction action;
+    hide_avx = shown != NULL && strcmp(shown, "sse4") == 0;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_fault;
     action.sa_flags = SA_SIGINFO;

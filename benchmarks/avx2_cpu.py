@@ -13,6 +13,12 @@ arithmetic units stay the machine's: the saturating step is faster than the
 exact one on some cores (the bench's header gives both ceilings) and not on
 others.
 
+``--sse4`` first hides AVX, AVX2, FMA and F16C as well: a CPU of SSE4.2
+and no more, where qops runs its portable variant (SSE2's pmaddwd) and the
+peers their SSE code, the comparison of that tier:
+
+    python benchmarks/avx2_cpu.py --sse4 python -m qops bench --out /tmp/sse4
+
 Needs Linux on x86-64 with CPUID faulting (``arch_prctl(ARCH_SET_CPUID)``:
 Intel CPUs from Ivy Bridge on and their virtual machines under KVM), and a
 C compiler; the library is built once, beside this file's build folder.
@@ -60,9 +66,11 @@ def library(build_folder=None):
     return target
 
 
-def environment(path, base=None):
-    """``base`` (the process's environment) with the library preloaded."""
+def environment(path, base=None, shown="avx2"):
+    """``base`` (the process's environment) with the library preloaded,
+    showing ``shown`` (``"avx2"`` or ``"sse4"``)."""
     env = dict(os.environ if base is None else base)
+    env["QOPS_SHOWN_CPU"] = shown
     preloaded = env.get("LD_PRELOAD", "").split()
     if path not in preloaded:
         env["LD_PRELOAD"] = " ".join([path] + preloaded)
@@ -70,6 +78,9 @@ def environment(path, base=None):
 
 
 def main(argv):
+    shown = "avx2"
+    if argv[:1] == ["--sse4"]:
+        shown, argv = "sse4", argv[1:]
     if not argv:
         sys.stderr.write(__doc__)
         return 2
@@ -77,7 +88,7 @@ def main(argv):
     if path is None:
         sys.stderr.write("avx2_cpu: needs Linux on x86-64 and a C compiler\n")
         return UNAVAILABLE
-    return subprocess.run(argv, env=environment(path)).returncode
+    return subprocess.run(argv, env=environment(path, shown=shown)).returncode
 
 
 if __name__ == "__main__":

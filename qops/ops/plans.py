@@ -365,6 +365,7 @@ class PlanCache:
         if generation != dispatch.generation() or recent_tail != tail or len(slots) != len(forms):
             return None
         arrays = dict(arrays)
+        given = {}
         for form in forms:
             value = slots.get(form[0], _ABSENT)
             kind = form[1]
@@ -379,9 +380,12 @@ class PlanCache:
             elif kind is _EQUAL and value.tobytes() != form[5]:
                 return None
             else:
-                arrays[form[0]] = value if value.shape == form[3] else value.reshape(form[3])
+                arrays[form[0]] = given[form[0]] = (value if value.shape == form[3]
+                                                    else value.reshape(form[3]))
         if out is not None:
-            plan.check_out(arrays, out)
+            # Only the caller's arrays can overlap out: the others were made
+            # from immutable scalars by the call that was remembered.
+            plan.check_out(given, out)
         return plan.run_values(arrays, checked, values, out, n_threads, packed)
 
     def clear(self):

@@ -470,3 +470,41 @@ def test_a_call_into_out_like_the_last_takes_the_shortcut_and_checks_out(monkeyp
     with pytest.raises(qops.ValidationError, match="out overlaps a"):
         qops.quantized_linear_matrix_multiply(a=shared_a, b=b, **parameters,
                                               out=overlapping[:48 * 40].reshape(48, 40))
+
+
+def test_a_recent_call_refuses_out_over_any_array_the_caller_gave():
+    """The recent-call shortcut checks ``out=`` for overlap against the
+    caller's arrays only (its other arrays were made from scalars): the
+    data and an array parameter given again with the same bytes are still
+    caught, before anything is written."""
+    rng = np.random.default_rng(23)
+    a = rng.integers(0, 256, (1, 8), dtype=u8)
+    b = rng.integers(0, 256, (1, 8), dtype=u8)
+    b_scale = np.full((1, 1), 0.05, np.float32)
+    parameters = dict(a_scale=np.float32(0.03), a_zero_point=u8(120), b_zero_point=u8(130),
+                      output_scale=np.float32(0.07), output_zero_point=u8(128))
+
+    def add(**changed):
+        slots = dict(dict(a=a, b=b, b_scale=b_scale, **parameters), **changed)
+        return qops.element_wise_quantized_linear_add(**slots)
+
+    expected = reference.element_wise_quantized_linear_add(
+        a, *(np.reshape(parameters[k], (1, 1)) for k in ("a_scale", "a_zero_point")), b,
+        b_scale, np.reshape(parameters["b_zero_point"], (1, 1)),
+        *(np.reshape(parameters[k], (1, 1)) for k in ("output_scale", "output_zero_point")),
+        output_dtype=np.dtype(u8))
+    out = np.empty((1, 8), u8)
+    for _ in range(2):  # the second call is the recent one
+        assert np.array_equal(add(out=out), expected)
+    shared = np.empty(24, u8)
+    shared[:8] = b.reshape(-1)
+    with pytest.raises(qops.ValidationError, match="out overlaps b"):
+        add(b=shared[:8].reshape(1, 8), out=shared[4:12].reshape(1, 8))
+    assert np.array_equal(shared[:8], b.reshape(-1))
+    # b_scale's bytes inside out: the same bytes as the remembered b_scale.
+    shared[12:16] = b_scale.view(u8).reshape(-1)
+    scale_in_out = shared[12:16].view(np.float32).reshape(1, 1)
+    with pytest.raises(qops.ValidationError, match="out overlaps b_scale"):
+        add(b_scale=scale_in_out, out=shared[8:16].reshape(1, 8))
+    assert scale_in_out[0, 0] == np.float32(0.05)
+    assert np.array_equal(add(out=out), expected)

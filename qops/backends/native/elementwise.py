@@ -95,6 +95,6 @@ def prepare_add(call, variant=None):
         a_flip, a_zero, b_flip, b_zero, a_multiplier, b_multiplier, zero = call.values
         add(_raw(call.arrays["a"]), a_offsets, a_step, a_flip, a_zero, a_multiplier,
             _raw(call.arrays["b"]), b_offsets, b_step, b_flip, b_zero, b_multiplier,
-            inner, zero, low, high, out.reshape(-1).view(np.uint8), n_threads)
+            inner, zero, low, high, _raw(out), n_threads)
 
     return Prepared(run, derive)

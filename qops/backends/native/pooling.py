@@ -67,6 +67,6 @@ def prepare_average_pooling(call, variant=None):
         kernel(_raw(call.arrays["input"]), 0x80 if signed else 0, channels, size, out_size,
                geometry["window_size"], geometry["strides"], geometry["dilations"],
                geometry["start_padding"], counts, inside, in_zero, in_scale, out_scale, out_zero,
-               low, high, out.reshape(-1).view(np.uint8), n_threads)
+               low, high, _raw(out), n_threads)
 
     return Prepared(run, derive)

@@ -47,8 +47,14 @@ _TABLES = {name: _dtypes.byte_values(name)
 _NO_TABLE = np.zeros(1, np.float32)
 
 
+_BYTE = np.dtype(np.uint8)
+
+
 def _raw(array):
     """A C-contiguous copy or view of ``array``'s elements as flat bytes."""
+    if array.dtype.itemsize == 1 and array.flags.c_contiguous:
+        # The usual operand, viewed in the fewest steps: a call's fixed cost.
+        return array.view(_BYTE).ravel()
     array = np.ascontiguousarray(array).reshape(-1)
     if array.dtype.itemsize == 1:
         return array.view(np.uint8)

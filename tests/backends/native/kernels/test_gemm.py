@@ -164,29 +164,54 @@ print(json.dumps({"features": _openmp.cpu_features(), "selected": variants.selec
 """
 
 
-def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
-    """benchmarks/avx2_cpu.py hides AVX-512 and VNNI from CPUID: qops then
-    chooses the AVX2 kernels by itself (no QOPS_SIMD), its product is exact,
-    and the bench reports no dot product and onnxruntime's own AVX2 ceiling."""
+def _shown_a_lesser_cpu(tmp_path, *options):
+    """What _ON_AN_AVX2_CPU saw under benchmarks/avx2_cpu.py ``options``, and
+    the product it saved."""
     import json
     import subprocess
     import sys
 
-    from oracles import qlinear_matmul
-
-    if "avx2" not in VARIANTS:
-        pytest.skip("this CPU runs no AVX2")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.dirname(os.path.abspath(__file__))))))
     tool = os.path.join(root, "benchmarks", "avx2_cpu.py")
     env = {key: value for key, value in os.environ.items() if key != "QOPS_SIMD"}
     saved = tmp_path / "out.npy"
-    done = subprocess.run([sys.executable, tool, sys.executable, "-c", _ON_AN_AVX2_CPU,
-                           str(saved)], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, tool, *options, sys.executable, "-c",
+                           _ON_AN_AVX2_CPU, str(saved)],
+                          capture_output=True, text=True, env=env, timeout=300)
     if done.returncode == 77:
         pytest.skip("no CPUID faulting or no C compiler here: " + done.stderr.strip())
     assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1]), np.load(saved)
+
+
+def test_a_cpu_with_sse4_and_no_avx_runs_the_portable_variant_by_itself(tmp_path):
+    """benchmarks/avx2_cpu.py --sse4 hides AVX of every width as well: qops
+    then runs its portable kernels by itself, exactly."""
+    from oracles import qlinear_matmul
+
+    seen, got = _shown_a_lesser_cpu(tmp_path, "--sse4")
+    assert seen["features"]["portable"] and not seen["features"]["avx2"]
+    assert not seen["features"]["avx512vnni"] and not seen["features"]["amx"]
+    assert seen["selected"] == "portable" and seen["dot_product"] is False
+    assert "pmaddwd" in seen["line"]
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (3, 70, 300), dtype=np.uint8)
+    b = rng.integers(-128, 128, (1, 300, 50), dtype=np.int8)
+    expected = qlinear_matmul(a, np.float32(0.02), np.uint8(131), b, np.float32(0.01),
+                              np.int8(-3), np.float32(0.5), np.uint8(120))
+    assert np.array_equal(got, expected)
+
+
+def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
+    """benchmarks/avx2_cpu.py hides AVX-512 and VNNI from CPUID: qops then
+    chooses the AVX2 kernels by itself (no QOPS_SIMD), its product is exact,
+    and the bench reports no dot product and onnxruntime's own AVX2 ceiling."""
+    from oracles import qlinear_matmul
+
+    if "avx2" not in VARIANTS:
+        pytest.skip("this CPU runs no AVX2")
+    seen, got = _shown_a_lesser_cpu(tmp_path)
     assert seen["features"]["avx2"] and not seen["features"]["avx512vnni"]
     assert not seen["features"]["amx"]
     assert seen["selected"] == "avx2" and seen["dot_product"] is False
@@ -196,7 +221,7 @@ def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
     b = rng.integers(-128, 128, (1, 300, 50), dtype=np.int8)
     expected = qlinear_matmul(a, np.float32(0.02), np.uint8(131), b, np.float32(0.01),
                               np.int8(-3), np.float32(0.5), np.uint8(120))
-    assert np.array_equal(np.load(saved), expected)
+    assert np.array_equal(got, expected)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
