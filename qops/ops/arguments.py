@@ -128,7 +128,8 @@ def check_out(op: Operator, out, shape, dtype, inputs):
     if out is None:
         return
     # Every call with out= comes here, compiled and recent ones too: the
-    # usual case in one test, each failure then told apart below.
+    # usual case in one test, each failure then told apart by _explain_out
+    # (which lets an ndarray subclass that is otherwise right pass).
     if not (type(out) is np.ndarray and out.shape == shape and out.dtype == dtype
             and out.flags.c_contiguous and out.flags.writeable):
         _explain_out(op, out, shape, dtype)

@@ -22,6 +22,7 @@ from libc.string cimport memset
 
 from qops.backends.native.kernels._qops_pool cimport run_range
 from qops.backends.native.kernels._rounding cimport round_half_even
+from qops.backends.native.kernels._requantize cimport narrow_line
 
 
 cdef extern from *:
@@ -625,8 +626,20 @@ cdef extern from *:
        the compiler's loop, which is as fast as their memory there. */
     #include <stddef.h>
     #include <stdint.h>
-    #if defined(__SSE2__) && !defined(__AVX2__)
+    #if defined(__SSE2__)
     #include <emmintrin.h>
+    /* Four vectors of int32, each inside the output's range less its zero
+       point, to 16 output bytes in order: the zero point added in int16,
+       then signed or unsigned packs (the SSE2 loops' last step, here and in
+       the quantized add). */
+    static inline __m128i qops_bytes_sse2(const __m128i* values, __m128i zeros,
+                                          int signed_out) {
+        __m128i first = _mm_adds_epi16(_mm_packs_epi32(values[0], values[1]), zeros);
+        __m128i second = _mm_adds_epi16(_mm_packs_epi32(values[2], values[3]), zeros);
+        return signed_out ? _mm_packs_epi16(first, second) : _mm_packus_epi16(first, second);
+    }
+    #endif
+    #if defined(__SSE2__) && !defined(__AVX2__)
     static ptrdiff_t qops_quantize_bytes(const float* x, ptrdiff_t count, float scale,
                                          float zero, float low, float high, int signed_out,
                                          uint8_t* out) {
@@ -634,7 +647,7 @@ cdef extern from *:
         const __m128 floor_value = _mm_set1_ps(low - zero);
         const __m128 ceiling = _mm_set1_ps(high - zero);
         const __m128i zeros = _mm_set1_epi16((int16_t)zero);
-        __m128i values[4], first, second;
+        __m128i values[4];
         __m128 q;
         ptrdiff_t i;
         int part;
@@ -644,10 +657,7 @@ cdef extern from *:
                 q = _mm_and_ps(q, _mm_cmpord_ps(q, q));
                 values[part] = _mm_cvtps_epi32(_mm_min_ps(_mm_max_ps(q, floor_value), ceiling));
             }
-            first = _mm_adds_epi16(_mm_packs_epi32(values[0], values[1]), zeros);
-            second = _mm_adds_epi16(_mm_packs_epi32(values[2], values[3]), zeros);
-            _mm_storeu_si128((__m128i*)(out + i), signed_out ? _mm_packs_epi16(first, second)
-                                                             : _mm_packus_epi16(first, second));
+            _mm_storeu_si128((__m128i*)(out + i), qops_bytes_sse2(values, zeros, signed_out));
         }
         return i;
     }
@@ -1105,7 +1115,7 @@ cdef extern from *:
         const __m128 ceiling = _mm_set1_ps((float)(high - zero));
         const __m128i zeros = _mm_set1_epi16((int16_t)zero);
         __m128 a_terms[4], b_terms[4];
-        __m128i first, second;
+        __m128i sums[4];
         ptrdiff_t i;
         int part;
         a_terms[0] = a_terms[1] = a_terms[2] = a_terms[3] = _mm_set1_ps(
@@ -1117,14 +1127,10 @@ cdef extern from *:
                 qops_add_terms16(a + i, a_flips, a_base, a_multipliers, a_terms);
             if (b_step)
                 qops_add_terms16(b + i, b_flips, b_base, b_multipliers, b_terms);
-            __m128i sums[4];
             for (part = 0; part < 4; part++)
                 sums[part] = _mm_cvtps_epi32(_mm_min_ps(_mm_add_ps(a_terms[part], b_terms[part]),
                                                         ceiling));
-            first = _mm_adds_epi16(_mm_packs_epi32(sums[0], sums[1]), zeros);
-            second = _mm_adds_epi16(_mm_packs_epi32(sums[2], sums[3]), zeros);
-            _mm_storeu_si128((__m128i*)(out + i), signed_out ? _mm_packs_epi16(first, second)
-                                                             : _mm_packus_epi16(first, second));
+            _mm_storeu_si128((__m128i*)(out + i), qops_bytes_sse2(sums, zeros, signed_out));
         }
         return i;
     }
@@ -1323,25 +1329,15 @@ cdef inline void finish_pooled(const PoolJob* job, const int32_t* sums, Py_ssize
             value = min(max(value, -1073741824.0), 1073741824.0)
             value = (value + DOUBLE_ROUNDING_MAGIC) - DOUBLE_ROUNDING_MAGIC
             values[i] = <int32_t>min(max(value + out_zero[c], low), high)
-        narrow_values(values, out + first, n)
+        narrow_line(values, out + first, n)
         first = first + n
 
 
 # Rows of a pooling are short (56 outputs, a 7 x 7 plane's 49 bytes), often
 # shorter than one vector of bytes: a plain loop over bytes would run
-# element by element.  These loops take blocks of a fixed length, which the
-# compiler vectorizes at that length, and only the last few elements alone.
-
-cdef inline void narrow_values(const int32_t* values, uint8_t* out,
-                               Py_ssize_t count) noexcept nogil:
-    """The low byte of each value (the output integer as uint8 or int8)."""
-    cdef Py_ssize_t block, j, blocks = count // 16
-    for block in range(blocks):
-        for j in range(16):
-            out[block * 16 + j] = <uint8_t>values[block * 16 + j]
-    for j in range(blocks * 16, count):
-        out[j] = <uint8_t>values[j]
-
+# element by element.  add_image_row (like narrow_line) takes blocks of a
+# fixed length, which the compiler vectorizes at that length, and only the
+# last few elements alone.
 
 cdef inline void add_image_row(int32_t* columns, const uint8_t* row, Py_ssize_t width,
                                uint8_t flip) noexcept nogil:

@@ -185,30 +185,32 @@ def _shown_a_lesser_cpu(tmp_path, *options):
     return json.loads(done.stdout.strip().splitlines()[-1]), np.load(saved)
 
 
+def _expected_on_a_lesser_cpu():
+    """_ON_AN_AVX2_CPU's product by the exact oracle."""
+    from oracles import qlinear_matmul
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(0, 256, (3, 70, 300), dtype=np.uint8)
+    b = rng.integers(-128, 128, (1, 300, 50), dtype=np.int8)
+    return qlinear_matmul(a, np.float32(0.02), np.uint8(131), b, np.float32(0.01),
+                          np.int8(-3), np.float32(0.5), np.uint8(120))
+
+
 def test_a_cpu_with_sse4_and_no_avx_runs_the_portable_variant_by_itself(tmp_path):
     """benchmarks/avx2_cpu.py --sse4 hides AVX of every width as well: qops
     then runs its portable kernels by itself, exactly."""
-    from oracles import qlinear_matmul
-
     seen, got = _shown_a_lesser_cpu(tmp_path, "--sse4")
     assert seen["features"]["portable"] and not seen["features"]["avx2"]
     assert not seen["features"]["avx512vnni"] and not seen["features"]["amx"]
     assert seen["selected"] == "portable" and seen["dot_product"] is False
     assert "pmaddwd" in seen["line"]
-    rng = np.random.default_rng(5)
-    a = rng.integers(0, 256, (3, 70, 300), dtype=np.uint8)
-    b = rng.integers(-128, 128, (1, 300, 50), dtype=np.int8)
-    expected = qlinear_matmul(a, np.float32(0.02), np.uint8(131), b, np.float32(0.01),
-                              np.int8(-3), np.float32(0.5), np.uint8(120))
-    assert np.array_equal(got, expected)
+    assert np.array_equal(got, _expected_on_a_lesser_cpu())
 
 
 def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
     """benchmarks/avx2_cpu.py hides AVX-512 and VNNI from CPUID: qops then
     chooses the AVX2 kernels by itself (no QOPS_SIMD), its product is exact,
     and the bench reports no dot product and onnxruntime's own AVX2 ceiling."""
-    from oracles import qlinear_matmul
-
     if "avx2" not in VARIANTS:
         pytest.skip("this CPU runs no AVX2")
     seen, got = _shown_a_lesser_cpu(tmp_path)
@@ -216,12 +218,7 @@ def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
     assert not seen["features"]["amx"]
     assert seen["selected"] == "avx2" and seen["dot_product"] is False
     assert "vpmaddubsw" in seen["line"] and "x the exact peak" in seen["line"]
-    rng = np.random.default_rng(5)
-    a = rng.integers(0, 256, (3, 70, 300), dtype=np.uint8)
-    b = rng.integers(-128, 128, (1, 300, 50), dtype=np.int8)
-    expected = qlinear_matmul(a, np.float32(0.02), np.uint8(131), b, np.float32(0.01),
-                              np.int8(-3), np.float32(0.5), np.uint8(120))
-    assert np.array_equal(got, expected)
+    assert np.array_equal(got, _expected_on_a_lesser_cpu())
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
