@@ -55,7 +55,7 @@ cdef enum:
     INT32_LIMIT = 2147483647
     # Bytes of a panel per group of 4 k, and of a packed row of A per block.
     GROUP_BYTES = NR * 4 * B_BYTES
-    BLOCK_ROW_BYTES = K_BLOCK_GROUPS * 4 * A_BYTES
+    BLOCK_ROW_BYTES = K_BLOCK_GROUPS * 4 * A_BYTES * A_SPREAD
     # A thread's scratch (one slot per thread of a run): the packed block of
     # A, then the unit's sums across blocks (int64 at most), 64-byte aligned ...
     SLOT_A_BYTES = (MR * BLOCK_ROW_BYTES + 63) & ~63
@@ -76,6 +76,8 @@ if <Py_ssize_t>TILE_COLUMNS > <Py_ssize_t>PACK_COLUMNS:
 # A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
 if K_BLOCK_GROUPS > 16384:
     raise ImportError("K_BLOCK_GROUPS: a block of more than 65536 k could wrap int32")
+if int(A_SPREAD) not in (1, 4) or (A_SPREAD == 4 and A_BYTES != 2):
+    raise ImportError("A_SPREAD: spread_pairs makes four copies of int16 pairs")
 
 
 cdef struct Gemm:
@@ -540,6 +542,53 @@ cdef extern from *:
                                       int wide) noexcept nogil
 
 
+cdef extern from *:
+    # A packed row's first `pairs` pairs of int16 spread in place to four
+    # copies each (pair p at row + 16 p), for A_SPREAD 4.  From the last
+    # pair to the first: a pair's copies land on higher pairs' values only,
+    # which have been read by then.  With SSE2, four pairs a step (one load,
+    # four pshufd and four stores per four pairs: the shuffles a micro-kernel
+    # of that width would make per pair and panel, made once per block).
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+    #include <string.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    static void qops_spread_pairs(uint8_t* row, ptrdiff_t pairs) {
+        ptrdiff_t p = pairs;
+        int32_t pair;
+        int copy;
+    #if defined(__SSE2__)
+        while (p % 4) {
+            p--;
+            memcpy(&pair, row + 4 * p, 4);
+            _mm_storeu_si128((__m128i*)(row + 16 * p), _mm_set1_epi32(pair));
+        }
+        while (p > 0) {
+            __m128i four;
+            p -= 4;
+            four = _mm_loadu_si128((const __m128i*)(row + 4 * p));
+            _mm_storeu_si128((__m128i*)(row + 16 * p + 48), _mm_shuffle_epi32(four, 0xFF));
+            _mm_storeu_si128((__m128i*)(row + 16 * p + 32), _mm_shuffle_epi32(four, 0xAA));
+            _mm_storeu_si128((__m128i*)(row + 16 * p + 16), _mm_shuffle_epi32(four, 0x55));
+            _mm_storeu_si128((__m128i*)(row + 16 * p), _mm_shuffle_epi32(four, 0x00));
+        }
+    #else
+        while (p > 0) {
+            p--;
+            memcpy(&pair, row + 4 * p, 4);
+            for (copy = 0; copy < 4; copy++)
+                memcpy(row + 16 * p + 4 * copy, &pair, 4);
+        }
+    #endif
+        (void)copy;
+    }
+    """
+    void spread_pairs "qops_spread_pairs"(uint8_t* row, Py_ssize_t pairs) noexcept nogil
+
+
 cdef inline void copy_widened(uint8_t* target, const uint8_t* source, Py_ssize_t count,
                               uint8_t flip) noexcept nogil:
     """copy_values for int16 A' (A_BYTES 2): whole runs of A_SLACK values by
@@ -564,8 +613,19 @@ cdef void pack_a_block(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here, 
                        Py_ssize_t k1, uint8_t* target) noexcept nogil:
     """Values [k0, k1) of rows row0 .. row0 + MR - 1 of A' into a packed
     block (row r at target + r * BLOCK_ROW_BYTES), zero up to a whole group
-    past k1 and in the rows past M.  k0 is a whole number of groups; a
-    convolution's steps are walked from the one holding k0."""
+    past k1 and in the rows past M, each pair A_SPREAD times.  k0 is a whole
+    number of groups; a convolution's steps are walked from the one holding
+    k0."""
+    cdef Py_ssize_t r
+    pack_a_values(gemm, row0, rows_here, k0, k1, target)
+    if A_SPREAD > 1:
+        for r in range(MR):
+            spread_pairs(target + r * BLOCK_ROW_BYTES, round_up(k1 - k0, 4) // 2)
+
+
+cdef void pack_a_values(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here, Py_ssize_t k0,
+                        Py_ssize_t k1, uint8_t* target) noexcept nogil:
+    """pack_a_block's values, each once (A_BYTES each, from the row's start)."""
     cdef Py_ssize_t r, position, step, offset, count
     cdef Py_ssize_t length = k1 - k0
     cdef Py_ssize_t padded = round_up(length, 4)

@@ -5,6 +5,7 @@ cdef enum:
     MR = 32
     NR = 32
     A_BYTES = 1
+    A_SPREAD = 1
     B_BYTES = 1
     # 1024 k per block: the packed rows of A (32 x 1024 bytes, 32 KiB) in a
     # 48 KiB L1, the unit's block of B' (128 KiB) in L2.

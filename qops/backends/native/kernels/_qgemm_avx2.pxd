@@ -9,6 +9,7 @@ cdef enum:
     MR = 6
     NR = 16
     A_BYTES = 2
+    A_SPREAD = 1
     B_BYTES = 2
     # 1024 k per block: the packed rows of A (6 x 1024 x 2 bytes, 12 KiB) stay
     # in a 32 KiB L1 while each 32 KiB panel of the block streams from L2,

@@ -5,6 +5,7 @@ cdef enum:
     MR = 6
     NR = 64
     A_BYTES = 1
+    A_SPREAD = 1
     B_BYTES = 1
     # 1024 k per block: the packed rows of A (6 KiB) stay in L1 while each
     # 64 KiB panel streams from L2, and the unit's block of B' (1024 x 128

@@ -10,11 +10,17 @@ cdef enum:
     NR = 8
     A_BYTES = 2
     B_BYTES = 2
-    # 1024 k per block: the packed rows of A (6 x 1024 x 2 bytes, 12 KiB)
-    # stay in a 32 KiB L1 while each 16 KiB panel of the block streams from
-    # L2, and the unit's block of B' (1024 x 128 x 2 bytes, 256 KiB) stays in
-    # L2 while its eight micro-tiles take turns.
-    K_BLOCK_GROUPS = 256
+    # Each pair of A four times, so that a row's broadcast is one load: SSE2
+    # has no broadcast load, and making it (movd + pshufd) put six shuffles
+    # beside every twelve pmaddwd, on the ports they share.  Spread once per
+    # block, the copies serve every panel of the unit (8 to 16).
+    A_SPREAD = 4
+    # 256 k per block: the spread rows of A (6 x 256 x 8 bytes, 12 KiB) stay
+    # in a 32 KiB L1 beside the 4 KiB panel of the block that streams past
+    # them from L2, and the unit's block of B' (256 x 128 x 2 bytes, 64 KiB)
+    # stays in L2 while its eight micro-tiles take turns.  (At 1024 k the
+    # spread rows alone were 48 KiB.)
+    K_BLOCK_GROUPS = 64
     # 8 micro-tiles (48 rows) by sixteen panels (128 columns) per unit: each
     # packed block of A serves sixteen panels, each block of B' eight
     # micro-tiles.

@@ -21,8 +21,9 @@ cdef extern from *:
     #define QOPS_PORTABLE_SSE2 1
 
     /* Per pair of k: B' columns 0-3 and 4-7 (int16 pairs), each row's pair of
-       A broadcast, twelve pmaddwd + paddd; lane c of a row's accumulators is
-       column c's sum. */
+       A in every lane (a load: the block holds each pair four times, A_SPREAD),
+       twelve pmaddwd + paddd; lane c of a row's accumulators is column c's
+       sum. */
     static void qops_portable_microkernel(const uint8_t* a, ptrdiff_t a_stride,
                                           ptrdiff_t groups, const int8_t* b, int32_t* tile) {
         __m128i c00 = _mm_setzero_si128(), c01 = _mm_setzero_si128();
@@ -31,32 +32,32 @@ cdef extern from *:
         __m128i c30 = _mm_setzero_si128(), c31 = _mm_setzero_si128();
         __m128i c40 = _mm_setzero_si128(), c41 = _mm_setzero_si128();
         __m128i c50 = _mm_setzero_si128(), c51 = _mm_setzero_si128();
-        const int32_t* a0 = (const int32_t*)a;
-        const int32_t* a1 = (const int32_t*)(a + a_stride);
-        const int32_t* a2 = (const int32_t*)(a + 2 * a_stride);
-        const int32_t* a3 = (const int32_t*)(a + 3 * a_stride);
-        const int32_t* a4 = (const int32_t*)(a + 4 * a_stride);
-        const int32_t* a5 = (const int32_t*)(a + 5 * a_stride);
+        const __m128i* a0 = (const __m128i*)a;
+        const __m128i* a1 = (const __m128i*)(a + a_stride);
+        const __m128i* a2 = (const __m128i*)(a + 2 * a_stride);
+        const __m128i* a3 = (const __m128i*)(a + 3 * a_stride);
+        const __m128i* a4 = (const __m128i*)(a + 4 * a_stride);
+        const __m128i* a5 = (const __m128i*)(a + 5 * a_stride);
         ptrdiff_t pair;
         for (pair = 0; pair < 2 * groups; pair++) {
             __m128i b0 = _mm_loadu_si128((const __m128i*)b);
             __m128i b1 = _mm_loadu_si128((const __m128i*)(b + 16));
-            __m128i x = _mm_set1_epi32(a0[pair]);
+            __m128i x = _mm_loadu_si128(a0 + pair);
             c00 = _mm_add_epi32(c00, _mm_madd_epi16(x, b0));
             c01 = _mm_add_epi32(c01, _mm_madd_epi16(x, b1));
-            x = _mm_set1_epi32(a1[pair]);
+            x = _mm_loadu_si128(a1 + pair);
             c10 = _mm_add_epi32(c10, _mm_madd_epi16(x, b0));
             c11 = _mm_add_epi32(c11, _mm_madd_epi16(x, b1));
-            x = _mm_set1_epi32(a2[pair]);
+            x = _mm_loadu_si128(a2 + pair);
             c20 = _mm_add_epi32(c20, _mm_madd_epi16(x, b0));
             c21 = _mm_add_epi32(c21, _mm_madd_epi16(x, b1));
-            x = _mm_set1_epi32(a3[pair]);
+            x = _mm_loadu_si128(a3 + pair);
             c30 = _mm_add_epi32(c30, _mm_madd_epi16(x, b0));
             c31 = _mm_add_epi32(c31, _mm_madd_epi16(x, b1));
-            x = _mm_set1_epi32(a4[pair]);
+            x = _mm_loadu_si128(a4 + pair);
             c40 = _mm_add_epi32(c40, _mm_madd_epi16(x, b0));
             c41 = _mm_add_epi32(c41, _mm_madd_epi16(x, b1));
-            x = _mm_set1_epi32(a5[pair]);
+            x = _mm_loadu_si128(a5 + pair);
             c50 = _mm_add_epi32(c50, _mm_madd_epi16(x, b0));
             c51 = _mm_add_epi32(c51, _mm_madd_epi16(x, b1));
             b += 32;
@@ -149,7 +150,7 @@ cdef extern from *:
         memset(tile, 0, 6 * 8 * sizeof(int32_t));
         for (pair = 0; pair < 2 * groups; pair++, panel += 16)
             for (r = 0; r < 6; r++) {
-                const int16_t* x = (const int16_t*)(a + r * a_stride) + 2 * pair;
+                const int16_t* x = (const int16_t*)(a + r * a_stride) + 8 * pair;
                 for (c = 0; c < 8; c++)
                     tile[r * 8 + c] += x[0] * panel[2 * c] + x[1] * panel[2 * c + 1];
             }

@@ -11,6 +11,10 @@
 #       A_BYTES           bytes per value of a packed block of A: 1 (A' bytes
 #                         as they are) or 2 (widened to int16 by the packer,
 #                         for a multiply-add on 16-bit pairs)
+#       A_SPREAD          copies of each pair of A' values in a packed row: 1,
+#                         or 4 for a micro-kernel that loads its broadcasts
+#                         of a pair rather than making them (SSE2 has no
+#                         broadcast load; see spread_pairs in _qgemm.pxi)
 #       B_BYTES           bytes per value of a packed panel of B: 1, laid out
 #                         [group of 4 k][column][4 k] (the quads of vpdpbusd
 #                         and tdpbusd), or 2, int16 laid out [group][pair of
@@ -40,8 +44,8 @@ from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
 # tile[r * NR + c] <- sum over k < 4 * groups of A[r, k] * B[k, c], for
 # the packed block of A (row r at a + r * a_stride, unsigned values, A_BYTES
-# each) and a packed panel of B' (signed values, B_BYTES each) from its
-# group at b: exact in int32 for up to 65536 k.
+# each, each pair A_SPREAD times) and a packed panel of B' (signed values,
+# B_BYTES each) from its group at b: exact in int32 for up to 65536 k.
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil
 

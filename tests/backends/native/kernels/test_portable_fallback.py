@@ -1,7 +1,8 @@
 """The kernels' C where the target has no SSE2 (the portable variant's
 micro-kernel and packer, the SSE2 depthwise kernel, the GEMM driver's
-transposed store): built here twice, as the build compiles it and with
-__SSE2__ undefined, which selects the plain loops, both against NumPy."""
+transposed store and spreading of A): built here twice, as the build
+compiles it and with __SSE2__ undefined, which selects the plain loops,
+both against NumPy."""
 
 import ctypes
 import pathlib
@@ -59,13 +60,21 @@ def address(array):
     return ctypes.c_void_p(array.ctypes.data)
 
 
+def spread(a):
+    """Rows of int16 values as the packed block holds them (A_SPREAD 4): each
+    pair of a row four times over."""
+    pairs = a.reshape(a.shape[0], -1, 1, 2)
+    return np.ascontiguousarray(np.repeat(pairs, 4, axis=2)).reshape(a.shape[0], -1)
+
+
 def test_the_micro_kernel_sums_exactly(kernels):
     rng = np.random.default_rng(0)
     for groups in (1, 2, 7, 40):
         a = rng.integers(0, 256, (6, 4 * groups)).astype(np.int16)   # A' as int16
         b = rng.integers(-128, 128, (groups, 2, 8, 2)).astype(np.int16)  # [g][pair][c][2 k]
         tile = np.zeros(48, np.int32)
-        kernels.qops_portable_microkernel(address(a), ctypes.c_ssize_t(a.strides[0]),
+        block = spread(a)
+        kernels.qops_portable_microkernel(address(block), ctypes.c_ssize_t(block.strides[0]),
                                           ctypes.c_ssize_t(groups), address(b), address(tile))
         columns = b.transpose(0, 1, 3, 2).reshape(4 * groups, 8)
         assert np.array_equal(tile, (a.astype(np.int64) @ columns).ravel())
@@ -128,6 +137,26 @@ def test_the_depthwise_kernel_builds_with_and_without_sse2(mode, tmp_path):
             widen(address(x), ctypes.c_ssize_t(count), ctypes.c_int(is_signed), address(line))
             values = (x.view(np.int8) if is_signed else x)[:count].astype(np.int16)
             assert np.array_equal(line[:count], values) and np.all(line[count:] == 7777)
+
+
+@pytest.mark.parametrize("mode", ["sse2", "plain"])
+def test_pairs_spread_in_place_to_four_copies(mode, tmp_path):
+    """The driver's spreading of a packed row of A (A_SPREAD 4), both builds:
+    for every count of pairs up to 40, in place, each pair four times in
+    order, nothing written past the spread row."""
+    if COMPILER is None:
+        pytest.skip("no C compiler")
+    code = c_block(SOURCE.with_name("_qgemm.pxi"), "qops_spread_pairs")
+    spread_pairs = build(code.replace("static void", "void"), tmp_path, mode,
+                         WARNINGS).qops_spread_pairs
+    rng = np.random.default_rng(4)
+    for pairs in range(41):
+        values = rng.integers(-32768, 32768, 2 * pairs).astype(np.int16)
+        row = np.full(8 * pairs + 16, 12345, np.int16)
+        row[:2 * pairs] = values
+        spread_pairs(address(row), ctypes.c_ssize_t(pairs))
+        assert np.array_equal(row[:8 * pairs], spread(values[None])[0]), pairs
+        assert np.all(row[8 * pairs:] == 12345), pairs
 
 
 @pytest.mark.parametrize("mode", ["sse2", "plain"])
