@@ -56,9 +56,10 @@ cdef enum:
     # Bytes of a panel per group of 4 k, and of a packed row of A per block.
     GROUP_BYTES = NR * 4 * B_BYTES
     BLOCK_ROW_BYTES = K_BLOCK_GROUPS * 4 * A_BYTES * A_SPREAD
-    # A thread's scratch (one slot per thread of a run): the packed block of
-    # A, then the unit's sums across blocks (int64 at most), 64-byte aligned ...
-    SLOT_A_BYTES = (MR * BLOCK_ROW_BYTES + 63) & ~63
+    # A thread's scratch (one slot per thread of a run): two packed blocks of
+    # A (the micro-tile's, and the next one's, packed ahead: run_unit), then
+    # the unit's sums across blocks (int64 at most), 64-byte aligned ...
+    SLOT_A_BYTES = (2 * MR * BLOCK_ROW_BYTES + 63) & ~63
     SLOT_UNIT_OFFSET = SLOT_A_BYTES + TILE_M_PANELS * MR * TILE_COLUMNS * 8
     # ... then the unit's requantized bytes, TILE_COLUMNS per row.
     # (one block more than a unit's TILE_M_PANELS: run_gemm folds a lone
@@ -518,8 +519,16 @@ cdef extern from *:
     static inline void qops_copy_short(uint8_t* target, const uint8_t* source, uint8_t flip,
                                        int wide) {
         __m128i mask = _mm_set1_epi8((char)flip);
-        __m128i low = _mm_xor_si128(_mm_loadu_si128((const __m128i*)source), mask);
-        __m128i high = _mm_xor_si128(_mm_loadu_si128((const __m128i*)(source + 16)), mask);
+        __m128i low = _mm_loadu_si128((const __m128i*)source);
+        __m128i high = _mm_loadu_si128((const __m128i*)(source + 16));
+        if (wide && !flip) {
+            /* Unsigned A as it is: each load folds into its widening. */
+            _mm256_storeu_si256((__m256i*)target, _mm256_cvtepu8_epi16(low));
+            _mm256_storeu_si256((__m256i*)(target + 32), _mm256_cvtepu8_epi16(high));
+            return;
+        }
+        low = _mm_xor_si128(low, mask);
+        high = _mm_xor_si128(high, mask);
         if (wide) {
             _mm256_storeu_si256((__m256i*)target, _mm256_cvtepu8_epi16(low));
             _mm256_storeu_si256((__m256i*)(target + 32), _mm256_cvtepu8_epi16(high));
@@ -603,6 +612,24 @@ cdef inline void copy_widened(uint8_t* target, const uint8_t* source, Py_ssize_t
     copy_values(target, source, count, flip)
 
 
+cdef inline void zero_row_end(uint8_t* target, Py_ssize_t count) noexcept nogil:
+    """count (< 4) values of zeros: the padding of a packed row to a whole
+    group, in stores of known size (a memset call per row was a tenth of a
+    first convolution's packing)."""
+    cdef uint64_t zeros = 0
+    cdef Py_ssize_t nbytes = count * A_BYTES
+    if nbytes >= 4:
+        memcpy(target, &zeros, 4)
+        target = target + 4
+        nbytes = nbytes - 4
+    if nbytes >= 2:
+        memcpy(target, &zeros, 2)
+        target = target + 2
+        nbytes = nbytes - 2
+    if nbytes:
+        target[0] = 0
+
+
 cdef inline const uint8_t* row_start(const Gemm* gemm, Py_ssize_t r) noexcept nogil:
     if gemm.row_offset != NULL:
         return gemm.a + gemm.row_offset[r]
@@ -652,7 +679,7 @@ cdef void pack_a_values(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here,
             for step in range(steps):
                 copy_short(row + step * step_length * A_BYTES, source + step_offset[step],
                            flip, A_BYTES == 2)
-            memset(row + length * A_BYTES, 0, (padded - length) * A_BYTES)
+            zero_row_end(row + length * A_BYTES, padded - length)
         for r in range(rows_here, MR):
             memset(target + r * BLOCK_ROW_BYTES, 0, padded * A_BYTES)
         return
@@ -679,7 +706,7 @@ cdef void pack_a_values(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here,
             position = position + count
             step = step + 1
             offset = 0
-        memset(row + length * A_BYTES, 0, (padded - length) * A_BYTES)
+        zero_row_end(row + length * A_BYTES, padded - length)
 
 
 # -- the driver -------------------------------------------------------------------
@@ -1268,6 +1295,14 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         ensure_row_sums(product, own, a_member, p, p_end)
     cdef int32_t tile[MR * NR]
     cdef uint8_t* block = scratch
+    cdef uint8_t* next_block = scratch + MR * BLOCK_ROW_BYTES
+    cdef uint8_t* swap
+    # The row block packed ahead into next_block (-1: none).  A block packed
+    # just before its first pass holds the pass up for its stores and their
+    # chains of loads, widening and stores (7% of a first convolution with
+    # AVX2); packed during the block before, with the micro-kernel's first
+    # pass over it, it costs about its instructions alone.
+    cdef Py_ssize_t ahead = -1
     cdef int32_t* sums32 = <int32_t*>(scratch + SLOT_A_BYTES)
     cdef int64_t* sums64 = <int64_t*>(scratch + SLOT_A_BYTES)
     cdef Py_ssize_t panel_size = gemm.groups * GROUP_BYTES
@@ -1342,10 +1377,19 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                 continue
             rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
             a_rows = direct_rows(gemm, ri * MR, rows_here, &a_stride) if direct else NULL
-            if a_rows == NULL:
+            if a_rows == NULL and ahead == ri:
+                swap = block
+                block = next_block
+                next_block = swap
+            elif a_rows == NULL:
                 pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
             for qi in range(q, q_end):
                 panel = gemm.b + qi * panel_size
+                if (qi == q and not direct and ri + 1 < p_end - fuse_tail
+                        and not (split_tail and ri + 1 == p_end - 2)):
+                    pack_a_block(gemm, (ri + 1) * MR, min(<Py_ssize_t>MR, gemm.m - (ri + 1) * MR),
+                                 0, k, next_block)
+                    ahead = ri + 1
                 if a_rows != NULL:
                     microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile)
                 elif rows_here > SHORT_BLOCK_ROWS:
@@ -1373,12 +1417,21 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     g0 = 0
     while g0 < gemm.groups:
         g1 = min(g0 + K_BLOCK_GROUPS, gemm.groups)
+        ahead = -1
         for ri in range(p, p_end):
             rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
             a_rows = direct_rows(gemm, ri * MR, rows_here, &a_stride) if direct else NULL
-            if a_rows == NULL:
+            if a_rows == NULL and ahead == ri:
+                swap = block
+                block = next_block
+                next_block = swap
+            elif a_rows == NULL:
                 pack_a_block(gemm, ri * MR, rows_here, 4 * g0, min(k, 4 * g1), block)
             for qi in range(q, q_end):
+                if qi == q and not direct and ri + 1 < p_end:
+                    pack_a_block(gemm, (ri + 1) * MR, min(<Py_ssize_t>MR, gemm.m - (ri + 1) * MR),
+                                 4 * g0, min(k, 4 * g1), next_block)
+                    ahead = ri + 1
                 if a_rows != NULL:
                     microkernel_direct(gemm, a_rows, a_stride, 4 * g0, 4 * g1,
                                        gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
