@@ -154,6 +154,32 @@ def test_sums_past_float32_saturate(variant, zero):
     assert np.array_equal(out, expected)
 
 
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+@pytest.mark.parametrize("zero", [0, 255])
+@pytest.mark.parametrize("multiplier", [2.0e6, 2.1e6, 4.3e6])
+def test_sums_near_and_past_int32_saturate(variant, zero, multiplier):
+    """Sums up to 2**30 (multipliers to 2.1e6) pass through the conversion to
+    int32 unclamped and saturate in the packs; larger multipliers let a sum
+    pass int32 (4.3e6: 2.2e9), which must still saturate high, not wrap."""
+    a = np.array([255, 0, 255, 0, 200, 128, 1, 254] * 16, np.uint8)
+    b = np.array([255, 0, 0, 255, 55, 128, 0, 255] * 16, np.uint8)
+    output_scale = np.float32(1.0) / np.float32(multiplier)
+    call = dict(a=a, a_scale=np.float32(1.0), a_zero_point=np.uint8(zero), b=b,
+                b_scale=np.float32(1.0), b_zero_point=np.uint8(zero),
+                output_scale=output_scale, output_zero_point=np.uint8(7))
+    factor = np.float32(np.float32(1.0) / output_scale)
+    value = ((a.astype(np.int32) - zero).astype(np.float32) * factor
+             + (b.astype(np.int32) - zero).astype(np.float32) * factor)
+    assert np.abs(value).max() > 1e9 and np.abs(value).min() < 1e7
+    expected = np.clip(np.rint(value.astype(np.float64)) + 7, 0, 255).astype(np.uint8)
+    prepared = elementwise.prepare_add(dict(call), {})
+    run = _native.prepare_add(prepared, variant)
+    values = run.derive(prepared.arrays, prepared.checked)
+    out = np.empty(prepared.output_shape, np.uint8)
+    run.run(dataclasses.replace(prepared, values=values), out, 1)
+    assert np.array_equal(out, expected)
+
+
 def test_a_call_like_the_last_follows_its_data(monkeypatch):
     """The same parameter objects and new data of the same form take the
     recent-call shortcut (no signature made) and follow the data; another
