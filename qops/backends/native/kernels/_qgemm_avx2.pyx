@@ -210,8 +210,9 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
     packs, exact: the values lie in [0, high - low], or saturate to it when
     the clamp is left to them).  The packs put dwords of the two rows in the
     order 0 4 1 5 | 2 6 3 7, which one cross-lane permute puts back as row
-    a | row b.  The offsets as int16 in the order of the first packs take
-    one packs per tile, against eight additions per row pair in int32."""
+    a | row b.  The offsets as int16, in the order of the first packs, cost
+    one packs per tile and one addition per row pair, against two additions
+    per row in int32."""
     cdef __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
     cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
     cdef __m256i offsets = _mm256_packs_epi32(_mm256_loadu_si256(terms.offset),
