@@ -1,6 +1,8 @@
 /* Shown to a process by LD_PRELOAD (benchmarks/avx2_cpu.py): an x86-64 CPU
    with AVX2 and no AVX-512, no VNNI (AVX-512 or AVX-VNNI) and no AMX; or,
-   with QOPS_SHOWN_CPU=sse4, one without AVX of any width.
+   with QOPS_SHOWN_CPU=sse4, one without AVX of any width; or, with
+   QOPS_SHOWN_CPU=avxvnni, one with AVX2 and AVX-VNNI and no AVX-512 (an
+   Intel client core since Alder Lake).
 
    Linux's CPUID faulting (arch_prctl ARCH_SET_CPUID) makes each cpuid
    instruction of the process raise SIGSEGV; the handler runs the real
@@ -42,6 +44,8 @@ static void real_cpuid(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
    too: a CPU of SSE4.2 and no more, on which the peers run their SSE code
    and qops its portable variant. */
 static int hide_avx;
+/* QOPS_SHOWN_CPU=avxvnni (avx2_cpu.py --avxvnni) keeps AVX-VNNI. */
+static int keep_avx_vnni;
 
 static void mask(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
     if (hide_avx && leaf == 1) {
@@ -61,7 +65,7 @@ static void mask(uint32_t leaf, uint32_t subleaf, uint32_t r[4]) {
         r[3] &= ~(BIT(2) | BIT(3) | BIT(8) | BIT(22) | BIT(23) | BIT(24) | BIT(25));
     } else if (leaf == 7 && subleaf == 1) {
         /* EAX: AVX-VNNI, AVX512_BF16, AVX-IFMA; EDX: AVX-VNNI-INT8, AVX-NE-CONVERT */
-        r[0] &= ~(BIT(4) | BIT(5) | BIT(23));
+        r[0] &= ~((keep_avx_vnni ? 0 : BIT(4)) | BIT(5) | BIT(23));
         r[3] &= ~(BIT(4) | BIT(5));
     }
 }
@@ -140,6 +144,7 @@ __attribute__((constructor)) static void start(void) {
     const char* shown = getenv("QOPS_SHOWN_CPU");
     struct sigaction action;
     hide_avx = shown != NULL && strcmp(shown, "sse4") == 0;
+    keep_avx_vnni = shown != NULL && strcmp(shown, "avxvnni") == 0;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_fault;
     action.sa_flags = SA_SIGINFO;

@@ -19,6 +19,13 @@ peers their SSE code, the comparison of that tier:
 
     python benchmarks/avx2_cpu.py --sse4 python -m qops bench --out /tmp/sse4
 
+``--avxvnni`` keeps AVX-VNNI (the VEX vpdpbusd) shown: a CPU with AVX2 and
+AVX-VNNI and no AVX-512, as Intel's client cores since Alder Lake, where
+qops runs its AVX-VNNI variant and onnxruntime its AVX-VNNI kernels, exact
+both:
+
+    python benchmarks/avx2_cpu.py --avxvnni python -m qops bench --out /tmp/avxvnni
+
 Needs Linux on x86-64 with CPUID faulting (``arch_prctl(ARCH_SET_CPUID)``:
 Intel CPUs from Ivy Bridge on and their virtual machines under KVM), and a
 C compiler; the library is built once, beside this file's build folder.
@@ -68,7 +75,7 @@ def library(build_folder=None):
 
 def environment(path, base=None, shown="avx2"):
     """``base`` (the process's environment) with the library preloaded,
-    showing ``shown`` (``"avx2"`` or ``"sse4"``)."""
+    showing ``shown`` (``"avx2"``, ``"sse4"`` or ``"avxvnni"``)."""
     env = dict(os.environ if base is None else base)
     env["QOPS_SHOWN_CPU"] = shown
     preloaded = env.get("LD_PRELOAD", "").split()
@@ -79,8 +86,8 @@ def environment(path, base=None, shown="avx2"):
 
 def main(argv):
     shown = "avx2"
-    if argv[:1] == ["--sse4"]:
-        shown, argv = "sse4", argv[1:]
+    if argv[:1] in (["--sse4"], ["--avxvnni"]):
+        shown, argv = argv[0][2:], argv[1:]
     if not argv:
         sys.stderr.write(__doc__)
         return 2

@@ -96,7 +96,7 @@ def test_the_kernels_build_without_openmp(tmp_path):
     assert out.stdout.split() == ["False", "1", "1", "False"]
 
 
-@pytest.mark.parametrize("forced", ["portable", "avx2", "avx512vnni"])
+@pytest.mark.parametrize("forced", ["portable", "avx2", "avxvnni", "avx512vnni"])
 def test_qops_simd_forces_a_variant_this_machine_runs(forced):
     from qops.backends.native import variants as _simd
     code = "import qops; print(qops.config.config()['simd'].split()[0])"

@@ -95,6 +95,7 @@ _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"
 SIMD_VARIANTS = {
     "portable": [],
     "avx2": ["-mavx2", "-mfma"],
+    "avxvnni": ["-mavx2", "-mfma", "-mavxvnni"],
     "avx512vnni": _AVX512,
     "amx": _AVX512 + ["-mamx-tile", "-mamx-int8"],
 }

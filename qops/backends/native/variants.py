@@ -9,7 +9,7 @@ import os
 import warnings
 
 #: Best first.
-VARIANTS = ("amx", "avx512vnni", "avx2", "portable")
+VARIANTS = ("amx", "avx512vnni", "avxvnni", "avx2", "portable")
 
 _modules = {}
 
@@ -84,8 +84,9 @@ def module(name=None):
     return _modules[name]
 
 
-#: The quantize kernels' build of each GEMM variant (AMX adds nothing to them).
-_QUANTIZE_BUILD = {"amx": "avx512vnni"}
+#: The quantize kernels' build of each GEMM variant (AMX adds nothing to
+#: them, nor AVX-VNNI to AVX2's).
+_QUANTIZE_BUILD = {"amx": "avx512vnni", "avxvnni": "avx2"}
 _quantize_modules = {}
 
 

@@ -47,17 +47,23 @@ cdef extern from *:
         return 0;
     #endif
     }
-    /* An exact 8-bit dot product: AVX-512 VNNI, or AVX-VNNI (CPUID leaf 7
-       subleaf 1, EAX bit 4); -1 off x86-64, where the question has no answer
-       here. */
-    static int qops_cpu_has_dot_product(void) {
+    /* AVX-VNNI, the VEX-encoded vpdpbusd on xmm and ymm (CPUID leaf 7
+       subleaf 1, EAX bit 4), with AVX2 and the operating system's ymm state. */
+    static int qops_cpu_supports_avxvnni(void) {
     #if defined(__GNUC__) && defined(__x86_64__)
         unsigned int a, b, c, d;
-        if (qops_cpu_supports_avx512vnni())
-            return 1;
         if (!qops_cpu_supports_avx2() || !__get_cpuid_count(7, 1, &a, &b, &c, &d))
             return 0;
         return (a >> 4) & 1;
+    #else
+        return 0;
+    #endif
+    }
+    /* An exact 8-bit dot product: AVX-512 VNNI, or AVX-VNNI; -1 off x86-64,
+       where the question has no answer here. */
+    static int qops_cpu_has_dot_product(void) {
+    #if defined(__GNUC__) && defined(__x86_64__)
+        return qops_cpu_supports_avx512vnni() || qops_cpu_supports_avxvnni();
     #else
         return -1;
     #endif
@@ -65,6 +71,7 @@ cdef extern from *:
     """
     int qops_cpu_supports_avx2()
     int qops_cpu_supports_avx512vnni()
+    int qops_cpu_supports_avxvnni()
     int qops_cpu_supports_amx()
     int qops_cpu_has_dot_product()
 
@@ -72,6 +79,7 @@ cdef extern from *:
 def cpu_features():
     """The instruction sets this CPU (and operating system) can run, by variant name."""
     return {"portable": True, "avx2": bool(qops_cpu_supports_avx2()),
+            "avxvnni": bool(qops_cpu_supports_avxvnni()),
             "avx512vnni": bool(qops_cpu_supports_avx512vnni()),
             "amx": bool(qops_cpu_supports_amx())}
 

@@ -9,57 +9,7 @@ from qops.backends.native.kernels._registers cimport in_register
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms, requantize_tile_rows_plain)
 
-cdef extern from "<immintrin.h>" nogil:
-    ctypedef struct __m128i:
-        pass
-    ctypedef struct __m256i:
-        pass
-    __m256i _mm256_setzero_si256()
-    __m128i _mm_set1_epi8(char value)
-    __m128i _mm_xor_si128(__m128i a, __m128i b)
-    __m256i _mm256_set1_epi32(int value)
-    __m256i _mm256_set1_epi16(short value)
-    __m256i _mm256_cvtepi8_epi16(__m128i value)
-    __m256i _mm256_unpacklo_epi16(__m256i a, __m256i b)
-    __m256i _mm256_unpackhi_epi16(__m256i a, __m256i b)
-    __m256i _mm256_permute2x128_si256(__m256i a, __m256i b, int control)
-    __m256i _mm256_madd_epi16(__m256i a, __m256i b)
-    __m256i _mm256_add_epi32(__m256i a, __m256i b)
-    ctypedef struct __m256:
-        pass
-    __m256i _mm256_sub_epi32(__m256i a, __m256i b)
-    __m256i _mm256_mullo_epi32(__m256i a, __m256i b)
-    __m256 _mm256_cvtepi32_ps(__m256i a)
-    __m256i _mm256_cvtps_epi32(__m256 a)
-    __m256 _mm256_mul_ps(__m256 a, __m256 b)
-    __m256 _mm256_max_ps(__m256 a, __m256 b)
-    __m256 _mm256_min_ps(__m256 a, __m256 b)
-    __m256i _mm256_packs_epi32(__m256i a, __m256i b)
-    __m256i _mm256_adds_epi16(__m256i a, __m256i b)
-    __m256i _mm256_packus_epi16(__m256i a, __m256i b)
-    __m256i _mm256_permutevar8x32_epi32(__m256i a, __m256i index)
-    __m256i _mm256_setr_epi32(int e0, int e1, int e2, int e3, int e4, int e5, int e6, int e7)
-    __m256i _mm256_set1_epi8(char value)
-    __m256i _mm256_add_epi8(__m256i a, __m256i b)
-    __m128i _mm256_castsi256_si128(__m256i a)
-    __m128i _mm256_extracti128_si256(__m256i a, int index)
-
-cdef extern from *:
-    # The unaligned loads and the store on any pointer (their C
-    # declarations take __m256i pointers).
-    """
-    #include <immintrin.h>
-    #define qops_load_128(p) _mm_loadu_si128((const __m128i*)(p))
-    #define qops_load_256(p) _mm256_loadu_si256((const __m256i*)(p))
-    #define qops_store_256(p, value) _mm256_storeu_si256((__m256i*)(p), (value))
-    #define qops_store_128(p, value) _mm_storeu_si128((__m128i*)(p), (value))
-    #define qops_load_ps(p) _mm256_loadu_ps((const float*)(p))
-    """
-    __m128i _mm_loadu_si128 "qops_load_128"(const void* p) nogil
-    __m256i _mm256_loadu_si256 "qops_load_256"(const void* p) nogil
-    void _mm256_storeu_si256 "qops_store_256"(void* p, __m256i value) nogil
-    void _mm_storeu_si128 "qops_store_128"(void* p, __m128i value) nogil
-    __m256 _mm256_loadu_ps "qops_load_ps"(const void* p) nogil
+include "_ymm.pxi"
 
 # The tile (MR x NR) and its blocks: _qgemm_avx2.pxd.
 
@@ -153,91 +103,8 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 
 
 include "_short_rows.pxi"
-
-
-cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,
-                           Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
-                           int32_t* tile, Py_ssize_t rows) noexcept nogil:
-    """Two passes of four rows and the rest (4 + 4, 4 + 3) where the tail's
-    rows follow the block's (the driver packs them so): on BERT's K = 768,
-    eight rows in 1.48 micro-tiles' time against 1.55 for the block and a
-    pass of two rows; else the block, then the tail."""
-    if tail != a + MR * a_stride or tail_stride != a_stride:
-        microkernel(a, a_stride, groups, b, tile)
-        if rows == MR + 2:
-            tile_rows(tail, tail_stride, groups, b, tile + MR * NR, 2, False)
-        else:
-            tile_rows(tail, tail_stride, groups, b, tile + MR * NR, 1, False)
-        return
-    tile_rows(a, a_stride, groups, b, tile, 4, False)
-    if rows == MR + 2:
-        tile_rows(a + 4 * a_stride, a_stride, groups, b, tile + 4 * NR, 4, False)
-    else:
-        tile_rows(a + 4 * a_stride, a_stride, groups, b, tile + 4 * NR, 3, False)
-
-
-cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
-                                    __m256i row_term, int column_zero,
-                                    bint clamp) noexcept nogil:
-    """Eight sums of a row (columns c .. c + 7 of the tile) to their rounded
-    values, as int32 (the output integers less the zero points): the terms
-    modulo 2**32, float32 product, clamp, then vcvtps2dq, which rounds half
-    to even in the default rounding mode (the rule of round_half_even).
-    column_zero says how the product with the row term is taken
-    (_tile_shortcuts.pxi); without clamp the caller's saturating packs clamp
-    (TileTerms.packs_clamp)."""
-    cdef __m256i value = _mm256_add_epi32(_mm256_loadu_si256(sums),
-                                          _mm256_loadu_si256(terms.column + c))
-    if column_zero == COLUMN_ZERO_EACH:
-        value = _mm256_sub_epi32(value, _mm256_mullo_epi32(
-            _mm256_loadu_si256(terms.column_zero + c), row_term))
-    elif column_zero == COLUMN_ZERO_ONE:
-        value = _mm256_sub_epi32(value, row_term)
-    cdef __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(value),
-                                       _mm256_loadu_ps(terms.multiplier + c))
-    if clamp:
-        scaled = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_loadu_ps(terms.floor + c)),
-                               _mm256_loadu_ps(terms.ceiling + c))
-    return _mm256_cvtps_epi32(scaled)
-
-
-cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
-                                 Py_ssize_t pitch, int column_zero, bint clamp) noexcept nogil:
-    """The tile's rows two at a time: each row's 16 values packed to int16,
-    the offsets added (zero point less low, in [0, 255], saturating: a value
-    that saturates int16 is past the output's range either way, so this is
-    the int32 sum's result), and both rows packed to bytes (saturating
-    packs, exact: the values lie in [0, high - low], or saturate to it when
-    the clamp is left to them).  The packs put dwords of the two rows in the
-    order 0 4 1 5 | 2 6 3 7, which one cross-lane permute puts back as row
-    a | row b.  The offsets as int16, in the order of the first packs, cost
-    one packs per tile and one addition per row pair, against two additions
-    per row in int32."""
-    cdef __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
-    cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
-    cdef __m256i offsets = _mm256_packs_epi32(_mm256_loadu_si256(terms.offset),
-                                              _mm256_loadu_si256(terms.offset + 8))
-    cdef __m256i first, second, row_term, both
-    cdef bint add_low = terms.low != 0
-    cdef Py_ssize_t i
-    for i in range(0, MR, 2):
-        row_term = _mm256_set1_epi32(<int>terms.row_term[i])
-        first = _mm256_adds_epi16(_mm256_packs_epi32(
-            requantize_half(tile + i * NR, terms, 0, row_term, column_zero, clamp),
-            requantize_half(tile + i * NR + 8, terms, 8, row_term, column_zero, clamp)), offsets)
-        row_term = _mm256_set1_epi32(<int>terms.row_term[i + 1])
-        second = _mm256_adds_epi16(_mm256_packs_epi32(
-            requantize_half(tile + (i + 1) * NR, terms, 0, row_term, column_zero, clamp),
-            requantize_half(tile + (i + 1) * NR + 8, terms, 8, row_term, column_zero, clamp)),
-            offsets)
-        both = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(first, second), order)
-        if add_low:
-            both = _mm256_add_epi8(both, low)
-        _mm_storeu_si128(result + i * pitch, _mm256_castsi256_si128(both))
-        _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
-
-
-include "_tile_shortcuts.pxi"
+include "_tail_in_passes.pxi"
+include "_epilogue_ymm.pxi"
 
 
 cdef inline __m256i widened_row(const uint8_t* row, __m128i flip) noexcept nogil:
@@ -332,12 +199,6 @@ PROBE_MULTIPLY_ADDS = 6 * 16
 PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
 # What one round adds to the probe's result: six chains, (-1)(-1) * 2 in a lane each.
 PROBE_RESULT_PER_ROUND = 6 * 2
-
-
-cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
-                               Py_ssize_t pitch) noexcept nogil:
-    # Not called while ROW_TILES is 0; the interface's plain form.
-    requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
 
 
 include "_depthwise_avx2.pxi"

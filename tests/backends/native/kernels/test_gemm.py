@@ -97,6 +97,7 @@ def test_the_variants_that_run_are_the_ones_this_cpu_has_and_the_build_made():
     if flags is None:
         pytest.skip("no /proc/cpuinfo: the CPU's flags are not known independently here")
     has = {"portable": True, "avx2": {"avx2", "fma"} <= flags,
+           "avxvnni": {"avx2", "fma", "avx_vnni"} <= flags,
            "avx512vnni": {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni"} <= flags,
            "amx": {"amx_tile", "amx_int8"} <= flags and "avx512_vnni" in flags}
     folder = os.path.join(os.path.dirname(_simd.__file__), "kernels")
@@ -117,7 +118,8 @@ def test_the_variants_that_run_are_the_ones_this_cpu_has_and_the_build_made():
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_variant_probes_the_peak_of_its_own_instructions(variant):
     kernels = _simd.module(variant)
-    instruction = {"amx": "tdpbusd", "avx512vnni": "vpdpbusd", "avx2": "vpmaddwd",
+    instruction = {"amx": "tdpbusd", "avx512vnni": "vpdpbusd", "avxvnni": "vpdpbusd on ymm",
+                   "avx2": "vpmaddwd",
                    "portable": "multiply-add" if "plain C" in kernels.PROBE_MIX else "pmaddwd"}
     assert instruction[variant] in kernels.PROBE_MIX
     gops = kernels.peak_gops(1, 0.03)
@@ -207,6 +209,20 @@ def test_a_cpu_with_sse4_and_no_avx_runs_the_portable_variant_by_itself(tmp_path
     assert np.array_equal(got, _expected_on_a_lesser_cpu())
 
 
+def test_a_cpu_with_avx_vnni_and_no_avx512_runs_the_avxvnni_variant_by_itself(tmp_path):
+    """benchmarks/avx2_cpu.py --avxvnni keeps AVX-VNNI and hides AVX-512: qops
+    then chooses its AVX-VNNI kernels by itself, exactly, and the bench
+    reports the dot product (onnxruntime's kernels are exact there)."""
+    if "avxvnni" not in VARIANTS:
+        pytest.skip("this CPU runs no AVX-VNNI")
+    seen, got = _shown_a_lesser_cpu(tmp_path, "--avxvnni")
+    assert seen["features"]["avxvnni"] and not seen["features"]["avx512vnni"]
+    assert not seen["features"]["amx"]
+    assert seen["selected"] == "avxvnni" and seen["dot_product"] is True
+    assert "vpdpbusd on ymm" in seen["line"] and "vpmaddubsw" not in seen["line"]
+    assert np.array_equal(got, _expected_on_a_lesser_cpu())
+
+
 def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
     """benchmarks/avx2_cpu.py hides AVX-512 and VNNI from CPUID: qops then
     chooses the AVX2 kernels by itself (no QOPS_SIMD), its product is exact,
@@ -215,7 +231,7 @@ def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
         pytest.skip("this CPU runs no AVX2")
     seen, got = _shown_a_lesser_cpu(tmp_path)
     assert seen["features"]["avx2"] and not seen["features"]["avx512vnni"]
-    assert not seen["features"]["amx"]
+    assert not seen["features"]["amx"] and not seen["features"]["avxvnni"]
     assert seen["selected"] == "avx2" and seen["dot_product"] is False
     assert "vpmaddubsw" in seen["line"] and "x the exact peak" in seen["line"]
     assert np.array_equal(got, _expected_on_a_lesser_cpu())

@@ -1,0 +1,74 @@
+# The tile epilogue of the variants whose micro-tile is 6 x 16 int32 sums
+# in two ymm a row (AVX2, AVX-VNNI): requantize_tile by vector intrinsics
+# (requantize_rows through _tile_shortcuts.pxi), and requantize_tile_rows
+# in its plain form (ROW_TILES 0: the driver's line forms serve the per-row
+# epilogue).  Included after _ymm.pxi and the variant's constants.
+
+cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
+                                    __m256i row_term, int column_zero,
+                                    bint clamp) noexcept nogil:
+    """Eight sums of a row (columns c .. c + 7 of the tile) to their rounded
+    values, as int32 (the output integers less the zero points): the terms
+    modulo 2**32, float32 product, clamp, then vcvtps2dq, which rounds half
+    to even in the default rounding mode (the rule of round_half_even).
+    column_zero says how the product with the row term is taken
+    (_tile_shortcuts.pxi); without clamp the caller's saturating packs clamp
+    (TileTerms.packs_clamp)."""
+    cdef __m256i value = _mm256_add_epi32(_mm256_loadu_si256(sums),
+                                          _mm256_loadu_si256(terms.column + c))
+    if column_zero == COLUMN_ZERO_EACH:
+        value = _mm256_sub_epi32(value, _mm256_mullo_epi32(
+            _mm256_loadu_si256(terms.column_zero + c), row_term))
+    elif column_zero == COLUMN_ZERO_ONE:
+        value = _mm256_sub_epi32(value, row_term)
+    cdef __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(value),
+                                       _mm256_loadu_ps(terms.multiplier + c))
+    if clamp:
+        scaled = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_loadu_ps(terms.floor + c)),
+                               _mm256_loadu_ps(terms.ceiling + c))
+    return _mm256_cvtps_epi32(scaled)
+
+
+cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
+                                 Py_ssize_t pitch, int column_zero, bint clamp) noexcept nogil:
+    """The tile's rows two at a time: each row's 16 values packed to int16,
+    the offsets added (zero point less low, in [0, 255], saturating: a value
+    that saturates int16 is past the output's range either way, so this is
+    the int32 sum's result), and both rows packed to bytes (saturating
+    packs, exact: the values lie in [0, high - low], or saturate to it when
+    the clamp is left to them).  The packs put dwords of the two rows in the
+    order 0 4 1 5 | 2 6 3 7, which one cross-lane permute puts back as row
+    a | row b.  The offsets as int16, in the order of the first packs, cost
+    one packs per tile and one addition per row pair, against two additions
+    per row in int32."""
+    cdef __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+    cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
+    cdef __m256i offsets = _mm256_packs_epi32(_mm256_loadu_si256(terms.offset),
+                                              _mm256_loadu_si256(terms.offset + 8))
+    cdef __m256i first, second, row_term, both
+    cdef bint add_low = terms.low != 0
+    cdef Py_ssize_t i
+    for i in range(0, MR, 2):
+        row_term = _mm256_set1_epi32(<int>terms.row_term[i])
+        first = _mm256_adds_epi16(_mm256_packs_epi32(
+            requantize_half(tile + i * NR, terms, 0, row_term, column_zero, clamp),
+            requantize_half(tile + i * NR + 8, terms, 8, row_term, column_zero, clamp)), offsets)
+        row_term = _mm256_set1_epi32(<int>terms.row_term[i + 1])
+        second = _mm256_adds_epi16(_mm256_packs_epi32(
+            requantize_half(tile + (i + 1) * NR, terms, 0, row_term, column_zero, clamp),
+            requantize_half(tile + (i + 1) * NR + 8, terms, 8, row_term, column_zero, clamp)),
+            offsets)
+        both = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(first, second), order)
+        if add_low:
+            both = _mm256_add_epi8(both, low)
+        _mm_storeu_si128(result + i * pitch, _mm256_castsi256_si128(both))
+        _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
+
+
+include "_tile_shortcuts.pxi"
+
+
+cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                               Py_ssize_t pitch) noexcept nogil:
+    # Not called while ROW_TILES is 0; the interface's plain form.
+    requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)

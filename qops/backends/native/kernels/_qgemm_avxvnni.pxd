@@ -1,0 +1,28 @@
+# AVX-VNNI (see _variant.pxd for what each constant means): vpdpbusd on
+# ymm registers, VEX-encoded, as Intel's client cores have it without
+# AVX-512 (Alder Lake on).
+cdef enum:
+    # 6 x 16: per group of 4 k, two ymm of B' quads (columns 0-7, 8-15) and
+    # one broadcast quad of A per row feed twelve vpdpbusd into twelve ymm
+    # accumulators: 15 of the 16 ymm registers, and eight loads per twelve
+    # multiply-adds.  The AVX2 tile, on bytes: its epilogue and tail passes
+    # serve as they are (_epilogue_ymm.pxi, _tail_in_passes.pxi).
+    MR = 6
+    NR = 16
+    A_BYTES = 1
+    A_SPREAD = 1
+    B_BYTES = 1
+    # 1024 k per block: the packed rows of A (6 KiB) stay in L1 while each
+    # 16 KiB panel of the block streams from L2, and the unit's block of B'
+    # (1024 x 128 bytes, 128 KiB) stays in L2 while its micro-tiles take
+    # turns.
+    K_BLOCK_GROUPS = 256
+    # 8 micro-tiles (48 rows) by eight panels (128 columns) per unit.
+    TILE_M_PANELS = 8
+    TILE_COLUMNS = 128
+    # The per-row epilogue by the line forms; the AVX2 pair kernel for
+    # depthwise convolution.
+    ROW_TILES = 0
+    DEPTHWISE_PAIRS = 1
+
+include "_variant.pxd"

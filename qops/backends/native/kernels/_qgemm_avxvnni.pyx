@@ -1,0 +1,221 @@
+# cython: language_level=3
+"""Quantized GEMM with AVX-VNNI: vpdpbusd on ymm registers (VEX-encoded),
+for CPUs that have the 8-bit dot product without AVX-512.  Unsigned A
+quads times signed B' quads, summed exactly into int32, on the AVX2
+variant's 6 x 16 tile."""
+
+from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
+from libc.string cimport memcpy
+
+from qops.backends.native.kernels._registers cimport in_register
+from qops.backends.native.kernels._requantize cimport (
+    RowTerms, TileTerms, requantize_tile_rows_plain)
+
+include "_ymm.pxi"
+
+cdef extern from "<immintrin.h>" nogil:
+    __m256i _mm256_dpbusd_avx_epi32(__m256i sums, __m256i a, __m256i b)
+    __m128i _mm_unpacklo_epi8(__m128i a, __m128i b)
+    __m128i _mm_unpackhi_epi8(__m128i a, __m128i b)
+    __m128i _mm_unpacklo_epi16(__m128i a, __m128i b)
+    __m128i _mm_unpackhi_epi16(__m128i a, __m128i b)
+    __m256i _mm256_set_m128i(__m128i high, __m128i low)
+
+# The tile (MR x NR) and its blocks: _qgemm_avxvnni.pxd.
+
+
+cdef inline __m256i quad_of(const uint8_t* row) noexcept nogil:
+    """Four bytes of a row of A in every lane (a broadcast load)."""
+    cdef int value
+    memcpy(&value, row, 4)
+    return _mm256_set1_epi32(value)
+
+
+cdef inline void store_sums_row(int32_t* row, __m256i c0, __m256i c1) noexcept nogil:
+    """A tile row's two vectors of sums (columns 0-7, 8-15)."""
+    _mm256_storeu_si256(row, c0)
+    _mm256_storeu_si256(row + 8, c1)
+
+
+cdef inline __m256i initial(const int32_t* sums, bint add) noexcept nogil:
+    """An accumulator's start: the tile's sums where the pass adds to them."""
+    return _mm256_loadu_si256(sums) if add else _mm256_setzero_si256()
+
+
+cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                           const int8_t* b, int32_t* tile, int rows, bint add) noexcept nogil:
+    """The first `rows` (1 to MR) rows of a micro-tile in one pass over the
+    panel (added to the tile's sums with `add`): per group of four k, the
+    panel's two vectors of quads (columns 0-7, 8-15) and each row's quad of
+    A broadcast, two vpdpbusd a row.  Inlined with `rows` and `add`
+    constants, as the AVX2 variant's."""
+    cdef __m256i c00 = initial(tile + 0 * NR, add and rows > 0)
+    cdef __m256i c01 = initial(tile + 0 * NR + 8, add and rows > 0)
+    cdef __m256i c10 = initial(tile + 1 * NR, add and rows > 1)
+    cdef __m256i c11 = initial(tile + 1 * NR + 8, add and rows > 1)
+    cdef __m256i c20 = initial(tile + 2 * NR, add and rows > 2)
+    cdef __m256i c21 = initial(tile + 2 * NR + 8, add and rows > 2)
+    cdef __m256i c30 = initial(tile + 3 * NR, add and rows > 3)
+    cdef __m256i c31 = initial(tile + 3 * NR + 8, add and rows > 3)
+    cdef __m256i c40 = initial(tile + 4 * NR, add and rows > 4)
+    cdef __m256i c41 = initial(tile + 4 * NR + 8, add and rows > 4)
+    cdef __m256i c50 = initial(tile + 5 * NR, add and rows > 5)
+    cdef __m256i c51 = initial(tile + 5 * NR + 8, add and rows > 5)
+    cdef __m256i b0, b1, x
+    cdef Py_ssize_t g
+    cdef const uint8_t* a0 = a
+    cdef const uint8_t* a1 = a + a_stride
+    cdef const uint8_t* a2 = a + 2 * a_stride
+    cdef const uint8_t* a3 = a + 3 * a_stride
+    cdef const uint8_t* a4 = a + 4 * a_stride
+    cdef const uint8_t* a5 = a + 5 * a_stride
+    for g in range(0, 4 * groups, 4):
+        b0 = _mm256_loadu_si256(b)
+        b1 = _mm256_loadu_si256(b + 32)
+        in_register(b0)
+        in_register(b1)
+        x = quad_of(a0 + g)
+        c00 = _mm256_dpbusd_avx_epi32(c00, x, b0)
+        c01 = _mm256_dpbusd_avx_epi32(c01, x, b1)
+        if rows > 1:
+            x = quad_of(a1 + g)
+            c10 = _mm256_dpbusd_avx_epi32(c10, x, b0)
+            c11 = _mm256_dpbusd_avx_epi32(c11, x, b1)
+        if rows > 2:
+            x = quad_of(a2 + g)
+            c20 = _mm256_dpbusd_avx_epi32(c20, x, b0)
+            c21 = _mm256_dpbusd_avx_epi32(c21, x, b1)
+        if rows > 3:
+            x = quad_of(a3 + g)
+            c30 = _mm256_dpbusd_avx_epi32(c30, x, b0)
+            c31 = _mm256_dpbusd_avx_epi32(c31, x, b1)
+        if rows > 4:
+            x = quad_of(a4 + g)
+            c40 = _mm256_dpbusd_avx_epi32(c40, x, b0)
+            c41 = _mm256_dpbusd_avx_epi32(c41, x, b1)
+        if rows > 5:
+            x = quad_of(a5 + g)
+            c50 = _mm256_dpbusd_avx_epi32(c50, x, b0)
+            c51 = _mm256_dpbusd_avx_epi32(c51, x, b1)
+        b += 64
+    store_sums_row(tile + 0 * NR, c00, c01)
+    if rows > 1:
+        store_sums_row(tile + 1 * NR, c10, c11)
+    if rows > 2:
+        store_sums_row(tile + 2 * NR, c20, c21)
+    if rows > 3:
+        store_sums_row(tile + 3 * NR, c30, c31)
+    if rows > 4:
+        store_sums_row(tile + 4 * NR, c40, c41)
+    if rows > 5:
+        store_sums_row(tile + 5 * NR, c50, c51)
+
+
+include "_short_rows.pxi"
+include "_tail_in_passes.pxi"
+include "_epilogue_ymm.pxi"
+
+
+cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
+                     const uint8_t* row3, uint8_t flip, int8_t* target,
+                     int32_t* sums) noexcept nogil:
+    """16 columns of four rows into one group of a panel: column c's bytes
+    (row0..row3) at target[4c..4c+3], by a byte then a word interleave
+    (columns 0-3, 4-7, 8-11, 12-15 in turn); sums[c] += their sum as signed
+    bytes, one vpdpbusd of the quads with bytes of 1."""
+    cdef __m128i mask = _mm_set1_epi8(<char>flip)
+    cdef __m128i k0 = _mm_xor_si128(_mm_loadu_si128(row0), mask)
+    cdef __m128i k1 = _mm_xor_si128(_mm_loadu_si128(row1), mask)
+    cdef __m128i k2 = _mm_xor_si128(_mm_loadu_si128(row2), mask)
+    cdef __m128i k3 = _mm_xor_si128(_mm_loadu_si128(row3), mask)
+    cdef __m128i low01 = _mm_unpacklo_epi8(k0, k1), high01 = _mm_unpackhi_epi8(k0, k1)
+    cdef __m128i low23 = _mm_unpacklo_epi8(k2, k3), high23 = _mm_unpackhi_epi8(k2, k3)
+    cdef __m256i first = _mm256_set_m128i(_mm_unpackhi_epi16(low01, low23),
+                                          _mm_unpacklo_epi16(low01, low23))
+    cdef __m256i second = _mm256_set_m128i(_mm_unpackhi_epi16(high01, high23),
+                                           _mm_unpacklo_epi16(high01, high23))
+    cdef __m256i ones = _mm256_set1_epi8(1)
+    _mm256_storeu_si256(target, first)
+    _mm256_storeu_si256(target + 32, second)
+    _mm256_storeu_si256(sums, _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(sums), ones, first))
+    _mm256_storeu_si256(sums + 8, _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(sums + 8), ones,
+                                                          second))
+
+
+# The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd
+# chains on register-resident operands, in assembly with fixed registers as
+# the other probes.  The prefix {vex} (written %{vex%} in an asm string)
+# asks the assembler for the VEX encoding, which a CPU without AVX-512 runs:
+# the bare mnemonic on ymm may be given the EVEX one of AVX512-VNNI with VL.
+cdef extern from *:
+    """
+    static long long qops_probe_avxvnni(long long rounds) {
+        int sink = 0;
+        if (rounds <= 0) return 0;
+        __asm__ volatile(
+            "mov $0x01010101, %%eax\\n\\t"
+            "vmovd %%eax, %%xmm12\\n\\t"
+            "vpbroadcastd %%xmm12, %%ymm12\\n\\t"
+            "vmovdqa %%ymm12, %%ymm13\\n\\t"
+            "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t"
+            "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t"
+            "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t"
+            "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t"
+            "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t"
+            "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t"
+            "vpxor %%xmm6, %%xmm6, %%xmm6\\n\\t"
+            "vpxor %%xmm7, %%xmm7, %%xmm7\\n\\t"
+            "vpxor %%xmm8, %%xmm8, %%xmm8\\n\\t"
+            "vpxor %%xmm9, %%xmm9, %%xmm9\\n\\t"
+            "vpxor %%xmm10, %%xmm10, %%xmm10\\n\\t"
+            "vpxor %%xmm11, %%xmm11, %%xmm11\\n\\t"
+            "1:\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm0\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm1\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm2\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm3\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm4\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm5\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm6\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm7\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm8\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm9\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm10\\n\\t"
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm11\\n\\t"
+            "dec %[rounds]\\n\\t"
+            "jnz 1b\\n\\t"
+            "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t"
+            "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t"
+            "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t"
+            "vpaddd %%ymm7, %%ymm6, %%ymm6\\n\\t"
+            "vpaddd %%ymm9, %%ymm8, %%ymm8\\n\\t"
+            "vpaddd %%ymm11, %%ymm10, %%ymm10\\n\\t"
+            "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t"
+            "vpaddd %%ymm6, %%ymm4, %%ymm4\\n\\t"
+            "vpaddd %%ymm10, %%ymm8, %%ymm8\\n\\t"
+            "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t"
+            "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t"
+            "vmovd %%xmm0, %[sink]\\n\\t"
+            "vzeroupper\\n\\t"
+            : [rounds] "+r"(rounds), [sink] "=r"(sink)
+            :
+            : "eax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
+              "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc");
+        return sink;
+    }
+    """
+    long long probe_loop "qops_probe_avxvnni"(long long rounds) noexcept nogil
+
+cdef long long probe_kernel(long long rounds) noexcept nogil:
+    return probe_loop(rounds)
+
+
+# Multiply-adds per probe round: twelve vpdpbusd of 32 byte products each.
+PROBE_MULTIPLY_ADDS = 12 * 32
+PROBE_MIX = "vpdpbusd on ymm (AVX-VNNI, u8 x s8 quads, exact)"
+# What one round adds to the probe's result: twelve chains, 4 in a lane each.
+PROBE_RESULT_PER_ROUND = 12 * 4
+
+
+include "_depthwise_avx2.pxi"
+include "_qgemm.pxi"
