@@ -46,7 +46,9 @@ def test_n_threads_and_set_num_threads_are_honoured_in_worker_threads():
     saved = pool.configured()
 
     def worker():
-        seen["explicit"] = pool.threads_used(2)
+        # The most of a few jobs: a worker slow to wake on a busy machine
+        # misses a job (the pool never waits for it), so one job may count 1.
+        seen["explicit"] = max(pool.threads_used(2) for _ in range(5))
         qops.set_num_threads(1)
         seen["default"] = qops.get_num_threads()
         seen["used"] = pool.threads_used(qops.get_num_threads())
