@@ -58,6 +58,17 @@ def add_calls(draw):
         output_zero_point=random_values(rng, (), out_type)[()])
 
 
+def on_variant(call, variant, n_threads=1):
+    """The add of ``call`` by ``variant``'s kernels, called directly (the
+    glue's preparation, then the variant's run on ``n_threads``)."""
+    prepared = elementwise.prepare_add(dict(call), {})
+    run = _native.prepare_add(prepared, variant)
+    values = run.derive(prepared.arrays, prepared.checked)
+    out = np.empty(prepared.output_shape, call["output_zero_point"].dtype)
+    run.run(dataclasses.replace(prepared, values=values), out, n_threads)
+    return out
+
+
 @settings(max_examples=150, deadline=None)
 @given(call=add_calls())
 def test_every_implementation_follows_the_stated_rule(call):
@@ -78,14 +89,8 @@ def test_every_variant_follows_the_stated_rule(variant, call, n_threads):
     """Each kernel variant (its vector loop over rows of 64 or more, the
     plain loop over the rest), every type of each slot, operands whole or
     broadcast, on 1 and 2 threads."""
-    out_type = call["output_zero_point"].dtype
-    expected = stated_add(**call, out_type=out_type)
-    prepared = elementwise.prepare_add(dict(call), {})
-    run = _native.prepare_add(prepared, variant)
-    values = run.derive(prepared.arrays, prepared.checked)
-    out = np.empty(prepared.output_shape, out_type)
-    run.run(dataclasses.replace(prepared, values=values), out, n_threads)
-    assert np.array_equal(out, expected)
+    expected = stated_add(**call, out_type=call["output_zero_point"].dtype)
+    assert np.array_equal(on_variant(call, variant, n_threads), expected)
 
 
 @pytest.mark.parametrize("variant", _simd.available())
@@ -102,13 +107,8 @@ def test_kernels_on_every_variant_and_thread_count(variant, shapes):
                 b_scale=np.float32(0.047), b_zero_point=np.uint8(131),
                 output_scale=np.float32(0.05), output_zero_point=np.int8(4))
     expected = stated_add(**call, out_type=np.int8)
-    prepared = elementwise.prepare_add(dict(call), {})
-    run = _native.prepare_add(prepared, variant)
-    values = run.derive(prepared.arrays, prepared.checked)
     for n_threads in (1, 2):
-        out = np.empty(prepared.output_shape, np.int8)
-        run.run(dataclasses.replace(prepared, values=values), out, n_threads)
-        assert np.array_equal(out, expected), (variant, n_threads)
+        assert np.array_equal(on_variant(call, variant, n_threads), expected), (variant, n_threads)
 
 
 def test_ties_round_to_even_and_the_output_saturates():
@@ -146,12 +146,7 @@ def test_sums_past_float32_saturate(variant, zero):
                  + (b.astype(np.int32) - zero).astype(np.float32) * multiplier)
     assert np.isinf(value).any() and np.isfinite(value).any()
     expected = np.clip(np.rint(value.astype(np.float64)) + 7, 0, 255).astype(np.uint8)
-    prepared = elementwise.prepare_add(dict(call), {})
-    run = _native.prepare_add(prepared, variant)
-    values = run.derive(prepared.arrays, prepared.checked)
-    out = np.empty(prepared.output_shape, np.uint8)
-    run.run(dataclasses.replace(prepared, values=values), out, 1)
-    assert np.array_equal(out, expected)
+    assert np.array_equal(on_variant(call, variant), expected)
 
 
 @pytest.mark.parametrize("variant", _simd.quantize_variants())
@@ -172,12 +167,7 @@ def test_sums_near_and_past_int32_saturate(variant, zero, multiplier):
              + (b.astype(np.int32) - zero).astype(np.float32) * factor)
     assert np.abs(value).max() > 1e9 and np.abs(value).min() < 1e7
     expected = np.clip(np.rint(value.astype(np.float64)) + 7, 0, 255).astype(np.uint8)
-    prepared = elementwise.prepare_add(dict(call), {})
-    run = _native.prepare_add(prepared, variant)
-    values = run.derive(prepared.arrays, prepared.checked)
-    out = np.empty(prepared.output_shape, np.uint8)
-    run.run(dataclasses.replace(prepared, values=values), out, 1)
-    assert np.array_equal(out, expected)
+    assert np.array_equal(on_variant(call, variant), expected)
 
 
 def test_a_call_like_the_last_follows_its_data(monkeypatch):

@@ -4,6 +4,7 @@ saturates its int16 pair sums), so both operands are widened to int16 once,
 by the packers, and vpmaddwd adds exact int32 pairs."""
 
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
+from libc.string cimport memcpy
 
 from qops.backends.native.kernels._registers cimport in_register
 from qops.backends.native.kernels._requantize cimport (
@@ -14,94 +15,17 @@ include "_ymm.pxi"
 # The tile (MR x NR) and its blocks: _qgemm_avx2.pxd.
 
 
-cdef inline __m256i pair_of(const uint8_t* row, Py_ssize_t pair) noexcept nogil:
-    """Pair `pair` of a packed row of A (two int16), in every lane: a
-    broadcast load, which issues on a load port."""
-    return _mm256_set1_epi32((<const int*>row)[pair])
+cdef enum:
+    # Two pairs of k per group of four.
+    STEPS_PER_GROUP = 2
 
 
-cdef inline void store_sums_row(int32_t* row, __m256i c0, __m256i c1) noexcept nogil:
-    """A tile row's two vectors of sums (columns 0-7, 8-15)."""
-    _mm256_storeu_si256(row, c0)
-    _mm256_storeu_si256(row + 8, c1)
+cdef inline __m256i multiply_add(__m256i sums, __m256i pairs, __m256i panel) noexcept nogil:
+    """sums + the exact int32 sums of int16 pairs' products: vpmaddwd + vpaddd."""
+    return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, panel))
 
 
-cdef inline __m256i initial(const int32_t* sums, bint add) noexcept nogil:
-    """An accumulator's start: the tile's sums where the pass adds to them."""
-    return _mm256_loadu_si256(sums) if add else _mm256_setzero_si256()
-
-
-cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                           const int8_t* b, int32_t* tile, int rows, bint add) noexcept nogil:
-    """The first `rows` (1 to MR) rows of a micro-tile in one pass over the
-    panel (added to the tile's sums with `add`): per pair of k, B' columns
-    0-7 and 8-15 (int16 pairs) and each row's pair of A broadcast, two
-    vpmaddwd + vpaddd a row; lane c of a row's accumulators is column c's
-    sum, stored as it is.  Inlined with `rows` and `add` constants: MR for
-    the micro-kernel, fewer for microkernel_rows (_short_rows.pxi), each
-    copy with only its own rows' registers."""
-    cdef __m256i c00 = initial(tile + 0 * NR, add and rows > 0)
-    cdef __m256i c01 = initial(tile + 0 * NR + 8, add and rows > 0)
-    cdef __m256i c10 = initial(tile + 1 * NR, add and rows > 1)
-    cdef __m256i c11 = initial(tile + 1 * NR + 8, add and rows > 1)
-    cdef __m256i c20 = initial(tile + 2 * NR, add and rows > 2)
-    cdef __m256i c21 = initial(tile + 2 * NR + 8, add and rows > 2)
-    cdef __m256i c30 = initial(tile + 3 * NR, add and rows > 3)
-    cdef __m256i c31 = initial(tile + 3 * NR + 8, add and rows > 3)
-    cdef __m256i c40 = initial(tile + 4 * NR, add and rows > 4)
-    cdef __m256i c41 = initial(tile + 4 * NR + 8, add and rows > 4)
-    cdef __m256i c50 = initial(tile + 5 * NR, add and rows > 5)
-    cdef __m256i c51 = initial(tile + 5 * NR + 8, add and rows > 5)
-    cdef __m256i b0, b1, x
-    cdef Py_ssize_t pair
-    cdef const uint8_t* a0 = a
-    cdef const uint8_t* a1 = a + a_stride
-    cdef const uint8_t* a2 = a + 2 * a_stride
-    cdef const uint8_t* a3 = a + 3 * a_stride
-    cdef const uint8_t* a4 = a + 4 * a_stride
-    cdef const uint8_t* a5 = a + 5 * a_stride
-    for pair in range(2 * groups):
-        b0 = _mm256_loadu_si256(b)
-        b1 = _mm256_loadu_si256(b + 32)
-        in_register(b0)
-        in_register(b1)
-        x = pair_of(a0, pair)
-        c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, b0))
-        c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, b1))
-        if rows > 1:
-            x = pair_of(a1, pair)
-            c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, b0))
-            c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, b1))
-        if rows > 2:
-            x = pair_of(a2, pair)
-            c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, b0))
-            c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, b1))
-        if rows > 3:
-            x = pair_of(a3, pair)
-            c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, b0))
-            c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, b1))
-        if rows > 4:
-            x = pair_of(a4, pair)
-            c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x, b0))
-            c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x, b1))
-        if rows > 5:
-            x = pair_of(a5, pair)
-            c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x, b0))
-            c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x, b1))
-        b += 64
-    store_sums_row(tile + 0 * NR, c00, c01)
-    if rows > 1:
-        store_sums_row(tile + 1 * NR, c10, c11)
-    if rows > 2:
-        store_sums_row(tile + 2 * NR, c20, c21)
-    if rows > 3:
-        store_sums_row(tile + 3 * NR, c30, c31)
-    if rows > 4:
-        store_sums_row(tile + 4 * NR, c40, c41)
-    if rows > 5:
-        store_sums_row(tile + 5 * NR, c50, c51)
-
-
+include "_tile_rows_ymm.pxi"
 include "_short_rows.pxi"
 include "_tail_in_passes.pxi"
 include "_epilogue_ymm.pxi"

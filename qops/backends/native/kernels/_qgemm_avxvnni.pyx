@@ -24,93 +24,17 @@ cdef extern from "<immintrin.h>" nogil:
 # The tile (MR x NR) and its blocks: _qgemm_avxvnni.pxd.
 
 
-cdef inline __m256i quad_of(const uint8_t* row) noexcept nogil:
-    """Four bytes of a row of A in every lane (a broadcast load)."""
-    cdef int value
-    memcpy(&value, row, 4)
-    return _mm256_set1_epi32(value)
+cdef enum:
+    # One quad of k per group of four.
+    STEPS_PER_GROUP = 1
 
 
-cdef inline void store_sums_row(int32_t* row, __m256i c0, __m256i c1) noexcept nogil:
-    """A tile row's two vectors of sums (columns 0-7, 8-15)."""
-    _mm256_storeu_si256(row, c0)
-    _mm256_storeu_si256(row + 8, c1)
+cdef inline __m256i multiply_add(__m256i sums, __m256i quads, __m256i panel) noexcept nogil:
+    """sums + the exact int32 sums of unsigned x signed quads: one vpdpbusd."""
+    return _mm256_dpbusd_avx_epi32(sums, quads, panel)
 
 
-cdef inline __m256i initial(const int32_t* sums, bint add) noexcept nogil:
-    """An accumulator's start: the tile's sums where the pass adds to them."""
-    return _mm256_loadu_si256(sums) if add else _mm256_setzero_si256()
-
-
-cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                           const int8_t* b, int32_t* tile, int rows, bint add) noexcept nogil:
-    """The first `rows` (1 to MR) rows of a micro-tile in one pass over the
-    panel (added to the tile's sums with `add`): per group of four k, the
-    panel's two vectors of quads (columns 0-7, 8-15) and each row's quad of
-    A broadcast, two vpdpbusd a row.  Inlined with `rows` and `add`
-    constants, as the AVX2 variant's."""
-    cdef __m256i c00 = initial(tile + 0 * NR, add and rows > 0)
-    cdef __m256i c01 = initial(tile + 0 * NR + 8, add and rows > 0)
-    cdef __m256i c10 = initial(tile + 1 * NR, add and rows > 1)
-    cdef __m256i c11 = initial(tile + 1 * NR + 8, add and rows > 1)
-    cdef __m256i c20 = initial(tile + 2 * NR, add and rows > 2)
-    cdef __m256i c21 = initial(tile + 2 * NR + 8, add and rows > 2)
-    cdef __m256i c30 = initial(tile + 3 * NR, add and rows > 3)
-    cdef __m256i c31 = initial(tile + 3 * NR + 8, add and rows > 3)
-    cdef __m256i c40 = initial(tile + 4 * NR, add and rows > 4)
-    cdef __m256i c41 = initial(tile + 4 * NR + 8, add and rows > 4)
-    cdef __m256i c50 = initial(tile + 5 * NR, add and rows > 5)
-    cdef __m256i c51 = initial(tile + 5 * NR + 8, add and rows > 5)
-    cdef __m256i b0, b1, x
-    cdef Py_ssize_t g
-    cdef const uint8_t* a0 = a
-    cdef const uint8_t* a1 = a + a_stride
-    cdef const uint8_t* a2 = a + 2 * a_stride
-    cdef const uint8_t* a3 = a + 3 * a_stride
-    cdef const uint8_t* a4 = a + 4 * a_stride
-    cdef const uint8_t* a5 = a + 5 * a_stride
-    for g in range(0, 4 * groups, 4):
-        b0 = _mm256_loadu_si256(b)
-        b1 = _mm256_loadu_si256(b + 32)
-        in_register(b0)
-        in_register(b1)
-        x = quad_of(a0 + g)
-        c00 = _mm256_dpbusd_avx_epi32(c00, x, b0)
-        c01 = _mm256_dpbusd_avx_epi32(c01, x, b1)
-        if rows > 1:
-            x = quad_of(a1 + g)
-            c10 = _mm256_dpbusd_avx_epi32(c10, x, b0)
-            c11 = _mm256_dpbusd_avx_epi32(c11, x, b1)
-        if rows > 2:
-            x = quad_of(a2 + g)
-            c20 = _mm256_dpbusd_avx_epi32(c20, x, b0)
-            c21 = _mm256_dpbusd_avx_epi32(c21, x, b1)
-        if rows > 3:
-            x = quad_of(a3 + g)
-            c30 = _mm256_dpbusd_avx_epi32(c30, x, b0)
-            c31 = _mm256_dpbusd_avx_epi32(c31, x, b1)
-        if rows > 4:
-            x = quad_of(a4 + g)
-            c40 = _mm256_dpbusd_avx_epi32(c40, x, b0)
-            c41 = _mm256_dpbusd_avx_epi32(c41, x, b1)
-        if rows > 5:
-            x = quad_of(a5 + g)
-            c50 = _mm256_dpbusd_avx_epi32(c50, x, b0)
-            c51 = _mm256_dpbusd_avx_epi32(c51, x, b1)
-        b += 64
-    store_sums_row(tile + 0 * NR, c00, c01)
-    if rows > 1:
-        store_sums_row(tile + 1 * NR, c10, c11)
-    if rows > 2:
-        store_sums_row(tile + 2 * NR, c20, c21)
-    if rows > 3:
-        store_sums_row(tile + 3 * NR, c30, c31)
-    if rows > 4:
-        store_sums_row(tile + 4 * NR, c40, c41)
-    if rows > 5:
-        store_sums_row(tile + 5 * NR, c50, c51)
-
-
+include "_tile_rows_ymm.pxi"
 include "_short_rows.pxi"
 include "_tail_in_passes.pxi"
 include "_epilogue_ymm.pxi"

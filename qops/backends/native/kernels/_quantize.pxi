@@ -630,8 +630,8 @@ cdef extern from *:
     #include <emmintrin.h>
     /* Four vectors of int32, each inside the output's range less its zero
        point, to 16 output bytes in order: the zero point added in int16,
-       then signed or unsigned packs (the SSE2 loops' last step, here and in
-       the quantized add). */
+       then signed or unsigned packs (the last step of the SSE2 loop below;
+       the quantized add's loop takes the same step at either width). */
     static inline __m128i qops_bytes_sse2(const __m128i* values, __m128i zeros,
                                           int signed_out) {
         __m128i first = _mm_adds_epi16(_mm_packs_epi32(values[0], values[1]), zeros);
@@ -1047,85 +1047,79 @@ cdef extern from *:
         return i;
     }
 
-    #elif defined(__AVX2__)
+    #elif defined(__AVX2__) || defined(__SSE2__)
+    /* AVX2, and SSE2 (the portable variant on x86-64) at half the width: the
+       same loop over the names below. */
+    #if defined(__AVX2__)
     #include <immintrin.h>
     #define QOPS_ADD_STEP 32
-
-    static inline void qops_add_terms32(const uint8_t* x, __m256i flip, __m256 base,
-                                        __m256 multiplier, __m256* terms) {
-        const __m256i zeros = _mm256_setzero_si256();
-        const __m256i high_words = _mm256_set1_epi16(0x4B00);
-        __m256i bytes = _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)x), flip);
-        __m256i low_half = _mm256_unpacklo_epi8(bytes, zeros);     /* 0-7 | 16-23 */
-        __m256i high_half = _mm256_unpackhi_epi8(bytes, zeros);    /* 8-15 | 24-31 */
-        int part;
-        terms[0] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(low_half, high_words));
-        terms[1] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(low_half, high_words));
-        terms[2] = _mm256_castsi256_ps(_mm256_unpacklo_epi16(high_half, high_words));
-        terms[3] = _mm256_castsi256_ps(_mm256_unpackhi_epi16(high_half, high_words));
-        for (part = 0; part < 4; part++)
-            terms[part] = _mm256_mul_ps(_mm256_sub_ps(terms[part], base), multiplier);
-    }
-
-    static inline ptrdiff_t qops_add_loop(
-            const uint8_t* a, int a_step, uint8_t a_flip, int32_t a_zero, float a_multiplier,
-            const uint8_t* b, int b_step, uint8_t b_flip, int32_t b_zero, float b_multiplier,
-            ptrdiff_t count, int32_t zero, int32_t high, uint8_t* out, int signed_out,
-            int ceiling_clamp) {
-        const __m256i a_flips = _mm256_set1_epi8((char)a_flip);
-        const __m256i b_flips = _mm256_set1_epi8((char)b_flip);
-        const __m256 a_base = _mm256_set1_ps(8388608.0f + (float)a_zero);
-        const __m256 b_base = _mm256_set1_ps(8388608.0f + (float)b_zero);
-        const __m256 a_multipliers = _mm256_set1_ps(a_multiplier);
-        const __m256 b_multipliers = _mm256_set1_ps(b_multiplier);
-        const __m256 ceiling = _mm256_set1_ps((float)(high - zero));
-        const __m256i zeros = _mm256_set1_epi16((int16_t)zero);
-        __m256 a_terms[4], b_terms[4], sum;
-        __m256i values[4], first, second;
-        ptrdiff_t i;
-        int part;
-        a_terms[0] = a_terms[1] = a_terms[2] = a_terms[3] = _mm256_set1_ps(
-            (float)((int32_t)(a[0] ^ a_flip) - a_zero) * a_multiplier);
-        b_terms[0] = b_terms[1] = b_terms[2] = b_terms[3] = _mm256_set1_ps(
-            (float)((int32_t)(b[0] ^ b_flip) - b_zero) * b_multiplier);
-        for (i = 0; i + QOPS_ADD_STEP <= count; i += QOPS_ADD_STEP) {
-            if (a_step)
-                qops_add_terms32(a + i, a_flips, a_base, a_multipliers, a_terms);
-            if (b_step)
-                qops_add_terms32(b + i, b_flips, b_base, b_multipliers, b_terms);
-            for (part = 0; part < 4; part++) {
-                sum = _mm256_add_ps(a_terms[part], b_terms[part]);
-                values[part] = _mm256_cvtps_epi32(ceiling_clamp ? _mm256_min_ps(sum, ceiling)
-                                                                : sum);
-            }
-            first = _mm256_adds_epi16(_mm256_packs_epi32(values[0], values[1]), zeros);
-            second = _mm256_adds_epi16(_mm256_packs_epi32(values[2], values[3]), zeros);
-            _mm256_storeu_si256((__m256i*)(out + i),
-                                signed_out ? _mm256_packs_epi16(first, second)
-                                           : _mm256_packus_epi16(first, second));
-        }
-        return i;
-    }
-
-    #elif defined(__SSE2__)
-    /* SSE2 (the portable variant on x86-64): the AVX2 loop at half the width. */
+    typedef __m256 qops_add_float;
+    typedef __m256i qops_add_int;
+    #define qops_add_load(p) _mm256_loadu_si256((const __m256i*)(p))
+    #define qops_add_store(p, v) _mm256_storeu_si256((__m256i*)(p), (v))
+    #define qops_add_setzero _mm256_setzero_si256
+    #define qops_add_set1_epi8 _mm256_set1_epi8
+    #define qops_add_set1_epi16 _mm256_set1_epi16
+    #define qops_add_set1_ps _mm256_set1_ps
+    #define qops_add_xor _mm256_xor_si256
+    #define qops_add_unpacklo_epi8 _mm256_unpacklo_epi8
+    #define qops_add_unpackhi_epi8 _mm256_unpackhi_epi8
+    #define qops_add_unpacklo_epi16 _mm256_unpacklo_epi16
+    #define qops_add_unpackhi_epi16 _mm256_unpackhi_epi16
+    #define qops_add_as_float _mm256_castsi256_ps
+    #define qops_add_sub_ps _mm256_sub_ps
+    #define qops_add_mul_ps _mm256_mul_ps
+    #define qops_add_add_ps _mm256_add_ps
+    #define qops_add_min_ps _mm256_min_ps
+    #define qops_add_to_int _mm256_cvtps_epi32
+    #define qops_add_packs_epi32 _mm256_packs_epi32
+    #define qops_add_adds_epi16 _mm256_adds_epi16
+    #define qops_add_packs_epi16 _mm256_packs_epi16
+    #define qops_add_packus_epi16 _mm256_packus_epi16
+    #else
     #include <emmintrin.h>
     #define QOPS_ADD_STEP 16
+    typedef __m128 qops_add_float;
+    typedef __m128i qops_add_int;
+    #define qops_add_load(p) _mm_loadu_si128((const __m128i*)(p))
+    #define qops_add_store(p, v) _mm_storeu_si128((__m128i*)(p), (v))
+    #define qops_add_setzero _mm_setzero_si128
+    #define qops_add_set1_epi8 _mm_set1_epi8
+    #define qops_add_set1_epi16 _mm_set1_epi16
+    #define qops_add_set1_ps _mm_set1_ps
+    #define qops_add_xor _mm_xor_si128
+    #define qops_add_unpacklo_epi8 _mm_unpacklo_epi8
+    #define qops_add_unpackhi_epi8 _mm_unpackhi_epi8
+    #define qops_add_unpacklo_epi16 _mm_unpacklo_epi16
+    #define qops_add_unpackhi_epi16 _mm_unpackhi_epi16
+    #define qops_add_as_float _mm_castsi128_ps
+    #define qops_add_sub_ps _mm_sub_ps
+    #define qops_add_mul_ps _mm_mul_ps
+    #define qops_add_add_ps _mm_add_ps
+    #define qops_add_min_ps _mm_min_ps
+    #define qops_add_to_int _mm_cvtps_epi32
+    #define qops_add_packs_epi32 _mm_packs_epi32
+    #define qops_add_adds_epi16 _mm_adds_epi16
+    #define qops_add_packs_epi16 _mm_packs_epi16
+    #define qops_add_packus_epi16 _mm_packus_epi16
+    #endif
 
-    static inline void qops_add_terms16(const uint8_t* x, __m128i flip, __m128 base,
-                                        __m128 multiplier, __m128* terms) {
-        const __m128i zeros = _mm_setzero_si128();
-        const __m128i high_words = _mm_set1_epi16(0x4B00);
-        __m128i bytes = _mm_xor_si128(_mm_loadu_si128((const __m128i*)x), flip);
-        __m128i low_half = _mm_unpacklo_epi8(bytes, zeros);
-        __m128i high_half = _mm_unpackhi_epi8(bytes, zeros);
+    /* One register of an operand's bytes to four vectors of terms (the
+       unpacks' order within 128-bit lanes, which the packs undo). */
+    static inline void qops_add_terms(const uint8_t* x, qops_add_int flip, qops_add_float base,
+                                      qops_add_float multiplier, qops_add_float* terms) {
+        const qops_add_int zeros = qops_add_setzero();
+        const qops_add_int high_words = qops_add_set1_epi16(0x4B00);
+        qops_add_int bytes = qops_add_xor(qops_add_load(x), flip);
+        qops_add_int low_half = qops_add_unpacklo_epi8(bytes, zeros);
+        qops_add_int high_half = qops_add_unpackhi_epi8(bytes, zeros);
         int part;
-        terms[0] = _mm_castsi128_ps(_mm_unpacklo_epi16(low_half, high_words));
-        terms[1] = _mm_castsi128_ps(_mm_unpackhi_epi16(low_half, high_words));
-        terms[2] = _mm_castsi128_ps(_mm_unpacklo_epi16(high_half, high_words));
-        terms[3] = _mm_castsi128_ps(_mm_unpackhi_epi16(high_half, high_words));
+        terms[0] = qops_add_as_float(qops_add_unpacklo_epi16(low_half, high_words));
+        terms[1] = qops_add_as_float(qops_add_unpackhi_epi16(low_half, high_words));
+        terms[2] = qops_add_as_float(qops_add_unpacklo_epi16(high_half, high_words));
+        terms[3] = qops_add_as_float(qops_add_unpackhi_epi16(high_half, high_words));
         for (part = 0; part < 4; part++)
-            terms[part] = _mm_mul_ps(_mm_sub_ps(terms[part], base), multiplier);
+            terms[part] = qops_add_mul_ps(qops_add_sub_ps(terms[part], base), multiplier);
     }
 
     static inline ptrdiff_t qops_add_loop(
@@ -1133,32 +1127,36 @@ cdef extern from *:
             const uint8_t* b, int b_step, uint8_t b_flip, int32_t b_zero, float b_multiplier,
             ptrdiff_t count, int32_t zero, int32_t high, uint8_t* out, int signed_out,
             int ceiling_clamp) {
-        const __m128i a_flips = _mm_set1_epi8((char)a_flip);
-        const __m128i b_flips = _mm_set1_epi8((char)b_flip);
-        const __m128 a_base = _mm_set1_ps(8388608.0f + (float)a_zero);
-        const __m128 b_base = _mm_set1_ps(8388608.0f + (float)b_zero);
-        const __m128 a_multipliers = _mm_set1_ps(a_multiplier);
-        const __m128 b_multipliers = _mm_set1_ps(b_multiplier);
-        const __m128 ceiling = _mm_set1_ps((float)(high - zero));
-        const __m128i zeros = _mm_set1_epi16((int16_t)zero);
-        __m128 a_terms[4], b_terms[4], sum;
-        __m128i values[4];
+        const qops_add_int a_flips = qops_add_set1_epi8((char)a_flip);
+        const qops_add_int b_flips = qops_add_set1_epi8((char)b_flip);
+        const qops_add_float a_base = qops_add_set1_ps(8388608.0f + (float)a_zero);
+        const qops_add_float b_base = qops_add_set1_ps(8388608.0f + (float)b_zero);
+        const qops_add_float a_multipliers = qops_add_set1_ps(a_multiplier);
+        const qops_add_float b_multipliers = qops_add_set1_ps(b_multiplier);
+        const qops_add_float ceiling = qops_add_set1_ps((float)(high - zero));
+        const qops_add_int zeros = qops_add_set1_epi16((int16_t)zero);
+        qops_add_float a_terms[4], b_terms[4], sum;
+        qops_add_int values[4], first, second;
         ptrdiff_t i;
         int part;
-        a_terms[0] = a_terms[1] = a_terms[2] = a_terms[3] = _mm_set1_ps(
+        a_terms[0] = a_terms[1] = a_terms[2] = a_terms[3] = qops_add_set1_ps(
             (float)((int32_t)(a[0] ^ a_flip) - a_zero) * a_multiplier);
-        b_terms[0] = b_terms[1] = b_terms[2] = b_terms[3] = _mm_set1_ps(
+        b_terms[0] = b_terms[1] = b_terms[2] = b_terms[3] = qops_add_set1_ps(
             (float)((int32_t)(b[0] ^ b_flip) - b_zero) * b_multiplier);
         for (i = 0; i + QOPS_ADD_STEP <= count; i += QOPS_ADD_STEP) {
             if (a_step)
-                qops_add_terms16(a + i, a_flips, a_base, a_multipliers, a_terms);
+                qops_add_terms(a + i, a_flips, a_base, a_multipliers, a_terms);
             if (b_step)
-                qops_add_terms16(b + i, b_flips, b_base, b_multipliers, b_terms);
+                qops_add_terms(b + i, b_flips, b_base, b_multipliers, b_terms);
             for (part = 0; part < 4; part++) {
-                sum = _mm_add_ps(a_terms[part], b_terms[part]);
-                values[part] = _mm_cvtps_epi32(ceiling_clamp ? _mm_min_ps(sum, ceiling) : sum);
+                sum = qops_add_add_ps(a_terms[part], b_terms[part]);
+                values[part] = qops_add_to_int(ceiling_clamp ? qops_add_min_ps(sum, ceiling)
+                                                             : sum);
             }
-            _mm_storeu_si128((__m128i*)(out + i), qops_bytes_sse2(values, zeros, signed_out));
+            first = qops_add_adds_epi16(qops_add_packs_epi32(values[0], values[1]), zeros);
+            second = qops_add_adds_epi16(qops_add_packs_epi32(values[2], values[3]), zeros);
+            qops_add_store(out + i, signed_out ? qops_add_packs_epi16(first, second)
+                                               : qops_add_packus_epi16(first, second));
         }
         return i;
     }
