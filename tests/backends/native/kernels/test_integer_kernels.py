@@ -154,14 +154,16 @@ def test_integer_to_float_every_variant_matches_the_rule(slots, n_threads):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_the_float_epilogue_rounds_the_product_before_the_bias(variant, n_threads,
+@pytest.mark.parametrize("columns", [20, 70])
+def test_the_float_epilogue_rounds_the_product_before_the_bias(variant, n_threads, columns,
                                                               monkeypatch):
     """acc = 127 * 66053 = 8388731, odd and in [2**23, 2**24), times
     1 + 2**-23 is 8388732.0000147: float32 rounds it to 8388732, and the
     bias -8388732 then gives 0.  A fused multiply-add (one rounding) would
-    give 0.0000147: the kernels are built without contraction."""
+    give 0.0000147: the kernels are built without contraction.  (N = 70
+    holds a whole tile of every variant, N = 20 a part of the widest.)"""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
-    depth, rows, columns = 600, 7, 20
+    depth, rows = 600, 7
     column = np.zeros(depth, np.int8)
     column[:520], column[520] = 127, 13
     multiplier = np.float32(1 + 2.0 ** -23)
@@ -177,11 +179,12 @@ def test_the_float_epilogue_rounds_the_product_before_the_bias(variant, n_thread
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("columns", [1, 5])
+@pytest.mark.parametrize("columns", [1, 5, 70])
 def test_the_float_epilogue_keeps_the_sign_of_zero(variant, columns):
     """A multiplier that underflows to 0 (2**-80 * 2**-80) makes every product
     a signed zero, -0.0 where acc < 0; plus a bias of -0.0 that stays -0.0
-    there and is +0.0 elsewhere (one value or a row of them, N = 1 and 5)."""
+    there and is +0.0 elsewhere (one value or a row of them, N = 1 and 5,
+    and N = 70, whole tiles of every variant)."""
     rng = np.random.default_rng(columns)
     slots = dict(a=random_values(rng, (9, 40), np.int8), a_scale=np.float32(2.0 ** -80),
                  b=random_values(rng, (40, columns), np.int8), b_scale=np.float32(2.0 ** -80),
