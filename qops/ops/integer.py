@@ -261,8 +261,11 @@ def prepare_dynamic_quantize(slots: dict, attributes: dict, feature_level=None, 
 
 # -- plans ---------------------------------------------------------------------------------
 
+# Their validation reads no value of the data slots: a call like the last
+# may take the recent-call shortcut.
 CONVOLUTION_PLANS = PlanCache(prepare_convolution_integer, None,
-                              ("input_zero_point", "filter_zero_point"))
-MATMUL_PLANS = PlanCache(prepare_matrix_multiply_integer, None, ("a_zero_point", "b_zero_point"))
+                              ("input_zero_point", "filter_zero_point"), recent=True)
+MATMUL_PLANS = PlanCache(prepare_matrix_multiply_integer, None, ("a_zero_point", "b_zero_point"),
+                         recent=True)
 # The scale and zero point depend on the input's values: never reused.
 DYNAMIC_PLANS = PlanCache(prepare_dynamic_quantize, dynamic_parameters, None)

@@ -508,3 +508,61 @@ def test_a_recent_call_refuses_out_over_any_array_the_caller_gave():
         add(b_scale=scale_in_out, out=shared[8:16].reshape(1, 8))
     assert scale_in_out[0, 0] == np.float32(0.05)
     assert np.array_equal(add(out=out), expected)
+
+
+def test_the_integer_operators_take_the_shortcut_and_follow_their_data(monkeypatch):
+    """CONVOLUTION_INTEGER, MATRIX_MULTIPLY_INTEGER and
+    MATRIX_MULTIPLY_INTEGER_TO_FLOAT called like the last call (the same
+    zero-point and scale objects, new data of the same form) skip the
+    signature and give each call's exact result; a bias changed in place is
+    used, and 32-bit operands whose new values could reach 2**53 are refused
+    as on a cold call (the implementations check their values each call)."""
+    rng = np.random.default_rng(31)
+    image = rng.integers(0, 256, (1, 3, 7, 7), dtype=u8)
+    weights = rng.integers(-128, 128, (4, 3, 3, 3), dtype=i8)
+    image_zero, weights_zero = u8(120), i8(3)
+    a = rng.integers(-128, 128, (5, 24), dtype=i8)
+    b = rng.integers(-128, 128, (24, 6), dtype=i8)
+    a_zero, b_zero = i8(-4), i8(7)
+    wide_a = rng.integers(-1000, 1000, (5, 24)).astype(np.int32)
+    wide_b = rng.integers(-1000, 1000, (24, 6)).astype(np.int32)
+    a_scale, b_scale = np.float32(0.5), np.float32(0.25)
+    bias = rng.standard_normal(6).astype(np.float32)
+
+    def run_all():
+        return (qops.convolution_integer(image, image_zero, weights, weights_zero),
+                qops.matrix_multiply_integer(a, a_zero, b, b_zero),
+                qops.matrix_multiply_integer_to_float(wide_a, a_scale, None, wide_b, b_scale,
+                                                      None, bias))
+
+    def expected():
+        return (reference.convolution_integer(
+                    image, np.reshape(image_zero, (1,) * 4), weights,
+                    np.reshape(weights_zero, (1,) * 4), strides=(1, 1), dilations=(1, 1),
+                    start_padding=(0, 0), end_padding=(0, 0), group_count=1),
+                (a.astype(np.int64) - int(a_zero)) @ (b.astype(np.int64) - int(b_zero)),
+                reference.matrix_multiply_integer_to_float(
+                    wide_a, np.reshape(a_scale, (1, 1)), None, wide_b,
+                    np.reshape(b_scale, (1, 1)), None, bias))
+
+    def check():
+        for got, want in zip(run_all(), expected()):
+            assert got.dtype == want.dtype or want.dtype == np.int64
+            assert np.array_equal(got, want)
+
+    check()
+    signatures = []
+    real_signature = _plans.signature
+    monkeypatch.setattr(_plans, "signature",
+                        lambda *args: signatures.append(1) or real_signature(*args))
+    for _ in range(2):
+        for array in (image, weights, a, b, wide_a, wide_b):
+            array[...] = rng.integers(-100, 100, array.shape).astype(array.dtype)
+        check()
+    bias[...] = -bias  # in place: remembered by its bytes, so validated again
+    check()
+    assert len(signatures) == 1  # the bias' call alone took the validating path
+    wide_a[...] = np.iinfo(np.int32).max
+    wide_b[...] = np.iinfo(np.int32).min
+    with pytest.raises(qops.ValidationError, match="2\\*\\*53"):
+        run_all()
