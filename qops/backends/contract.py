@@ -55,10 +55,15 @@ class Prepared:
     keeps its result for the next call with the same values.
     ``run(call, out, n_threads)`` writes the result into ``out``, reading
     ``call.values``.
+    ``bind(call)``, when given, returns ``run_data(a, out, n_threads)``: the
+    same run for calls that differ from ``call`` only in the data of their
+    one runtime operand, with what ``run`` reads from the call taken once
+    (or ``None`` where it cannot bind).
     """
 
     run: Callable
     derive: Callable = None
+    bind: Callable = None
 
     def run_once(self, call, out, n_threads):
         """Derive the call's values (when this derives any), then run it."""

@@ -357,6 +357,16 @@ class PlanCache:
                 return
         self._recent = (dispatch.generation(), tail, tuple(forms), plan, kept, checked, values)
 
+    def recent(self):
+        """The recent call, ``(forms, plan, arrays, checked, values)``, when
+        no implementation was switched on or off since, else ``None``:
+        ``forms`` as :meth:`_remember` records them (a caller that checks
+        its own calls against them may run the plan on new data)."""
+        recent = self._recent
+        if recent is None or recent[0] != dispatch.generation():
+            return None
+        return recent[2:]
+
     def _run_recent(self, slots, tail, out, n_threads, packed):
         recent = self._recent
         if recent is None:

@@ -248,3 +248,57 @@ def test_compiled_matmul_takes_slots_by_position_or_keyword(shape):
         compiled(a, f32(0.03), output_scale=f32(0.4), b_scale=f32(0.1))
     with pytest.raises(qops.ValidationError, match="a_scale"):
         compiled(a, f32(-1.0), output_scale=f32(0.4))
+
+
+@pytest.mark.parametrize("a_type, out_type", [(u8, u8), (i8, i8)])
+def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type, out_type,
+                                                                        monkeypatch):
+    """Past the lean path's size, a call like the last (A of the same dtype
+    and shape, the same parameter objects, no out=) runs the kernel bound to
+    the last call's plan, skipping the plans: its result is the plain
+    function's for each new A (batched, int8 too, and not contiguous),
+    every thread count; any other form, or an implementation switched off
+    since, takes the plans again."""
+    from qops.backends import dispatch
+
+    rng = np.random.default_rng(12)
+    b = ints(rng, (3, 64, 40), i8)
+    compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=b, b_scale=f32(0.02))
+    parameters = dict(a_scale=f32(0.03), a_zero_point=a_type(7), output_scale=f32(0.4),
+                      output_zero_point=out_type(3))
+
+    def plain(a):
+        return qops.quantized_linear_matrix_multiply(a=a, b=b, b_scale=f32(0.02), **parameters)
+
+    a = ints(rng, (3, 20, 64), a_type)
+    compiled(a=a, **parameters)
+    planned = []
+    real_run = compiled._plans.run
+    monkeypatch.setattr(compiled._plans, "run",
+                        lambda *args, **kwargs: planned.append(1) or real_run(*args, **kwargs))
+    for n_threads in (1, 2, None):
+        a[...] = ints(rng, a.shape, a_type)
+        got = compiled(a=a, **parameters, n_threads=n_threads)
+        assert got.dtype == out_type and np.array_equal(got, plain(a))
+    reversed_a = ints(rng, (3, 20, 128), a_type)[:, :, ::2]  # not contiguous
+    assert np.array_equal(compiled(a=reversed_a, **parameters), plain(reversed_a))
+    assert planned == []
+    with pytest.raises(qops.ValidationError):
+        compiled(a=a, **parameters, n_threads=0)
+    assert planned == []  # refused by the thread count's own check
+    # Another parameter object (an equal value), another shape: the plans.
+    assert np.array_equal(compiled(a=a, **dict(parameters, a_scale=f32(0.03))), plain(a))
+    assert len(planned) == 1
+    assert np.array_equal(compiled(a=a[:, :10], **parameters), plain(a[:, :10]))
+    assert len(planned) == 2
+    compiled(a=a, **parameters)  # the plans, then bound again
+    planned.clear()
+    compiled(a=a, **parameters)
+    assert planned == []
+    # An implementation switched off: the bound run is not taken.
+    dispatch.set_enabled("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", False)
+    try:
+        assert np.array_equal(compiled(a=a, **parameters), plain(a))
+        assert len(planned) == 1
+    finally:
+        dispatch.set_enabled("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", True)
