@@ -84,6 +84,11 @@ class CompiledOperator:
         # The attributes and level never change: their part of every call's
         # plan key is made once.
         self._tail = signature_tail(attributes, version)
+        # The recent call's kernel run bound to its plan (_bind), for calls
+        # like it: (the data slot's dtype and shape, the other runtime
+        # slots' objects in order, the data's shape in the plan's layout,
+        # the output's shape and dtype, run_data, the dispatch generation).
+        self._bound = None
 
     @property
     def constants(self):
@@ -124,13 +129,75 @@ class CompiledOperator:
             why = "is bound at compile time" if bound else "is not a slot of this operator"
             fail(self.operator, f"{name} {why}; the call takes {', '.join(self.runtime_slots)}",
                  slot=name)
-        fast = self._fast.get()
         # In slot order, whatever order the keywords came in: the plans key
         # calls by their slots' values in order.
         slots = {name: slots.get(name) for name in self.runtime_slots}
-        return self._plans.run(slots, self._attributes, self.feature_level, out=out,
-                               n_threads=resolve_threads(n_threads), packed=self._packed,
-                               constants=self._constants, fast=fast, tail=self._tail)
+        bound = self._bound
+        if bound is not None and out is None:
+            data = slots[self.runtime_slots[0]]
+            if (type(data) is np.ndarray and data.dtype == bound[0] and data.shape == bound[1]
+                    and all(slots[name] is value
+                            for name, value in zip(self.runtime_slots[1:], bound[2]))
+                    and bound[7] == dispatch.generation()):
+                return self._run_bound(bound, data, n_threads)
+        fast = self._fast.get()
+        result = self._plans.run(slots, self._attributes, self.feature_level, out=out,
+                                 n_threads=resolve_threads(n_threads), packed=self._packed,
+                                 constants=self._constants, fast=fast, tail=self._tail)
+        if out is None:
+            self._bind(slots)
+        return result
+
+    @staticmethod
+    def _run_bound(bound, data, n_threads):
+        result = empty_output(bound[4], bound[5])
+        bound[6](data if bound[3] is None else data.reshape(bound[3]), result,
+                 resolve_threads(n_threads))
+        return result
+
+    def _bind(self, slots):
+        """Keep the kernel run of the call just made, bound to its plan, when
+        the plans remembered that call (its forms are this call's: the data
+        slot an array of the same dtype and shape, each other slot absent or
+        the same immutable object) and its implementation binds: a later
+        call like it passes the same validation and derives the same values,
+        so it runs the bound kernel on its data without the plans' steps.
+        Calls with data of one form and parameters given as these objects
+        are a network's calls; their fixed cost was about 6 microseconds, a
+        tenth of an attention product (12 x 128 x 64 x 128) with AVX-512
+        VNNI."""
+        recent = self._plans.recent()
+        if recent is None:
+            return
+        forms, plan, arrays, checked, values = recent
+        data_name = self.runtime_slots[0]
+        layout_shape = None
+        for form in forms:
+            value = slots[form[0]]
+            if form[1] is None:
+                matches = value is None
+            elif form[0] == data_name:
+                matches = (type(value) is np.ndarray and value.dtype == form[2]
+                           and value.shape == form[4])
+                layout_shape = form[3] if form[3] != form[4] else None
+            else:  # a parameter: only an immutable object given again is bound
+                matches = (form[1] is _plans_module._SAME and value is form[2]
+                           and isinstance(value, (np.generic, float)))
+            if not matches:
+                return
+        bind = plan.prepared.bind
+        template = plan.template
+        call = dispatch.Call(template.operator, template.version, arrays, template.attributes,
+                             template.output_shape, template.output_dtype,
+                             template.granularity, self._packed, checked, values)
+        run_data = bind(call) if bind is not None else None
+        if run_data is None:
+            return
+        data = slots[data_name]
+        self._bound = (data.dtype, data.shape,
+                       tuple(slots[name] for name in self.runtime_slots[1:]), layout_shape,
+                       template.output_shape, template.output_dtype, run_data,
+                       dispatch.generation())
 
 
 class CompiledMatrixMultiply(CompiledOperator):
@@ -144,10 +211,6 @@ class CompiledMatrixMultiply(CompiledOperator):
         super().__init__(operator, version, constants, attributes)
         self._b, self._b_scale, self._b_zero_point = (
             constants.get(name) for name in CONSTANT_SLOTS[operator.name])
-        # The recent call's kernel run bound to its plan (_bind), for calls
-        # like it: (A's dtype and shape, the four parameters as objects,
-        # the output's shape and dtype, run_data, the dispatch generation).
-        self._bound = None
 
     def __call__(self, a=None, a_scale=None, a_zero_point=None, output_scale=None,
                  output_zero_point=None, *args, out=None, n_threads=None, **slots):
@@ -163,10 +226,8 @@ class CompiledMatrixMultiply(CompiledOperator):
         if (bound is not None and out is None and not slots and type(a) is np.ndarray
                 and a.dtype == bound[0] and a.shape == bound[1] and a_scale is bound[2][0]
                 and a_zero_point is bound[2][1] and output_scale is bound[2][2]
-                and output_zero_point is bound[2][3] and bound[6] == dispatch.generation()):
-            result = empty_output(bound[3], bound[4])
-            bound[5](a, result, resolve_threads(n_threads))
-            return result
+                and output_zero_point is bound[2][3] and bound[7] == dispatch.generation()):
+            return self._run_bound(bound, a, n_threads)
         named = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, output_scale=output_scale,
                      output_zero_point=output_zero_point)  # in slot order, as the plans key
         if slots:  # a bound or unknown slot: the general call says which
@@ -177,45 +238,6 @@ class CompiledMatrixMultiply(CompiledOperator):
         if out is None:
             self._bind(named)
         return result
-
-    def _bind(self, named):
-        """Keep the kernel run of the call just made, bound to its plan, when
-        the plans remembered that call (its forms are this call's: A an array
-        of the same dtype and shape, each parameter absent or the same
-        immutable object) and its implementation binds: a later call like
-        it passes the same validation and derives the same values, so it
-        runs the bound kernel on its A without the plans' steps.  Calls with
-        A of the one form and parameters given as these objects are a
-        network's calls; their fixed cost was about 6 microseconds, a tenth
-        of an attention product (12 x 128 x 64 x 128) with AVX-512 VNNI."""
-        recent = self._plans.recent()
-        if recent is None:
-            return
-        forms, plan, arrays, checked, values = recent
-        for form in forms:
-            value = named[form[0]]
-            if form[1] is None:
-                matches = value is None
-            elif form[0] == "a":
-                matches = (type(value) is np.ndarray and value.dtype == form[2]
-                           and value.shape == form[4])
-            else:  # a parameter: only an immutable object given again is bound
-                matches = (form[1] is _plans_module._SAME and value is form[2]
-                           and isinstance(value, (np.generic, float)))
-            if not matches:
-                return
-        bind = plan.prepared.bind
-        template = plan.template
-        call = dispatch.Call(template.operator, template.version, arrays, template.attributes,
-                             template.output_shape, template.output_dtype,
-                             template.granularity, self._packed, checked, values)
-        run_data = bind(call) if bind is not None else None
-        if run_data is None:
-            return
-        a = named["a"]
-        self._bound = (a.dtype, a.shape, tuple(named[name] for name in (
-            "a_scale", "a_zero_point", "output_scale", "output_zero_point")),
-            template.output_shape, template.output_dtype, run_data, dispatch.generation())
 
 
 _CLASSES = {"QUANTIZED_LINEAR_MATRIX_MULTIPLY": CompiledMatrixMultiply}

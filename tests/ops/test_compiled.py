@@ -1,5 +1,7 @@
 """qops.compile: constants bound and packed once, results equal to the plain functions."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import run_in_threads
@@ -302,3 +304,54 @@ def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type,
         assert len(planned) == 1
     finally:
         dispatch.set_enabled("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", True)
+
+
+@pytest.mark.parametrize("form", ["3 x 3", "1 x 1", "1 x 1, stride 2", "depthwise", "1-d"])
+@pytest.mark.parametrize("input_type", [u8, i8])
+def test_a_convolution_like_the_last_runs_its_bound_kernel(form, input_type, monkeypatch):
+    """The bound kernel of a compiled convolution (the implicit GEMM, the
+    pointwise product with and without a stride, the depthwise kernel, a
+    1-D input in its 2-D layout): each new image gives the plain function's
+    result, on every thread count, without the plans."""
+    from qops.backends import dispatch
+
+    rng = np.random.default_rng(13)
+    kernel = {"3 x 3": (3, 3), "depthwise": (3, 3), "1-d": (1, 3)}.get(form, (1, 1))
+    groups = 16 if form == "depthwise" else 1
+    shape = (2, 16, 16, 16)  # 256 or 64 pixels: whole micro-tiles of columns (pointwise)
+    attributes = dict(group_count=groups, strides=(2, 2) if "stride" in form else (1, 1))
+    if form == "1-d":
+        shape, attributes = (2, 16, 40), dict(group_count=1, strides=(1,))
+        kernel = (3,)
+    constants = dict(filter=ints(rng, (32 if groups == 1 else 16, 16 // groups) + kernel, i8),
+                     filter_scale=rng.uniform(0.01, 0.03, 32 if groups == 1 else 16).astype(f32),
+                     bias=rng.integers(-2000, 2000, 32 if groups == 1 else 16).astype(np.int32))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+    parameters = dict(input_scale=f32(0.05), input_zero_point=input_type(128 if input_type is u8
+                                                                           else 0),
+                      output_scale=f32(2.0), output_zero_point=u8(128))
+    image = ints(rng, shape, input_type)
+
+    def plain(image):
+        return qops.quantized_linear_convolution(input=image, **parameters, **constants,
+                                                 **attributes)
+
+    compiled(input=image, **parameters)
+    _, plan, arrays, _, _ = compiled._plans.recent()
+    call = dataclasses.replace(plan.template, arrays=dict(arrays, input=image))
+    assert dispatch.select(call).name == {"3 x 3": "kernels", "1-d": "kernels",
+                                          "depthwise": "depthwise kernels"}.get(
+                                              form, "pointwise kernels")
+    planned = []
+    real_run = compiled._plans.run
+    monkeypatch.setattr(compiled._plans, "run",
+                        lambda *args, **kwargs: planned.append(1) or real_run(*args, **kwargs))
+    for n_threads in (1, 2, None):
+        image[...] = ints(rng, shape, input_type)
+        got = compiled(input=image, **parameters, n_threads=n_threads)
+        assert np.array_equal(got, plain(image)), n_threads
+        assert 0.3 < np.mean((got > 0) & (got < 255))  # values, not saturation, compared
+    assert planned == []
+    assert np.array_equal(compiled(input=image, **dict(parameters, output_scale=f32(2.0))),
+                          plain(image))
+    assert planned == [1]

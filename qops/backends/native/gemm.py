@@ -403,7 +403,24 @@ def prepare_convolution(call, variant=None):
                        out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw,
                        tight)
 
-    return Prepared(run, derive)
+    def bind(call):
+        # A compiled operator's call: the rest of run, for a new image.
+        if call.packed is None:
+            return None
+        filter = call.arrays["filter"]
+        packed, colsum = call.packed.get(("filter", variant), lambda: pack_filter(
+            filter, group_count, fold, kernels, 1, taps))
+        input_zero, col_zero, multiplier, out_zero, bias = call.values
+        conv2d, most_threads = kernels.conv2d, max(1, work // WORK_PER_THREAD)
+
+        def run_data(image, out, n_threads):
+            conv2d(_bytes(image), input_flip, input_zero, packed, colsum, *geometry, col_zero,
+                   multiplier, out_zero, bias, out.view(np.uint8).reshape(out_shape), low, high,
+                   min(n_threads, most_threads), raw, tight)
+
+        return run_data
+
+    return Prepared(run, derive, bind)
 
 
 # -- pointwise convolution (1 x 1) -----------------------------------------------------------
@@ -463,18 +480,17 @@ def prepare_pointwise(call, variant=None):
                        None if bias is None else bias.astype(np.int64))
         return _frozen((row_zero, column_zero) + per_row)
 
-    def run(call, out, n_threads):
-        n_threads = threads_for(work, n_threads)
-        image = call.arrays["input"]
-        if any(step != 1 for step in strides):
-            image = image[subsample]
-        columns = _bytes(image).reshape(batch, channels, pixels)
+    strided = any(step != 1 for step in strides)
+
+    def bind(call):
+        """run_data(image, out, n_threads) of a call with the filter and
+        values of ``call``."""
         rows = _bytes(call.arrays["filter"]).reshape(1, out_channels, channels)
         row_zero, column_zero, multiplier, out_zero, bias = call.values
         row_sums = None
         if column_zero[0] and call.packed is not None:
             row_sums = call.packed.get(("filter rows", variant),
-                                       lambda: kernels.matrix_row_sums(rows, a_flip, n_threads))
+                                       lambda: kernels.matrix_row_sums(rows, a_flip, 1))
         a_rows, flip = rows, a_flip
         if a_flip and call.packed is not None:
             # A compiled operator keeps its int8 filter as A' (xor 0x80), which
@@ -482,14 +498,24 @@ def prepare_pointwise(call, variant=None):
             # rows once per unit of pixels.
             a_rows = call.packed.get(("filter as A'", variant), lambda: rows ^ np.uint8(_FLIP))
             flip = False
-        # Each image is packed during the product, by the threads that
-        # multiply it.
-        kernels.matmul(a_rows, flip, a_index, None, None, b_index, pixels, row_zero,
-                       column_zero, multiplier, out_zero, out.view(np.uint8).reshape(out_shape),
-                       low, high, n_threads, raw, per_row=True, bias=bias, a_row_sums=row_sums,
-                       b_source=columns, b_source_flip=b_flip)
+        matmul, most_threads = kernels.matmul, max(1, work // WORK_PER_THREAD)
 
-    return Prepared(run, derive)
+        def run_data(image, out, n_threads):
+            if strided:
+                image = image[subsample]
+            # Each image is packed during the product, by the threads that
+            # multiply it.
+            matmul(a_rows, flip, a_index, None, None, b_index, pixels, row_zero, column_zero,
+                   multiplier, out_zero, out.view(np.uint8).reshape(out_shape), low, high,
+                   min(n_threads, most_threads), raw, True, bias, row_sums,
+                   _bytes(image).reshape(batch, channels, pixels), b_flip)
+
+        return run_data
+
+    def run(call, out, n_threads):
+        bind(call)(call.arrays["input"], out, n_threads)
+
+    return Prepared(run, derive, lambda call: bind(call) if call.packed is not None else None)
 
 
 def is_depthwise(call):
@@ -516,14 +542,24 @@ def prepare_depthwise(call, variant=None):
                         _vector(arrays["filter_zero_point"], out_channels, np.int32),
                         *_channel_requantization(arrays, multiplier, out_channels)))
 
-    def run(call, out, n_threads):
+    def bind(call):
+        """run_data(image, out, n_threads) of a call with the filter and
+        values of ``call``."""
         input_zero, filter_zero, multiplier, out_zero, bias = call.values
-        kernels.depthwise2d(_bytes(call.arrays["input"]), image_signed, input_zero,
-                            _bytes(call.arrays["filter"]).reshape(taps_shape), filter_signed,
-                            filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero,
-                            bias, out.view(np.uint8).reshape(out_shape), low, high, n_threads)
+        taps = _bytes(call.arrays["filter"]).reshape(taps_shape)
+        depthwise2d = kernels.depthwise2d
 
-    return Prepared(run, derive)
+        def run_data(image, out, n_threads):
+            depthwise2d(_bytes(image), image_signed, input_zero, taps, filter_signed,
+                        filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero, bias,
+                        out.view(np.uint8).reshape(out_shape), low, high, n_threads)
+
+        return run_data
+
+    def run(call, out, n_threads):
+        bind(call)(call.arrays["input"], out, n_threads)
+
+    return Prepared(run, derive, lambda call: bind(call) if call.packed is not None else None)
 
 
 #: A validated call run once, on a named variant with ``variant=`` (the tests
