@@ -257,10 +257,10 @@ def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type,
                                                                         monkeypatch):
     """Past the lean path's size, a call like the last (A of the same dtype
     and shape, the same parameter objects, no out=) runs the kernel bound to
-    the last call's plan, skipping the plans: its result is the plain
-    function's for each new A (batched, int8 too, and not contiguous),
-    every thread count; any other form, or an implementation switched off
-    since, takes the plans again."""
+    the plan of the last two calls of that form, skipping the plans: its
+    result is the plain function's for each new A (batched, int8 too, and
+    not contiguous), every thread count; any other form, forms in turn, or
+    an implementation switched off since, take the plans again."""
     from qops.backends import dispatch
 
     rng = np.random.default_rng(12)
@@ -273,6 +273,8 @@ def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type,
         return qops.quantized_linear_matrix_multiply(a=a, b=b, b_scale=f32(0.02), **parameters)
 
     a = ints(rng, (3, 20, 64), a_type)
+    compiled(a=a, **parameters)
+    assert compiled._bound is None  # a form is bound on its second call in a row
     compiled(a=a, **parameters)
     planned = []
     real_run = compiled._plans.run
@@ -293,9 +295,15 @@ def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type,
     assert len(planned) == 1
     assert np.array_equal(compiled(a=a[:, :10], **parameters), plain(a[:, :10]))
     assert len(planned) == 2
-    compiled(a=a, **parameters)  # the plans, then bound again
+    # Forms in turn (two scale objects of one value): the plans each time,
+    # and the bound run is kept.
+    bound = compiled._bound
+    turns = [dict(parameters, a_scale=f32(0.03)), dict(parameters, a_scale=f32(0.03))]
+    for given in turns * 2:
+        assert np.array_equal(compiled(a=a, **given), plain(a))
+    assert len(planned) == 6 and compiled._bound is bound
     planned.clear()
-    compiled(a=a, **parameters)
+    assert np.array_equal(compiled(a=a, **parameters), plain(a))  # bound still
     assert planned == []
     # An implementation switched off: the bound run is not taken.
     dispatch.set_enabled("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", False)
@@ -337,6 +345,7 @@ def test_a_convolution_like_the_last_runs_its_bound_kernel(form, input_type, mon
                                                  **attributes)
 
     compiled(input=image, **parameters)
+    compiled(input=image, **parameters)  # the second call of a form binds it
     _, plan, arrays, _, _ = compiled._plans.recent()
     call = dataclasses.replace(plan.template, arrays=dict(arrays, input=image))
     assert dispatch.select(call).name == {"3 x 3": "kernels", "1-d": "kernels",
