@@ -357,6 +357,12 @@ class PlanCache:
                 return
         self._recent = (dispatch.generation(), tail, tuple(forms), plan, kept, checked, values)
 
+    @staticmethod
+    def given_again(form, value):
+        """Whether ``value`` is the very object a remembered parameter form
+        holds (an immutable scalar, which the recent call took as it is)."""
+        return form[1] is _SAME and value is form[2]
+
     def recent(self):
         """The recent call, ``(forms, plan, arrays, checked, values)``, when
         no implementation was switched on or off since, else ``None``:
