@@ -52,9 +52,13 @@ _BYTE = np.dtype(np.uint8)
 
 def _raw(array):
     """A C-contiguous copy or view of ``array``'s elements as flat bytes."""
-    if array.dtype.itemsize == 1 and array.flags.c_contiguous:
-        # The usual operand, viewed in the fewest steps: a call's fixed cost.
-        return array.view(_BYTE).ravel()
+    if array.flags.c_contiguous:
+        # The usual operand, viewed in the fewest steps: a call's fixed cost
+        # (uint8 needs no view, whose new array was half of this).
+        if array.dtype is _BYTE:
+            return array.ravel()
+        if array.dtype.itemsize == 1:
+            return array.ravel().view(_BYTE)
     array = np.ascontiguousarray(array).reshape(-1)
     if array.dtype.itemsize == 1:
         return array.view(np.uint8)
