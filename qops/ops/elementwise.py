@@ -10,7 +10,7 @@ from qops import registry
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
 from qops.ops.common import finish_requantized, output_desc, requantized_slots
-from qops.ops.plans import PlanCache
+from qops.ops.plans import FastPath, PlanCache
 from qops.ops.validation import (
     check_attributes,
     check_patterns,
@@ -83,6 +83,14 @@ def element_wise_quantized_linear_add(a=None, a_scale=None, a_zero_point=None, b
     array([[ 6, 11, 16],
            [ 7, 12, 17]], dtype=uint8)
     """
+    if output_dtype is None and feature_level is None:
+        fast = ADD_FAST.get()
+        if fast is not None:
+            result = fast.run(a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+                              output_zero_point, out,
+                              resolve_threads() if n_threads is None else n_threads)
+            if result is not None:
+                return result
     slots = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, b=b, b_scale=b_scale,
                  b_zero_point=b_zero_point, output_scale=output_scale,
                  output_zero_point=output_zero_point)
@@ -157,3 +165,5 @@ def check_add_values(template, arrays):
 
 # The multipliers depend on the scales alone: kept per set of values.
 ADD_PLANS = PlanCache(prepare_add, check_add_values, PARAMETERS, recent=True)
+#: The lean path of an add of two operands of one shape with scalar parameters.
+ADD_FAST = FastPath("ELEMENT_WISE_QUANTIZED_LINEAR_ADD")

@@ -173,12 +173,13 @@ def test_sums_near_and_past_int32_saturate(variant, zero, multiplier):
 def test_a_call_like_the_last_follows_its_data(monkeypatch):
     """The same parameter objects and new data of the same form take the
     recent-call shortcut (no signature made) and follow the data; another
-    parameter takes the validating path."""
+    parameter takes the validating path.  (B broadcasts: the lean path,
+    which would take the call first, takes operands of one shape only.)"""
     from qops.ops import plans
 
     rng = np.random.default_rng(9)
     a = random_values(rng, (2, 8, 30), np.uint8)
-    b = random_values(rng, (2, 8, 30), np.uint8)
+    b = random_values(rng, (1, 8, 30), np.uint8)
     parameters = dict(a_scale=np.float32(0.02), a_zero_point=np.uint8(120),
                       b_scale=np.float32(0.03), b_zero_point=np.uint8(130),
                       output_scale=np.float32(0.04), output_zero_point=np.uint8(128))
@@ -293,3 +294,81 @@ def test_qlinear_add_runs_through_qops_onnx_and_the_reference_evaluator():
                                           np.int8([[1]]), np.float32(0.5), None,
                                           np.float32(1.0)])
     assert signed.dtype == np.int8 and signed.shape == a.shape
+
+
+@st.composite
+def lean_add_calls(draw):
+    """Adds of the lean path's form: A and B of one shape (up to 40000
+    elements, past one row of the kernels' threads), each parameter a
+    Python float, a NumPy scalar, a 0-d array or absent (zero points)."""
+    rank = draw(st.integers(1, 8))
+    shape = [draw(st.integers(1, 3)) for _ in range(rank)]
+    shape[-1] = draw(st.sampled_from([1, 7, 64, 700, 40000]))
+    if shape[-1] == 40000:  # one long row, which the kernels' threads share
+        shape[:-1] = [1] * (rank - 1)
+    a_type, b_type = (draw(st.sampled_from(TYPES)) for _ in range(2))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = st.floats(0.0009765625, 16.0, width=32)
+
+    def scale_form(value):
+        return draw(st.sampled_from([float(value), np.float32(value),
+                                     np.array(value, np.float32)]))
+
+    def zero_form(dtype):
+        value = random_values(rng, (), dtype)
+        return draw(st.sampled_from([None, value[()], np.array(value)]))
+
+    out_type = draw(st.sampled_from([None, np.uint8, np.int8]))
+    return dict(a=random_values(rng, tuple(shape), a_type), a_scale=scale_form(draw(scale)),
+                a_zero_point=zero_form(a_type), b=random_values(rng, tuple(shape), b_type),
+                b_scale=scale_form(draw(scale)), b_zero_point=zero_form(b_type),
+                output_scale=scale_form(draw(scale)),
+                output_zero_point=None if out_type is None else zero_form(out_type))
+
+
+@settings(max_examples=80, deadline=None)
+@given(call=lean_add_calls(), n_threads=st.sampled_from([1, 2]), into_out=st.booleans())
+def test_the_lean_add_follows_the_stated_rule(call, n_threads, into_out):
+    """An add of two operands of one shape with scalar parameters runs in C
+    without the plans (no plan is made), into out= too, with the rule's
+    result."""
+    zero = call["output_zero_point"]
+    out_type = call["a"].dtype.type if zero is None else np.asarray(zero).dtype.type
+    expected = stated_add(**{name: (0 if value is None and "zero" in name else value)
+                             for name, value in call.items()}, out_type=out_type)
+    out = np.empty(expected.shape, out_type) if into_out else None
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(elementwise.ADD_PLANS, "run", None)  # any use of the plans fails
+        got = qops.element_wise_quantized_linear_add(**call, out=out, n_threads=n_threads)
+    assert got.dtype == out_type and np.array_equal(got, expected)
+    assert out is None or got is out
+
+
+@pytest.mark.parametrize("changes, match", [
+    (dict(a_scale=np.float32(0.0)), "a_scale"),
+    (dict(b_scale=np.float32(np.nan)), "b_scale"),
+    (dict(output_scale=-0.5), "output_scale"),
+    (dict(output_scale=np.float32(1e-38)), "output_scale"),  # a multiplier past float32 / 255
+    (dict(a_zero_point=np.int8(3)), "a_zero_point"),
+    (dict(b_zero_point=np.array([7], np.uint8)), "dimension"),
+    (dict(output_zero_point=np.int16(3)), "output_zero_point"),
+    (dict(n_threads=0), "n_threads"),
+])
+def test_the_lean_add_leaves_what_it_refuses_to_the_validating_path(changes, match):
+    """A value or form the lean path does not take gets the validating
+    path's error, as with the kernels (and their lean path) switched off."""
+    rng = np.random.default_rng(3)
+    call = dict(a=random_values(rng, (2, 3, 40), np.uint8), a_scale=np.float32(0.02),
+                a_zero_point=np.uint8(120), b=random_values(rng, (2, 3, 40), np.uint8),
+                b_scale=np.float32(0.03), b_zero_point=np.uint8(130),
+                output_scale=np.float32(0.04), output_zero_point=np.uint8(128))
+    call.update(changes)
+    with pytest.raises((qops.ValidationError, ValueError, TypeError), match=match) as lean:
+        qops.element_wise_quantized_linear_add(**call)
+    dispatch.set_enabled("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels", False)
+    try:
+        with pytest.raises(type(lean.value)) as full:
+            qops.element_wise_quantized_linear_add(**call)
+    finally:
+        dispatch.set_enabled("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels", True)
+    assert str(lean.value) == str(full.value)

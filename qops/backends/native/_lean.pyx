@@ -20,6 +20,7 @@ cimport cython
 cimport numpy as cnp
 from cpython.float cimport PyFloat_AS_DOUBLE
 from cpython.pycapsule cimport PyCapsule_GetPointer
+from libc.float cimport FLT_MAX
 from libc.math cimport INFINITY
 from libc.stdint cimport int8_t, int32_t, uint8_t
 
@@ -442,8 +443,8 @@ def quantize_per_tensor(object entry, x, y_scale, y_zero_point, out, n_threads):
     ``entry``: the selected kernels' :func:`lean_entry` capsule;
     ``n_threads``: resolved by the caller when not given.
     """
-    cdef float scale, zero
-    cdef int rank, out_type
+    cdef float scale = 0, zero = 0
+    cdef int rank = 0, out_type = 0  # (set by the checks before any read)
     cdef QuantizeTensor kernel
     cdef cnp.ndarray source, result
     cdef Py_ssize_t count
@@ -490,3 +491,139 @@ cdef cnp.ndarray new_output(int rank, cnp.npy_intp* dims, int type_number):
     if count * descr.itemsize < LARGE_OUTPUT_BYTES:
         return cnp.PyArray_EMPTY(rank, dims, type_number, 0)
     return empty_array(rank, dims, descr)
+
+
+# -- ELEMENT_WISE_QUANTIZED_LINEAR_ADD of two operands of one shape -------------------------
+#
+# The residual add of a network: A and B of one shape, contiguous, each
+# parameter a scalar (a Python float or NumPy scalar, or a 0-d array).  Such
+# a call would pass validation except for values, which are checked here as
+# the validating path checks them (add_values); anything else answers None
+# and takes that path, which gives the result or the error a user should see.
+
+ctypedef void (*AddTensor)(const uint8_t* a, uint8_t a_flip, int32_t a_zero, float a_multiplier,
+                           const uint8_t* b, uint8_t b_flip, int32_t b_zero, float b_multiplier,
+                           Py_ssize_t count, int32_t zero_point, int32_t low, int32_t high,
+                           uint8_t* out, int n_threads) noexcept nogil
+
+cdef const char* ADD_ENTRY = b"qops.backends.native.kernels.quantized_add_tensor"
+
+# float32's largest / 255 (elementwise._LARGEST_MULTIPLIER): a larger
+# multiplier could make a product infinite.
+cdef double LARGEST_ADD_MULTIPLIER = <double>FLT_MAX / 255.0
+
+# The dimension counts the add takes (its registry entry: 1 to 8).
+cdef enum:
+    ADD_MAX_RANK = 8
+
+
+cdef bint scalar_byte(object value, int typenum, int32_t* zero):
+    """A zero point of ``typenum`` (uint8 or int8) as a NumPy scalar or a 0-d
+    array, or none (0)."""
+    cdef uint8_t byte
+    if value is None:
+        zero[0] = 0
+        return True
+    if (typenum == cnp.NPY_UINT8 and type(value) is np.uint8) or (
+            typenum == cnp.NPY_INT8 and type(value) is np.int8):
+        cnp.PyArray_ScalarAsCtype(value, &byte)
+    elif behaved(value, typenum, 0):
+        byte = (<uint8_t*>cnp.PyArray_DATA(<cnp.ndarray>value))[0]
+    else:
+        return False
+    if typenum == cnp.NPY_INT8:  # (not one conditional expression: see zero_point_value)
+        zero[0] = <int8_t>byte
+    else:
+        zero[0] = byte
+    return True
+
+
+cdef bint scalar_scale(object value, float* scale):
+    """A scale as scale_value reads it, of no dimension, positive and finite."""
+    cdef int rank = -1
+    return scale_value(value, scale, &rank) and rank == 0 and 0.0 < scale[0] < INFINITY
+
+
+cdef inline bint byte_array(object value):
+    if type(value) is not cnp.ndarray:
+        return False
+    cdef int typenum = cnp.PyArray_TYPE(<cnp.ndarray>value)
+    return ((typenum == cnp.NPY_UINT8 or typenum == cnp.NPY_INT8)
+            and cnp.PyArray_ISCARRAY_RO(<cnp.ndarray>value))
+
+
+def quantized_add_same_shape(object entry, a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                             output_scale, output_zero_point, out, n_threads):
+    """``qops.element_wise_quantized_linear_add(...)`` of A and B of one
+    shape with scalar parameters and ``output_dtype`` and ``feature_level``
+    at their defaults, or ``None`` when the call is not of that form or a
+    value would fail.
+
+    ``entry``: the selected kernels' :func:`lean_add_entry` capsule;
+    ``n_threads``: resolved by the caller when not given.
+    """
+    cdef float scales[3]
+    cdef int32_t a_zero, b_zero, out_zero
+    cdef int a_type, b_type, out_type, rank, threads
+    cdef float a_multiplier, b_multiplier
+    cdef cnp.ndarray left, right, result
+    cdef Py_ssize_t count
+    cdef AddTensor kernel
+    if not (byte_array(a) and byte_array(b)):
+        return None
+    left, right = <cnp.ndarray>a, <cnp.ndarray>b
+    rank = cnp.PyArray_NDIM(left)
+    count = cnp.PyArray_SIZE(left)
+    if not (1 <= rank <= ADD_MAX_RANK and cnp.PyArray_NDIM(right) == rank and count > 0
+            and same_dims(right, cnp.PyArray_DIMS(left), rank)):
+        return None
+    a_type, b_type = cnp.PyArray_TYPE(left), cnp.PyArray_TYPE(right)
+    if not (scalar_scale(a_scale, &scales[0]) and scalar_scale(b_scale, &scales[1])
+            and scalar_scale(output_scale, &scales[2])):
+        return None
+    if not (scalar_byte(a_zero_point, a_type, &a_zero)
+            and scalar_byte(b_zero_point, b_type, &b_zero)):
+        return None
+    if output_zero_point is None:
+        out_type, out_zero = a_type, 0  # the output takes A's type
+    elif type(output_zero_point) is np.uint8 or (
+            type(output_zero_point) is cnp.ndarray
+            and cnp.PyArray_TYPE(<cnp.ndarray>output_zero_point) == cnp.NPY_UINT8):
+        out_type = cnp.NPY_UINT8
+        if not scalar_byte(output_zero_point, out_type, &out_zero):
+            return None
+    else:
+        out_type = cnp.NPY_INT8
+        if not scalar_byte(output_zero_point, out_type, &out_zero):
+            return None
+    # add_values' multipliers: one float32 division each, finite products.
+    a_multiplier = scales[0] / scales[2]
+    b_multiplier = scales[1] / scales[2]
+    if not (a_multiplier <= LARGEST_ADD_MULTIPLIER and b_multiplier <= LARGEST_ADD_MULTIPLIER):
+        return None
+    if not (type(n_threads) is int and 1 <= n_threads <= MAX_THREADS):
+        return None
+    threads = n_threads
+    if out is None:
+        result = new_output(rank, cnp.PyArray_DIMS(left), out_type)
+    else:
+        if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == out_type
+                and cnp.PyArray_NDIM(<cnp.ndarray>out) == rank
+                and cnp.PyArray_ISCARRAY(<cnp.ndarray>out)
+                and same_dims(<cnp.ndarray>out, cnp.PyArray_DIMS(left), rank)):
+            return None
+        result = <cnp.ndarray>out
+        if (overlaps(result, a) or overlaps(result, b) or overlaps(result, a_scale)
+                or overlaps(result, a_zero_point) or overlaps(result, b_scale)
+                or overlaps(result, b_zero_point) or overlaps(result, output_scale)
+                or overlaps(result, output_zero_point)):
+            return None
+    kernel = <AddTensor>PyCapsule_GetPointer(entry, ADD_ENTRY)
+    with nogil:
+        kernel(<const uint8_t*>cnp.PyArray_DATA(left), 0x80 if a_type == cnp.NPY_INT8 else 0,
+               a_zero + (128 if a_type == cnp.NPY_INT8 else 0), a_multiplier,
+               <const uint8_t*>cnp.PyArray_DATA(right), 0x80 if b_type == cnp.NPY_INT8 else 0,
+               b_zero + (128 if b_type == cnp.NPY_INT8 else 0), b_multiplier, count, out_zero,
+               -128 if out_type == cnp.NPY_INT8 else 0, 127 if out_type == cnp.NPY_INT8 else 255,
+               <uint8_t*>cnp.PyArray_DATA(result), threads)
+    return result

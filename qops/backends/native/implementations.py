@@ -92,6 +92,26 @@ class QuantizePerTensor:
         pass
 
 
+class LeanAdd:
+    """The fast path of the quantized add of two operands of one shape with
+    scalar parameters (:func:`qops.backends.native._lean.quantized_add_same_shape`)."""
+
+    def __init__(self):
+        self._entry = variants.quantize_module().lean_add_entry()
+
+    def run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+            output_zero_point, out, n_threads):
+        return _lean.quantized_add_same_shape(self._entry, a, a_scale, a_zero_point, b, b_scale,
+                                              b_zero_point, output_scale, output_zero_point, out,
+                                              n_threads)
+
+    def form(self, slots, call):
+        return None  # its form is fixed: nothing to learn
+
+    def learn(self, form):
+        pass
+
+
 def _lean_quantize_supported(call):
     arrays, attributes = call.arrays, call.attributes
     x, scale = arrays["x"], arrays["y_scale"]
@@ -177,7 +197,7 @@ def register_all(register):
              prepare=quantize.prepare_dynamic_quantize)
     register("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels",
              run_prepared(elementwise.prepare_add), priority=KERNELS,
-             prepare=elementwise.prepare_add)
+             prepare=elementwise.prepare_add, fast=LeanAdd)
     register("QUANTIZED_LINEAR_AVERAGE_POOLING", "kernels",
              run_prepared(pooling.prepare_average_pooling), priority=KERNELS,
              supports=pooling.supports_average_pooling, prepare=pooling.prepare_average_pooling)

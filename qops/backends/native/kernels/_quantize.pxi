@@ -75,6 +75,7 @@ cpdef enum:
 # The capsule name of the lean path's entry; its C type is
 # qops.backends.native._lean.QuantizeTensor.
 cdef const char* LEAN_ENTRY = b"qops.backends.native.kernels.quantize_float32_tensor"
+cdef const char* LEAN_ADD_ENTRY = b"qops.backends.native.kernels.quantized_add_tensor"
 
 cdef enum:
     PIECE = 512
@@ -1275,6 +1276,52 @@ def quantized_add(const uint8_t[::1] a, const Py_ssize_t[::1] a_offset, bint a_s
     with nogil:
         run_range(add_rows, &job, a_offset.shape[0], 1,
                   1 if total < PARALLEL_MIN else n_threads)
+
+
+cdef void add_tensor_rows(void* context, Py_ssize_t start, Py_ssize_t stop,
+                          int slot) noexcept nogil:
+    """Rows [start, stop) of ROW elements of an add of two whole operands."""
+    cdef const AddJob* job = <const AddJob*>context
+    cdef Py_ssize_t r, first
+    for r in range(start, stop):
+        first = r * ROW
+        add_run(job.a + first, 1, job.b + first, 1, min(<Py_ssize_t>ROW, job.total - first), job,
+                job.out + first)
+
+
+cdef void quantized_add_tensor(const uint8_t* a, uint8_t a_flip, int32_t a_zero,
+                               float a_multiplier, const uint8_t* b, uint8_t b_flip,
+                               int32_t b_zero, float b_multiplier, Py_ssize_t count,
+                               int32_t zero_point, int32_t low, int32_t high, uint8_t* out,
+                               int n_threads) noexcept nogil:
+    """quantized_add of two operands of one shape (count bytes each, rows
+    of ROW as the glue makes them), for the lean path; count > 0."""
+    cdef AddJob job
+    job.a = a
+    job.b = b
+    job.a_offset = NULL
+    job.b_offset = NULL
+    job.inner = ROW
+    job.total = count
+    job.a_step = True
+    job.b_step = True
+    job.a_flip = a_flip
+    job.b_flip = b_flip
+    job.a_zero = a_zero
+    job.b_zero = b_zero
+    job.a_multiplier = a_multiplier
+    job.b_multiplier = b_multiplier
+    job.zero = zero_point
+    job.low = low
+    job.high = high
+    job.out = out
+    run_range(add_tensor_rows, &job, (count + ROW - 1) // ROW, 1,
+              1 if count < PARALLEL_MIN else n_threads)
+
+
+def lean_add_entry():
+    """A capsule holding :func:`quantized_add_tensor` (``LEAN_ADD_ENTRY``)."""
+    return PyCapsule_New(<void*>quantized_add_tensor, LEAN_ADD_ENTRY, NULL)
 
 
 # -- QUANTIZED_LINEAR_AVERAGE_POOLING ------------------------------------------------------
