@@ -156,7 +156,11 @@ class CompiledOperator:
                             for name, value in zip(self.runtime_slots[1:], bound.parameters))
                     and bound.generation == dispatch.generation()):
                 return self._run_bound(bound, data, n_threads)
-        fast = self._fast.get()
+        return self._planned(slots, out, n_threads, self._fast.get())
+
+    def _planned(self, slots, out, n_threads, fast):
+        """The call through the plans (slots in slot order), then its kernel
+        run bound for calls like it (_bind)."""
         result = self._plans.run(slots, self._attributes, self.feature_level, out=out,
                                  n_threads=resolve_threads(n_threads), packed=self._packed,
                                  constants=self._constants, fast=fast, tail=self._tail)
@@ -255,12 +259,7 @@ class CompiledMatrixMultiply(CompiledOperator):
                      output_zero_point=output_zero_point)  # in slot order, as the plans key
         if slots:  # a bound or unknown slot: the general call says which
             return super().__call__(out=out, n_threads=n_threads, **named, **slots)
-        result = self._plans.run(named, self._attributes, self.feature_level, out=out,
-                                 n_threads=resolve_threads(n_threads), packed=self._packed,
-                                 constants=self._constants, fast=fast, tail=self._tail)
-        if out is None:
-            self._bind(named)
-        return result
+        return self._planned(named, out, n_threads, fast)
 
 
 _CLASSES = {"QUANTIZED_LINEAR_MATRIX_MULTIPLY": CompiledMatrixMultiply}

@@ -82,6 +82,15 @@ cdef inline bint same_dims(cnp.ndarray array, const cnp.npy_intp* dims, int ndim
     return True
 
 
+cdef bint overlaps_any(cnp.ndarray out, tuple values):
+    """Whether any of ``values`` (a call's arguments) meets ``out``'s bytes."""
+    cdef object value
+    for value in values:
+        if overlaps(out, value):
+            return True
+    return False
+
+
 cdef inline bint overlaps(cnp.ndarray out, object value):
     """Whether ``value`` (any form) is an array whose bytes meet ``out``'s."""
     if type(value) is not cnp.ndarray:
@@ -237,10 +246,8 @@ cdef class LeanMatmul:
                     and same_dims(<cnp.ndarray>out, self.out_dims, self.rank)):
                 return None
             result = <cnp.ndarray>out
-            if (overlaps(result, a) or overlaps(result, b) or overlaps(result, a_scale)
-                    or overlaps(result, a_zero_point) or overlaps(result, b_scale)
-                    or overlaps(result, b_zero_point) or overlaps(result, output_scale)
-                    or overlaps(result, output_zero_point)):
+            if overlaps_any(result, (a, b, a_scale, a_zero_point, b_scale, b_zero_point,
+                                     output_scale, output_zero_point)):
                 return None
         call.multiplier = multiplier
         call.a_zero = <int32_t>values[A_ZERO]
@@ -613,10 +620,8 @@ def quantized_add_same_shape(object entry, a, a_scale, a_zero_point, b, b_scale,
                 and same_dims(<cnp.ndarray>out, cnp.PyArray_DIMS(left), rank)):
             return None
         result = <cnp.ndarray>out
-        if (overlaps(result, a) or overlaps(result, b) or overlaps(result, a_scale)
-                or overlaps(result, a_zero_point) or overlaps(result, b_scale)
-                or overlaps(result, b_zero_point) or overlaps(result, output_scale)
-                or overlaps(result, output_zero_point)):
+        if overlaps_any(result, (a, b, a_scale, a_zero_point, b_scale, b_zero_point,
+                                 output_scale, output_zero_point)):
             return None
     kernel = <AddTensor>PyCapsule_GetPointer(entry, ADD_ENTRY)
     with nogil:

@@ -147,40 +147,21 @@ def prepare_matmul(call, variant=None):
         return _frozen(zero_points + (_table(multiplier, rows, columns),
                                       _table(out_zero, rows, columns), None))
 
-    def run(call, out, n_threads):
-        n_threads = threads_for(work, n_threads)
-        arrays = call.arrays
-        a = _bytes(arrays["a"]).reshape(a_shape)
-        out = out.view(np.uint8).reshape(out_shape)
+    def bound_run(call, pack_threads):
+        """run_data(a, out, n_threads) of a call with the values of ``call``
+        and its B packed once (a compiled operator's), taken from the call
+        once: the binding of a compiled operator's calls, and its run."""
         *values, float_bias = call.values
-        if call.packed is None:
-            # B of this call only: packed during the product, by the threads
-            # that multiply it.
-            kernels.matmul(a, a_flip, a_index, None, None, b_index, columns, *values, out,
-                           low, high, n_threads, raw, b_source=_bytes(arrays["b"]).reshape(
-                               b_shape), b_source_flip=b_flip, to_float=to_float,
-                           float_bias=float_bias)
-            return
+        row_zero, column_zero, multiplier, out_zero = values
         packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
-            _bytes(arrays["b"]).reshape(b_shape), b_flip, n_threads))
-        kernels.matmul(a, a_flip, a_index, packed_b, colsum, b_index, columns, *values, out,
-                       low, high, n_threads, raw, to_float=to_float, float_bias=float_bias)
-
-    def bind(call):
-        # A compiled operator's call, B packed: the rest of run, for new A.
-        if call.packed is None:
-            return None
-        *values, float_bias = call.values
-        packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
-            _bytes(call.arrays["b"]).reshape(b_shape), b_flip, 1))
+            _bytes(call.arrays["b"]).reshape(b_shape), b_flip, pack_threads))
         matmul = kernels.matmul
         most_threads = max(1, work // WORK_PER_THREAD)  # threads_for's bound
         a_bytes, out_bytes = a_flip, call.output_dtype != np.uint8  # arrays to view as uint8
-        row_zero, column_zero, multiplier, out_zero = values
 
         def run_data(a, out, n_threads):
-            # As run, each step cut to what this call's forms need (the
-            # arguments by position: about 2 microseconds of run's 3).
+            # The arguments by position, each view only where the type needs
+            # it: about 2 of the 3 microseconds this step took.
             a = np.ascontiguousarray(a).reshape(a_shape)
             matmul(a.view(np.uint8) if a_bytes else a, a_flip, a_index, packed_b, colsum,
                    b_index, columns, row_zero, column_zero, multiplier, out_zero,
@@ -189,6 +170,23 @@ def prepare_matmul(call, variant=None):
                    float_bias)
 
         return run_data
+
+    def run(call, out, n_threads):
+        if call.packed is not None:
+            bound_run(call, threads_for(work, n_threads))(call.arrays["a"], out, n_threads)
+            return
+        # B of this call only: packed during the product, by the threads
+        # that multiply it.
+        n_threads = threads_for(work, n_threads)
+        *values, float_bias = call.values
+        kernels.matmul(_bytes(call.arrays["a"]).reshape(a_shape), a_flip, a_index, None, None,
+                       b_index, columns, *values, out.view(np.uint8).reshape(out_shape), low,
+                       high, n_threads, raw,
+                       b_source=_bytes(call.arrays["b"]).reshape(b_shape),
+                       b_source_flip=b_flip, to_float=to_float, float_bias=float_bias)
+
+    def bind(call):
+        return bound_run(call, 1) if call.packed is not None else None
 
     return Prepared(run, derive, bind)
 
@@ -391,25 +389,13 @@ def prepare_convolution(call, variant=None):
                                 -_FLIP if filter_flip else 0),
                         *per_channel))
 
-    def run(call, out, n_threads):
-        n_threads = threads_for(work, n_threads)
+    def bound_run(call, pack_threads):
+        """run_data(image, out, n_threads) of a call with the filter and
+        values of ``call`` (the filter packed once for a compiled operator,
+        else for this call)."""
         filter = call.arrays["filter"]
-        packed, colsum = _cached(call, ("filter", variant),
-                                 lambda: pack_filter(filter, group_count, fold, kernels,
-                                                     n_threads, taps))
-        input_zero, col_zero, multiplier, out_zero, bias = call.values
-        kernels.conv2d(_bytes(call.arrays["input"]), input_flip, input_zero, packed, colsum,
-                       *geometry, col_zero, multiplier, out_zero, bias,
-                       out.view(np.uint8).reshape(out_shape), low, high, n_threads, raw,
-                       tight)
-
-    def bind(call):
-        # A compiled operator's call: the rest of run, for a new image.
-        if call.packed is None:
-            return None
-        filter = call.arrays["filter"]
-        packed, colsum = call.packed.get(("filter", variant), lambda: pack_filter(
-            filter, group_count, fold, kernels, 1, taps))
+        packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
+            filter, group_count, fold, kernels, pack_threads, taps))
         input_zero, col_zero, multiplier, out_zero, bias = call.values
         conv2d, most_threads = kernels.conv2d, max(1, work // WORK_PER_THREAD)
 
@@ -419,6 +405,12 @@ def prepare_convolution(call, variant=None):
                    min(n_threads, most_threads), raw, tight)
 
         return run_data
+
+    def run(call, out, n_threads):
+        bound_run(call, threads_for(work, n_threads))(call.arrays["input"], out, n_threads)
+
+    def bind(call):
+        return bound_run(call, 1) if call.packed is not None else None
 
     return Prepared(run, derive, bind)
 
@@ -482,7 +474,7 @@ def prepare_pointwise(call, variant=None):
 
     strided = any(step != 1 for step in strides)
 
-    def bind(call):
+    def bound_run(call):
         """run_data(image, out, n_threads) of a call with the filter and
         values of ``call``."""
         rows = _bytes(call.arrays["filter"]).reshape(1, out_channels, channels)
@@ -513,9 +505,10 @@ def prepare_pointwise(call, variant=None):
         return run_data
 
     def run(call, out, n_threads):
-        bind(call)(call.arrays["input"], out, n_threads)
+        bound_run(call)(call.arrays["input"], out, n_threads)
 
-    return Prepared(run, derive, lambda call: bind(call) if call.packed is not None else None)
+    return Prepared(run, derive,
+                    lambda call: bound_run(call) if call.packed is not None else None)
 
 
 def is_depthwise(call):
@@ -542,7 +535,7 @@ def prepare_depthwise(call, variant=None):
                         _vector(arrays["filter_zero_point"], out_channels, np.int32),
                         *_channel_requantization(arrays, multiplier, out_channels)))
 
-    def bind(call):
+    def bound_run(call):
         """run_data(image, out, n_threads) of a call with the filter and
         values of ``call``."""
         input_zero, filter_zero, multiplier, out_zero, bias = call.values
@@ -557,9 +550,10 @@ def prepare_depthwise(call, variant=None):
         return run_data
 
     def run(call, out, n_threads):
-        bind(call)(call.arrays["input"], out, n_threads)
+        bound_run(call)(call.arrays["input"], out, n_threads)
 
-    return Prepared(run, derive, lambda call: bind(call) if call.packed is not None else None)
+    return Prepared(run, derive,
+                    lambda call: bound_run(call) if call.packed is not None else None)
 
 
 #: A validated call run once, on a named variant with ``variant=`` (the tests

@@ -921,17 +921,16 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         unit.column_sum[c] = <uint32_t>column_sum[c]
     if cols < TILE_COLUMNS:
         memset(&unit.column_sum[cols], 0, (TILE_COLUMNS - cols) * sizeof(uint32_t))
-    if unit.raw_tiles:
+    if unit.raw_tiles or unit.by_tile:
+        # The bias less the one zero point of A's share, per column.
         row_zero = <uint32_t>e.row_zero[0]
         for c in range(cols):
             unit.tile_column[c] = unit.column_term[c] - row_zero * unit.column_sum[c]
-        return
     if not unit.by_tile:
         return
     cdef const int32_t* column_zero = e.column_zero + col0
     cdef const float* multiplier = e.multiplier + col0
     cdef const int32_t* out_zero = e.out_zero + col0
-    row_zero = <uint32_t>e.row_zero[0]
     # |value| <= K * MAX_PRODUCT + |bias|.  The largest |multiplier| is taken
     # as the largest of the floats' bits less the sign: for finite floats
     # their order as unsigned integers is their order as numbers.
@@ -959,7 +958,6 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     unit.packs_clamp = packs_clamp_exactly(
         largest_multiplier * (<double>e.k * MAX_PRODUCT + <double>largest_bias), e.low, e.high)
     for c in range(cols):
-        unit.tile_column[c] = unit.column_term[c] - row_zero * unit.column_sum[c]
         unit.tile_column_zero[c] = 1 if unit.unit_column_zero else <uint32_t>column_zero[c]
         unit.tile_multiplier[c] = multiplier[c]
         unit.tile_floor[c] = <float>(e.low - out_zero[c])
@@ -1129,10 +1127,7 @@ cdef inline void raw_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
     MatMulIntegerToFloat with AVX-VNNI, this a twentieth.)"""
     cdef const uint32_t* column = unit.tile_column + (col0 - unit.col0)
     cdef const int32_t* column_zero = e.column_zero + col0
-    cdef const float* bias = e.float_bias + col0 if e.float_bias != NULL else NULL
-    cdef const float* multiplier
     cdef int32_t values[NR]
-    cdef float floats[NR]
     cdef uint32_t row_term
     cdef Py_ssize_t i, c, r
     cdef int64_t row_zero = e.row_zero[0]
@@ -1142,20 +1137,10 @@ cdef inline void raw_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
         for c in range(NR):
             values[c] = <int32_t>(<uint32_t>tile[i * NR + c] + column[c]
                                   - (<uint32_t>column_zero[c]) * row_term)
-        if not e.to_float:
-            memcpy(<int32_t*>gemm.out + r * gemm.out_row_stride + col0, values,
-                   NR * sizeof(int32_t))
-            continue
-        # store_float_line's rule.  The line is made here and then copied:
-        # written straight into the output, which the compiler cannot prove
-        # apart from the bias, the addition was scalar.
-        multiplier = e.multiplier + r * e.multiplier_step + col0
-        for c in range(NR):
-            floats[c] = (<float>values[c]) * multiplier[c]
-        if bias != NULL:
-            for c in range(NR):
-                floats[c] = floats[c] + bias[c]
-        memcpy(<float*>gemm.out + r * gemm.out_row_stride + col0, floats, NR * sizeof(float))
+        if e.to_float:
+            store_float_line(values, NR, r, col0, e, gemm)
+        else:
+            store_int_line(values, NR, r, col0, gemm)
 
 
 cdef inline void store_int_line(const int32_t* values, Py_ssize_t count, Py_ssize_t r,
@@ -1172,20 +1157,22 @@ cdef inline void store_int_line(const int32_t* values, Py_ssize_t count, Py_ssiz
 cdef inline void store_float_line(const int32_t* values, Py_ssize_t count, Py_ssize_t r,
                                   Py_ssize_t col0, const Epilogue* e,
                                   const Gemm* gemm) noexcept nogil:
-    """float32(value) * multiplier, then + bias: two roundings, as the rule
-    (and NumPy) has them.  to_float is matmul's alone, whose output rows are
-    contiguous (out_col_stride 1)."""
-    cdef float* out = <float*>gemm.out + r * gemm.out_row_stride + col0
+    """count <= NR values as float32(value) * multiplier, then + bias: two
+    roundings, as the rule (and NumPy) has them.  to_float is matmul's
+    alone, whose output rows are contiguous (out_col_stride 1).  The line
+    is made apart and then copied: written straight into the output, which
+    the compiler cannot prove apart from the bias, the addition was
+    scalar."""
     cdef const float* multiplier = e.multiplier + r * e.multiplier_step + col0
-    cdef const float* bias
+    cdef const float* bias = e.float_bias + col0 if e.float_bias != NULL else NULL
+    cdef float line[NR]
     cdef Py_ssize_t c
-    if e.float_bias != NULL:
-        bias = e.float_bias + col0
+    for c in range(count):
+        line[c] = (<float>values[c]) * multiplier[c]
+    if bias != NULL:
         for c in range(count):
-            out[c] = (<float>values[c]) * multiplier[c] + bias[c]
-    else:
-        for c in range(count):
-            out[c] = (<float>values[c]) * multiplier[c]
+            line[c] = line[c] + bias[c]
+    memcpy(<float*>gemm.out + r * gemm.out_row_stride + col0, line, count * sizeof(float))
 
 
 cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
