@@ -55,10 +55,13 @@ class Prepared:
     keeps its result for the next call with the same values.
     ``run(call, out, n_threads)`` writes the result into ``out``, reading
     ``call.values``.
-    ``bind(call)``, when given, returns ``run_data(a, out, n_threads)``: the
-    same run for calls that differ from ``call`` only in the data of their
-    one runtime operand, with what ``run`` reads from the call taken once
-    (or ``None`` where it cannot bind).
+    ``bind(call)``, when given, returns ``run_data(*data, out, n_threads)``:
+    the same run for calls that differ from ``call`` only in the data of
+    their data operands, with what ``run`` reads from the call taken once
+    (or ``None`` where it cannot bind).  The data operands are a compiled
+    operator's one runtime operand (``call.packed`` holds its constants),
+    or every data operand of a plain call in slot order (``call.packed`` is
+    ``None``).
     """
 
     run: Callable

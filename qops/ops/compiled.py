@@ -10,17 +10,15 @@ the other slots.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from qops import registry
 from qops.backends import dispatch
-from qops.backends.contract import empty_output
 from qops.errors import ValidationError
 from qops.ops import convolution, matmul
 from qops.ops.geometry import one_d_attributes
-from qops.ops.plans import FastPath, PlanCache, signature_tail
+from qops.ops.plans import Binder, FastPath, PlanCache, signature_tail
 from qops.ops.validation import TensorDesc, check_attributes, fail, resolve_version
 from qops.threads import resolve_threads
 
@@ -36,19 +34,6 @@ _FRONT_ENDS = {
     "QUANTIZED_LINEAR_CONVOLUTION": convolution,
     "QUANTIZED_LINEAR_MATRIX_MULTIPLY": matmul,
 }
-
-
-class _Bound(NamedTuple):
-    """A compiled operator's kernel run bound to the plan of one form of call."""
-
-    data_dtype: np.dtype
-    data_shape: tuple
-    parameters: tuple       # the other runtime slots' objects, in slot order
-    layout_shape: Any       # the data's shape in the plan's layout, or None for its own
-    output_shape: tuple
-    output_dtype: np.dtype
-    run_data: Callable      # Prepared.bind's run(data, out, n_threads)
-    generation: int         # dispatch.generation() when bound
 
 
 class PackCache:
@@ -97,13 +82,12 @@ class CompiledOperator:
         # The attributes and level never change: their part of every call's
         # plan key is made once.
         self._tail = signature_tail(attributes, version)
-        # The recent form's kernel run bound to its plan (_bind).
-        self._bound = None
-        # The form of the last call that took the plans (data dtype and shape,
-        # the other slots' identities): a form is bound when it comes twice
-        # in a row, so that calls alternating between forms never pay for
-        # binding on every call.
-        self._last_form = None
+        # The recent form's kernel run bound to its plan: a network's calls
+        # (see Binder); the plans' steps were about 4 of their 7
+        # microseconds of Python, and the 7 a tenth of an attention product
+        # (12 x 128 x 64 x 128) with AVX-512 VNNI.
+        self._binder = Binder()
+        self._data_names = self.runtime_slots[:1]
 
     @property
     def constants(self):
@@ -147,82 +131,26 @@ class CompiledOperator:
         # In slot order, whatever order the keywords came in: the plans key
         # calls by their slots' values in order.
         slots = {name: slots.get(name) for name in self.runtime_slots}
-        bound = self._bound
+        bound = self._binder.bound
         if bound is not None and out is None:
             data = slots[self.runtime_slots[0]]
-            if (type(data) is np.ndarray and data.dtype == bound.data_dtype
-                    and data.shape == bound.data_shape
+            if (type(data) is np.ndarray and data.dtype == bound.form[0]
+                    and data.shape == bound.form[1]
                     and all(slots[name] is value
                             for name, value in zip(self.runtime_slots[1:], bound.parameters))
                     and bound.generation == dispatch.generation()):
-                return self._run_bound(bound, data, n_threads)
+                return bound.run(n_threads, data)
         return self._planned(slots, out, n_threads, self._fast.get())
 
     def _planned(self, slots, out, n_threads, fast):
         """The call through the plans (slots in slot order), then its kernel
-        run bound for calls like it (_bind)."""
+        run bound for calls like it."""
         result = self._plans.run(slots, self._attributes, self.feature_level, out=out,
                                  n_threads=resolve_threads(n_threads), packed=self._packed,
                                  constants=self._constants, fast=fast, tail=self._tail)
         if out is None:
-            self._bind(slots)
+            self._binder.bind(self._plans, slots, self._data_names, self._packed)
         return result
-
-    @staticmethod
-    def _run_bound(bound, data, n_threads):
-        result = empty_output(bound.output_shape, bound.output_dtype)
-        bound.run_data(data if bound.layout_shape is None else data.reshape(bound.layout_shape),
-                       result, resolve_threads(n_threads))
-        return result
-
-    def _bind(self, slots):
-        """Keep the kernel run of the call just made, bound to its plan, when
-        the plans remembered that call (its forms are this call's: the data
-        slot an array of the same dtype and shape, each other slot absent or
-        the same immutable object) and its implementation binds: a later
-        call like it passes the same validation and derives the same values,
-        so it runs the bound kernel on its data without the plans' steps.
-        Calls with data of one form and parameters given as these objects
-        are a network's calls; the plans' steps were about 4 of their 7
-        microseconds of Python, and the 7 a tenth of an attention product
-        (12 x 128 x 64 x 128) with AVX-512 VNNI."""
-        data_name = self.runtime_slots[0]
-        data = slots[data_name]
-        form = (getattr(data, "dtype", None), getattr(data, "shape", None),
-                tuple(id(slots[name]) for name in self.runtime_slots[1:]))
-        last, self._last_form = self._last_form, form
-        if form != last:
-            return
-        recent = self._plans.recent()
-        if recent is None:
-            return
-        forms, plan, arrays, checked, values = recent
-        layout_shape = None
-        for form in forms:
-            value = slots[form[0]]
-            if form[1] is None:
-                matches = value is None
-            elif form[0] == data_name:
-                matches = (type(value) is np.ndarray and value.dtype == form[2]
-                           and value.shape == form[4])
-                layout_shape = form[3] if form[3] != form[4] else None
-            else:  # a parameter: only an immutable object given again is bound
-                matches = (PlanCache.given_again(form, value)
-                           and isinstance(value, (np.generic, float)))
-            if not matches:
-                return
-        bind = plan.prepared.bind
-        template = plan.template
-        call = dispatch.Call(template.operator, template.version, arrays, template.attributes,
-                             template.output_shape, template.output_dtype,
-                             template.granularity, self._packed, checked, values)
-        run_data = bind(call) if bind is not None else None
-        if run_data is None:
-            return
-        self._bound = _Bound(data.dtype, data.shape,
-                             tuple(slots[name] for name in self.runtime_slots[1:]),
-                             layout_shape, template.output_shape, template.output_dtype,
-                             run_data, dispatch.generation())
 
 
 class CompiledMatrixMultiply(CompiledOperator):
@@ -247,14 +175,14 @@ class CompiledMatrixMultiply(CompiledOperator):
                               self._b_zero_point, output_scale, output_zero_point, out, n_threads)
             if result is not None:
                 return result
-        bound = self._bound
+        bound = self._binder.bound
         if (bound is not None and out is None and not slots and type(a) is np.ndarray
-                and a.dtype == bound.data_dtype and a.shape == bound.data_shape):
+                and a.dtype == bound.form[0] and a.shape == bound.form[1]):
             kept = bound.parameters
             if (a_scale is kept[0] and a_zero_point is kept[1] and output_scale is kept[2]
                     and output_zero_point is kept[3]
                     and bound.generation == dispatch.generation()):
-                return self._run_bound(bound, a, n_threads)
+                return bound.run(n_threads, a)
         named = dict(a=a, a_scale=a_scale, a_zero_point=a_zero_point, output_scale=output_scale,
                      output_zero_point=output_zero_point)  # in slot order, as the plans key
         if slots:  # a bound or unknown slot: the general call says which

@@ -274,7 +274,7 @@ def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type,
 
     a = ints(rng, (3, 20, 64), a_type)
     compiled(a=a, **parameters)
-    assert compiled._bound is None  # a form is bound on its second call in a row
+    assert compiled._binder.bound is None  # a form is bound on its second call in a row
     compiled(a=a, **parameters)
     planned = []
     real_run = compiled._plans.run
@@ -297,11 +297,11 @@ def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type,
     assert len(planned) == 2
     # Forms in turn (two scale objects of one value): the plans each time,
     # and the bound run is kept.
-    bound = compiled._bound
+    bound = compiled._binder.bound
     turns = [dict(parameters, a_scale=f32(0.03)), dict(parameters, a_scale=f32(0.03))]
     for given in turns * 2:
         assert np.array_equal(compiled(a=a, **given), plain(a))
-    assert len(planned) == 6 and compiled._bound is bound
+    assert len(planned) == 6 and compiled._binder.bound is bound
     planned.clear()
     assert np.array_equal(compiled(a=a, **parameters), plain(a))  # bound still
     assert planned == []

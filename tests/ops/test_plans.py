@@ -32,6 +32,7 @@ def expected_matmul(slots):
 @pytest.fixture(autouse=True)
 def fresh_caches():
     matmul_front.PLANS.clear()
+    matmul_front.BINDER.clear()
     convolution_front.PLANS.clear()
     if matmul_front.FAST.get() is not None:
         matmul_front.FAST.get().clear()
@@ -362,6 +363,93 @@ def test_a_plain_call_like_the_last_follows_its_data_and_attributes():
         qops.quantized_linear_matrix_multiply(a=a, b=b, b_zero_point=np.uint8(1), **parameters)
     without = dict(parameters, output_zero_point=None)
     assert qops.quantized_linear_matrix_multiply(a=a, b=b, **without).dtype == np.uint8
+
+
+@pytest.mark.parametrize("a_type, b_type", [(u8, i8), (i8, u8), (i8, i8), (u8, u8)])
+def test_a_plain_product_like_the_last_runs_its_bound_kernel_and_follows_its_data(
+        a_type, b_type, monkeypatch):
+    """Past the lean path's size, a plain product like the last (A and B of
+    the same dtypes and shapes, the same parameter objects; no out=,
+    output_dtype or feature level) runs the kernel bound to the plan of the
+    last two calls of that form: each new A and B (changed in place, new,
+    not contiguous) give the reference's result on every thread count
+    without the plans; any other form, or an implementation switched off
+    since, takes the plans again."""
+    from qops.backends import dispatch
+
+    rng = np.random.default_rng(21)
+
+    def ints(shape, dtype):
+        info = np.iinfo(dtype)
+        return rng.integers(info.min, info.max + 1, shape, dtype=dtype)
+
+    parameters = dict(a_scale=np.float32(0.03), a_zero_point=a_type(7), b_scale=np.float32(0.02),
+                      b_zero_point=b_type(-3 if b_type is i8 else 130),
+                      output_scale=np.float32(0.4), output_zero_point=u8(128))
+
+    def expected(a, b, **given):
+        ones = {name: np.reshape(value, (1, 1, -1))
+                for name, value in dict(parameters, **given).items()}
+        return reference.quantized_linear_matrix_multiply(
+            a, ones["a_scale"], ones["a_zero_point"], b, ones["b_scale"], ones["b_zero_point"],
+            ones["output_scale"], ones["output_zero_point"], output_dtype=np.dtype(u8))
+
+    def product(a, b, **given):
+        return qops.quantized_linear_matrix_multiply(a=a, b=b, **dict(parameters, **given))
+
+    a, b = ints((3, 20, 64), a_type), ints((3, 64, 40), b_type)
+    product(a, b)
+    assert matmul_front.BINDER.bound is None  # a form is bound on its second call in a row
+    product(a, b)
+    assert matmul_front.BINDER.bound is not None
+    planned = []
+    real_run = matmul_front.PLANS.run
+    monkeypatch.setattr(matmul_front.PLANS, "run",
+                        lambda *args, **kwargs: planned.append(1) or real_run(*args, **kwargs))
+    for n_threads in (1, 2, None):
+        a[...], b[...] = ints(a.shape, a_type), ints(b.shape, b_type)
+        got = product(a, b, n_threads=n_threads)
+        assert got.dtype == u8 and np.array_equal(got, expected(a, b)), n_threads
+        assert 0.3 < np.mean((got > 0) & (got < 255))  # values, not saturation, compared
+    strided_a = ints((3, 20, 128), a_type)[:, :, ::2]
+    strided_b = ints((3, 64, 80), b_type)[:, :, ::2]
+    assert np.array_equal(product(strided_a, strided_b), expected(strided_a, strided_b))
+    assert planned == []
+    with pytest.raises(qops.ValidationError, match="n_threads"):
+        product(a, b, n_threads=0)
+    assert planned == []  # refused by the thread count's own check
+    # Another parameter object (an equal value, or each parameter another
+    # value), another shape, out=, an output dtype or a feature level
+    # given: the plans.
+    assert np.array_equal(product(a, b, a_scale=np.float32(0.03)), expected(a, b))
+    others = dict(a_scale=np.float32(0.05), a_zero_point=a_type(9), b_scale=np.float32(0.01),
+                  b_zero_point=b_type(5), output_scale=np.float32(0.3),
+                  output_zero_point=u8(100))
+    for name, value in others.items():
+        assert np.array_equal(product(a, b, **{name: value}), expected(a, b, **{name: value}))
+        assert np.array_equal(product(a, b), expected(a, b)), name  # still bound
+    assert np.array_equal(product(a[:, :10], b), expected(a[:, :10], b))
+    out = np.empty((3, 20, 40), u8)
+    product(a, b, out=out)
+    assert np.array_equal(out, expected(a, b))
+    assert np.array_equal(product(a, b, output_dtype=u8), expected(a, b))
+    assert np.array_equal(product(a, b, feature_level="6_0"), expected(a, b))
+    assert len(planned) == 11  # the bound form never took the plans
+    planned.clear()
+    assert np.array_equal(product(a, b), expected(a, b))  # bound still
+    assert planned == []
+    dispatch.set_enabled("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", False)
+    try:
+        assert np.array_equal(product(a, b), expected(a, b))
+        assert planned == [1]
+    finally:
+        dispatch.set_enabled("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "kernels", True)
+    # An array parameter may change in place between calls: never bound.
+    column_scales = rng.uniform(0.01, 0.03, (1, 1, 40)).astype(np.float32)
+    for _ in range(3):
+        assert np.array_equal(product(a, b, b_scale=column_scales),
+                              expected(a, b, b_scale=column_scales))
+        column_scales *= 1.5
 
 
 def test_the_recent_call_does_not_keep_the_callers_data_alive():

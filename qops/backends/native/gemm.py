@@ -148,20 +148,35 @@ def prepare_matmul(call, variant=None):
                                       _table(out_zero, rows, columns), None))
 
     def bound_run(call, pack_threads):
-        """run_data(a, out, n_threads) of a call with the values of ``call``
-        and its B packed once (a compiled operator's), taken from the call
-        once: the binding of a compiled operator's calls, and its run."""
+        """The run of calls with the values of ``call``, taken from it once:
+        run_data(a, out, n_threads) with its B packed once (a compiled
+        operator's), or run_data(a, b, out, n_threads) with B packed during
+        each product, by the threads that multiply it (a plain call's)."""
         *values, float_bias = call.values
         row_zero, column_zero, multiplier, out_zero = values
-        packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
-            _bytes(call.arrays["b"]).reshape(b_shape), b_flip, pack_threads))
         matmul = kernels.matmul
         most_threads = max(1, work // WORK_PER_THREAD)  # threads_for's bound
-        a_bytes, out_bytes = a_flip, call.output_dtype != np.uint8  # arrays to view as uint8
+        # The arrays to view as uint8: each view only where the type needs
+        # it, and the arguments by position (about 2 of the 3 microseconds
+        # this step took).
+        a_bytes, b_bytes, out_bytes = a_flip, not b_flip, call.output_dtype != np.uint8
+
+        if call.packed is None:
+            def run_data(a, b, out, n_threads):
+                a = np.ascontiguousarray(a).reshape(a_shape)
+                b = np.ascontiguousarray(b).reshape(b_shape)
+                matmul(a.view(np.uint8) if a_bytes else a, a_flip, a_index, None, None,
+                       b_index, columns, row_zero, column_zero, multiplier, out_zero,
+                       (out.view(np.uint8) if out_bytes else out).reshape(out_shape), low, high,
+                       min(n_threads, most_threads), raw, False, None, None,
+                       b.view(np.uint8) if b_bytes else b, b_flip, to_float, float_bias)
+
+            return run_data
+
+        packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
+            _bytes(call.arrays["b"]).reshape(b_shape), b_flip, pack_threads))
 
         def run_data(a, out, n_threads):
-            # The arguments by position, each view only where the type needs
-            # it: about 2 of the 3 microseconds this step took.
             a = np.ascontiguousarray(a).reshape(a_shape)
             matmul(a.view(np.uint8) if a_bytes else a, a_flip, a_index, packed_b, colsum,
                    b_index, columns, row_zero, column_zero, multiplier, out_zero,
@@ -172,21 +187,15 @@ def prepare_matmul(call, variant=None):
         return run_data
 
     def run(call, out, n_threads):
-        if call.packed is not None:
-            bound_run(call, threads_for(work, n_threads))(call.arrays["a"], out, n_threads)
-            return
-        # B of this call only: packed during the product, by the threads
-        # that multiply it.
-        n_threads = threads_for(work, n_threads)
-        *values, float_bias = call.values
-        kernels.matmul(_bytes(call.arrays["a"]).reshape(a_shape), a_flip, a_index, None, None,
-                       b_index, columns, *values, out.view(np.uint8).reshape(out_shape), low,
-                       high, n_threads, raw,
-                       b_source=_bytes(call.arrays["b"]).reshape(b_shape),
-                       b_source_flip=b_flip, to_float=to_float, float_bias=float_bias)
+        arrays = call.arrays
+        run_data = bound_run(call, threads_for(work, n_threads))
+        if call.packed is None:
+            run_data(arrays["a"], arrays["b"], out, n_threads)
+        else:
+            run_data(arrays["a"], out, n_threads)
 
     def bind(call):
-        return bound_run(call, 1) if call.packed is not None else None
+        return bound_run(call, 1)
 
     return Prepared(run, derive, bind)
 
