@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -359,12 +359,6 @@ class PlanCache:
                 return
         self._recent = (dispatch.generation(), tail, tuple(forms), plan, kept, checked, values)
 
-    @staticmethod
-    def given_again(form, value):
-        """Whether ``value`` is the very object a remembered parameter form
-        holds (an immutable scalar, which the recent call took as it is)."""
-        return form[1] is _SAME and value is form[2]
-
     def recent(self):
         """The recent call, ``(forms, plan, arrays, checked, values)``, when
         no implementation was switched on or off since, else ``None``:
@@ -419,7 +413,8 @@ class Bound(NamedTuple):
 
     form: tuple             # each data operand's dtype and shape, in slot order, flat
     parameters: tuple       # the other slots' objects, in slot order
-    layout_shapes: tuple    # each data operand's shape in the plan's layout (None: its own)
+    layout_shapes: Optional[tuple]  # each data operand's shape in the plan's layout
+                                    # (None: its own), or None when every one is its own
     output_shape: tuple
     output_dtype: np.dtype
     run_data: Callable      # Prepared.bind's run(*data, out, n_threads)
@@ -429,10 +424,9 @@ class Bound(NamedTuple):
         """The output of a call of this form on ``data`` (the data operands
         in slot order), the caller having matched its form."""
         result = empty_output(self.output_shape, self.output_dtype)
-        layouts = self.layout_shapes
-        if layouts.count(None) != len(layouts):
+        if self.layout_shapes is not None:
             data = tuple(operand if shape is None else operand.reshape(shape)
-                         for operand, shape in zip(data, layouts))
+                         for operand, shape in zip(data, self.layout_shapes))
         self.run_data(*data, result, resolve_threads(n_threads))
         return result
 
@@ -488,7 +482,7 @@ class Binder:
                            and value.shape == form[4])
                 layouts[form[0]] = form[3] if form[3] != form[4] else None
             else:  # a parameter: only an immutable object given again is bound
-                matches = (PlanCache.given_again(form, value)
+                matches = (form[1] is _SAME and value is form[2]
                            and isinstance(value, (np.generic, float)))
             if not matches:
                 return
@@ -503,11 +497,13 @@ class Binder:
         if run_data is None:
             return
         data = [slots[name] for name in data_names]
+        layout_shapes = tuple(layouts[name] for name in data_names)
         self.bound = Bound(tuple(item for operand in data for item in (operand.dtype,
                                                                         operand.shape)),
                            tuple(value for name, value in slots.items()
                                  if name not in data_names),
-                           tuple(layouts[name] for name in data_names),
+                           None if layout_shapes.count(None) == len(layout_shapes)
+                           else layout_shapes,
                            template.output_shape, template.output_dtype, run_data,
                            dispatch.generation())
 

@@ -372,3 +372,29 @@ def test_the_lean_add_leaves_what_it_refuses_to_the_validating_path(changes, mat
     finally:
         dispatch.set_enabled("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels", True)
     assert str(lean.value) == str(full.value)
+
+
+@pytest.mark.parametrize("operand", ["a", "b", "output_zero_point"])
+def test_the_lean_add_refuses_out_over_an_argument_as_the_validating_path_does(operand):
+    """out= over any argument's bytes (A itself, a view of B, a 0-d zero
+    point) gets the validating path's error, not an add in place."""
+    rng = np.random.default_rng(4)
+    call = dict(a=random_values(rng, (2, 3, 40), np.uint8), a_scale=np.float32(0.02),
+                a_zero_point=np.uint8(120), b=random_values(rng, (2, 3, 40), np.uint8),
+                b_scale=np.float32(0.03), b_zero_point=np.uint8(130),
+                output_scale=np.float32(0.04))
+    if operand == "output_zero_point":
+        out = np.empty((2, 3, 40), np.uint8)
+        call[operand] = out[0, 0, :1].reshape(())  # a 0-d view of out's first byte
+    else:
+        call["output_zero_point"] = np.uint8(128)
+        out = call[operand] if operand == "a" else call[operand][...]
+    with pytest.raises(qops.ValidationError, match="out") as lean:
+        qops.element_wise_quantized_linear_add(**call, out=out)
+    dispatch.set_enabled("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels", False)
+    try:
+        with pytest.raises(qops.ValidationError) as full:
+            qops.element_wise_quantized_linear_add(**call, out=out)
+    finally:
+        dispatch.set_enabled("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels", True)
+    assert str(lean.value) == str(full.value)

@@ -82,13 +82,26 @@ cdef inline bint same_dims(cnp.ndarray array, const cnp.npy_intp* dims, int ndim
     return True
 
 
-cdef bint overlaps_any(cnp.ndarray out, tuple values):
-    """Whether any of ``values`` (a call's arguments) meets ``out``'s bytes."""
+cdef bint usable_out(object out, int rank, const cnp.npy_intp* dims, int type_number,
+                     tuple arguments):
+    """Whether ``out=`` is what the validating path accepts for an output of
+    this form: a C-contiguous, aligned, writeable array of its dtype and
+    shape whose bytes meet none of ``arguments`` (the call's others)."""
     cdef object value
-    for value in values:
-        if overlaps(out, value):
-            return True
-    return False
+    if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == type_number
+            and cnp.PyArray_NDIM(<cnp.ndarray>out) == rank
+            and cnp.PyArray_ISCARRAY(<cnp.ndarray>out)
+            and same_dims(<cnp.ndarray>out, dims, rank)):
+        return False
+    for value in arguments:
+        if overlaps(<cnp.ndarray>out, value):
+            return False
+    return True
+
+
+cdef inline bint thread_count(object n_threads):
+    """Whether ``n_threads`` is a thread count a call may ask for."""
+    return type(n_threads) is int and 1 <= n_threads <= MAX_THREADS
 
 
 cdef inline bint overlaps(cnp.ndarray out, object value):
@@ -218,8 +231,7 @@ cdef class LeanMatmul:
                 and self.read(OUT_SCALE, output_scale, &values[OUT_SCALE])
                 and self.read(OUT_ZERO, output_zero_point, &values[OUT_ZERO])):
             return None
-        if n_threads is not None and not (type(n_threads) is int
-                                          and 1 <= n_threads <= MAX_THREADS):
+        if n_threads is not None and not thread_count(n_threads):
             return None
         # Scales are float32 whatever form they came in (as validation converts
         # them); each must be positive and finite.
@@ -239,16 +251,12 @@ cdef class LeanMatmul:
             return None
         if out is None:
             result = new_output(self.rank, self.out_dims, self.out_type)
-        else:
-            if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == self.out_type
-                    and cnp.PyArray_NDIM(<cnp.ndarray>out) == self.rank
-                    and cnp.PyArray_ISCARRAY(<cnp.ndarray>out)
-                    and same_dims(<cnp.ndarray>out, self.out_dims, self.rank)):
-                return None
+        elif usable_out(out, self.rank, self.out_dims, self.out_type,
+                        (a, b, a_scale, a_zero_point, b_scale, b_zero_point, output_scale,
+                         output_zero_point)):
             result = <cnp.ndarray>out
-            if overlaps_any(result, (a, b, a_scale, a_zero_point, b_scale, b_zero_point,
-                                     output_scale, output_zero_point)):
-                return None
+        else:
+            return None
         call.multiplier = multiplier
         call.a_zero = <int32_t>values[A_ZERO]
         call.b_zero = <int32_t>values[B_ZERO]
@@ -467,20 +475,16 @@ def quantize_per_tensor(object entry, x, y_scale, y_zero_point, out, n_threads):
         return None
     if not zero_point_value(y_zero_point, rank, &zero, &out_type):
         return None
-    if not (type(n_threads) is int and 1 <= n_threads <= MAX_THREADS):
+    if not thread_count(n_threads):
         return None
     threads = n_threads
     if out is None:
         result = new_output(cnp.PyArray_NDIM(source), cnp.PyArray_DIMS(source), out_type)
-    else:
-        if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == out_type
-                and cnp.PyArray_NDIM(<cnp.ndarray>out) == cnp.PyArray_NDIM(source)
-                and cnp.PyArray_ISCARRAY(<cnp.ndarray>out)
-                and same_dims(<cnp.ndarray>out, cnp.PyArray_DIMS(source), cnp.PyArray_NDIM(source))):
-            return None
+    elif usable_out(out, cnp.PyArray_NDIM(source), cnp.PyArray_DIMS(source), out_type,
+                    (x, y_scale, y_zero_point)):
         result = <cnp.ndarray>out
-        if overlaps(result, x) or overlaps(result, y_scale) or overlaps(result, y_zero_point):
-            return None
+    else:
+        return None
     kernel = <QuantizeTensor>PyCapsule_GetPointer(entry, QUANTIZE_ENTRY)
     with nogil:
         kernel(<const float*>cnp.PyArray_DATA(source), count, scale, zero,
@@ -608,21 +612,17 @@ def quantized_add_same_shape(object entry, a, a_scale, a_zero_point, b, b_scale,
     b_multiplier = scales[1] / scales[2]
     if not (a_multiplier <= LARGEST_ADD_MULTIPLIER and b_multiplier <= LARGEST_ADD_MULTIPLIER):
         return None
-    if not (type(n_threads) is int and 1 <= n_threads <= MAX_THREADS):
+    if not thread_count(n_threads):
         return None
     threads = n_threads
     if out is None:
         result = new_output(rank, cnp.PyArray_DIMS(left), out_type)
-    else:
-        if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == out_type
-                and cnp.PyArray_NDIM(<cnp.ndarray>out) == rank
-                and cnp.PyArray_ISCARRAY(<cnp.ndarray>out)
-                and same_dims(<cnp.ndarray>out, cnp.PyArray_DIMS(left), rank)):
-            return None
+    elif usable_out(out, rank, cnp.PyArray_DIMS(left), out_type,
+                    (a, b, a_scale, a_zero_point, b_scale, b_zero_point, output_scale,
+                     output_zero_point)):
         result = <cnp.ndarray>out
-        if overlaps_any(result, (a, b, a_scale, a_zero_point, b_scale, b_zero_point,
-                                 output_scale, output_zero_point)):
-            return None
+    else:
+        return None
     kernel = <AddTensor>PyCapsule_GetPointer(entry, ADD_ENTRY)
     with nogil:
         kernel(<const uint8_t*>cnp.PyArray_DATA(left), 0x80 if a_type == cnp.NPY_INT8 else 0,
