@@ -71,9 +71,14 @@ cdef inline void pack_quads32(const uint8_t* row0, const uint8_t* row1, const ui
     add_column_sums(sums + 24, s3)
 
 
-cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                     const uint8_t* row3, uint8_t flip, int8_t* target,
-                     int32_t* sums) noexcept nogil:
-    cdef Py_ssize_t c
-    for c in range(0, NR, 32):
-        pack_quads32(row0 + c, row1 + c, row2 + c, row3 + c, flip, target + 4 * c, sums + c)
+cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
+                      int8_t* target, int32_t* sums) noexcept nogil:
+    """NR columns of 4 * count rows into count groups of a panel, 32 columns
+    of a group at a time (pack_quads32)."""
+    cdef Py_ssize_t g, c
+    for g in range(count):
+        for c in range(0, NR, 32):
+            pack_quads32(rows + c, rows + ldb + c, rows + 2 * ldb + c, rows + 3 * ldb + c, flip,
+                         target + 4 * c, sums + c)
+        rows += 4 * ldb
+        target += 4 * NR

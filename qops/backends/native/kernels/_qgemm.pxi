@@ -1,6 +1,6 @@
 # The quantized GEMM driver, the packers and the entry points, shared by every
 # SIMD variant.  A variant defines what the interface of _variant.pxd names
-# (its tile and block constants in its own .pxd; microkernel, pack_group, the
+# (its tile and block constants in its own .pxd; microkernel, pack_groups, the
 # depthwise hooks and probe_kernel in its .pyx) and then includes this file,
 # so each variant compiles with its own flags and its own micro-tile shape.
 #
@@ -250,6 +250,13 @@ cdef enum:
     PACK_COLUMNS = 128
     # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
     SUM_GROUPS = 1048576
+    # Groups of four rows packed into every panel of a task before the next:
+    # 32 rows, whose bytes in the task's columns (two 64-byte lines per row)
+    # stay in L1 while each panel takes its NR of them.  Down the whole of K
+    # a panel at a time, the lines were gone before the next panel's turn: a
+    # row stride of 3072 bytes puts every row's line in one of four L1 sets.
+    PACK_GROUPS = 8
+    STAGE_GROUPS = 8
     # Channels-last copies per convolution chunk: a few images of a batch.
     CHUNK_BYTES = 8 * 1024 * 1024
 
@@ -264,57 +271,71 @@ cdef inline void store_b(int8_t* group, Py_ssize_t column, Py_ssize_t j,
         group[column * 4 + j] = value
 
 
+cdef inline void stage_rows(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t row,
+                            Py_ssize_t count, Py_ssize_t width, uint8_t flip,
+                            uint8_t* staged) noexcept nogil:
+    """Rows [row, row + count) of B's first `width` columns copied NR bytes
+    apart into `staged`, with `flip` bytes (B' = 0: zero in the panel and in
+    the sums) past the width and for the rows past K (row < K)."""
+    cdef Py_ssize_t i
+    memset(staged, flip, count * NR)
+    for i in range(min(count, k - row)):
+        memcpy(staged + i * NR, b + (row + i) * ldb, width)
+
+
 cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t columns,
                          uint8_t flip, int8_t* packed, Py_ssize_t panel_size,
                          int64_t* sums) noexcept nogil:
     """Up to PACK_COLUMNS columns of a K x N matrix into their panels (panel_size
     bytes apart); sums[c] <- sum_k B'[k, c] (0 for padding columns).
 
-    A panel at a time, down its K four rows at a time through the variant's
-    pack_group (a last partial panel from a copy padded to a whole one): the
-    panel is written as one stream and its column sums stay in L1, where
-    row-major order wrote eight panels a group apart and took half again as
-    long.  Rows past K read a row of `flip` bytes (as long as the columns),
-    which pack to B' = 0.  Column sums gather in int32 for at most
+    PACK_GROUPS groups of rows at a time, each panel down them in turn
+    through the variant's pack_groups, which reads the rows in place.  A
+    partial panel, and a last group that runs past K, are packed from a copy
+    padded to whole ones.  Column sums gather in int32 for at most
     SUM_GROUPS groups (|sum| <= 512 per group), then in int64.
     """
-    cdef uint8_t filler[PACK_COLUMNS]
-    cdef int32_t partial[NR]
-    cdef uint8_t edge[4 * NR]
-    cdef const uint8_t* rows[4]
+    cdef uint8_t staged[4 * STAGE_GROUPS * NR]
+    cdef int32_t partial[PACK_COLUMNS]
     cdef int8_t* target
-    cdef Py_ssize_t g, g0, g1, q, c, j, first, width
+    cdef Py_ssize_t g, g0, g1, c0, c1, count, whole, q, c, first, width
     cdef Py_ssize_t groups = ceil_div(k, 4)
+    cdef Py_ssize_t whole_groups = k // 4
     cdef Py_ssize_t panels = ceil_div(columns, NR)
-    memset(filler, flip, PACK_COLUMNS)
-    memset(edge, flip, sizeof(edge))
-    for q in range(panels):
-        first = q * NR
-        width = min(<Py_ssize_t>NR, columns - first)
-        target = packed + q * panel_size
-        for c in range(NR):
-            sums[first + c] = 0
-        g0 = 0
-        while g0 < groups:
-            g1 = min(g0 + SUM_GROUPS, groups)
-            memset(partial, 0, sizeof(partial))
-            for g in range(g0, g1):
-                for j in range(4):
-                    rows[j] = b + (4 * g + j) * ldb + first if 4 * g + j < k else filler + first
-                if width == NR:
-                    pack_group(rows[0], rows[1], rows[2], rows[3], flip,
-                               target + g * GROUP_BYTES, partial)
-                else:
-                    # A last, partial panel: its rows copied into whole ones
-                    # whose other columns are `flip` bytes (B' = 0: zero in
-                    # the panel and in the sums), then packed as whole.
-                    for j in range(4):
-                        memcpy(edge + j * NR, rows[j], width)
-                    pack_group(edge, edge + NR, edge + 2 * NR, edge + 3 * NR, flip,
-                               target + g * GROUP_BYTES, partial)
-            for c in range(NR):
-                sums[first + c] += partial[c]
-            g0 = g1
+    for c in range(panels * NR):
+        sums[c] = 0
+    g0 = 0
+    while g0 < groups:
+        g1 = min(g0 + SUM_GROUPS, groups)
+        memset(partial, 0, sizeof(partial))
+        c0 = g0
+        while c0 < g1:
+            c1 = min(c0 + PACK_GROUPS, g1)
+            whole = max(min(c1, whole_groups) - c0, 0)
+            for q in range(panels):
+                first = q * NR
+                width = min(<Py_ssize_t>NR, columns - first)
+                target = packed + q * panel_size + c0 * GROUP_BYTES
+                if width < NR:
+                    g = c0
+                    while g < c1:
+                        count = min(<Py_ssize_t>STAGE_GROUPS, c1 - g)
+                        stage_rows(b + first, ldb, k, 4 * g, 4 * count, width, flip, staged)
+                        pack_groups(staged, NR, count, flip, target + (g - c0) * GROUP_BYTES,
+                                    partial + first)
+                        g += count
+                    continue
+                if whole:
+                    pack_groups(b + 4 * c0 * ldb + first, ldb, whole, flip, target,
+                                partial + first)
+                if c0 + whole < c1:
+                    stage_rows(b + first, ldb, k, 4 * (c0 + whole), 4, NR, flip, staged)
+                    pack_groups(staged, NR, 1, flip, target + whole * GROUP_BYTES,
+                                partial + first)
+            c0 = c1
+        for c in range(panels * NR):
+            sums[c] += partial[c]
+        g0 = g1
 
 
 cdef inline void pack_b_span(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t n,

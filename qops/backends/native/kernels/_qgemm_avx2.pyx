@@ -36,34 +36,44 @@ cdef inline __m256i widened_row(const uint8_t* row, __m128i flip) noexcept nogil
     return _mm256_cvtepi8_epi16(_mm_xor_si128(_mm_loadu_si128(row), flip))
 
 
-cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                     const uint8_t* row3, uint8_t flip, int8_t* target,
-                     int32_t* sums) noexcept nogil:
-    """16 columns of four rows into one group of a panel: per pair of rows,
-    the two rows' int16 values interleaved column by column (unpacks work
-    within 128-bit halves, so the halves are then put in column order)."""
+cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
+                      int8_t* target, int32_t* sums) noexcept nogil:
+    """16 columns of 4 * count rows into count groups of a panel: per pair
+    of rows, the two rows' int16 values interleaved column by column
+    (unpacks work within 128-bit halves, so the halves are then put in
+    column order); sums[c] += the values, summed in registers and stored
+    once."""
     cdef __m128i mask = _mm_set1_epi8(<char>flip)
     cdef __m256i ones = _mm256_set1_epi16(1)
-    cdef __m256i k0 = widened_row(row0, mask), k1 = widened_row(row1, mask)
-    cdef __m256i k2 = widened_row(row2, mask), k3 = widened_row(row3, mask)
-    cdef __m256i low = _mm256_unpacklo_epi16(k0, k1)     # columns 0-3 | 8-11
-    cdef __m256i high = _mm256_unpackhi_epi16(k0, k1)    # columns 4-7 | 12-15
-    cdef __m256i first01 = _mm256_permute2x128_si256(low, high, 0x20)
-    cdef __m256i second01 = _mm256_permute2x128_si256(low, high, 0x31)
-    low = _mm256_unpacklo_epi16(k2, k3)
-    high = _mm256_unpackhi_epi16(k2, k3)
-    cdef __m256i first23 = _mm256_permute2x128_si256(low, high, 0x20)
-    cdef __m256i second23 = _mm256_permute2x128_si256(low, high, 0x31)
-    _mm256_storeu_si256(target, first01)
-    _mm256_storeu_si256(target + 32, second01)
-    _mm256_storeu_si256(target + 64, first23)
-    _mm256_storeu_si256(target + 96, second23)
-    _mm256_storeu_si256(sums, _mm256_add_epi32(
-        _mm256_loadu_si256(sums), _mm256_add_epi32(_mm256_madd_epi16(first01, ones),
-                                                   _mm256_madd_epi16(first23, ones))))
-    _mm256_storeu_si256(sums + 8, _mm256_add_epi32(
-        _mm256_loadu_si256(sums + 8), _mm256_add_epi32(_mm256_madd_epi16(second01, ones),
-                                                       _mm256_madd_epi16(second23, ones))))
+    cdef __m256i first_sums = _mm256_loadu_si256(sums)
+    cdef __m256i second_sums = _mm256_loadu_si256(sums + 8)
+    cdef __m256i k0, k1, k2, k3, low, high, first01, second01, first23, second23
+    cdef Py_ssize_t g
+    for g in range(count):
+        k0 = widened_row(rows, mask)
+        k1 = widened_row(rows + ldb, mask)
+        k2 = widened_row(rows + 2 * ldb, mask)
+        k3 = widened_row(rows + 3 * ldb, mask)
+        low = _mm256_unpacklo_epi16(k0, k1)     # columns 0-3 | 8-11
+        high = _mm256_unpackhi_epi16(k0, k1)    # columns 4-7 | 12-15
+        first01 = _mm256_permute2x128_si256(low, high, 0x20)
+        second01 = _mm256_permute2x128_si256(low, high, 0x31)
+        low = _mm256_unpacklo_epi16(k2, k3)
+        high = _mm256_unpackhi_epi16(k2, k3)
+        first23 = _mm256_permute2x128_si256(low, high, 0x20)
+        second23 = _mm256_permute2x128_si256(low, high, 0x31)
+        _mm256_storeu_si256(target, first01)
+        _mm256_storeu_si256(target + 32, second01)
+        _mm256_storeu_si256(target + 64, first23)
+        _mm256_storeu_si256(target + 96, second23)
+        first_sums = _mm256_add_epi32(first_sums, _mm256_add_epi32(
+            _mm256_madd_epi16(first01, ones), _mm256_madd_epi16(first23, ones)))
+        second_sums = _mm256_add_epi32(second_sums, _mm256_add_epi32(
+            _mm256_madd_epi16(second01, ones), _mm256_madd_epi16(second23, ones)))
+        rows += 4 * ldb
+        target += 8 * NR
+    _mm256_storeu_si256(sums, first_sums)
+    _mm256_storeu_si256(sums + 8, second_sums)
 
 
 # The peak probe (peak_gops in _qgemm.pxi): six independent vpmaddwd +

@@ -423,48 +423,60 @@ cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8
         store_row(result + i * pitch, quarters[0], quarters[1], quarters[2], quarters[3], low)
 
 
-cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                     const uint8_t* row3, uint8_t flip, int8_t* target,
-                     int32_t* sums) noexcept nogil:
-    """64 columns of four rows into one group of a panel: column c's bytes
-    (row0..row3) at target[4c..4c+3]; sums[c] += their sum as signed bytes.
+cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
+                      int8_t* target, int32_t* sums) noexcept nogil:
+    """64 columns of 4 * count rows into count groups of a panel: column c's
+    four bytes of a group at target[4c..4c+3]; sums[c] += their sums as
+    signed bytes.
 
     Byte then word interleaves put each column's four bytes together, but
     within 128-bit lanes: lane L of q0..q3 holds columns 16L + 0-3, 4-7,
     8-11 and 12-15.  Two rounds of lane shuffles make the four 64-byte
     stores columns 0-15, 16-31, 32-47 and 48-63.  A column's sum is one
-    vpdpbusd of its quad with bytes of 1."""
+    vpdpbusd of its quad with bytes of 1, into registers stored once."""
     cdef __m512i mask = _mm512_set1_epi8(<char>flip)
     cdef __m512i ones = _mm512_set1_epi8(1)
-    cdef __m512i a0 = _mm512_xor_si512(_mm512_loadu_si512(row0), mask)
-    cdef __m512i a1 = _mm512_xor_si512(_mm512_loadu_si512(row1), mask)
-    cdef __m512i a2 = _mm512_xor_si512(_mm512_loadu_si512(row2), mask)
-    cdef __m512i a3 = _mm512_xor_si512(_mm512_loadu_si512(row3), mask)
-    cdef __m512i low01 = _mm512_unpacklo_epi8(a0, a1)
-    cdef __m512i high01 = _mm512_unpackhi_epi8(a0, a1)
-    cdef __m512i low23 = _mm512_unpacklo_epi8(a2, a3)
-    cdef __m512i high23 = _mm512_unpackhi_epi8(a2, a3)
-    cdef __m512i q0 = _mm512_unpacklo_epi16(low01, low23)
-    cdef __m512i q1 = _mm512_unpackhi_epi16(low01, low23)
-    cdef __m512i q2 = _mm512_unpacklo_epi16(high01, high23)
-    cdef __m512i q3 = _mm512_unpackhi_epi16(high01, high23)
-    # Lanes (0, 1) and (2, 3) of each pair, then every other lane of those.
-    cdef __m512i t0 = _mm512_shuffle_i64x2(q0, q1, 0x44)
-    cdef __m512i t1 = _mm512_shuffle_i64x2(q2, q3, 0x44)
-    cdef __m512i t2 = _mm512_shuffle_i64x2(q0, q1, 0xEE)
-    cdef __m512i t3 = _mm512_shuffle_i64x2(q2, q3, 0xEE)
-    cdef __m512i s0 = _mm512_shuffle_i64x2(t0, t1, 0x88)
-    cdef __m512i s1 = _mm512_shuffle_i64x2(t0, t1, 0xDD)
-    cdef __m512i s2 = _mm512_shuffle_i64x2(t2, t3, 0x88)
-    cdef __m512i s3 = _mm512_shuffle_i64x2(t2, t3, 0xDD)
-    _mm512_storeu_si512(target, s0)
-    _mm512_storeu_si512(target + 64, s1)
-    _mm512_storeu_si512(target + 128, s2)
-    _mm512_storeu_si512(target + 192, s3)
-    _mm512_storeu_si512(sums, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums), ones, s0))
-    _mm512_storeu_si512(sums + 16, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums + 16), ones, s1))
-    _mm512_storeu_si512(sums + 32, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums + 32), ones, s2))
-    _mm512_storeu_si512(sums + 48, _mm512_dpbusd_epi32(_mm512_loadu_si512(sums + 48), ones, s3))
+    cdef __m512i sums0 = _mm512_loadu_si512(sums), sums1 = _mm512_loadu_si512(sums + 16)
+    cdef __m512i sums2 = _mm512_loadu_si512(sums + 32), sums3 = _mm512_loadu_si512(sums + 48)
+    cdef __m512i a0, a1, a2, a3, low01, high01, low23, high23, q0, q1, q2, q3
+    cdef __m512i t0, t1, t2, t3, s0, s1, s2, s3
+    cdef Py_ssize_t g
+    for g in range(count):
+        a0 = _mm512_xor_si512(_mm512_loadu_si512(rows), mask)
+        a1 = _mm512_xor_si512(_mm512_loadu_si512(rows + ldb), mask)
+        a2 = _mm512_xor_si512(_mm512_loadu_si512(rows + 2 * ldb), mask)
+        a3 = _mm512_xor_si512(_mm512_loadu_si512(rows + 3 * ldb), mask)
+        low01 = _mm512_unpacklo_epi8(a0, a1)
+        high01 = _mm512_unpackhi_epi8(a0, a1)
+        low23 = _mm512_unpacklo_epi8(a2, a3)
+        high23 = _mm512_unpackhi_epi8(a2, a3)
+        q0 = _mm512_unpacklo_epi16(low01, low23)
+        q1 = _mm512_unpackhi_epi16(low01, low23)
+        q2 = _mm512_unpacklo_epi16(high01, high23)
+        q3 = _mm512_unpackhi_epi16(high01, high23)
+        # Lanes (0, 1) and (2, 3) of each pair, then every other lane of those.
+        t0 = _mm512_shuffle_i64x2(q0, q1, 0x44)
+        t1 = _mm512_shuffle_i64x2(q2, q3, 0x44)
+        t2 = _mm512_shuffle_i64x2(q0, q1, 0xEE)
+        t3 = _mm512_shuffle_i64x2(q2, q3, 0xEE)
+        s0 = _mm512_shuffle_i64x2(t0, t1, 0x88)
+        s1 = _mm512_shuffle_i64x2(t0, t1, 0xDD)
+        s2 = _mm512_shuffle_i64x2(t2, t3, 0x88)
+        s3 = _mm512_shuffle_i64x2(t2, t3, 0xDD)
+        _mm512_storeu_si512(target, s0)
+        _mm512_storeu_si512(target + 64, s1)
+        _mm512_storeu_si512(target + 128, s2)
+        _mm512_storeu_si512(target + 192, s3)
+        sums0 = _mm512_dpbusd_epi32(sums0, ones, s0)
+        sums1 = _mm512_dpbusd_epi32(sums1, ones, s1)
+        sums2 = _mm512_dpbusd_epi32(sums2, ones, s2)
+        sums3 = _mm512_dpbusd_epi32(sums3, ones, s3)
+        rows += 4 * ldb
+        target += 4 * NR
+    _mm512_storeu_si512(sums, sums0)
+    _mm512_storeu_si512(sums + 16, sums1)
+    _mm512_storeu_si512(sums + 32, sums2)
+    _mm512_storeu_si512(sums + 48, sums3)
 
 
 include "_depthwise_avx512.pxi"

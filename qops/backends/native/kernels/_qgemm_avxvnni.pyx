@@ -40,30 +40,40 @@ include "_tail_in_passes.pxi"
 include "_epilogue_ymm.pxi"
 
 
-cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                     const uint8_t* row3, uint8_t flip, int8_t* target,
-                     int32_t* sums) noexcept nogil:
-    """16 columns of four rows into one group of a panel: column c's bytes
-    (row0..row3) at target[4c..4c+3], by a byte then a word interleave
-    (columns 0-3, 4-7, 8-11, 12-15 in turn); sums[c] += their sum as signed
-    bytes, one vpdpbusd of the quads with bytes of 1."""
+cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
+                      int8_t* target, int32_t* sums) noexcept nogil:
+    """16 columns of 4 * count rows into count groups of a panel: column c's
+    four bytes of a group at target[4c..4c+3], by a byte then a word
+    interleave (columns 0-3, 4-7, 8-11, 12-15 in turn); sums[c] += their
+    sums as signed bytes, one vpdpbusd of the quads with bytes of 1 into
+    registers, stored once."""
     cdef __m128i mask = _mm_set1_epi8(<char>flip)
-    cdef __m128i k0 = _mm_xor_si128(_mm_loadu_si128(row0), mask)
-    cdef __m128i k1 = _mm_xor_si128(_mm_loadu_si128(row1), mask)
-    cdef __m128i k2 = _mm_xor_si128(_mm_loadu_si128(row2), mask)
-    cdef __m128i k3 = _mm_xor_si128(_mm_loadu_si128(row3), mask)
-    cdef __m128i low01 = _mm_unpacklo_epi8(k0, k1), high01 = _mm_unpackhi_epi8(k0, k1)
-    cdef __m128i low23 = _mm_unpacklo_epi8(k2, k3), high23 = _mm_unpackhi_epi8(k2, k3)
-    cdef __m256i first = _mm256_set_m128i(_mm_unpackhi_epi16(low01, low23),
-                                          _mm_unpacklo_epi16(low01, low23))
-    cdef __m256i second = _mm256_set_m128i(_mm_unpackhi_epi16(high01, high23),
-                                           _mm_unpacklo_epi16(high01, high23))
     cdef __m256i ones = _mm256_set1_epi8(1)
-    _mm256_storeu_si256(target, first)
-    _mm256_storeu_si256(target + 32, second)
-    _mm256_storeu_si256(sums, _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(sums), ones, first))
-    _mm256_storeu_si256(sums + 8, _mm256_dpbusd_avx_epi32(_mm256_loadu_si256(sums + 8), ones,
-                                                          second))
+    cdef __m256i first_sums = _mm256_loadu_si256(sums)
+    cdef __m256i second_sums = _mm256_loadu_si256(sums + 8)
+    cdef __m128i k0, k1, k2, k3, low01, high01, low23, high23
+    cdef __m256i first, second
+    cdef Py_ssize_t g
+    for g in range(count):
+        k0 = _mm_xor_si128(_mm_loadu_si128(rows), mask)
+        k1 = _mm_xor_si128(_mm_loadu_si128(rows + ldb), mask)
+        k2 = _mm_xor_si128(_mm_loadu_si128(rows + 2 * ldb), mask)
+        k3 = _mm_xor_si128(_mm_loadu_si128(rows + 3 * ldb), mask)
+        low01 = _mm_unpacklo_epi8(k0, k1)
+        high01 = _mm_unpackhi_epi8(k0, k1)
+        low23 = _mm_unpacklo_epi8(k2, k3)
+        high23 = _mm_unpackhi_epi8(k2, k3)
+        first = _mm256_set_m128i(_mm_unpackhi_epi16(low01, low23), _mm_unpacklo_epi16(low01, low23))
+        second = _mm256_set_m128i(_mm_unpackhi_epi16(high01, high23),
+                                  _mm_unpacklo_epi16(high01, high23))
+        _mm256_storeu_si256(target, first)
+        _mm256_storeu_si256(target + 32, second)
+        first_sums = _mm256_dpbusd_avx_epi32(first_sums, ones, first)
+        second_sums = _mm256_dpbusd_avx_epi32(second_sums, ones, second)
+        rows += 4 * ldb
+        target += 4 * NR
+    _mm256_storeu_si256(sums, first_sums)
+    _mm256_storeu_si256(sums + 8, second_sums)
 
 
 # The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd

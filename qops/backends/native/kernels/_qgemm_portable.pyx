@@ -83,26 +83,33 @@ cdef extern from *:
         return _mm_srai_epi16(_mm_unpacklo_epi8(bytes, bytes), 8);
     }
 
-    /* 8 columns of four rows into one group: per pair of rows, the rows'
-       int16 values interleaved column by column (columns 0-3, then 4-7). */
-    static void qops_portable_pack_group(const uint8_t* row0, const uint8_t* row1,
-                                         const uint8_t* row2, const uint8_t* row3, uint8_t flip,
-                                         int8_t* target, int32_t* sums) {
+    /* 8 columns of 4 * count rows into count groups: per pair of rows, the
+       rows' int16 values interleaved column by column (columns 0-3, then
+       4-7); the column sums gathered in registers and added once. */
+    static void qops_portable_pack_groups(const uint8_t* rows, ptrdiff_t ldb, ptrdiff_t count,
+                                          uint8_t flip, int8_t* target, int32_t* sums) {
         __m128i mask = _mm_set1_epi8((char)flip), ones = _mm_set1_epi16(1);
-        __m128i k0 = qops_portable_widened(row0, mask), k1 = qops_portable_widened(row1, mask);
-        __m128i k2 = qops_portable_widened(row2, mask), k3 = qops_portable_widened(row3, mask);
-        __m128i low01 = _mm_unpacklo_epi16(k0, k1), high01 = _mm_unpackhi_epi16(k0, k1);
-        __m128i low23 = _mm_unpacklo_epi16(k2, k3), high23 = _mm_unpackhi_epi16(k2, k3);
-        _mm_storeu_si128((__m128i*)target, low01);
-        _mm_storeu_si128((__m128i*)(target + 16), high01);
-        _mm_storeu_si128((__m128i*)(target + 32), low23);
-        _mm_storeu_si128((__m128i*)(target + 48), high23);
-        _mm_storeu_si128((__m128i*)sums, _mm_add_epi32(
-            _mm_loadu_si128((const __m128i*)sums),
-            _mm_add_epi32(_mm_madd_epi16(low01, ones), _mm_madd_epi16(low23, ones))));
-        _mm_storeu_si128((__m128i*)(sums + 4), _mm_add_epi32(
-            _mm_loadu_si128((const __m128i*)(sums + 4)),
-            _mm_add_epi32(_mm_madd_epi16(high01, ones), _mm_madd_epi16(high23, ones))));
+        __m128i low_sums = _mm_loadu_si128((const __m128i*)sums);
+        __m128i high_sums = _mm_loadu_si128((const __m128i*)(sums + 4));
+        ptrdiff_t g;
+        for (g = 0; g < count; g++, rows += 4 * ldb, target += 64) {
+            __m128i k0 = qops_portable_widened(rows, mask);
+            __m128i k1 = qops_portable_widened(rows + ldb, mask);
+            __m128i k2 = qops_portable_widened(rows + 2 * ldb, mask);
+            __m128i k3 = qops_portable_widened(rows + 3 * ldb, mask);
+            __m128i low01 = _mm_unpacklo_epi16(k0, k1), high01 = _mm_unpackhi_epi16(k0, k1);
+            __m128i low23 = _mm_unpacklo_epi16(k2, k3), high23 = _mm_unpackhi_epi16(k2, k3);
+            _mm_storeu_si128((__m128i*)target, low01);
+            _mm_storeu_si128((__m128i*)(target + 16), high01);
+            _mm_storeu_si128((__m128i*)(target + 32), low23);
+            _mm_storeu_si128((__m128i*)(target + 48), high23);
+            low_sums = _mm_add_epi32(low_sums, _mm_add_epi32(_mm_madd_epi16(low01, ones),
+                                                             _mm_madd_epi16(low23, ones)));
+            high_sums = _mm_add_epi32(high_sums, _mm_add_epi32(_mm_madd_epi16(high01, ones),
+                                                               _mm_madd_epi16(high23, ones)));
+        }
+        _mm_storeu_si128((__m128i*)sums, low_sums);
+        _mm_storeu_si128((__m128i*)(sums + 4), high_sums);
     }
 
     /* Four sums of a row (columns c .. c + 3) to their output integers less
@@ -156,19 +163,21 @@ cdef extern from *:
             }
     }
 
-    static void qops_portable_pack_group(const uint8_t* row0, const uint8_t* row1,
-                                         const uint8_t* row2, const uint8_t* row3, uint8_t flip,
-                                         int8_t* target, int32_t* sums) {
-        int16_t* panel = (int16_t*)target;
-        int c;
-        for (c = 0; c < 8; c++) {
-            int16_t v0 = (int8_t)(row0[c] ^ flip), v1 = (int8_t)(row1[c] ^ flip);
-            int16_t v2 = (int8_t)(row2[c] ^ flip), v3 = (int8_t)(row3[c] ^ flip);
-            panel[2 * c] = v0;
-            panel[2 * c + 1] = v1;
-            panel[16 + 2 * c] = v2;
-            panel[16 + 2 * c + 1] = v3;
-            sums[c] += v0 + v1 + v2 + v3;
+    static void qops_portable_pack_groups(const uint8_t* rows, ptrdiff_t ldb, ptrdiff_t count,
+                                          uint8_t flip, int8_t* target, int32_t* sums) {
+        ptrdiff_t g, c;
+        for (g = 0; g < count; g++, rows += 4 * ldb, target += 64) {
+            int16_t* panel = (int16_t*)target;
+            for (c = 0; c < 8; c++) {
+                int16_t v0 = (int8_t)(rows[c] ^ flip), v1 = (int8_t)(rows[ldb + c] ^ flip);
+                int16_t v2 = (int8_t)(rows[2 * ldb + c] ^ flip);
+                int16_t v3 = (int8_t)(rows[3 * ldb + c] ^ flip);
+                panel[2 * c] = v0;
+                panel[2 * c + 1] = v1;
+                panel[16 + 2 * c] = v2;
+                panel[16 + 2 * c + 1] = v3;
+                sums[c] += v0 + v1 + v2 + v3;
+            }
         }
     }
 
@@ -186,9 +195,9 @@ cdef extern from *:
     void c_microkernel "qops_portable_microkernel"(
         const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
         int32_t* tile) noexcept nogil
-    void c_pack_group "qops_portable_pack_group"(
-        const uint8_t* row0, const uint8_t* row1, const uint8_t* row2, const uint8_t* row3,
-        uint8_t flip, int8_t* target, int32_t* sums) noexcept nogil
+    void c_pack_groups "qops_portable_pack_groups"(
+        const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip, int8_t* target,
+        int32_t* sums) noexcept nogil
     void c_requantize_tile "qops_portable_requantize_tile"(
         const int32_t* tile, const uint32_t* column, const float* multiplier,
         const float* floor, const float* ceiling, const int32_t* offset, int32_t low,
@@ -209,10 +218,9 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 include "_tail_as_tiles.pxi"
 
 
-cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                     const uint8_t* row3, uint8_t flip, int8_t* target,
-                     int32_t* sums) noexcept nogil:
-    c_pack_group(row0, row1, row2, row3, flip, target, sums)
+cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
+                      int8_t* target, int32_t* sums) noexcept nogil:
+    c_pack_groups(rows, ldb, count, flip, target, sums)
 
 
 # The peak probe (peak_gops in _qgemm.pxi): what the baseline instruction

@@ -79,12 +79,12 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil
 
-# One group of a full panel: NR columns of four rows of B (k = 4g .. 4g + 3;
-# each byte xor flip, then read as signed) in the panel layout at target
-# (B_BYTES per value); sums[c] += the column's four values.
-cdef void pack_group(const uint8_t* row0, const uint8_t* row1, const uint8_t* row2,
-                     const uint8_t* row3, uint8_t flip, int8_t* target,
-                     int32_t* sums) noexcept nogil
+# `count` groups of a full panel: NR columns of rows 0 .. 4 * count - 1 of B
+# (row i at rows + i * ldb; each byte xor flip, then read as signed), group g
+# (k = 4g .. 4g + 3) at target + g * GROUP_BYTES in the panel layout (B_BYTES
+# per value); sums[c] += the column's values.
+cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
+                      int8_t* target, int32_t* sums) noexcept nogil
 
 # The depthwise pair kernel's two steps (no-ops where DEPTHWISE_PAIRS is 0):
 # one output plane from an int16 plane, and an image channel widened into one.

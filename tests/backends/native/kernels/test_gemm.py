@@ -296,6 +296,31 @@ def test_b_wider_than_a_packing_task(variant, a_type, b_type):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("b_type", TYPES)
+def test_b_packed_a_chunk_of_rows_at_a_time(variant, b_type):
+    """The packer takes 32 rows of B (eight groups of four) into every panel
+    of a task before the next 32: K = 1 and 3 (no whole group), 32, 33 and
+    67 (whole chunks, then a chunk of one partial group), 100; N = 16, 17
+    and 130 (whole panels, or a partial last one).  The column sums are
+    those of B' = B - 128 (uint8) or B (int8), zero past N; the products
+    are exact."""
+    kernels = _simd.module(variant)
+    rng = np.random.default_rng(67)
+    for depth in (1, 3, 32, 33, 67, 100):
+        for columns in (16, 17, 130):
+            b = random_values(rng, (depth, columns), b_type)
+            _, colsum = kernels.pack_b_batches(b.view(np.uint8)[None], b_type == np.uint8, 1)
+            shifted = b.astype(np.int64) - (128 if b_type == np.uint8 else 0)
+            assert np.array_equal(colsum[0, :columns], shifted.sum(0)), (depth, columns)
+            assert not colsum[0, columns:].any()
+            slots = dict(a=random_values(rng, (7, depth), np.uint8), a_scale=0.03,
+                         a_zero_point=random_values(rng, (), np.uint8), b=b, b_scale=0.02,
+                         b_zero_point=random_values(rng, (), b_type), output_scale=0.5,
+                         output_zero_point=random_values(rng, (), np.uint8))
+            exact_on_one_and_two_threads(slots, variant, (depth, columns))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("a_type", TYPES)
 @pytest.mark.parametrize("depth", [64, 66, 1100])
 @pytest.mark.parametrize("per_row", [False, True])

@@ -80,17 +80,23 @@ def test_the_micro_kernel_sums_exactly(kernels):
         assert np.array_equal(tile, (a.astype(np.int64) @ columns).ravel())
 
 
-def test_a_group_packs_to_int16_pairs_with_its_column_sums(kernels):
+def test_groups_pack_to_int16_pairs_with_their_column_sums(kernels):
+    """count groups of four rows (ldb bytes apart, wider than the panel's 8
+    columns) into int16 pairs per group; the sums added to what was there."""
     rng = np.random.default_rng(1)
     for flip in (0, 128):
-        rows = rng.integers(0, 256, (4, 8)).astype(np.uint8)
-        target = np.zeros(32, np.int16)
-        sums = np.full(8, 5, np.int32)
-        kernels.qops_portable_pack_group(*(address(rows[r]) for r in range(4)),
-                                         ctypes.c_uint8(flip), address(target), address(sums))
-        values = (rows ^ flip).view(np.int8).astype(np.int16)
-        assert np.array_equal(target, np.stack([values[0:2].T, values[2:4].T]).ravel())
-        assert np.array_equal(sums, 5 + values.sum(0))
+        for count in (0, 1, 5):
+            rows = rng.integers(0, 256, (4 * count, 11)).astype(np.uint8)
+            target = np.zeros((count, 32), np.int16)
+            sums = np.full(8, 5, np.int32)
+            kernels.qops_portable_pack_groups(
+                address(rows), ctypes.c_ssize_t(11), ctypes.c_ssize_t(count),
+                ctypes.c_uint8(flip), address(target), address(sums))
+            values = (rows[:, :8] ^ flip).view(np.int8).astype(np.int16)
+            for g in range(count):
+                group = values[4 * g:4 * g + 4]
+                assert np.array_equal(target[g], np.stack([group[0:2].T, group[2:4].T]).ravel())
+            assert np.array_equal(sums, 5 + values.sum(0))
 
 
 DEPTHWISE_SOURCE = SOURCE.with_name("_depthwise_sse2.pxi")
