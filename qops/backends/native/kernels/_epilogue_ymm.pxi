@@ -4,28 +4,50 @@
 # in its plain form (ROW_TILES 0: the driver's line forms serve the per-row
 # epilogue).  Included after _ymm.pxi and the variant's constants.
 
-cdef inline __m256i requantize_half(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
+cdef struct HalfTerms:
+    # A tile's column terms for eight of its columns, loaded once for all
+    # its rows: stored through a uint8_t pointer (which may alias anything),
+    # each row's results made the compiler load them again for the next.
+    __m256i column
+    __m256i column_zero
+    __m256 multiplier
+    __m256 floor
+    __m256 ceiling
+
+
+cdef inline HalfTerms half_terms(const TileTerms* terms, Py_ssize_t c, int column_zero,
+                                 bint clamp) noexcept nogil:
+    """The column terms of columns c .. c + 7 that the form uses (the others
+    left unset)."""
+    cdef HalfTerms half
+    half.column = _mm256_loadu_si256(terms.column + c)
+    if column_zero == COLUMN_ZERO_EACH:
+        half.column_zero = _mm256_loadu_si256(terms.column_zero + c)
+    half.multiplier = _mm256_loadu_ps(terms.multiplier + c)
+    if clamp:
+        half.floor = _mm256_loadu_ps(terms.floor + c)
+        half.ceiling = _mm256_loadu_ps(terms.ceiling + c)
+    return half
+
+
+cdef inline __m256i requantize_half(const int32_t* sums, const HalfTerms* half,
                                     __m256i row_term, int column_zero,
                                     bint clamp) noexcept nogil:
-    """Eight sums of a row (columns c .. c + 7 of the tile) to their rounded
-    values, as int32 (the output integers less the zero points): the terms
-    modulo 2**32, float32 product, clamp, then vcvtps2dq, which rounds half
-    to even in the default rounding mode (the rule of round_half_even).
-    column_zero says how the product with the row term is taken
-    (_tile_shortcuts.pxi); without clamp the caller's saturating packs clamp
-    (TileTerms.packs_clamp)."""
-    cdef __m256i value = _mm256_add_epi32(_mm256_loadu_si256(sums),
-                                          _mm256_loadu_si256(terms.column + c))
+    """Eight sums of a row (columns c .. c + 7 of the tile, their terms in
+    half) to their rounded values, as int32 (the output integers less the
+    zero points): the terms modulo 2**32, float32 product, clamp, then
+    vcvtps2dq, which rounds half to even in the default rounding mode (the
+    rule of round_half_even).  column_zero says how the product with the row
+    term is taken (_tile_shortcuts.pxi); without clamp the caller's
+    saturating packs clamp (TileTerms.packs_clamp)."""
+    cdef __m256i value = _mm256_add_epi32(_mm256_loadu_si256(sums), half.column)
     if column_zero == COLUMN_ZERO_EACH:
-        value = _mm256_sub_epi32(value, _mm256_mullo_epi32(
-            _mm256_loadu_si256(terms.column_zero + c), row_term))
+        value = _mm256_sub_epi32(value, _mm256_mullo_epi32(half.column_zero, row_term))
     elif column_zero == COLUMN_ZERO_ONE:
         value = _mm256_sub_epi32(value, row_term)
-    cdef __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(value),
-                                       _mm256_loadu_ps(terms.multiplier + c))
+    cdef __m256 scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(value), half.multiplier)
     if clamp:
-        scaled = _mm256_min_ps(_mm256_max_ps(scaled, _mm256_loadu_ps(terms.floor + c)),
-                               _mm256_loadu_ps(terms.ceiling + c))
+        scaled = _mm256_min_ps(_mm256_max_ps(scaled, half.floor), half.ceiling)
     return _mm256_cvtps_epi32(scaled)
 
 
@@ -45,18 +67,20 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
     cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
     cdef __m256i offsets = _mm256_packs_epi32(_mm256_loadu_si256(terms.offset),
                                               _mm256_loadu_si256(terms.offset + 8))
+    cdef HalfTerms left = half_terms(terms, 0, column_zero, clamp)
+    cdef HalfTerms right = half_terms(terms, 8, column_zero, clamp)
     cdef __m256i first, second, row_term, both
     cdef bint add_low = terms.low != 0
     cdef Py_ssize_t i
     for i in range(0, MR, 2):
         row_term = _mm256_set1_epi32(<int>terms.row_term[i])
         first = _mm256_adds_epi16(_mm256_packs_epi32(
-            requantize_half(tile + i * NR, terms, 0, row_term, column_zero, clamp),
-            requantize_half(tile + i * NR + 8, terms, 8, row_term, column_zero, clamp)), offsets)
+            requantize_half(tile + i * NR, &left, row_term, column_zero, clamp),
+            requantize_half(tile + i * NR + 8, &right, row_term, column_zero, clamp)), offsets)
         row_term = _mm256_set1_epi32(<int>terms.row_term[i + 1])
         second = _mm256_adds_epi16(_mm256_packs_epi32(
-            requantize_half(tile + (i + 1) * NR, terms, 0, row_term, column_zero, clamp),
-            requantize_half(tile + (i + 1) * NR + 8, terms, 8, row_term, column_zero, clamp)),
+            requantize_half(tile + (i + 1) * NR, &left, row_term, column_zero, clamp),
+            requantize_half(tile + (i + 1) * NR + 8, &right, row_term, column_zero, clamp)),
             offsets)
         both = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(first, second), order)
         if add_low:

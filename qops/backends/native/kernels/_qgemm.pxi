@@ -994,35 +994,50 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         memset(&unit.tile_offset[cols], 0, (TILE_COLUMNS - cols) * sizeof(int32_t))
 
 
-cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                         const Epilogue* e, const Gemm* gemm,
-                         const UnitOutput* unit) noexcept nogil:
-    """A micro-tile's int32 values into the unit's bytes by requantize_tile
-    (the whole tile: rows past M and columns past N land in the unit's
-    scratch, never in the output)."""
-    cdef uint32_t row_term[MR]
-    cdef TileTerms terms
+cdef void tile_terms_of_rows(TileTerms* terms, uint32_t* row_term, Py_ssize_t row0,
+                             const Epilogue* e, const Gemm* gemm,
+                             const UnitOutput* unit) noexcept nogil:
+    """The TileTerms of MR rows from row0 but their columns' vectors
+    (requantize_unit_tile_at points those at a tile's columns): the row
+    terms into row_term, which the terms then point at."""
     cdef Py_ssize_t i, r
-    cdef Py_ssize_t at = col0 - unit.col0
     cdef int64_t row_zero = e.row_zero[0]
     cdef uint32_t scale = unit.column_zero if unit.unit_column_zero else 1
     for i in range(MR):
         r = row0 + i
         row_term[i] = (<uint32_t>(e.row_sum[r] - e.k * row_zero) * scale
                        if e.row_sum != NULL and r < gemm.m else 0)
+    terms.row_term = row_term
+    terms.low = e.low
+    terms.no_column_zero = unit.no_column_zero
+    terms.unit_column_zero = unit.unit_column_zero
+    terms.packs_clamp = unit.packs_clamp
+
+
+cdef void requantize_unit_tile_at(const int32_t* tile, TileTerms* terms, Py_ssize_t row0,
+                                  Py_ssize_t col0, const UnitOutput* unit) noexcept nogil:
+    """A micro-tile's int32 values into the unit's bytes by requantize_tile,
+    with the terms of its rows (tile_terms_of_rows) and its columns' vectors
+    (the whole tile: rows past M and columns past N land in the unit's
+    scratch, never in the output)."""
+    cdef Py_ssize_t at = col0 - unit.col0
     terms.column = unit.tile_column + at
     terms.column_zero = unit.tile_column_zero + at
     terms.multiplier = unit.tile_multiplier + at
     terms.floor = unit.tile_floor + at
     terms.ceiling = unit.tile_ceiling + at
     terms.offset = unit.tile_offset + at
-    terms.row_term = row_term
-    terms.low = e.low
-    terms.no_column_zero = unit.no_column_zero
-    terms.unit_column_zero = unit.unit_column_zero
-    terms.packs_clamp = unit.packs_clamp
-    requantize_tile(tile, &terms, unit.bytes + (row0 - unit.row0) * unit.pitch + at,
-                    unit.pitch)
+    requantize_tile(tile, terms, unit.bytes + (row0 - unit.row0) * unit.pitch + at, unit.pitch)
+
+
+cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
+                                      const Epilogue* e, const Gemm* gemm,
+                                      const UnitOutput* unit) noexcept nogil:
+    """requantize_unit_tile_at with the terms of the tile's rows."""
+    cdef uint32_t row_term[MR]
+    cdef TileTerms terms
+    tile_terms_of_rows(&terms, row_term, row0, e, gemm, unit)
+    requantize_unit_tile_at(tile, &terms, row0, col0, unit)
 
 
 cdef inline uint32_t row_term_of(const Epilogue* e, Py_ssize_t r, int64_t row_zero) noexcept nogil:
@@ -1243,8 +1258,6 @@ cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
     """A micro-tile's sums S (the whole K, as int32: int32 values when the
     epilogue is narrow, else one block's) into the unit's bytes (the output,
     for raw sums)."""
-    cdef int64_t wide[MR * NR]
-    cdef Py_ssize_t i
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
     if unit.by_tile:
@@ -1263,6 +1276,17 @@ cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
     if e.narrow:
         requantize_narrow(tile, row0, rows, col0, cols, e, unit)
         return
+    widen_and_finish(tile, row0, col0, e, gemm, unit)
+
+
+cdef void widen_and_finish(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
+                           const Epilogue* e, const Gemm* gemm,
+                           const UnitOutput* unit) noexcept nogil:
+    """A micro-tile's int32 sums through the int64 epilogue: out of
+    finish_tile's line, whose every call (one per micro-tile) would
+    otherwise set up this array's aligned stack frame."""
+    cdef int64_t wide[MR * NR]
+    cdef Py_ssize_t i
     for i in range(MR * NR):
         wide[i] = tile[i]
     finish_wide(wide, row0, col0, e, gemm, unit)
@@ -1387,12 +1411,18 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef Py_ssize_t a_stride = 0, tail_rows
     cdef bint fuse_tail, split_tail
     cdef int32_t tail_tile[(MR + 2) * NR]
+    cdef uint32_t row_term[MR]
+    cdef TileTerms terms
     cdef uint8_t* tail_block = scratch + SLOT_A_BYTES
     start_unit(&unit, scratch, p * MR, q * NR, columns, e,
                gemm.out + p * MR * gemm.out_row_stride + q * NR
                if gemm.out_col_stride == 1 else NULL,
                gemm.out_row_stride, p_end * MR <= gemm.m and q_end * NR <= gemm.n)
     cdef bint whole_rows = narrow and not e.raw and not unit.by_tile and not unit.by_rows
+    cdef bint by_tile = unit.by_tile
+    # Set per row block below (by_tile); cleared so that no path reads an
+    # unset field.
+    memset(&terms, 0, sizeof(terms))
     if blocks <= 1:
         # One block.  With int32 values, each micro-tile's sums go into the
         # rows of the unit's columns (the scratch of the sums across blocks,
@@ -1445,6 +1475,14 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                 next_block = swap
             elif a_rows == NULL:
                 pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
+            if by_tile:
+                # The rows' terms once for all the unit's panels, and each
+                # micro-tile straight to requantize_tile: through finish_tile
+                # (its checks, the terms built anew) a tile's epilogue was a
+                # quarter of attention's time on one AVX-VNNI core, and this
+                # with the column terms kept in registers (_epilogue_ymm.pxi)
+                # took 5% off it.
+                tile_terms_of_rows(&terms, row_term, ri * MR, e, gemm, &unit)
             for qi in range(q, q_end):
                 panel = gemm.b + qi * panel_size
                 if (qi == q and not direct and ri + 1 < p_end - fuse_tail
@@ -1463,6 +1501,9 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                     microkernel_rows(tail_block, BLOCK_ROW_BYTES, gemm.groups, panel, tile,
                                      tail_rows)
                     finish_tile(tile, (p_end - 1) * MR, qi * NR, e, gemm, &unit)
+                    continue
+                if by_tile:
+                    requantize_unit_tile_at(tile, &terms, ri * MR, qi * NR, &unit)
                     continue
                 if not whole_rows:
                     finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
