@@ -358,28 +358,61 @@ cdef inline void store_row(uint8_t* target, __m512i q0, __m512i q1, __m512i q2, 
         low))
 
 
-cdef inline __m512i requantize_quarter(const int32_t* sums, const TileTerms* terms, Py_ssize_t c,
+cdef struct QuarterTerms:
+    # A tile's column terms for sixteen of its columns, loaded once for all
+    # its rows (stores through a uint8_t pointer, which may alias anything,
+    # had the compiler load them again for each row).
+    __m512i column
+    __m512i column_zero
+    __m512 multiplier
+    __m512 floor
+    __m512 ceiling
+    __m512i offset
+
+
+cdef inline QuarterTerms quarter_terms(const TileTerms* terms, Py_ssize_t c, int column_zero,
+                                       bint clamp) noexcept nogil:
+    """The column terms of columns c .. c + 15 that the form uses
+    (column_zero left unset when it does not)."""
+    cdef QuarterTerms quarter
+    quarter.column = _mm512_loadu_si512(terms.column + c)
+    if column_zero == COLUMN_ZERO_EACH:
+        quarter.column_zero = _mm512_loadu_si512(terms.column_zero + c)
+    quarter.multiplier = _mm512_loadu_ps(terms.multiplier + c)
+    if clamp:
+        quarter.floor = _mm512_loadu_ps(terms.floor + c)
+        quarter.ceiling = _mm512_loadu_ps(terms.ceiling + c)
+    else:
+        # Unread (output_integers clamps only with clamp), but passed.
+        quarter.floor = _mm512_set1_ps(0.0)
+        quarter.ceiling = quarter.floor
+    quarter.offset = _mm512_loadu_si512(terms.offset + c)
+    return quarter
+
+
+cdef inline __m512i requantize_quarter(const int32_t* sums, const QuarterTerms* quarter,
                                        __m512i row_term, int column_zero,
                                        bint clamp) noexcept nogil:
-    """Sixteen sums of a row (columns c .. c + 15 of the tile) by
-    TileTerms' rule, the product with the row term taken as column_zero
-    says (_tile_shortcuts.pxi)."""
-    cdef __m512i value = _mm512_add_epi32(_mm512_loadu_si512(sums),
-                                          _mm512_loadu_si512(terms.column + c))
+    """Sixteen sums of a row (columns c .. c + 15 of the tile, their terms
+    in quarter) by TileTerms' rule, the product with the row term taken as
+    column_zero says (_tile_shortcuts.pxi)."""
+    cdef __m512i value = _mm512_add_epi32(_mm512_loadu_si512(sums), quarter.column)
     if column_zero == COLUMN_ZERO_EACH:
-        value = _mm512_sub_epi32(value, _mm512_mullo_epi32(
-            _mm512_loadu_si512(terms.column_zero + c), row_term))
+        value = _mm512_sub_epi32(value, _mm512_mullo_epi32(quarter.column_zero, row_term))
     elif column_zero == COLUMN_ZERO_ONE:
         value = _mm512_sub_epi32(value, row_term)
-    return output_integers(value, _mm512_loadu_ps(terms.multiplier + c),
-                           _mm512_loadu_ps(terms.floor + c), _mm512_loadu_ps(terms.ceiling + c),
-                           _mm512_loadu_si512(terms.offset + c), clamp)
+    return output_integers(value, quarter.multiplier, quarter.floor, quarter.ceiling,
+                           quarter.offset, clamp)
 
 
 cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, uint8_t* result,
                                  Py_ssize_t pitch, int column_zero, bint clamp) noexcept nogil:
     """Each row's 64 values in four quarters, stored by store_row."""
     cdef __m512i low = _mm512_set1_epi8(<char>terms.low)
+    cdef QuarterTerms q0 = quarter_terms(terms, 0, column_zero, clamp)
+    cdef QuarterTerms q1 = quarter_terms(terms, 16, column_zero, clamp)
+    cdef QuarterTerms q2 = quarter_terms(terms, 32, column_zero, clamp)
+    cdef QuarterTerms q3 = quarter_terms(terms, 48, column_zero, clamp)
     cdef __m512i row_term
     cdef const int32_t* sums
     cdef Py_ssize_t i
@@ -387,10 +420,10 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
         row_term = _mm512_set1_epi32(<int>terms.row_term[i])
         sums = tile + i * NR
         store_row(result + i * pitch,
-                  requantize_quarter(sums, terms, 0, row_term, column_zero, clamp),
-                  requantize_quarter(sums + 16, terms, 16, row_term, column_zero, clamp),
-                  requantize_quarter(sums + 32, terms, 32, row_term, column_zero, clamp),
-                  requantize_quarter(sums + 48, terms, 48, row_term, column_zero, clamp), low)
+                  requantize_quarter(sums, &q0, row_term, column_zero, clamp),
+                  requantize_quarter(sums + 16, &q1, row_term, column_zero, clamp),
+                  requantize_quarter(sums + 32, &q2, row_term, column_zero, clamp),
+                  requantize_quarter(sums + 48, &q3, row_term, column_zero, clamp), low)
 
 
 include "_tile_shortcuts.pxi"
