@@ -112,37 +112,54 @@ cdef extern from *:
         _mm_storeu_si128((__m128i*)(sums + 4), high_sums);
     }
 
-    /* Four sums of a row (columns c .. c + 3) to their output integers less
-       low: TileTerms' rule without a column zero point (SSE2 has no 32-bit
-       multiply), cvtps2dq rounding half to even in the default mode. */
-    static inline __m128i qops_portable_quarter(const int32_t* sums, const uint32_t* column,
-                                                const float* multiplier, const float* floor,
-                                                const float* ceiling, const int32_t* offset,
-                                                int clamp) {
-        __m128i value = _mm_add_epi32(_mm_loadu_si128((const __m128i*)sums),
-                                      _mm_loadu_si128((const __m128i*)column));
-        __m128 scaled = _mm_mul_ps(_mm_cvtepi32_ps(value), _mm_loadu_ps(multiplier));
+    /* Four values of a row (their terms added modulo 2**32) to their output
+       integers less low: float32 product, clamp, then cvtps2dq, rounding
+       half to even in the default mode. */
+    static inline __m128i qops_portable_quarter(__m128i value, __m128 multiplier, __m128 floor,
+                                                __m128 ceiling, __m128i offset, int clamp) {
+        __m128 scaled = _mm_mul_ps(_mm_cvtepi32_ps(value), multiplier);
         if (clamp)
-            scaled = _mm_min_ps(_mm_max_ps(scaled, _mm_loadu_ps(floor)), _mm_loadu_ps(ceiling));
-        return _mm_add_epi32(_mm_cvtps_epi32(scaled), _mm_loadu_si128((const __m128i*)offset));
+            scaled = _mm_min_ps(_mm_max_ps(scaled, floor), ceiling);
+        return _mm_add_epi32(_mm_cvtps_epi32(scaled), offset);
     }
 
-    /* A whole 6 x 8 tile into bytes (row i at result + i * pitch), both halves
-       of a row packed with saturation (exact: the values lie in [0, 255], or
-       saturate to it when the clamp is left to the packs). */
+    /* A whole 6 x 8 tile into bytes (row i at result + i * pitch) by
+       TileTerms' rule where it needs no 32-bit products (SSE2 has no 32-bit
+       multiply): no zero point of B, or one for every column, whose product
+       with the row's sums is then row_term[i] itself (row_term NULL: none).
+       Both halves of a row packed with saturation (exact: the values lie in
+       [0, 255], or saturate to it when the clamp is left to the packs).  The
+       column terms are loaded once for the six rows. */
     static void qops_portable_requantize_tile(const int32_t* tile, const uint32_t* column,
+                                              const uint32_t* row_term,
                                               const float* multiplier, const float* floor,
                                               const float* ceiling, const int32_t* offset,
                                               int32_t low, int clamp, uint8_t* result,
                                               ptrdiff_t pitch) {
         __m128i base = _mm_set1_epi8((char)low);
+        __m128i column_low = _mm_loadu_si128((const __m128i*)column);
+        __m128i column_high = _mm_loadu_si128((const __m128i*)(column + 4));
+        __m128 multiplier_low = _mm_loadu_ps(multiplier);
+        __m128 multiplier_high = _mm_loadu_ps(multiplier + 4);
+        __m128 floor_low = clamp ? _mm_loadu_ps(floor) : _mm_setzero_ps();
+        __m128 floor_high = clamp ? _mm_loadu_ps(floor + 4) : _mm_setzero_ps();
+        __m128 ceiling_low = clamp ? _mm_loadu_ps(ceiling) : _mm_setzero_ps();
+        __m128 ceiling_high = clamp ? _mm_loadu_ps(ceiling + 4) : _mm_setzero_ps();
+        __m128i offset_low = _mm_loadu_si128((const __m128i*)offset);
+        __m128i offset_high = _mm_loadu_si128((const __m128i*)(offset + 4));
         int i;
         for (i = 0; i < 6; i++) {
+            __m128i term = _mm_set1_epi32(row_term != NULL ? (int)row_term[i] : 0);
+            __m128i value_low = _mm_sub_epi32(
+                _mm_add_epi32(_mm_loadu_si128((const __m128i*)(tile + 8 * i)), column_low), term);
+            __m128i value_high = _mm_sub_epi32(
+                _mm_add_epi32(_mm_loadu_si128((const __m128i*)(tile + 8 * i + 4)), column_high),
+                term);
             __m128i words = _mm_packs_epi32(
-                qops_portable_quarter(tile + 8 * i, column, multiplier, floor, ceiling, offset,
-                                      clamp),
-                qops_portable_quarter(tile + 8 * i + 4, column + 4, multiplier + 4, floor + 4,
-                                      ceiling + 4, offset + 4, clamp));
+                qops_portable_quarter(value_low, multiplier_low, floor_low, ceiling_low,
+                                      offset_low, clamp),
+                qops_portable_quarter(value_high, multiplier_high, floor_high, ceiling_high,
+                                      offset_high, clamp));
             _mm_storel_epi64((__m128i*)(result + i * pitch),
                              _mm_add_epi8(_mm_packus_epi16(words, words), base));
         }
@@ -182,11 +199,12 @@ cdef extern from *:
     }
 
     static void qops_portable_requantize_tile(const int32_t* tile, const uint32_t* column,
+                                              const uint32_t* row_term,
                                               const float* multiplier, const float* floor,
                                               const float* ceiling, const int32_t* offset,
                                               int32_t low, int clamp, uint8_t* result,
                                               ptrdiff_t pitch) {
-        (void)tile; (void)column; (void)multiplier; (void)floor; (void)ceiling;
+        (void)tile; (void)column; (void)row_term; (void)multiplier; (void)floor; (void)ceiling;
         (void)offset; (void)low; (void)clamp; (void)result; (void)pitch;
     }
     #endif
@@ -199,9 +217,10 @@ cdef extern from *:
         const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip, int8_t* target,
         int32_t* sums) noexcept nogil
     void c_requantize_tile "qops_portable_requantize_tile"(
-        const int32_t* tile, const uint32_t* column, const float* multiplier,
-        const float* floor, const float* ceiling, const int32_t* offset, int32_t low,
-        bint clamp, uint8_t* result, Py_ssize_t pitch) noexcept nogil
+        const int32_t* tile, const uint32_t* column, const uint32_t* row_term,
+        const float* multiplier, const float* floor, const float* ceiling,
+        const int32_t* offset, int32_t low, bint clamp, uint8_t* result,
+        Py_ssize_t pitch) noexcept nogil
 
 
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
@@ -310,10 +329,14 @@ PROBE_RESULT_PER_ROUND = QOPS_PROBE_RESULT
 cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,
                           Py_ssize_t pitch) noexcept nogil:
     """SSE2 where the rule needs no 32-bit products (every zero point of B
-    is 0: no column_zero * row_term), the plain rule otherwise."""
-    if SSE2 and terms.no_column_zero:
-        c_requantize_tile(tile, terms.column, terms.multiplier, terms.floor, terms.ceiling,
-                          terms.offset, terms.low, not terms.packs_clamp, result, pitch)
+    0, or 1 with the row terms scaled by the one zero point: column_zero *
+    row_term is 0 or row_term), the plain rule otherwise."""
+    cdef const uint32_t* row_term = NULL
+    if not terms.no_column_zero:
+        row_term = terms.row_term
+    if SSE2 and (terms.no_column_zero or terms.unit_column_zero):
+        c_requantize_tile(tile, terms.column, row_term, terms.multiplier, terms.floor, terms.ceiling, terms.offset, terms.low,
+                          not terms.packs_clamp, result, pitch)
     else:
         requantize_tile_plain(tile, MR, NR, terms, result, pitch)
 
