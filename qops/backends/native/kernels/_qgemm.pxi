@@ -250,12 +250,18 @@ cdef enum:
     PACK_COLUMNS = 128
     # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
     SUM_GROUPS = 1048576
-    # Groups of four rows packed into every panel of a task before the next:
-    # 32 rows, whose bytes in the task's columns (two 64-byte lines per row)
-    # stay in L1 while each panel takes its NR of them.  Down the whole of K
-    # a panel at a time, the lines were gone before the next panel's turn: a
-    # row stride of 3072 bytes puts every row's line in one of four L1 sets.
-    PACK_GROUPS = 8
+    # Groups of four rows packed into every panel of a task before the next.
+    # Where one 64-byte line of a row holds the columns of 64 / NR panels,
+    # those panels take their turns while the chunk's rows are in L1: 16
+    # rows for NR = 16, whose lines a pass down the whole of K had lost
+    # before the next panel's turn (a row stride of 3072 bytes puts every
+    # row's line in one of four L1 sets; B of 768 x 3072, 376 to 250 us
+    # with AVX-VNNI).  A panel of a whole line (NR = 64) takes one group at
+    # a time, each row's two lines read together (243 to 218 us); eight
+    # groups had cost it 10%.
+    PACK_GROUPS = 64 // NR
+    # Groups of a partial panel (or a last group past K) copied to the stack
+    # and packed at a time.
     STAGE_GROUPS = 8
     # Channels-last copies per convolution chunk: a few images of a batch.
     CHUNK_BYTES = 8 * 1024 * 1024

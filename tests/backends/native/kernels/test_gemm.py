@@ -298,15 +298,16 @@ def test_b_wider_than_a_packing_task(variant, a_type, b_type):
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("b_type", TYPES)
 def test_b_packed_a_chunk_of_rows_at_a_time(variant, b_type):
-    """The packer takes 32 rows of B (eight groups of four) into every panel
-    of a task before the next 32: K = 1 and 3 (no whole group), 32, 33 and
-    67 (whole chunks, then a chunk of one partial group), 100; N = 16, 17
-    and 130 (whole panels, or a partial last one).  The column sums are
-    those of B' = B - 128 (uint8) or B (int8), zero past N; the products
-    are exact."""
+    """The packer takes a chunk of rows of B (64 / NR groups of four: 4, 16
+    or 32 rows) into every panel of a task before the next chunk, and a
+    partial panel through copies of up to 32 rows: K = 1 and 3 (no whole
+    group), 16, 17, 32, 33 and 67 (whole chunks, then a partial group), 100;
+    N = 16, 17 and 130 (whole panels, or a partial last one).  The column
+    sums are those of B' = B - 128 (uint8) or B (int8), zero past N; the
+    products are exact."""
     kernels = _simd.module(variant)
     rng = np.random.default_rng(67)
-    for depth in (1, 3, 32, 33, 67, 100):
+    for depth in (1, 3, 16, 17, 32, 33, 67, 100):
         for columns in (16, 17, 130):
             b = random_values(rng, (depth, columns), b_type)
             _, colsum = kernels.pack_b_batches(b.view(np.uint8)[None], b_type == np.uint8, 1)
