@@ -250,16 +250,6 @@ cdef enum:
     PACK_COLUMNS = 128
     # Groups whose column sums fit the int32 partial sums: 2**20 * 512 < 2**31.
     SUM_GROUPS = 1048576
-    # Groups of four rows packed into every panel of a task before the next.
-    # Where one 64-byte line of a row holds the columns of 64 / NR panels,
-    # those panels take their turns while the chunk's rows are in L1: 16
-    # rows for NR = 16, whose lines a pass down the whole of K had lost
-    # before the next panel's turn (a row stride of 3072 bytes puts every
-    # row's line in one of four L1 sets; B of 768 x 3072, 376 to 250 us
-    # with AVX-VNNI).  A panel of a whole line (NR = 64) takes one group at
-    # a time, each row's two lines read together (243 to 218 us); eight
-    # groups had cost it 10%.
-    PACK_GROUPS = 64 // NR
     # Groups of a partial panel (or a last group past K) copied to the stack
     # and packed at a time.
     STAGE_GROUPS = 8
@@ -295,7 +285,7 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
     """Up to PACK_COLUMNS columns of a K x N matrix into their panels (panel_size
     bytes apart); sums[c] <- sum_k B'[k, c] (0 for padding columns).
 
-    PACK_GROUPS groups of rows at a time, each panel down them in turn
+    A chunk of groups of rows at a time, each panel down them in turn
     through the variant's pack_groups, which reads the rows in place.  A
     partial panel, and a last group that runs past K, are packed from a copy
     padded to whole ones.  Column sums gather in int32 for at most
@@ -308,6 +298,16 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t whole_groups = k // 4
     cdef Py_ssize_t panels = ceil_div(columns, NR)
+    # Groups of four rows packed into every panel of the task before the next.
+    # Where one 64-byte line of a row holds the columns of 64 / NR panels,
+    # those panels take their turns while the chunk's rows are in L1: 16
+    # rows for NR = 16, whose lines a pass down the whole of K had lost
+    # before the next panel's turn (a row stride of 3072 bytes puts every
+    # row's line in one of four L1 sets; B of 768 x 3072, 376 to 250 us
+    # with AVX-VNNI).  A panel of a whole line (NR = 64) takes one group at
+    # a time, each row's two lines read together (243 to 218 us); eight
+    # groups had cost it 10%.
+    cdef Py_ssize_t chunk = max(64 // <Py_ssize_t>NR, 1)
     for c in range(panels * NR):
         sums[c] = 0
     g0 = 0
@@ -316,7 +316,7 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
         memset(partial, 0, sizeof(partial))
         c0 = g0
         while c0 < g1:
-            c1 = min(c0 + PACK_GROUPS, g1)
+            c1 = min(c0 + chunk, g1)
             whole = max(min(c1, whole_groups) - c0, 0)
             for q in range(panels):
                 first = q * NR
