@@ -502,7 +502,7 @@ class Binder:
                                                                         operand.shape)),
                            tuple(value for name, value in slots.items()
                                  if name not in data_names),
-                           None if layout_shapes.count(None) == len(layout_shapes)
+                           None if all(shape is None for shape in layout_shapes)
                            else layout_shapes,
                            template.output_shape, template.output_dtype, run_data,
                            dispatch.generation())

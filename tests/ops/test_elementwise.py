@@ -353,6 +353,11 @@ def test_the_lean_add_follows_the_stated_rule(call, n_threads, into_out):
     (dict(b_zero_point=np.array([7], np.uint8)), "dimension"),
     (dict(output_zero_point=np.int16(3)), "output_zero_point"),
     (dict(n_threads=0), "n_threads"),
+    # One dimension more than the registry's 8, and none: the dimension counts
+    # the lean path takes are the registry's.
+    (dict(a=np.zeros((1,) * 8 + (2,), np.uint8), b=np.zeros((1,) * 8 + (2,), np.uint8)),
+     "dimension"),
+    (dict(a=np.zeros((), np.uint8), b=np.zeros((), np.uint8)), "dimension"),
 ])
 def test_the_lean_add_leaves_what_it_refuses_to_the_validating_path(changes, match):
     """A value or form the lean path does not take gets the validating
@@ -372,6 +377,22 @@ def test_the_lean_add_leaves_what_it_refuses_to_the_validating_path(changes, mat
     finally:
         dispatch.set_enabled("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", "kernels", True)
     assert str(lean.value) == str(full.value)
+
+
+def test_the_lean_add_takes_the_dimension_counts_of_the_registry():
+    """Its range is the registry's row at the default feature level: every
+    count in it runs on the lean path, one past either end does not."""
+    from qops import registry
+    from qops.backends.native.implementations import LeanAdd
+    row = registry.get("ELEMENT_WISE_QUANTIZED_LINEAR_ADD").support(
+        registry.NEWEST_FEATURE_LEVEL).tensor("a")
+    lean = LeanAdd()
+    parameters = (np.float32(0.02), np.uint8(1), np.float32(0.03), np.uint8(2),
+                  np.float32(0.04), np.uint8(3))
+    for rank in range(max(row.min_dims - 1, 0), row.max_dims + 2):
+        a = np.ones((2,) + (1,) * (rank - 1), np.uint8) if rank else np.ones((), np.uint8)
+        got = lean.run(a, *parameters[:2], a, *parameters[2:], None, 1)
+        assert (got is not None) == row.allows_dims(rank), rank
 
 
 @pytest.mark.parametrize("operand", ["a", "b", "output_zero_point"])

@@ -523,10 +523,6 @@ cdef const char* ADD_ENTRY = b"qops.backends.native.kernels.quantized_add_tensor
 # multiplier could make a product infinite.
 cdef double LARGEST_ADD_MULTIPLIER = <double>FLT_MAX / 255.0
 
-# The dimension counts the add takes (its registry entry: 1 to 8).
-cdef enum:
-    ADD_MAX_RANK = 8
-
 
 cdef bint scalar_byte(object value, int typenum, int32_t* zero):
     """A zero point of ``typenum`` (uint8 or int8) as a NumPy scalar or a 0-d
@@ -563,14 +559,17 @@ cdef inline bint byte_array(object value):
             and cnp.PyArray_ISCARRAY_RO(<cnp.ndarray>value))
 
 
-def quantized_add_same_shape(object entry, a, a_scale, a_zero_point, b, b_scale, b_zero_point,
-                             output_scale, output_zero_point, out, n_threads):
+def quantized_add_same_shape(object entry, int min_rank, int max_rank, a, a_scale, a_zero_point,
+                             b, b_scale, b_zero_point, output_scale, output_zero_point, out,
+                             n_threads):
     """``qops.element_wise_quantized_linear_add(...)`` of A and B of one
     shape with scalar parameters and ``output_dtype`` and ``feature_level``
     at their defaults, or ``None`` when the call is not of that form or a
     value would fail.
 
     ``entry``: the selected kernels' :func:`lean_add_entry` capsule;
+    ``min_rank``, ``max_rank``: the dimension counts the registry allows A,
+    B and the output at the default feature level;
     ``n_threads``: resolved by the caller when not given.
     """
     cdef float scales[3]
@@ -585,7 +584,7 @@ def quantized_add_same_shape(object entry, a, a_scale, a_zero_point, b, b_scale,
     left, right = <cnp.ndarray>a, <cnp.ndarray>b
     rank = cnp.PyArray_NDIM(left)
     count = cnp.PyArray_SIZE(left)
-    if not (1 <= rank <= ADD_MAX_RANK and cnp.PyArray_NDIM(right) == rank and count > 0
+    if not (min_rank <= rank <= max_rank and cnp.PyArray_NDIM(right) == rank and count > 0
             and same_dims(right, cnp.PyArray_DIMS(left), rank)):
         return None
     a_type, b_type = cnp.PyArray_TYPE(left), cnp.PyArray_TYPE(right)

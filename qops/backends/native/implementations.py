@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from qops import registry
 from qops.backends.contract import Prepared, run_prepared
 from qops.backends.native import _lean, elementwise, gemm, pooling, quantize, variants
 from qops.registry import dtypes as _dtypes
 
 __all__ = ["register_all"]
+
+#: NumPy's largest dimension count, for a registry row of any number.
+_MAX_RANK = 64
 
 # Priorities: a higher one is asked first.
 LEAN, DEPTHWISE, POINTWISE, KERNELS = 30, 20, 15, 10
@@ -94,16 +98,29 @@ class QuantizePerTensor:
 
 class LeanAdd:
     """The fast path of the quantized add of two operands of one shape with
-    scalar parameters (:func:`qops.backends.native._lean.quantized_add_same_shape`)."""
+    scalar parameters (:func:`qops.backends.native._lean.quantized_add_same_shape`),
+    for the dimension counts the registry allows at the default feature level
+    (none where it allows data or zero points other than uint8 and int8,
+    which are all the C path reads)."""
 
     def __init__(self):
         self._entry = variants.quantize_module().lean_add_entry()
+        support = registry.get("ELEMENT_WISE_QUANTIZED_LINEAR_ADD").support(
+            registry.NEWEST_FEATURE_LEVEL)
+        shaped = [support.tensor(name) for name in ("a", "b", "output")]
+        self._min_rank = max(row.min_dims for row in shaped)
+        self._max_rank = min(_MAX_RANK if row.max_dims is None else row.max_dims
+                             for row in shaped)
+        if any(set(support.tensor(name).dtypes) - {"UINT8", "INT8"}
+               for name in ("a", "a_zero_point", "b", "b_zero_point", "output",
+                            "output_zero_point")):
+            self._max_rank = -1
 
     def run(self, a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
             output_zero_point, out, n_threads):
-        return _lean.quantized_add_same_shape(self._entry, a, a_scale, a_zero_point, b, b_scale,
-                                              b_zero_point, output_scale, output_zero_point, out,
-                                              n_threads)
+        return _lean.quantized_add_same_shape(self._entry, self._min_rank, self._max_rank, a,
+                                              a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                              output_scale, output_zero_point, out, n_threads)
 
     def form(self, slots, call):
         return None  # its form is fixed: nothing to learn
