@@ -26,6 +26,16 @@ cdef inline __m256i multiply_add(__m256i sums, __m256i pairs, __m256i panel) noe
 
 
 include "_tile_rows_ymm.pxi"
+
+
+cdef inline void short_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                            const int8_t* b, int32_t* tile, int rows) noexcept nogil:
+    """One or two rows for microkernel_rows (_short_rows.pxi): tile_rows.
+    vpmaddwd's products go to a vpaddd one cycle long, so that a pass of
+    one or two rows is bound by its loads, in chains of steps or not."""
+    tile_rows(a, a_stride, groups, b, tile, rows, False)
+
+
 include "_short_rows.pxi"
 include "_tail_in_passes.pxi"
 include "_epilogue_ymm.pxi"

@@ -164,6 +164,14 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
         store_sums_row(tile + 5 * NR, c50, c51, c52, c53)
 
 
+cdef inline void short_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                            const int8_t* b, int32_t* tile, int rows) noexcept nogil:
+    """One or two rows for microkernel_rows (_short_rows.pxi): tile_rows.
+    Their groups dealt in turn to two sets of accumulators, as AVX-VNNI's
+    chained_rows does, were no faster here (one row) or slower (two)."""
+    tile_rows(a, a_stride, groups, b, tile, rows, False)
+
+
 include "_short_rows.pxi"
 
 

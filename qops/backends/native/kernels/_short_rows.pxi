@@ -1,8 +1,9 @@
 # The micro-kernels of the variants whose tile_rows(a, a_stride, groups, b,
 # tile, rows, add) runs any number of a micro-tile's rows in one pass over
 # the panel (microkernel, microkernel_add, microkernel_rows).  Included by
-# each such variant after its tile_rows, so that they compile with the
-# variant's flags and constants.
+# each such variant after its tile_rows and its short_rows(a, a_stride,
+# groups, b, tile, rows) (one or two rows, inlined with `rows` constant), so
+# that they compile with the variant's flags and constants.
 #
 # One pass for all the rows: a pass per pair of rows reread the panel from
 # L2 for each pair, and a lone pair is bound by its loads (AVX-512: four
@@ -25,10 +26,13 @@ cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t grou
 
 cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                            const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
+    # One or two rows by the variant's short_rows, which may deal the steps
+    # to several sets of accumulators where its multiply-add waits on its
+    # sum.
     if rows == 1:
-        tile_rows(a, a_stride, groups, b, tile, 1, False)
+        short_rows(a, a_stride, groups, b, tile, 1)
     elif rows == 2:
-        tile_rows(a, a_stride, groups, b, tile, 2, False)
+        short_rows(a, a_stride, groups, b, tile, 2)
     elif rows == 3:
         tile_rows(a, a_stride, groups, b, tile, 3, False)
     elif rows == 4:

@@ -1,5 +1,5 @@
-# microkernel_tail for the variants whose tile_rows(a, a_stride, groups, b,
-# tile, rows, add) runs up to MR rows in one pass (AVX2, AVX-VNNI; see
+# microkernel_tail for the AVX2 variant, whose tile_rows(a, a_stride, groups, b,
+# tile, rows, add) runs up to MR rows in one pass (see
 # _short_rows.pxi), with MR = 6.  Included after _short_rows.pxi.
 
 cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t* tail,

@@ -94,3 +94,72 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
         store_sums_row(tile + 4 * NR, c40, c41)
     if rows > 5:
         store_sums_row(tile + 5 * NR, c50, c51)
+
+
+cdef inline void chained_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                              const int8_t* b, int32_t* tile, int rows) noexcept nogil:
+    """The first `rows` (1 or 2) rows of a micro-tile, as tile_rows, with
+    the steps dealt in turn to three sets of accumulators, added at the
+    end (sums modulo 2**32, in any order alike).  For a variant whose
+    multiply_add is one instruction on its accumulator (vpdpbusd, 5 cycles
+    from sum to sum, two a cycle), a row's two chains alone wait out that
+    latency at each step; with three sets a pass of one row runs at about
+    the rate the panel's loads allow.  Inlined with `rows` constant."""
+    cdef __m256i c00 = _mm256_setzero_si256(), c01 = _mm256_setzero_si256()
+    cdef __m256i c10 = _mm256_setzero_si256(), c11 = _mm256_setzero_si256()
+    cdef __m256i d00 = _mm256_setzero_si256(), d01 = _mm256_setzero_si256()
+    cdef __m256i d10 = _mm256_setzero_si256(), d11 = _mm256_setzero_si256()
+    cdef __m256i e00 = _mm256_setzero_si256(), e01 = _mm256_setzero_si256()
+    cdef __m256i e10 = _mm256_setzero_si256(), e11 = _mm256_setzero_si256()
+    cdef __m256i b0, b1, x
+    cdef const uint8_t* a0 = a
+    cdef const uint8_t* a1 = a + a_stride
+    cdef Py_ssize_t steps = STEPS_PER_GROUP * groups
+    cdef Py_ssize_t step = 0
+    while step + 3 <= steps:
+        b0 = _mm256_loadu_si256(b)
+        b1 = _mm256_loadu_si256(b + 32)
+        x = broadcast_step(a0, step)
+        c00 = multiply_add(c00, x, b0)
+        c01 = multiply_add(c01, x, b1)
+        if rows > 1:
+            x = broadcast_step(a1, step)
+            c10 = multiply_add(c10, x, b0)
+            c11 = multiply_add(c11, x, b1)
+        b0 = _mm256_loadu_si256(b + 64)
+        b1 = _mm256_loadu_si256(b + 96)
+        x = broadcast_step(a0, step + 1)
+        d00 = multiply_add(d00, x, b0)
+        d01 = multiply_add(d01, x, b1)
+        if rows > 1:
+            x = broadcast_step(a1, step + 1)
+            d10 = multiply_add(d10, x, b0)
+            d11 = multiply_add(d11, x, b1)
+        b0 = _mm256_loadu_si256(b + 128)
+        b1 = _mm256_loadu_si256(b + 160)
+        x = broadcast_step(a0, step + 2)
+        e00 = multiply_add(e00, x, b0)
+        e01 = multiply_add(e01, x, b1)
+        if rows > 1:
+            x = broadcast_step(a1, step + 2)
+            e10 = multiply_add(e10, x, b0)
+            e11 = multiply_add(e11, x, b1)
+        b += 192
+        step = step + 3
+    while step < steps:
+        b0 = _mm256_loadu_si256(b)
+        b1 = _mm256_loadu_si256(b + 32)
+        x = broadcast_step(a0, step)
+        c00 = multiply_add(c00, x, b0)
+        c01 = multiply_add(c01, x, b1)
+        if rows > 1:
+            x = broadcast_step(a1, step)
+            c10 = multiply_add(c10, x, b0)
+            c11 = multiply_add(c11, x, b1)
+        b += 64
+        step = step + 1
+    store_sums_row(tile, _mm256_add_epi32(_mm256_add_epi32(c00, d00), e00),
+                   _mm256_add_epi32(_mm256_add_epi32(c01, d01), e01))
+    if rows > 1:
+        store_sums_row(tile + NR, _mm256_add_epi32(_mm256_add_epi32(c10, d10), e10),
+                       _mm256_add_epi32(_mm256_add_epi32(c11, d11), e11))

@@ -346,6 +346,27 @@ def test_short_last_blocks_of_rows(variant, a_type, depth, per_row, monkeypatch)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("rows", [1, 2, 7, 8, 50])
+def test_one_or_two_rows_at_every_count_of_groups(variant, rows, monkeypatch):
+    """A pass of one or two rows (M = 1 or 2, or a tail under a whole
+    micro-tile) that deals its groups to several sets of accumulators:
+    counts of groups of every remainder by three and by two, one block of K
+    and three (K = 2100), A read where it lies (uint8, K a multiple of 4)
+    and packed (int8)."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(rows)
+    for depth in (1, 4, 8, 12, 16, 20, 24, 62, 64, 68, 72, 2100):
+        for a_type in TYPES:
+            slots = dict(a=random_values(rng, (rows, depth), a_type), a_scale=0.03,
+                         a_zero_point=random_values(rng, (), a_type),
+                         b=random_values(rng, (depth, 70), np.int8), b_scale=0.02,
+                         b_zero_point=random_values(rng, (), np.int8),
+                         output_scale=np.float32(rng.uniform(0.05, 0.2) * depth ** 0.5),
+                         output_zero_point=random_values(rng, (), np.uint8))
+            exact_on_one_and_two_threads(slots, variant, (rows, depth))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("b_type", TYPES)
 @pytest.mark.parametrize("depth", [9, 64, 1100])
 def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
