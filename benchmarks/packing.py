@@ -5,7 +5,8 @@ filter, one thread, in the same run.
 
 A plain product packs its B during the call and a plain convolution its
 filter (a compiled operator packs them once), so these rates bound the
-plain forms: per variant and shape, the best of the repeats (a tenth of
+plain forms (a filter packed into the workspace, as a plain call
+packs it): per variant and shape, the best of the repeats (a tenth of
 them, for the noise of a shared machine) in microseconds and in GB/s of the
 source bytes, Python's call included.  B of 768 x 3072 and 1024 x 4096 has
 rows far apart (their lines fall in a few L1 sets); the filters are a
@@ -54,8 +55,8 @@ def main(argv=None):
             weights = rng.integers(-128, 128, shape, dtype=np.int8)
             fold = gemm.filter_fold(weights)
             taps = gemm.filter_taps(weights, fold)
-            seconds = best(lambda: gemm.pack_filter(weights, 1, fold, kernels, 1, taps),
-                           args.repeat)
+            seconds = best(lambda: gemm.pack_filter(weights, 1, fold, kernels, 1, taps,
+                                                    scratch=True), args.repeat)
             print(f"| {variant} | filter | {' x '.join(map(str, shape))} | "
                   f"{seconds * 1e6:.1f} | {weights.size / seconds / 1e9:.2f} |")
 

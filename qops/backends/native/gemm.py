@@ -328,12 +328,15 @@ def filter_taps(filter, fold):
     return ((channel * kernel_h + row) * kernel_w + column).reshape(-1).astype(np.intp)
 
 
-def pack_filter(filter, group_count, fold, kernels, n_threads=1, taps=None):
+def pack_filter(filter, group_count, fold, kernels, n_threads=1, taps=None, scratch=False):
     """The filter as each group's packed B (the order of :func:`filter_taps`,
-    given as ``taps`` or computed); columns are the group's output channels."""
+    given as ``taps`` or computed); columns are the group's output channels.
+    With ``scratch`` the packed bytes lie in the thread's workspace, for one
+    call."""
     rows = _bytes(filter).reshape(filter.shape[0], -1)
     taps = filter_taps(filter, fold) if taps is None else taps
-    return kernels.pack_filter(rows, group_count, taps, not _signed(filter), n_threads)
+    return kernels.pack_filter(rows, group_count, taps, not _signed(filter), n_threads,
+                               scratch)
 
 
 def _channel_requantization(arrays, multiplier, out_channels):
@@ -404,7 +407,7 @@ def prepare_convolution(call, variant=None):
         else for this call)."""
         filter = call.arrays["filter"]
         packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
-            filter, group_count, fold, kernels, pack_threads, taps))
+            filter, group_count, fold, kernels, pack_threads, taps, call.packed is None))
         input_zero, col_zero, multiplier, out_zero, bias = call.values
         conv2d, most_threads = kernels.conv2d, max(1, work // WORK_PER_THREAD)
 

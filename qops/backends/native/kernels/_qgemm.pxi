@@ -37,7 +37,7 @@ import threading
 
 import numpy as np
 
-from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
+from qops.backends.native.kernels._qops_pool cimport MAX_WORKERS, run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms,
     exact_line,
@@ -255,16 +255,6 @@ cdef enum:
     STAGE_GROUPS = 8
     # Channels-last copies per convolution chunk: a few images of a batch.
     CHUNK_BYTES = 8 * 1024 * 1024
-
-
-cdef inline void store_b(int8_t* group, Py_ssize_t column, Py_ssize_t j,
-                         int8_t value) noexcept nogil:
-    """Value j < 4 of a column into its group of a panel, in the variant's
-    layout (see B_BYTES in _variant.pxd)."""
-    if B_BYTES == 2:
-        (<int16_t*>group)[(j >> 1) * NR * 2 + column * 2 + (j & 1)] = value
-    else:
-        group[column * 4 + j] = value
 
 
 cdef inline void stage_rows(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssize_t row,
@@ -2089,11 +2079,14 @@ cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
 # -- convolution -----------------------------------------------------------------------
 
 def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
-                const Py_ssize_t[::1] source, bint flip, int n_threads):
+                const Py_ssize_t[::1] source, bint flip, int n_threads, bint scratch=False):
     """Each group's filter as packed B, straight from its (out_channels, taps)
     rows: row k of B is tap source[k] of every output channel of the group
-    (K rows past the last whole group of 4 stay 0).  Returns (packed,
-    colsum), one row per group."""
+    (K rows past the last whole group of 4 are 0).  Returns (packed,
+    colsum), one row per group; with ``scratch``, packed lies in this
+    thread's workspace (a plain call's, used before its next request): a
+    fresh array's pages faulted on their first stores, a third of the
+    packing's time."""
     cdef Py_ssize_t out_channels = filter.shape[0], taps = filter.shape[1]
     cdef Py_ssize_t k = source.shape[0], groups = ceil_div(k, 4)
     cdef Py_ssize_t outputs = out_channels // group_count if group_count > 0 else 0
@@ -2104,13 +2097,25 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
     for kk in range(k):
         if not 0 <= source[kk] < taps:
             raise ValueError("pack_filter: a tap is outside the filter's rows")
-    packed = np.zeros((group_count, max(packed_b_bytes(k, outputs), 1)), np.int8)
+    cdef Py_ssize_t packed_bytes = max(packed_b_bytes(k, outputs), 1)
+    # Packing writes every byte of every panel (zeros past the output
+    # channels and past K), and the column sums of the channels alone.
+    if scratch and outputs and k:
+        packed = workspace("filter packed", group_count * packed_bytes, np.int8).reshape(
+            group_count, packed_bytes)
+    else:
+        packed = (np.empty if outputs and k else np.zeros)((group_count, packed_bytes), np.int8)
     colsum = np.zeros((group_count, max(panels * NR, 1)), np.int64)
     cdef int8_t[:, ::1] packed_view = packed
     cdef int64_t[:, ::1] colsum_view = colsum
     cdef PackFilter job
+    cdef list keep = []
+    cdef int threads = min(max(n_threads, 1), MAX_WORKERS + 1)
     if outputs and k:
         job.filter = &filter[0, 0]
+        job.filter_end = job.filter + out_channels * taps
+        job.columns_stride = round_up(taps * NR, 64)
+        job.columns = workspace_bytes("filter columns", threads * job.columns_stride, keep)
         job.taps = taps
         job.source = &source[0]
         job.k = k
@@ -2123,12 +2128,13 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
         job.colsum = &colsum_view[0, 0]
         job.colsum_stride = colsum_view.shape[1]
         with nogil:
-            run_range(pack_filter_panels, &job, group_count * panels, 1, n_threads)
+            run_range(pack_filter_panels, &job, group_count * panels, 1, threads)
     return packed, colsum
 
 
 cdef struct PackFilter:
     const uint8_t* filter       # out_channels rows of `taps` bytes
+    const uint8_t* filter_end
     Py_ssize_t taps
     const Py_ssize_t* source
     Py_ssize_t k
@@ -2136,112 +2142,99 @@ cdef struct PackFilter:
     Py_ssize_t outputs          # output channels per group
     Py_ssize_t groups           # groups of 4 k in a panel
     Py_ssize_t panels           # panels per group
-    int8_t* packed              # zeros
+    int8_t* packed
     Py_ssize_t packed_stride
     int64_t* colsum             # zeros
     Py_ssize_t colsum_stride
+    uint8_t* columns            # per thread slot, taps x NR bytes
+    Py_ssize_t columns_stride
 
 
 cdef void pack_filter_panels(void* context, Py_ssize_t start, Py_ssize_t stop,
                              int slot) noexcept nogil:
     """Panels [start, stop) of the groups' filters (panel p: group p //
-    panels, its output channels from (p % panels) * NR on), a group of 4 k
-    at a time across the panel's channels, then the panel's column sums
-    (panel_column_sums).  The panel is written in order and the channels'
-    rows are read a few lines each at a time: a channel at a time, each of
-    its values went to a line of its own across the whole panel (an L1 miss
-    per byte once the panel outgrew L1, 1 ns a byte; the plain form of a
-    1 x 1 convolution on 7 x 7 pixels spent most of its time there).  Four
-    taps that lie side by side in a row (a 1 x 1 filter's) are one load, and
-    four evenly apart (a channel's step, 9 bytes in a 3 x 3 filter) one
-    store."""
+    panels, its output channels from (p % panels) * NR on): the panel's
+    rows transposed into the slot's scratch (transpose_filter_rows), whose
+    row t is tap t of every channel of the panel, as a row of B; then each
+    run of groups whose taps step evenly (a 1 x 1 filter's channels one
+    apart, a 3 x 3 one's at a tap nine) packed from those rows in place by
+    the variant's pack_groups, and any other group from a copy of its four
+    rows.  Gathering each column's four values from the filter's rows
+    (evenly apart, one store) ran at 2 GB/s on a 3 x 3 filter of 256
+    channels; the transpose is 16 x 16 bytes at a time in registers.
+    Column sums gather in int32 for at most SUM_GROUPS groups, as
+    pack_b_columns'."""
     cdef const PackFilter* job = <const PackFilter*>context
-    cdef Py_ssize_t p, group, first, width, g, c, j, count, step
-    cdef Py_ssize_t at[4]
-    cdef bint evenly
-    cdef uint8_t quad[4]
-    cdef const uint8_t* source
-    cdef uint32_t word, flips = job.flip * <uint32_t>0x01010101
-    cdef const uint8_t* rows
+    cdef uint8_t* columns = job.columns + slot * job.columns_stride
+    cdef uint8_t staged[4 * NR]
+    cdef int32_t partial[NR]
+    cdef int64_t* sums
+    cdef Py_ssize_t p, group, first, width, g, g0, g1, j, c, count, step, run
+    cdef Py_ssize_t whole_groups = job.k // 4
+    cdef const Py_ssize_t* at
     cdef int8_t* panel
-    cdef int8_t* target
     for p in range(start, stop):
         group = p // job.panels
         first = (p % job.panels) * NR
         width = min(<Py_ssize_t>NR, job.outputs - first)
-        rows = job.filter + (group * job.outputs + first) * job.taps
+        transpose_filter_rows(job.filter + (group * job.outputs + first) * job.taps, job.taps,
+                              width, job.flip, job.filter_end, columns)
         panel = job.packed + group * job.packed_stride + (first // NR) * job.groups * GROUP_BYTES
-        target = panel
-        for g in range(job.groups):
-            count = min(<Py_ssize_t>4, job.k - 4 * g)
-            for j in range(count):
-                at[j] = job.source[4 * g + j]
-            step = at[1] - at[0] if count == 4 else 0
-            evenly = count == 4 and at[2] - at[1] == step and at[3] - at[2] == step
+        sums = job.colsum + group * job.colsum_stride + first
+        g0 = 0
+        while g0 < job.groups:
+            g1 = min(g0 + SUM_GROUPS, job.groups)
+            memset(partial, 0, sizeof(partial))
+            g = g0
+            while g < g1:
+                at = job.source + 4 * g
+                step = at[1] - at[0] if g < whole_groups else 0
+                run = 0
+                if g < whole_groups:
+                    while g + run < min(g1, whole_groups) and evenly_apart(at + 4 * run, at[0] + 4 * run * step, step):
+                        run = run + 1
+                if run:
+                    pack_groups(columns + at[0] * NR, step * NR, run, 0,
+                                panel + g * GROUP_BYTES, partial)
+                    g = g + run
+                    continue
+                count = min(<Py_ssize_t>4, job.k - 4 * g)
+                for j in range(4):
+                    if j < count:
+                        memcpy(staged + j * NR, columns + at[j] * NR, NR)
+                    else:
+                        memset(staged + j * NR, 0, NR)
+                pack_groups(staged, NR, 1, 0, panel + g * GROUP_BYTES, partial)
+                g = g + 1
             for c in range(width):
-                source = rows + c * job.taps + at[0]
-                if evenly and step == 1:
-                    memcpy(&word, source, 4)
-                    store_quad(target, c, word ^ flips)
-                    continue
-                if evenly:
-                    quad[0] = source[0]
-                    quad[1] = source[step]
-                    quad[2] = source[2 * step]
-                    quad[3] = source[3 * step]
-                    memcpy(&word, quad, 4)
-                    store_quad(target, c, word ^ flips)
-                    continue
-                for j in range(count):
-                    store_b(target, c, j, <int8_t>(rows[c * job.taps + at[j]] ^ job.flip))
-            target += GROUP_BYTES
-        panel_column_sums(panel, job.groups, width,
-                          job.colsum + group * job.colsum_stride + first)
+                sums[c] += partial[c]
+            g0 = g1
 
 
-cdef inline void store_quad(int8_t* group, Py_ssize_t column, uint32_t quad) noexcept nogil:
-    """A column's four values of a whole group (bytes of quad, k = 4g first,
-    as memory holds them) into the group, in store_b's layout."""
-    cdef uint8_t values[4]
-    if B_BYTES == 1:
-        memcpy(group + column * 4, &quad, 4)
-        return
-    memcpy(values, &quad, 4)
-    store_b(group, column, 0, <int8_t>values[0])
-    store_b(group, column, 1, <int8_t>values[1])
-    store_b(group, column, 2, <int8_t>values[2])
-    store_b(group, column, 3, <int8_t>values[3])
+cdef inline bint evenly_apart(const Py_ssize_t* at, Py_ssize_t first,
+                              Py_ssize_t step) noexcept nogil:
+    """Whether a group's four taps are first, first + step, ... (step may be
+    anything, 0 and negative alike: pack_groups reads rows ldb apart)."""
+    return (at[0] == first and at[1] == first + step and at[2] == first + 2 * step
+            and at[3] == first + 3 * step)
 
 
-cdef void panel_column_sums(const int8_t* panel, Py_ssize_t groups, Py_ssize_t width,
-                            int64_t* sums) noexcept nogil:
-    """sums[c] <- the sum of column c of a packed panel (c < width): each
-    of the group's 4 * NR values summed down the panel in its own int32
-    lane (a loop the compiler vectorizes; |lane| <= 128 per group), then
-    each column's four lanes.  Past SUM_GROUPS groups the lanes go into
-    the sums and start again."""
-    cdef int32_t lanes[4 * NR]
-    cdef Py_ssize_t g, g0, g1, i, c
-    for c in range(width):
-        sums[c] = 0
-    g0 = 0
-    while g0 < groups:
-        g1 = min(g0 + SUM_GROUPS, groups)
-        memset(lanes, 0, sizeof(lanes))
-        for g in range(g0, g1):
-            if B_BYTES == 1:
-                for i in range(4 * NR):
-                    lanes[i] += panel[g * GROUP_BYTES + i]
-            else:
-                for i in range(4 * NR):
-                    lanes[i] += (<const int16_t*>(panel + g * GROUP_BYTES))[i]
-        for c in range(width):
-            if B_BYTES == 1:
-                sums[c] += lanes[4 * c] + lanes[4 * c + 1] + lanes[4 * c + 2] + lanes[4 * c + 3]
-            else:
-                sums[c] += (lanes[2 * c] + lanes[2 * c + 1] + lanes[2 * NR + 2 * c]
-                            + lanes[2 * NR + 2 * c + 1])
-        g0 = g1
+cdef void transpose_filter_rows(const uint8_t* rows, Py_ssize_t taps, Py_ssize_t width,
+                                uint8_t flip, const uint8_t* end,
+                                uint8_t* columns) noexcept nogil:
+    """`width` (<= NR) rows of `taps` bytes, xor flip, transposed into
+    `columns` (taps rows of NR bytes, zero past the width), 16 x 16 bytes a
+    block (transpose_block16, which reads no further than `end`)."""
+    cdef Py_ssize_t r0, t0, height
+    cdef const uint8_t* source
+    if width < NR:
+        memset(columns, 0, taps * NR)
+    for r0 in range(0, width, 16):
+        height = min(<Py_ssize_t>16, width - r0)
+        for t0 in range(0, taps, 16):
+            source = rows + r0 * taps + t0
+            transpose_block16(source, taps, height, min(<Py_ssize_t>16, taps - t0),
+                              columns + t0 * NR + r0, NR, flip, end - source)
 
 
 cdef inline void fill_channel_run(uint8_t* target, Py_ssize_t pixel_stride,

@@ -261,6 +261,83 @@ def test_k_beyond_the_int32_chunk_is_exact(variant, channels, kernel):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("signed", [False, True])
+def test_filters_pack_as_their_rows_of_b(variant, signed):
+    """A filter packed from its rows (a transpose, then runs of taps evenly
+    apart, or groups gathered one by one) is B, row k tap taps[k] of every
+    output channel, packed as a matrix's B is: the taps of a 3 x 3 filter a
+    channel's step apart, a 1 x 1 filter's side by side, a first
+    convolution's that cross its rows (3 channels), taps in no order, and
+    K not a whole number of groups of 4; output channels that end in a
+    partial panel, and groups; a filter whose last bytes end a readable
+    page (no read past it)."""
+    from qops.backends.native import gemm
+    from qops.backends.native import variants as simd
+    kernels = simd.module(variant)
+    rng = np.random.default_rng(11)
+    dtype = np.int8 if signed else np.uint8
+    for shape, group_count, order in (((70, 13, 3, 3), 1, "fold 1"), ((64, 16, 3, 3), 1, "fold"),
+                                      ((40, 48, 1, 1), 2, "fold 1"), ((65, 3, 7, 7), 1, "fold"),
+                                      ((33, 5, 2, 3), 1, "shuffled"), ((18, 7, 1, 1), 3, "fold 1")):
+        filter = random_values(rng, shape, dtype)
+        rows = filter.view(np.uint8).reshape(shape[0], -1)
+        if order == "shuffled":
+            taps = rng.permutation(rows.shape[1]).astype(np.intp)
+        else:
+            fold = shape[3] if order == "fold" else 1
+            taps = gemm.filter_taps(filter, fold)
+        outputs = shape[0] // group_count
+        b = np.stack([rows[g * outputs:(g + 1) * outputs, taps].T for g in range(group_count)])
+        expected_packed, expected_colsum = kernels.pack_b_batches(np.ascontiguousarray(b),
+                                                                  not signed, 1)
+        paged = at_page_end(rows)
+        for source in (rows, paged) if paged is not None else (rows,):
+            for n_threads in (1, 2):
+                packed, colsum = kernels.pack_filter(source, group_count, taps, not signed,
+                                                     n_threads)
+                assert np.array_equal(packed, expected_packed), (shape, order)
+                assert np.array_equal(colsum[:, :outputs], expected_colsum[:, :outputs])
+                assert not colsum[:, outputs:].any()
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_plain_convolutions_in_turn_with_a_compiled_one(variant, monkeypatch):
+    """Plain calls pack their filter into the thread's workspace, reused by
+    the next: plain calls with different filters in turn, and a compiled
+    operator between them (whose packed filter is its own), stay exact."""
+    import qops
+    from qops.backends.native import variants as simd
+    monkeypatch.setattr(simd, "selected", lambda: variant)
+    rng = np.random.default_rng(3)
+
+    def slots_of(seed, kernel):
+        generator = np.random.default_rng(seed)
+        return dict(input=generator.integers(0, 256, (1, 16, 12, 12), dtype=np.uint8),
+                    input_scale=np.float32(0.05), input_zero_point=np.uint8(128),
+                    filter=generator.integers(-128, 128, (48, 16, kernel, kernel), dtype=np.int8),
+                    filter_scale=np.float32(0.01), output_scale=np.float32(0.4),
+                    output_zero_point=np.uint8(128))
+
+    fixed = slots_of(100, 3)
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", filter=fixed["filter"],
+                            filter_scale=fixed["filter_scale"], start_padding=(1, 1),
+                            end_padding=(1, 1))
+    runtime = {name: value for name, value in fixed.items()
+               if name not in ("filter", "filter_scale")}
+    expected_fixed = reference(convolution.prepare(
+        fixed, dict(start_padding=(1, 1), end_padding=(1, 1)), "4_0"))
+    for turn in range(6):
+        kernel = (1, 3)[turn % 2]
+        slots = slots_of(int(rng.integers(1 << 30)), kernel)
+        pad = kernel // 2
+        attributes = dict(start_padding=(pad, pad), end_padding=(pad, pad))
+        call = convolution.prepare(slots, attributes, "4_0")
+        got = run_variant(_native.run_convolution, call, variant, 1)
+        assert np.array_equal(got, reference(call)), turn
+        assert np.array_equal(compiled(**runtime), expected_fixed), turn
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_conv2d_refuses_taps_past_the_row(variant):
     """The entry point checks the geometry it is handed: with a width of 4 and
     a 3-wide filter of dilation 2 at stride 2, no output column fits, and a
