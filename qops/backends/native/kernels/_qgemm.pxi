@@ -2191,7 +2191,8 @@ cdef void pack_filter_panels(void* context, Py_ssize_t start, Py_ssize_t stop,
                 step = at[1] - at[0] if g < whole_groups else 0
                 run = 0
                 if g < whole_groups:
-                    while g + run < min(g1, whole_groups) and evenly_apart(at + 4 * run, at[0] + 4 * run * step, step):
+                    while (g + run < min(g1, whole_groups)
+                           and evenly_apart(at + 4 * run, at[0] + 4 * run * step, step)):
                         run = run + 1
                 if run:
                     pack_groups(columns + at[0] * NR, step * NR, run, 0,

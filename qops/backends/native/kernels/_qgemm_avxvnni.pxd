@@ -5,8 +5,9 @@ cdef enum:
     # 6 x 16: per group of 4 k, two ymm of B' quads (columns 0-7, 8-15) and
     # one broadcast quad of A per row feed twelve vpdpbusd into twelve ymm
     # accumulators: 15 of the 16 ymm registers, and eight loads per twelve
-    # multiply-adds.  The AVX2 tile, on bytes: its epilogue and tail passes
-    # serve as they are (_epilogue_ymm.pxi, _tail_in_passes.pxi).
+    # multiply-adds.  The AVX2 tile, on bytes: its epilogue serves as it is
+    # (_epilogue_ymm.pxi); a tail of one or two rows has passes of its own
+    # (chained_rows in _tile_rows_ymm.pxi).
     MR = 6
     NR = 16
     A_BYTES = 1
