@@ -2114,7 +2114,7 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
     if outputs and k:
         job.filter = &filter[0, 0]
         job.filter_end = job.filter + out_channels * taps
-        job.columns_stride = round_up(taps * NR, 64)
+        job.columns_stride = round_up(taps * TRANSPOSED_WIDTH, 64)
         job.columns = workspace_bytes("filter columns", threads * job.columns_stride, keep)
         job.taps = taps
         job.source = &source[0]
@@ -2128,7 +2128,8 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
         job.colsum = &colsum_view[0, 0]
         job.colsum_stride = colsum_view.shape[1]
         with nogil:
-            run_range(pack_filter_panels, &job, group_count * panels, 1, threads)
+            run_range(pack_filter_panels, &job,
+                      group_count * ceil_div(outputs, TRANSPOSED_WIDTH), 1, threads)
     return packed, colsum
 
 
@@ -2146,70 +2147,88 @@ cdef struct PackFilter:
     Py_ssize_t packed_stride
     int64_t* colsum             # zeros
     Py_ssize_t colsum_stride
-    uint8_t* columns            # per thread slot, taps x NR bytes
+    uint8_t* columns            # per thread slot, taps x TRANSPOSED_WIDTH bytes
     Py_ssize_t columns_stride
+
+
+# Output channels transposed at a time: whole 16 x 16 blocks of bytes (two
+# panels where NR is 8, whose eight-byte runs a block wrote one at a time
+# through the stack).  A variable: Cython takes no conditional in an enum.
+cdef Py_ssize_t TRANSPOSED_WIDTH = max(<Py_ssize_t>NR, 16)
 
 
 cdef void pack_filter_panels(void* context, Py_ssize_t start, Py_ssize_t stop,
                              int slot) noexcept nogil:
-    """Panels [start, stop) of the groups' filters (panel p: group p //
-    panels, its output channels from (p % panels) * NR on): the panel's
-    rows transposed into the slot's scratch (transpose_filter_rows), whose
-    row t is tap t of every channel of the panel, as a row of B; then each
-    run of groups whose taps step evenly (a 1 x 1 filter's channels one
-    apart, a 3 x 3 one's at a tap nine) packed from those rows in place by
-    the variant's pack_groups, and any other group from a copy of its four
+    """Units [start, stop) of the groups' filters, each TRANSPOSED_WIDTH
+    output channels (unit u: group u // units, its channels from (u %
+    units) * TRANSPOSED_WIDTH on): their rows transposed into the slot's
+    scratch (transpose_filter_rows), whose row t is tap t of those
+    channels, as a row of B; then in each of the unit's panels every run of
+    groups whose taps step evenly (a 1 x 1 filter's channels one apart, a
+    3 x 3 one's at a tap nine) packed from those rows in place by the
+    variant's pack_groups, and any other group from a copy of its four
     rows.  Gathering each column's four values from the filter's rows
     (evenly apart, one store) ran at 2 GB/s on a 3 x 3 filter of 256
-    channels; the transpose is 16 x 16 bytes at a time in registers.
-    Column sums gather in int32 for at most SUM_GROUPS groups, as
-    pack_b_columns'."""
+    channels; the transpose is 16 x 16 bytes at a time in registers."""
     cdef const PackFilter* job = <const PackFilter*>context
     cdef uint8_t* columns = job.columns + slot * job.columns_stride
+    cdef Py_ssize_t units = ceil_div(job.outputs, TRANSPOSED_WIDTH)
+    cdef Py_ssize_t u, group, base, first
+    for u in range(start, stop):
+        group = u // units
+        base = (u % units) * TRANSPOSED_WIDTH
+        transpose_filter_rows(job.filter + (group * job.outputs + base) * job.taps, job.taps,
+                              min(TRANSPOSED_WIDTH, job.outputs - base), job.flip,
+                              job.filter_end, columns)
+        first = base
+        while first < min(base + TRANSPOSED_WIDTH, job.outputs):
+            pack_filter_panel(job, columns + (first - base),
+                              job.packed + group * job.packed_stride
+                              + (first // NR) * job.groups * GROUP_BYTES,
+                              job.colsum + group * job.colsum_stride + first,
+                              min(<Py_ssize_t>NR, job.outputs - first))
+            first = first + NR
+
+
+cdef void pack_filter_panel(const PackFilter* job, const uint8_t* columns, int8_t* panel,
+                            int64_t* sums, Py_ssize_t width) noexcept nogil:
+    """One panel from its columns of the transposed rows (row t at columns
+    + t * TRANSPOSED_WIDTH), its column sums into sums[:width].  Column sums
+    gather in int32 for at most SUM_GROUPS groups, as pack_b_columns'."""
     cdef uint8_t staged[4 * NR]
     cdef int32_t partial[NR]
-    cdef int64_t* sums
-    cdef Py_ssize_t p, group, first, width, g, g0, g1, j, c, count, step, run
+    cdef Py_ssize_t g, g0, g1, j, c, count, step, run
     cdef Py_ssize_t whole_groups = job.k // 4
     cdef const Py_ssize_t* at
-    cdef int8_t* panel
-    for p in range(start, stop):
-        group = p // job.panels
-        first = (p % job.panels) * NR
-        width = min(<Py_ssize_t>NR, job.outputs - first)
-        transpose_filter_rows(job.filter + (group * job.outputs + first) * job.taps, job.taps,
-                              width, job.flip, job.filter_end, columns)
-        panel = job.packed + group * job.packed_stride + (first // NR) * job.groups * GROUP_BYTES
-        sums = job.colsum + group * job.colsum_stride + first
-        g0 = 0
-        while g0 < job.groups:
-            g1 = min(g0 + SUM_GROUPS, job.groups)
-            memset(partial, 0, sizeof(partial))
-            g = g0
-            while g < g1:
-                at = job.source + 4 * g
-                step = at[1] - at[0] if g < whole_groups else 0
-                run = 0
-                if g < whole_groups:
-                    while (g + run < min(g1, whole_groups)
-                           and evenly_apart(at + 4 * run, at[0] + 4 * run * step, step)):
-                        run = run + 1
-                if run:
-                    pack_groups(columns + at[0] * NR, step * NR, run, 0,
-                                panel + g * GROUP_BYTES, partial)
-                    g = g + run
-                    continue
-                count = min(<Py_ssize_t>4, job.k - 4 * g)
-                for j in range(4):
-                    if j < count:
-                        memcpy(staged + j * NR, columns + at[j] * NR, NR)
-                    else:
-                        memset(staged + j * NR, 0, NR)
-                pack_groups(staged, NR, 1, 0, panel + g * GROUP_BYTES, partial)
-                g = g + 1
-            for c in range(width):
-                sums[c] += partial[c]
-            g0 = g1
+    g0 = 0
+    while g0 < job.groups:
+        g1 = min(g0 + SUM_GROUPS, job.groups)
+        memset(partial, 0, sizeof(partial))
+        g = g0
+        while g < g1:
+            at = job.source + 4 * g
+            step = at[1] - at[0] if g < whole_groups else 0
+            run = 0
+            if g < whole_groups:
+                while (g + run < min(g1, whole_groups)
+                       and evenly_apart(at + 4 * run, at[0] + 4 * run * step, step)):
+                    run = run + 1
+            if run:
+                pack_groups(columns + at[0] * TRANSPOSED_WIDTH, step * TRANSPOSED_WIDTH, run, 0,
+                            panel + g * GROUP_BYTES, partial)
+                g = g + run
+                continue
+            count = min(<Py_ssize_t>4, job.k - 4 * g)
+            for j in range(4):
+                if j < count:
+                    memcpy(staged + j * NR, columns + at[j] * TRANSPOSED_WIDTH, NR)
+                else:
+                    memset(staged + j * NR, 0, NR)
+            pack_groups(staged, NR, 1, 0, panel + g * GROUP_BYTES, partial)
+            g = g + 1
+        for c in range(width):
+            sums[c] += partial[c]
+        g0 = g1
 
 
 cdef inline bint evenly_apart(const Py_ssize_t* at, Py_ssize_t first,
@@ -2223,19 +2242,21 @@ cdef inline bint evenly_apart(const Py_ssize_t* at, Py_ssize_t first,
 cdef void transpose_filter_rows(const uint8_t* rows, Py_ssize_t taps, Py_ssize_t width,
                                 uint8_t flip, const uint8_t* end,
                                 uint8_t* columns) noexcept nogil:
-    """`width` (<= NR) rows of `taps` bytes, xor flip, transposed into
-    `columns` (taps rows of NR bytes, zero past the width), 16 x 16 bytes a
-    block (transpose_block16, which reads no further than `end`)."""
+    """`width` (<= TRANSPOSED_WIDTH) rows of `taps` bytes, xor flip,
+    transposed into `columns` (taps rows of TRANSPOSED_WIDTH bytes, zero
+    past the width), 16 x 16 bytes a block (transpose_block16, which reads
+    no further than `end`)."""
     cdef Py_ssize_t r0, t0, height
     cdef const uint8_t* source
-    if width < NR:
-        memset(columns, 0, taps * NR)
+    if width < TRANSPOSED_WIDTH:
+        memset(columns, 0, taps * TRANSPOSED_WIDTH)
     for r0 in range(0, width, 16):
         height = min(<Py_ssize_t>16, width - r0)
         for t0 in range(0, taps, 16):
             source = rows + r0 * taps + t0
             transpose_block16(source, taps, height, min(<Py_ssize_t>16, taps - t0),
-                              columns + t0 * NR + r0, NR, flip, end - source)
+                              columns + t0 * TRANSPOSED_WIDTH + r0, TRANSPOSED_WIDTH, flip,
+                              end - source)
 
 
 cdef inline void fill_channel_run(uint8_t* target, Py_ssize_t pixel_stride,
