@@ -1542,7 +1542,16 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                                      gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,
                                      rows_here)
                 start = ((ri - p) * width + qi - q) * MR * NR
-                if g0 == 0 and narrow:
+                if whole_rows:
+                    # The row block's sums in rows of the unit's columns, as
+                    # one block's are, for narrow_rows' lines of up to
+                    # TILE_COLUMNS (a line per micro-tile row, NR long, was
+                    # a twentieth of a portable 1 x 1 convolution of K =
+                    # 512, two blocks).
+                    start = (ri - p) * MR * TILE_COLUMNS + (qi - q) * NR
+                    for i in range(MR):
+                        add_line(sums32 + start + i * TILE_COLUMNS, tile + i * NR, g0 == 0)
+                elif g0 == 0 and narrow:
                     memcpy(sums32 + start, tile, sizeof(tile))
                 elif narrow:
                     for i in range(MR * NR):
@@ -1555,6 +1564,12 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                         sums64[start + i] += tile[i]
         g0 = g1
     for ri in range(p, p_end):
+        if whole_rows:
+            narrow_rows(sums32 + (ri - p) * MR * TILE_COLUMNS, TILE_COLUMNS,
+                        unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
+                        min(<Py_ssize_t>MR, gemm.m - ri * MR), unit.col0, columns,
+                        unit.column_term, unit.column_sum, e)
+            continue
         for qi in range(q, q_end):
             start = ((ri - p) * width + qi - q) * MR * NR
             if narrow:
@@ -1562,6 +1577,16 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
             else:
                 finish_wide(sums64 + start, ri * MR, qi * NR, e, gemm, &unit)
     finish_unit(&unit, p_end, q_end, e, gemm)
+
+
+cdef inline void add_line(int32_t* sums, const int32_t* line, bint first) noexcept nogil:
+    """sums[:NR] <- line[:NR] (first) or sums + line, modulo 2**32."""
+    cdef Py_ssize_t c
+    if first:
+        memcpy(sums, line, NR * sizeof(int32_t))
+        return
+    for c in range(NR):
+        sums[c] = <int32_t>(<uint32_t>sums[c] + <uint32_t>line[c])
 
 
 cdef inline void finish_unit(const UnitOutput* unit, Py_ssize_t p_end, Py_ssize_t q_end,
