@@ -2147,13 +2147,12 @@ def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
         job.flip = 0x80 if flip else 0
         job.outputs = outputs
         job.groups = groups
-        job.panels = panels
         job.packed = &packed_view[0, 0]
         job.packed_stride = packed_view.shape[1]
         job.colsum = &colsum_view[0, 0]
         job.colsum_stride = colsum_view.shape[1]
         with nogil:
-            run_range(pack_filter_panels, &job,
+            run_range(pack_filter_units, &job,
                       group_count * ceil_div(outputs, TRANSPOSED_WIDTH), 1, threads)
     return packed, colsum
 
@@ -2167,7 +2166,6 @@ cdef struct PackFilter:
     uint8_t flip
     Py_ssize_t outputs          # output channels per group
     Py_ssize_t groups           # groups of 4 k in a panel
-    Py_ssize_t panels           # panels per group
     int8_t* packed
     Py_ssize_t packed_stride
     int64_t* colsum             # zeros
@@ -2182,8 +2180,8 @@ cdef struct PackFilter:
 cdef Py_ssize_t TRANSPOSED_WIDTH = max(<Py_ssize_t>NR, 16)
 
 
-cdef void pack_filter_panels(void* context, Py_ssize_t start, Py_ssize_t stop,
-                             int slot) noexcept nogil:
+cdef void pack_filter_units(void* context, Py_ssize_t start, Py_ssize_t stop,
+                            int slot) noexcept nogil:
     """Units [start, stop) of the groups' filters, each TRANSPOSED_WIDTH
     output channels (unit u: group u // units, its channels from (u %
     units) * TRANSPOSED_WIDTH on): their rows transposed into the slot's
