@@ -1,6 +1,7 @@
 # Packing four rows of B into a panel of quads ([group][column][4 k], B_BYTES
-# 1) with AVX2 byte and word unpacks, for the AVX-512 variants.  Cython
-# names of their own keep these declarations apart from a variant's.
+# 1) with AVX2 byte and word unpacks, for the AMX variant (the AVX-512 VNNI
+# one packs with its own zmm unpacks).  Cython names of their own keep these
+# declarations apart from a variant's.
 
 cdef extern from "<immintrin.h>" nogil:
     ctypedef struct pack_vector "__m256i":
