@@ -439,9 +439,11 @@ def _convolution(function, slots, keywords):
     filter = _constant(filter)
     out_channels = output_shape[1]
     filter_chunks = filter.chunks[0]
-    # Per output channel parameters follow the filter's chunks.
+    # Per output channel parameters follow the filter's chunks.  Their
+    # sizes come from their shapes (dask does not implement np.size).
     channel_slots = [k for k in ("filter_scale", "filter_zero_point", "bias")
-                     if k in slots and slots[k] is not None and np.size(slots[k]) == out_channels
+                     if k in slots and slots[k] is not None
+                     and math.prod(np.shape(slots[k])) == out_channels
                      and out_channels > 1]
     parameters = {k: _whole(_constant(v)) for k, v in slots.items()
                   if k not in ("input", "filter")}

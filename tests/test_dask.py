@@ -17,6 +17,10 @@ dask = pytest.importorskip("dask")
 distributed = pytest.importorskip("distributed")
 qd = pytest.importorskip("qops.dask")
 
+# dask warns of what it will stop doing (np.size of a dask array, say):
+# each such call is a failure here, before a release makes it one.
+pytestmark = pytest.mark.filterwarnings("error::FutureWarning")
+
 RNG = np.random.default_rng(2026)
 
 
