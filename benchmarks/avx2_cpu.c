@@ -12,11 +12,17 @@
    NumPy's dispatch) then picks its AVX2 code.  The C library has chosen its
    own routines by then; they are not under comparison.
 
+   Where there is no CPUID faulting (AMD's cores, or a kernel without it),
+   QOPS_CPUID_TRAP=1 says that cpuid_audit.c has replaced each cpuid
+   instruction of the shared objects that choose code (onnxruntime's, NumPy's,
+   qops') with UD0 (0f ff) as they loaded: the handler then answers SIGILL at
+   a UD0 in the same way, with the real cpuid run here.
+
    The setting passes to threads and forked children, and ends at exec,
-   where LD_PRELOAD sets it again.  A handler of SIGSEGV that the process
-   installs itself (Python's faulthandler, a compiler's crash report) is
-   kept aside by the sigaction and signal below and called for every fault
-   that is not a cpuid. */
+   where LD_PRELOAD sets it again.  A handler of the trapped signal that the
+   process installs itself (Python's faulthandler, a compiler's crash
+   report) is kept aside by the sigaction and signal below and called for
+   every fault that is not a trapped cpuid. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <signal.h>
@@ -79,7 +85,11 @@ static sigaction_function real_sigaction(void) {
     return found;
 }
 
-/* The process's own SIGSEGV action, which the kernel never sees. */
+/* SIGSEGV under CPUID faulting, SIGILL where cpuid_audit.c put UD0s. */
+static int trapped_signal = SIGSEGV;
+static int by_ud0;
+
+/* The process's own action for trapped_signal, which the kernel never sees. */
 static struct sigaction process_action;
 
 static void pass_on(int signal_number, siginfo_t* info, void* context) {
@@ -101,15 +111,21 @@ static void on_fault(int signal_number, siginfo_t* info, void* context) {
     greg_t* registers = ((ucontext_t*)context)->uc_mcontext.gregs;
     const uint8_t* at = (const uint8_t*)registers[REG_RIP];
     uint32_t leaf, subleaf, r[4];
-    if (info->si_code != SI_KERNEL || at[0] != 0x0f || at[1] != 0xa2) {
+    int trapped = by_ud0 ? at[0] == 0x0f && at[1] == 0xff
+                         : info->si_code == SI_KERNEL && at[0] == 0x0f && at[1] == 0xa2;
+    if (!trapped) {
         pass_on(signal_number, info, context);
         return;
     }
     leaf = (uint32_t)registers[REG_RAX];
     subleaf = (uint32_t)registers[REG_RCX];
-    syscall(SYS_arch_prctl, ARCH_SET_CPUID, 1);
-    real_cpuid(leaf, subleaf, r);
-    syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0);
+    if (by_ud0) {
+        real_cpuid(leaf, subleaf, r);
+    } else {
+        syscall(SYS_arch_prctl, ARCH_SET_CPUID, 1);
+        real_cpuid(leaf, subleaf, r);
+        syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0);
+    }
     mask(leaf, subleaf, r);
     registers[REG_RAX] = r[0];
     registers[REG_RBX] = r[1];
@@ -118,10 +134,10 @@ static void on_fault(int signal_number, siginfo_t* info, void* context) {
     registers[REG_RIP] += 2;
 }
 
-/* sigaction and signal as the process sees them: its SIGSEGV action is
-   recorded, and the kernel keeps on_fault. */
+/* sigaction and signal as the process sees them: its action for the
+   trapped signal is recorded, and the kernel keeps on_fault. */
 int sigaction(int signal_number, const struct sigaction* action, struct sigaction* old) {
-    if (signal_number != SIGSEGV)
+    if (signal_number != trapped_signal)
         return real_sigaction()(signal_number, action, old);
     if (old)
         *old = process_action;
@@ -145,12 +161,14 @@ __attribute__((constructor)) static void start(void) {
     struct sigaction action;
     hide_avx = shown != NULL && strcmp(shown, "sse4") == 0;
     keep_avx_vnni = shown != NULL && strcmp(shown, "avxvnni") == 0;
+    by_ud0 = getenv("QOPS_CPUID_TRAP") != NULL && strcmp(getenv("QOPS_CPUID_TRAP"), "1") == 0;
+    trapped_signal = by_ud0 ? SIGILL : SIGSEGV;
     memset(&action, 0, sizeof action);
     action.sa_sigaction = on_fault;
     action.sa_flags = SA_SIGINFO;
     process_action.sa_handler = SIG_DFL;
-    real_sigaction()(SIGSEGV, &action, NULL);
-    if (syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0) != 0) {
+    real_sigaction()(trapped_signal, &action, NULL);
+    if (!by_ud0 && syscall(SYS_arch_prctl, ARCH_SET_CPUID, 0) != 0) {
         fprintf(stderr, "avx2_cpu: this kernel or CPU has no CPUID faulting\n");
         _exit(NO_CPUID_FAULTING);
     }

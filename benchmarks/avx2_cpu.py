@@ -26,19 +26,30 @@ both:
 
     python benchmarks/avx2_cpu.py --avxvnni python -m qops bench --out /tmp/avxvnni
 
-Needs Linux on x86-64 with CPUID faulting (``arch_prctl(ARCH_SET_CPUID)``:
-Intel CPUs from Ivy Bridge on and their virtual machines under KVM), and a
-C compiler; the library is built once, beside this file's build folder.
-Exits with 77 where the machine cannot do it.  Test runs work too
-(``python benchmarks/avx2_cpu.py python -m pytest tests/backends``): the one
-test that checks the variants against ``/proc/cpuinfo`` then only checks
-that none runs that the flags lack.
+Needs Linux on x86-64 and a C compiler; the libraries are built once, in
+this folder's build folder.  Where the CPU and kernel offer CPUID faulting
+(``arch_prctl(ARCH_SET_CPUID)``: Intel CPUs from Ivy Bridge on and their
+virtual machines under KVM), every cpuid of the process is answered.  Where
+they do not (AMD's cores), ``cpuid_audit.c`` is loaded as an LD_AUDIT
+library instead: it puts a trapping instruction over each cpuid of
+onnxruntime's, NumPy's and qops' own shared objects as they load, at the
+addresses objdump's disassembly gives (kept in the build folder), so
+binutils' objdump is needed too.  Only those three then see the lesser
+CPU, which covers everything the bench compares.  ``--audit`` takes that
+way where faulting is offered too.  Exits with 77 where the machine can do
+neither.  Test runs work too (``python benchmarks/avx2_cpu.py python -m
+pytest tests/backends``): the one test that checks the variants against
+``/proc/cpuinfo`` then only checks that none runs that the flags lack.
 """
 
 from __future__ import annotations
 
+import glob
+import importlib.util
+import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -46,8 +57,39 @@ import sysconfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.join(HERE, "avx2_cpu.c")
+AUDIT_SOURCE = os.path.join(HERE, "cpuid_audit.c")
 #: The exit status when this machine cannot hide its features (as the library's).
 UNAVAILABLE = 77
+#: The packages whose shared objects choose code by CPUID in a bench run.
+CHOOSERS = ("onnxruntime", "numpy", "qops")
+
+
+def _compiler():
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        compiler = shutil.which("cc") or shutil.which("gcc")
+    return compiler
+
+
+def _built(source, target):
+    """``target`` compiled from ``source`` if older than it; None where it cannot be."""
+    if (not os.path.exists(target)
+            or os.path.getmtime(target) < os.path.getmtime(source)):
+        compiler = _compiler()
+        if compiler is None:
+            return None
+        built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", source, "-o", target],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            sys.stderr.write(built.stderr)
+            return None
+    return target
+
+
+def _folder(build_folder=None):
+    folder = build_folder or os.path.join(HERE, "build")
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def library(build_folder=None):
@@ -55,22 +97,83 @@ def library(build_folder=None):
     where there is no C compiler or the machine is not Linux on x86-64."""
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return None
-    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
-    if shutil.which(compiler) is None:
-        compiler = shutil.which("cc") or shutil.which("gcc")
-        if compiler is None:
-            return None
-    folder = build_folder or os.path.join(HERE, "build")
-    os.makedirs(folder, exist_ok=True)
-    target = os.path.join(folder, "avx2_cpu.so")
-    if (not os.path.exists(target)
-            or os.path.getmtime(target) < os.path.getmtime(SOURCE)):
-        built = subprocess.run([compiler, "-O2", "-shared", "-fPIC", SOURCE, "-o", target],
-                               capture_output=True, text=True)
-        if built.returncode != 0:
-            sys.stderr.write(built.stderr)
-            return None
-    return target
+    return _built(SOURCE, os.path.join(_folder(build_folder), "avx2_cpu.so"))
+
+
+def faulting(path):
+    """Whether this CPU and kernel offer CPUID faulting, as the preloaded
+    library at ``path`` finds."""
+    env = environment(path)
+    return subprocess.run([sys.executable, "-c", ""], env=env,
+                          stderr=subprocess.DEVNULL).returncode != UNAVAILABLE
+
+
+_CPUID_LINE = re.compile(r"^\s*([0-9a-f]+):\s+cpuid\s*$", re.MULTILINE)
+
+
+def _package_objects():
+    """The shared objects of CHOOSERS, as files (found without importing them)."""
+    roots = {os.path.join(os.path.dirname(HERE), "qops")}
+    for name in CHOOSERS:
+        spec = importlib.util.find_spec(name)
+        roots.update(spec.submodule_search_locations or () if spec else ())
+    found = set()
+    for root in roots:
+        for path in glob.glob(os.path.join(root, "**", "*.so*"), recursive=True):
+            if os.path.isfile(path):
+                found.add(os.path.realpath(path))
+    return sorted(found)
+
+
+def cpuid_sites(build_folder=None):
+    """The path of a file that lists, for each shared object of CHOOSERS
+    that has any, the addresses of its cpuid instructions (cpuid_audit.c's
+    QOPS_CPUID_SITES); None without objdump.  Disassemblies are kept in the
+    build folder, by path, size and time."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        return None
+    folder = _folder(build_folder)
+    cache_path = os.path.join(folder, "cpuid_sites.json")
+    try:
+        with open(cache_path) as cache_file:
+            cache = json.load(cache_file)
+    except (OSError, ValueError):
+        cache = {}
+    lines = []
+    for path in _package_objects():
+        stat = os.stat(path)
+        key = f"{path} {stat.st_size} {stat.st_mtime_ns}"
+        if key not in cache:
+            with open(path, "rb") as opened:
+                has_bytes = b"\x0f\xa2" in opened.read()
+            listing = (subprocess.run([objdump, "-d", "--no-show-raw-insn", path],
+                                      capture_output=True, text=True).stdout
+                       if has_bytes else "")
+            cache[key] = _CPUID_LINE.findall(listing)
+        if cache[key]:
+            lines.append(path + "\t" + " ".join(cache[key]) + "\n")
+    with open(cache_path, "w") as cache_file:
+        json.dump(cache, cache_file)
+    sites_path = os.path.join(folder, "cpuid_sites.txt")
+    with open(sites_path, "w") as sites_file:
+        sites_file.writelines(lines)
+    return sites_path
+
+
+def auditing(base, build_folder=None):
+    """``base`` (an environment) with cpuid_audit.c's library and the sites
+    of CHOOSERS, for a machine without CPUID faulting; None where objdump or
+    a C compiler is missing."""
+    audit = _built(AUDIT_SOURCE, os.path.join(_folder(build_folder), "cpuid_audit.so"))
+    sites = cpuid_sites(build_folder)
+    if audit is None or sites is None:
+        return None
+    env = dict(base)
+    env["LD_AUDIT"] = ":".join([audit] + [p for p in env.get("LD_AUDIT", "").split(":") if p])
+    env["QOPS_CPUID_SITES"] = sites
+    env["QOPS_CPUID_TRAP"] = "1"
+    return env
 
 
 def environment(path, base=None, shown="avx2"):
@@ -85,9 +188,13 @@ def environment(path, base=None, shown="avx2"):
 
 
 def main(argv):
-    shown = "avx2"
-    if argv[:1] in (["--sse4"], ["--avxvnni"]):
-        shown, argv = argv[0][2:], argv[1:]
+    shown, by_audit = "avx2", False
+    while argv[:1] in (["--sse4"], ["--avxvnni"], ["--audit"]):
+        if argv[0] == "--audit":
+            by_audit = True
+        else:
+            shown = argv[0][2:]
+        argv = argv[1:]
     if not argv:
         sys.stderr.write(__doc__)
         return 2
@@ -95,7 +202,14 @@ def main(argv):
     if path is None:
         sys.stderr.write("avx2_cpu: needs Linux on x86-64 and a C compiler\n")
         return UNAVAILABLE
-    return subprocess.run(argv, env=environment(path, shown=shown)).returncode
+    env = environment(path, shown=shown)
+    if by_audit or not faulting(path):
+        env = auditing(env)
+        if env is None:
+            sys.stderr.write("avx2_cpu: no CPUID faulting here, and no objdump to find the "
+                             "cpuid instructions of onnxruntime, NumPy and qops instead\n")
+            return UNAVAILABLE
+    return subprocess.run(argv, env=env).returncode
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ variant's own multiply-add instructions, measured by a probe in the same
 run (``peak_gops`` of the variant's module).  Where the CPU has no 8-bit
 dot product, onnxruntime runs a saturating AVX2 step of its own, whose
 ceiling the header gives beside the exact one (``peer_peak_gops``): on Intel
-cores it is about 30% higher, on AMD Zen 2 about the same.
+cores and AMD Zen 4 it is about 30% higher, on AMD Zen 2 about the same.
 ``benchmarks/avx2_cpu.py`` runs the bench as such a CPU on one that has
 VNNI.  Needs the ``bench`` extra (onnx, onnxruntime, matplotlib).
 """

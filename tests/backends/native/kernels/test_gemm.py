@@ -223,18 +223,72 @@ def test_a_cpu_with_avx_vnni_and_no_avx512_runs_the_avxvnni_variant_by_itself(tm
     assert np.array_equal(got, _expected_on_a_lesser_cpu())
 
 
-def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path):
-    """benchmarks/avx2_cpu.py hides AVX-512 and VNNI from CPUID: qops then
-    chooses the AVX2 kernels by itself (no QOPS_SIMD), its product is exact,
-    and the bench reports no dot product and onnxruntime's own AVX2 ceiling."""
+@pytest.mark.parametrize("way", [(), ("--audit",)], ids=["faulting or audit", "audit"])
+def test_a_cpu_with_avx2_and_no_more_runs_the_avx2_variant_by_itself(tmp_path, way):
+    """benchmarks/avx2_cpu.py hides AVX-512 and VNNI from CPUID (by CPUID
+    faulting where the machine offers it, and by cpuid_audit.c's traps with
+    --audit or where it does not): qops then chooses the AVX2 kernels by
+    itself (no QOPS_SIMD), its product is exact, and the bench reports no
+    dot product and onnxruntime's own AVX2 ceiling."""
     if "avx2" not in VARIANTS:
         pytest.skip("this CPU runs no AVX2")
-    seen, got = _shown_a_lesser_cpu(tmp_path)
+    seen, got = _shown_a_lesser_cpu(tmp_path, *way)
     assert seen["features"]["avx2"] and not seen["features"]["avx512vnni"]
     assert not seen["features"]["amx"] and not seen["features"]["avxvnni"]
     assert seen["selected"] == "avx2" and seen["dot_product"] is False
     assert "vpmaddubsw" in seen["line"] and "x the exact peak" in seen["line"]
     assert np.array_equal(got, _expected_on_a_lesser_cpu())
+
+
+_ONNXRUNTIMES_STEP = """
+import numpy as np
+import onnxruntime
+from onnx import TensorProto, helper
+from numpy._core._multiarray_umath import __cpu_features__
+shape = [8, 64]
+graph = helper.make_graph(
+    [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "step",
+    [helper.make_tensor_value_info("a", TensorProto.UINT8, shape),
+     helper.make_tensor_value_info("b", TensorProto.INT8, shape[::-1])],
+    [helper.make_tensor_value_info("y", TensorProto.INT32, [8, 8])])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+model.ir_version = 8
+session = onnxruntime.InferenceSession(model.SerializeToString(),
+                                       providers=["CPUExecutionProvider"])
+a = np.full(shape, 255, np.uint8)
+b = np.full(shape[::-1], -128, np.int8)
+print(int(session.run(None, {"a": a, "b": b})[0][0, 0]), bool(__cpu_features__["AVX512F"]))
+"""
+
+
+@pytest.mark.parametrize("way", [(), ("--audit",)], ids=["faulting or audit", "audit"])
+def test_onnxruntime_and_numpy_run_their_avx2_code_under_the_tool(way):
+    """Under benchmarks/avx2_cpu.py the peers choose their AVX2 code too: on a
+    CPU with an 8-bit dot product, onnxruntime's u8 x s8 product of 255 and
+    -128 over a depth of 64 is exact outside the tool and saturates each
+    pair's 16-bit sum (-32768 for 2 x 255 x -128) under it, and NumPy sees
+    no AVX-512."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    flags = _cpu_flags()
+    if flags is None or not {"avx512_vnni", "avx_vnni"} & flags or "avx512f" not in flags:
+        pytest.skip("onnxruntime is exact here only with AVX-512 and a dot product")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))))))
+    tool = os.path.join(root, "benchmarks", "avx2_cpu.py")
+    outside = subprocess.run([sys.executable, "-c", _ONNXRUNTIMES_STEP],
+                             capture_output=True, text=True, timeout=300)
+    assert outside.returncode == 0, outside.stderr
+    assert outside.stdout.split() == [str(255 * -128 * 64), "True"]
+    inside = subprocess.run([sys.executable, tool, *way, sys.executable, "-c", _ONNXRUNTIMES_STEP],
+                            capture_output=True, text=True, timeout=300)
+    if inside.returncode == 77:
+        pytest.skip("no CPUID faulting, objdump or C compiler here: " + inside.stderr.strip())
+    assert inside.returncode == 0, inside.stderr
+    assert inside.stdout.split() == [str(-32768 * 32), "False"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
