@@ -111,7 +111,8 @@ static void on_fault(int signal_number, siginfo_t* info, void* context) {
     greg_t* registers = ((ucontext_t*)context)->uc_mcontext.gregs;
     const uint8_t* at = (const uint8_t*)registers[REG_RIP];
     uint32_t leaf, subleaf, r[4];
-    int trapped = by_ud0 ? at[0] == 0x0f && at[1] == 0xff
+    int trapped = by_ud0 ? (info->si_code == ILL_ILLOPN || info->si_code == ILL_ILLOPC)
+                               && at[0] == 0x0f && at[1] == 0xff
                          : info->si_code == SI_KERNEL && at[0] == 0x0f && at[1] == 0xa2;
     if (!trapped) {
         pass_on(signal_number, info, context);

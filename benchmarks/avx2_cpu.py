@@ -32,12 +32,13 @@ this folder's build folder.  Where the CPU and kernel offer CPUID faulting
 virtual machines under KVM), every cpuid of the process is answered.  Where
 they do not (AMD's cores), ``cpuid_audit.c`` is loaded as an LD_AUDIT
 library instead: it puts a trapping instruction over each cpuid of
-onnxruntime's, NumPy's and qops' own shared objects as they load, at the
-addresses objdump's disassembly gives (kept in the build folder), so
-binutils' objdump is needed too.  Only those three then see the lesser
-CPU, which covers everything the bench compares.  ``--audit`` takes that
-way where faulting is offered too.  Exits with 77 where the machine can do
-neither.  Test runs work too (``python benchmarks/avx2_cpu.py python -m
+onnxruntime's, NumPy's (with the OpenBLAS beside it) and qops' own shared
+objects as they load, at the addresses objdump's disassembly gives (kept
+in the build folder), so binutils' objdump is needed too.  Only those then
+see the lesser CPU, which covers everything the bench compares.
+``--audit`` takes that way where faulting is offered too.  Exits with 77
+where the machine can do neither, and with 1 where objdump fails or
+``cpuid_audit.c`` does not build.  Test runs work too (``python benchmarks/avx2_cpu.py python -m
 pytest tests/backends``): the one test that checks the variants against
 ``/proc/cpuinfo`` then only checks that none runs that the flags lack.
 """
@@ -45,6 +46,7 @@ pytest tests/backends``): the one test that checks the variants against
 from __future__ import annotations
 
 import glob
+import hashlib
 import importlib.util
 import json
 import os
@@ -108,15 +110,26 @@ def faulting(path):
                           stderr=subprocess.DEVNULL).returncode != UNAVAILABLE
 
 
-_CPUID_LINE = re.compile(r"^\s*([0-9a-f]+):\s+cpuid\s*$", re.MULTILINE)
+# A line of objdump's listing whose instruction is cpuid: its address, and
+# any prefix before the mnemonic (which cpuid_audit.c could not step over:
+# it writes and steps two bytes).
+_CPUID_LINE = re.compile(r"^\s*([0-9a-f]+):\s+(.*?)\bcpuid\s*$", re.MULTILINE)
+#: Changes when the cache's contents change meaning.
+_CACHE_FORMAT = 2
+
+
+class SitesError(RuntimeError):
+    """The cpuid instructions of the shared objects could not be listed."""
 
 
 def _package_objects():
-    """The shared objects of CHOOSERS, as files (found without importing them)."""
+    """The shared objects of CHOOSERS and of the libraries bundled beside
+    them (``numpy.libs``: OpenBLAS), as files, found without importing them."""
     roots = {os.path.join(os.path.dirname(HERE), "qops")}
     for name in CHOOSERS:
         spec = importlib.util.find_spec(name)
-        roots.update(spec.submodule_search_locations or () if spec else ())
+        for location in (spec.submodule_search_locations or ()) if spec else ():
+            roots.update((location, location + ".libs"))
     found = set()
     for root in roots:
         for path in glob.glob(os.path.join(root, "**", "*.so*"), recursive=True):
@@ -125,14 +138,36 @@ def _package_objects():
     return sorted(found)
 
 
+def _listed_sites(objdump, path):
+    """The addresses (hexadecimal) of ``path``'s cpuid instructions."""
+    with open(path, "rb") as opened:
+        if b"\x0f\xa2" not in opened.read():
+            return []
+    listing = subprocess.run([objdump, "-d", "--no-show-raw-insn", path], capture_output=True,
+                             text=True, errors="replace")
+    if listing.returncode != 0:
+        raise SitesError(f"objdump failed on {path}: {listing.stderr.strip()}")
+    sites = []
+    for address, prefix in _CPUID_LINE.findall(listing.stdout):
+        if prefix.strip():
+            sys.stderr.write(f"avx2_cpu: {path}+{address} is a cpuid after '{prefix.strip()}'; "
+                             "left as it is\n")
+        else:
+            sites.append(address)
+    return sites
+
+
 def cpuid_sites(build_folder=None):
     """The path of a file that lists, for each shared object of CHOOSERS
     that has any, the addresses of its cpuid instructions (cpuid_audit.c's
     QOPS_CPUID_SITES); None without objdump.  Disassemblies are kept in the
-    build folder, by path, size and time."""
+    build folder, by path, size, time and objdump's version; the list is
+    named by its contents, so a run never rewrites another's."""
     objdump = shutil.which("objdump")
     if objdump is None:
         return None
+    version = subprocess.run([objdump, "--version"], capture_output=True,
+                             text=True).stdout.partition("\n")[0]
     folder = _folder(build_folder)
     cache_path = os.path.join(folder, "cpuid_sites.json")
     try:
@@ -143,34 +178,42 @@ def cpuid_sites(build_folder=None):
     lines = []
     for path in _package_objects():
         stat = os.stat(path)
-        key = f"{path} {stat.st_size} {stat.st_mtime_ns}"
+        key = f"{_CACHE_FORMAT} {version} {path} {stat.st_size} {stat.st_mtime_ns}"
         if key not in cache:
-            with open(path, "rb") as opened:
-                has_bytes = b"\x0f\xa2" in opened.read()
-            listing = (subprocess.run([objdump, "-d", "--no-show-raw-insn", path],
-                                      capture_output=True, text=True).stdout
-                       if has_bytes else "")
-            cache[key] = _CPUID_LINE.findall(listing)
+            cache[key] = _listed_sites(objdump, path)
         if cache[key]:
             lines.append(path + "\t" + " ".join(cache[key]) + "\n")
-    with open(cache_path, "w") as cache_file:
-        json.dump(cache, cache_file)
-    sites_path = os.path.join(folder, "cpuid_sites.txt")
-    with open(sites_path, "w") as sites_file:
-        sites_file.writelines(lines)
+    text = "".join(lines)
+    _replace(cache_path, json.dumps(cache))
+    name = hashlib.sha256(text.encode()).hexdigest()[:16]
+    sites_path = os.path.join(folder, f"cpuid_sites-{name}.txt")
+    if not os.path.exists(sites_path):
+        _replace(sites_path, text)
     return sites_path
+
+
+def _replace(path, text):
+    """Write ``path`` whole or not at all (runs may share the build folder)."""
+    temporary = f"{path}.{os.getpid()}"
+    with open(temporary, "w") as opened:
+        opened.write(text)
+    os.replace(temporary, path)
 
 
 def auditing(base, build_folder=None):
     """``base`` (an environment) with cpuid_audit.c's library and the sites
-    of CHOOSERS, for a machine without CPUID faulting; None where objdump or
-    a C compiler is missing."""
+    of CHOOSERS, for a machine without CPUID faulting; None where objdump is
+    missing.  Raises SitesError where the library does not build or objdump
+    fails."""
     audit = _built(AUDIT_SOURCE, os.path.join(_folder(build_folder), "cpuid_audit.so"))
+    if audit is None:
+        raise SitesError("cpuid_audit.c did not build")
     sites = cpuid_sites(build_folder)
-    if audit is None or sites is None:
+    if sites is None:
         return None
     env = dict(base)
-    env["LD_AUDIT"] = ":".join([audit] + [p for p in env.get("LD_AUDIT", "").split(":") if p])
+    audited = [p for p in env.get("LD_AUDIT", "").split(":") if p and p != audit]
+    env["LD_AUDIT"] = ":".join([audit] + audited)
     env["QOPS_CPUID_SITES"] = sites
     env["QOPS_CPUID_TRAP"] = "1"
     return env
@@ -204,7 +247,11 @@ def main(argv):
         return UNAVAILABLE
     env = environment(path, shown=shown)
     if by_audit or not faulting(path):
-        env = auditing(env)
+        try:
+            env = auditing(env)
+        except SitesError as error:
+            sys.stderr.write(f"avx2_cpu: {error}\n")
+            return 1
         if env is None:
             sys.stderr.write("avx2_cpu: no CPUID faulting here, and no objdump to find the "
                              "cpuid instructions of onnxruntime, NumPy and qops instead\n")

@@ -182,7 +182,8 @@ def _shown_a_lesser_cpu(tmp_path, *options):
                            _ON_AN_AVX2_CPU, str(saved)],
                           capture_output=True, text=True, env=env, timeout=300)
     if done.returncode == 77:
-        pytest.skip("no CPUID faulting or no C compiler here: " + done.stderr.strip())
+        pytest.skip("neither CPUID faulting nor objdump here, or no C compiler: "
+                    + done.stderr.strip())
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1]), np.load(saved)
 
@@ -286,7 +287,8 @@ def test_onnxruntime_and_numpy_run_their_avx2_code_under_the_tool(way):
     inside = subprocess.run([sys.executable, tool, *way, sys.executable, "-c", _ONNXRUNTIMES_STEP],
                             capture_output=True, text=True, timeout=300)
     if inside.returncode == 77:
-        pytest.skip("no CPUID faulting, objdump or C compiler here: " + inside.stderr.strip())
+        pytest.skip("neither CPUID faulting nor objdump here, or no C compiler: "
+                    + inside.stderr.strip())
     assert inside.returncode == 0, inside.stderr
     assert inside.stdout.split() == [str(-32768 * 32), "False"]
 
