@@ -244,6 +244,19 @@ def _quantize_operands(case, rng):
     return {}, {"x": x, "x_scale": scale, "x_zero_point": zero_point}, attributes
 
 
+def _oracle_on_one_thread(case, constants, runtime, attributes):
+    """:func:`exact_output` with NumPy's BLAS on the calling thread alone:
+    the oracle's float64 products would leave BLAS worker threads spinning
+    for tens of milliseconds, on the second core the next timing needs.
+    Without threadpoolctl (the ``bench`` extra has it), as it is."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return exact_output(case, constants, runtime, attributes)
+    with threadpool_limits(limits=1, user_api="blas"):
+        return exact_output(case, constants, runtime, attributes)
+
+
 def exact_output(case, constants, runtime, attributes):
     """The case's exact output by :mod:`qops.reference` (NumPy: exact integer
     sums, then the contract's float32 steps), to judge every result against."""
@@ -616,7 +629,7 @@ def _function_row(case, runtime, attributes, threads, budget):
     """qops against onnxruntime on a case without a compiled form (quantize,
     dequantize, add, integer to float)."""
     plain, _ = qops_runners(case, {}, runtime, attributes, threads)
-    oracle = exact_output(case, {}, runtime, attributes)
+    oracle = _oracle_on_one_thread(case, {}, runtime, attributes)
     # qops is timed before onnxruntime's session exists: once it has run,
     # its worker threads spin for a while and take the second core from any
     # other thread pool (on a 2-core machine an OpenMP region then waits a
@@ -649,7 +662,7 @@ def run(cases=CASES, threads=2, budget=0.25, peak_gops=None, progress=sys.stderr
         if not case.has_compiled:
             rows.append(_function_row(case, runtime, attributes, threads, budget))
             continue
-        oracle = exact_output(case, constants, runtime, attributes)
+        oracle = _oracle_on_one_thread(case, constants, runtime, attributes)
         plain, compiled = qops_runners(case, constants, runtime, attributes, threads)
         row = {"case": case.name, "gop": case.operations() / 1e9,
                "exact": _exact(plain(), oracle) and _exact(compiled(), oracle)}
