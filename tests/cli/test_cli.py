@@ -230,6 +230,51 @@ def test_bench_exit_status_fails_when_qops_is_not_exact(monkeypatch, tmp_path, c
     assert "qops differs from the exact result on: attn_batched" in capsys.readouterr().err
 
 
+def test_bench_times_each_library_with_no_other_thread_pool_spinning(monkeypatch, tmp_path):
+    """qops is timed while no onnxruntime session lives, each session alone,
+    and the oracle runs with NumPy's BLAS on one thread: a pool that has
+    just run spins on the second core through whatever is timed next."""
+    import weakref
+
+    pytest.importorskip("onnxruntime")
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    bench, args = _bench_in_process(monkeypatch, tmp_path)
+    sessions, timed, oracle_threads = [], [], []
+    real_runner, real_best, real_oracle = (bench.onnxruntime_runner, bench.best_time,
+                                           bench.exact_output)
+
+    class Session:
+        """A runner that counts as live until it is freed."""
+
+        def __init__(self, run_session):
+            self.run_session = run_session
+            sessions.append(weakref.ref(self))
+
+        def __call__(self):
+            return self.run_session()
+
+    def live():
+        return sum(1 for session in sessions if session() is not None)
+
+    def best_time(function, budget):
+        timed.append(("onnxruntime" if isinstance(function, Session) else "qops", live()))
+        return real_best(function, budget)
+
+    def oracle(*arguments):
+        oracle_threads.extend(pool["num_threads"] for pool in threadpoolctl.threadpool_info()
+                              if pool["user_api"] == "blas")
+        return real_oracle(*arguments)
+
+    monkeypatch.setattr(bench, "onnxruntime_runner",
+                        lambda *arguments: Session(real_runner(*arguments)))
+    monkeypatch.setattr(bench, "best_time", best_time)
+    monkeypatch.setattr(bench, "exact_output", oracle)
+    assert bench.main(args) == 0
+    assert timed == [("qops", 0), ("qops", 0), ("onnxruntime", 1), ("onnxruntime", 1)]
+    assert live() == 0
+    assert oracle_threads and set(oracle_threads) == {1}
+
+
 def test_info_can_measure_the_peak():
     result = run("info", "--peak")
     assert result.returncode == 0
