@@ -158,6 +158,13 @@ def test_bench_judges_every_case_against_the_exact_result(tmp_path):
     assert first.startswith("Measured on ") and f"qops kernels {_simd.selected()}" in first
     assert _simd.module().PROBE_MIX in first and " GOPS" in first
     assert float(rows["attn_batched"]["% peak"].rstrip("%")) > 0
+    # onnxruntime's share of the same ceiling: the pairing's ratio is the
+    # quotient of the two shares (to the cells' rounding).
+    attn = rows["attn_batched"]
+    ours, theirs = (float(attn[name].rstrip("%")) for name in ("% peak", "ORT const % peak"))
+    ratio = float(attn["compiled vs ORT const"].rstrip("x"))
+    assert theirs > 0 and ratio == pytest.approx(ours / theirs, rel=0.05, abs=0.02)
+    assert rows["tiny_4"]["ORT const % peak"] != ""
     assert run("bench", "no_such_case").returncode == 2
 
 
