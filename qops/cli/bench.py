@@ -627,20 +627,51 @@ def _ratio(numerator, denominator):
     return None if numerator is None or denominator is None else numerator / denominator
 
 
-def _function_row(case, runtime, attributes, threads, budget):
+def _timed_rounds(functions, peers, oracle, budget, rounds):
+    """The best time per call of each qops function and each onnxruntime
+    session over ``rounds`` rounds, and each session's exactness.
+
+    ``functions`` and ``peers`` map keys to qops callables and to makers of
+    onnxruntime runners.  A round times every qops function, then each
+    session, made afresh and freed after its timing: once a session has run,
+    its worker threads spin for tens of milliseconds and take the second
+    core from any other thread pool, qops' or the other session's (on a
+    2-core machine an OpenMP region then waits a scheduler period for its
+    second thread), and a session's threads stop when it is freed.  Rounds
+    spread each library's timings over the case's time, so that a burst of
+    load on the shared host slows the best time of neither more than the
+    other's; each round takes ``budget / rounds`` seconds per timing.
+    Returns ``(times, exactness)``: a session that fails is reported once,
+    its time None and its exactness "error"."""
+    times = dict.fromkeys([*functions, *peers], math.inf)
+    exactness = {}
+    share = budget / max(rounds, 1)
+    for _ in range(max(rounds, 1)):
+        for key, function in functions.items():
+            times[key] = min(times[key], best_time(function, share))
+        for key, make in peers.items():
+            if exactness.get(key) == "error":
+                continue
+            runner, exact = _peer(make, oracle)
+            exactness[key] = exact if exact == "error" else exactness.get(key, True) and exact
+            if runner is not None:
+                times[key] = min(times[key], best_time(runner, share))
+            del runner
+    return {key: None if value == math.inf else value for key, value in times.items()}, exactness
+
+
+def _function_row(case, runtime, attributes, threads, budget, rounds):
     """qops against onnxruntime on a case without a compiled form (quantize,
     dequantize, add, integer to float)."""
     plain, _ = qops_runners(case, {}, runtime, attributes, threads)
     oracle = _oracle_on_one_thread(case, {}, runtime, attributes)
-    # qops is timed before onnxruntime's session exists: once it has run,
-    # its worker threads spin for a while and take the second core from any
-    # other thread pool (on a 2-core machine an OpenMP region then waits a
-    # scheduler period for its second thread).
     row = {"case": case.name, "gop": 0.0, "exact": _exact(plain(), oracle)}
-    row["qops"] = best_time(plain, budget)
-    ort, row["ort_exact"] = _peer(
-        lambda: onnxruntime_runner(case, {}, runtime, attributes, False, threads), oracle)
-    row["ort"] = best_time(ort, budget) if ort else None
+    times, exactness = _timed_rounds(
+        {"qops": plain},
+        {"ort": lambda: onnxruntime_runner(case, {}, runtime, attributes, False, threads)},
+        oracle, budget, rounds)
+    row.update(times)
+    row["ort_exact"] = exactness["ort"]
     row["speed_vs_ort"] = _ratio(row["ort"], row["qops"])
     for key in ("qops_compiled", "ort_constant", "gops", "gops_compiled", "peak", "ort_peak",
                 "speed_vs_ort_constant", "gbps", "ort_gbps"):
@@ -653,37 +684,31 @@ def _function_row(case, runtime, attributes, threads, budget):
     return row
 
 
-def run(cases=CASES, threads=2, budget=0.25, peak_gops=None, progress=sys.stderr):
+def run(cases=CASES, threads=2, budget=0.25, peak_gops=None, progress=sys.stderr, rounds=3):
     """Measure every case; returns one dict per case.  ``peak_gops`` is the
-    ceiling '% peak' divides by (None: no such column)."""
+    ceiling '% peak' divides by (None: no such column); each time is the
+    best of ``rounds`` rounds (:func:`_timed_rounds`)."""
     rows = []
     for index, case in enumerate(cases):
         if progress:
             _progress(index, len(cases), case.name, progress)
         constants, runtime, attributes = operands(case)
         if not case.has_compiled:
-            rows.append(_function_row(case, runtime, attributes, threads, budget))
+            rows.append(_function_row(case, runtime, attributes, threads, budget, rounds))
             continue
         oracle = _oracle_on_one_thread(case, constants, runtime, attributes)
         plain, compiled = qops_runners(case, constants, runtime, attributes, threads)
         row = {"case": case.name, "gop": case.operations() / 1e9,
                "exact": _exact(plain(), oracle) and _exact(compiled(), oracle)}
-        row["qops"] = best_time(plain, budget)
-        row["qops_compiled"] = best_time(compiled, budget)
-        # Each onnxruntime session is timed after qops and alone: once a
-        # session has run, its worker threads spin for tens of milliseconds
-        # and take the second core from any other thread pool, qops' or the
-        # other session's (see _function_row).  A session's threads stop
-        # when it is freed.
-        peer_exact = []
-        for key, constant_weights in (("ort", False), ("ort_constant", True)):
-            runner, exact = _peer(functools.partial(
-                onnxruntime_runner, case, constants, runtime, attributes, constant_weights,
-                threads), oracle)
-            peer_exact.append(exact)
-            row[key] = best_time(runner, budget) if runner else None
-            del runner
-        row["ort_exact"] = "error" if "error" in peer_exact else all(peer_exact)
+        times, exactness = _timed_rounds(
+            {"qops": plain, "qops_compiled": compiled},
+            {key: functools.partial(onnxruntime_runner, case, constants, runtime, attributes,
+                                    constant_weights, threads)
+             for key, constant_weights in (("ort", False), ("ort_constant", True))},
+            oracle, budget, rounds)
+        row.update(times)
+        row["ort_exact"] = ("error" if "error" in exactness.values()
+                            else all(exactness.values()))
         if case.small:
             row["reference"] = best_time(reference_runner(case, constants, runtime, attributes),
                                          budget)
@@ -827,7 +852,8 @@ def main(args):
             print(f"error: {problem}", file=sys.stderr)
             return 2
     info = machine(args.threads)
-    rows = run(selected, threads=args.threads, budget=args.budget, peak_gops=info["peak_gops"])
+    rows = run(selected, threads=args.threads, budget=args.budget, peak_gops=info["peak_gops"],
+               rounds=getattr(args, "rounds", 3))
     text = table(rows, info)
     print(text)
     os.makedirs(args.out, exist_ok=True)

@@ -203,6 +203,10 @@ def build_parser():
     bench.add_argument("--threads", type=int, default=2)
     bench.add_argument("--budget", type=float, default=0.25,
                        help="seconds of timing per implementation and case")
+    bench.add_argument("--rounds", type=int, default=3,
+                       help="rounds per case, each timing qops and then each onnxruntime session "
+                            "in turn with a share of the budget; each time is the best of the "
+                            "rounds (default: 3)")
     bench.add_argument("--simd", metavar="VARIANT",
                        help="run the kernels of this variant (one the CPU runs, e.g. avx2 on a "
                             "VNNI machine) instead of the best")

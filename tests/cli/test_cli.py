@@ -276,10 +276,41 @@ def test_bench_times_each_library_with_no_other_thread_pool_spinning(monkeypatch
                         lambda *arguments: Session(real_runner(*arguments)))
     monkeypatch.setattr(bench, "best_time", best_time)
     monkeypatch.setattr(bench, "exact_output", oracle)
+    args.rounds = 3
     assert bench.main(args) == 0
-    assert timed == [("qops", 0), ("qops", 0), ("onnxruntime", 1), ("onnxruntime", 1)]
+    # Round after round: qops (plain, compiled) with no session alive, then
+    # each session alone, made afresh and freed before anything else runs.
+    assert timed == 3 * [("qops", 0), ("qops", 0), ("onnxruntime", 1), ("onnxruntime", 1)]
     assert live() == 0
     assert oracle_threads and set(oracle_threads) == {1}
+
+
+def test_bench_keeps_each_librarys_best_round_and_drops_a_failing_peer(monkeypatch):
+    """Each time is the best of its rounds, each timing gets a share of the
+    budget, and a session that fails to run is made once, not every round."""
+    from qops.cli import bench
+
+    round_times = {"qops": iter([3.0, 1.0, 2.0]), "peer": iter([5.0, 6.0, 4.0])}
+    shares = []
+
+    def best_time(function, budget):
+        shares.append(budget)
+        return next(round_times[function()])
+
+    made = []
+
+    def broken():
+        made.append("broken")
+        raise RuntimeError("no session")
+
+    monkeypatch.setattr(bench, "best_time", best_time)
+    monkeypatch.setattr(bench, "_exact", lambda result, oracle: result == "peer")
+    times, exactness = bench._timed_rounds(
+        {"qops": lambda: "qops"}, {"peer": lambda: (lambda: "peer"), "broken": broken},
+        None, 0.9, 3)
+    assert times == {"qops": 1.0, "peer": 4.0, "broken": None}
+    assert exactness == {"peer": True, "broken": "error"} and made == ["broken"]
+    assert shares == pytest.approx([0.3] * 6)
 
 
 def test_info_can_measure_the_peak():
