@@ -12,8 +12,8 @@ alone.  '% peak' divides the compiled GOPS by the ceiling of the kernel
 variant's own multiply-add instructions, measured by a probe in the same
 run (``peak_gops`` of the variant's module); 'ORT const % peak' divides
 onnxruntime's constant-weight GOPS by the same ceiling, so that their
-quotient bounds what the compiled pairing can reach.  Where the CPU has no 8-bit
-dot product, onnxruntime runs a saturating AVX2 step of its own, whose
+quotient bounds what the compiled pairing can reach.  Where the CPU has no
+8-bit dot product, onnxruntime runs a saturating AVX2 step of its own, whose
 ceiling the header gives beside the exact one (``peer_peak_gops``): on Intel
 cores and AMD Zen 4 it is about 30% higher, on AMD Zen 2 about the same.
 ``benchmarks/avx2_cpu.py`` runs the bench as such a CPU on one that has
@@ -684,7 +684,12 @@ def _function_row(case, runtime, attributes, threads, budget, rounds):
     return row
 
 
-def run(cases=CASES, threads=2, budget=0.25, peak_gops=None, progress=sys.stderr, rounds=3):
+#: Rounds per case (``--rounds``'s default).
+ROUNDS = 3
+
+
+def run(cases=CASES, threads=2, budget=0.25, peak_gops=None, progress=sys.stderr,
+        rounds=ROUNDS):
     """Measure every case; returns one dict per case.  ``peak_gops`` is the
     ceiling '% peak' divides by (None: no such column); each time is the
     best of ``rounds`` rounds (:func:`_timed_rounds`)."""
@@ -753,8 +758,8 @@ def table(rows, info=None):
     """A Markdown table of the measurements, after a line naming the machine
     (``info``, from :func:`machine`)."""
     header = ("case", "qops ms", "ORT ms", "qops vs ORT", "compiled ms", "ORT const ms",
-              "compiled vs ORT const", "GOPS", "GOPS compiled", "% peak", "ORT const % peak", "GB/s",
-              "ORT GB/s", "exact", "ORT exact")
+              "compiled vs ORT const", "GOPS", "GOPS compiled", "% peak", "ORT const % peak",
+              "GB/s", "ORT GB/s", "exact", "ORT exact")
     lines = ([machine_line(info), ""] if info else []) + [
         "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
@@ -784,7 +789,7 @@ def table(rows, info=None):
         lines.append(f"| {label} | | | "
                      f"{geometric_mean(plain):.2f}x | | | "
                      + (f"{geometric_mean(compiled):.2f}x" if compiled else "")
-                     + " | | | | | | | | |")
+                     + " |" * (len(header) - 6))
     small = [r for r in rows if "reference" in r]
     for row in small:
         lines.append(f"\n{row['case']}: onnx.reference {row['reference'] * 1e3:.3f} ms; "
@@ -853,7 +858,7 @@ def main(args):
             return 2
     info = machine(args.threads)
     rows = run(selected, threads=args.threads, budget=args.budget, peak_gops=info["peak_gops"],
-               rounds=getattr(args, "rounds", 3))
+               rounds=args.rounds)
     text = table(rows, info)
     print(text)
     os.makedirs(args.out, exist_ok=True)

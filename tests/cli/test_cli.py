@@ -191,7 +191,8 @@ def _bench_in_process(monkeypatch, tmp_path, case="attn_batched"):
         "cpu": "test CPU", "instruction sets": ["portable"], "variant": "portable",
         "available": ["portable"], "threads": threads, "peak_gops": 1.0, "peak_mix": "none",
         "dot product": None})
-    args = argparse.Namespace(cases=[case], threads=1, budget=0.001, out=str(tmp_path), simd=None)
+    args = argparse.Namespace(cases=[case], threads=1, budget=0.001, out=str(tmp_path), simd=None,
+                              rounds=_bench.ROUNDS)
     return _bench, args
 
 
