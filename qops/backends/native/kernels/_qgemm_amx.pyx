@@ -164,6 +164,15 @@ cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8
     requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
 
 
+cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                                 const int8_t* b, const TileTerms* terms, uint8_t* result,
+                                 Py_ssize_t pitch) noexcept nogil:
+    # The tile's sums come out of the AMX tiles through memory either way.
+    cdef int32_t tile[MR * NR]
+    microkernel(a, a_stride, groups, b, tile)
+    requantize_tile(tile, terms, result, pitch)
+
+
 include "_pack_avx2.pxi"
 include "_depthwise_avx512.pxi"
 include "_qgemm.pxi"

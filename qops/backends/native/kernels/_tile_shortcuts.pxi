@@ -3,7 +3,8 @@
 # (requantize_rows(tile, terms, result, pitch, column_zero, clamp), defined
 # before this file, column_zero one of the COLUMN_ZERO_* forms): each
 # combination of TileTerms' shortcuts is a call with constant flags, so each
-# inlined copy drops the steps they turn off.
+# inlined copy drops the steps they turn off.  microkernel_requantize below
+# takes the variant's tile_rows(a, a_stride, groups, b, tile, rows, add) too.
 
 cdef enum:
     COLUMN_ZERO_NONE = 0     # every column_zero is 0: no product
@@ -27,3 +28,44 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
         requantize_rows(tile, terms, result, pitch, COLUMN_ZERO_EACH, False)
     else:
         requantize_rows(tile, terms, result, pitch, COLUMN_ZERO_EACH, True)
+
+
+# microkernel_requantize: tile_rows and requantize_rows in one function, so
+# that the sums go from the accumulators to the epilogue in registers, for
+# the two forms of the usual operands (weights without a zero point, or one
+# zero point for all of B; the packs clamping).  Each is a function of its
+# own that the compiler may not inline: one function holding several forms
+# lost their constant flags, and a form inlined into run_unit had its
+# accumulators spilled to the stack inside the loop (both were slower than
+# the two steps).  The other forms take the two steps.
+
+cdef extern from *:
+    ctypedef void not_inlined "__attribute__((noinline)) void"
+
+cdef not_inlined tile_requantized_without_column_zero(
+        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+        const TileTerms* terms, uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    cdef int32_t sums[MR * NR]
+    tile_rows(a, a_stride, groups, b, sums, MR, False)
+    requantize_rows(sums, terms, result, pitch, COLUMN_ZERO_NONE, False)
+
+
+cdef not_inlined tile_requantized_with_one_column_zero(
+        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+        const TileTerms* terms, uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    cdef int32_t sums[MR * NR]
+    tile_rows(a, a_stride, groups, b, sums, MR, False)
+    requantize_rows(sums, terms, result, pitch, COLUMN_ZERO_ONE, False)
+
+
+cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                                 const int8_t* b, const TileTerms* terms, uint8_t* result,
+                                 Py_ssize_t pitch) noexcept nogil:
+    cdef int32_t tile[MR * NR]
+    if terms.packs_clamp and terms.no_column_zero:
+        tile_requantized_without_column_zero(a, a_stride, groups, b, terms, result, pitch)
+    elif terms.packs_clamp and terms.unit_column_zero:
+        tile_requantized_with_one_column_zero(a, a_stride, groups, b, terms, result, pitch)
+    else:
+        microkernel(a, a_stride, groups, b, tile)
+        requantize_tile(tile, terms, result, pitch)

@@ -79,6 +79,14 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil
 
+# microkernel of a whole block of MR rows, then requantize_tile of its
+# sums: one function where the variant can keep the sums in registers
+# between the two (_tile_shortcuts.pxi, the portable variant's C), the two
+# calls where not.
+cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                                 const int8_t* b, const TileTerms* terms, uint8_t* result,
+                                 Py_ssize_t pitch) noexcept nogil
+
 # `count` groups of a full panel: NR columns of rows 0 .. 4 * count - 1 of B
 # (row i at rows + i * ldb; each byte xor flip, then read as signed), group g
 # (k = 4g .. 4g + 3) at target + g * GROUP_BYTES in the panel layout (B_BYTES

@@ -37,7 +37,8 @@ def build(code, directory, mode, warnings=()):
     source = directory / "kernels.c"
     source.write_text(code)
     library = directory / "kernels.so"
-    flags = ["-U__SSE2__"] if mode == "plain" else []
+    # The inlined kernels made external, to call them through ctypes.
+    flags = ["-DQOPS_PORTABLE_INLINE="] + (["-U__SSE2__"] if mode == "plain" else [])
     subprocess.run([COMPILER, "-O2", *warnings, "-shared", "-fPIC", *flags, "-o",
                     str(library), str(source)], check=True, capture_output=True)
     return ctypes.CDLL(str(library))
@@ -46,7 +47,9 @@ def build(code, directory, mode, warnings=()):
 def kernel_source():
     """The C kernels of the portable variant, exported for ctypes (static in
     the extension module)."""
-    return c_block(SOURCE).replace("static void", "void")
+    return c_block(SOURCE).replace("static void", "void") + """
+int qops_portable_sse2(void) { return QOPS_PORTABLE_SSE2; }
+"""
 
 
 @pytest.fixture(scope="module", params=["sse2", "plain"])
@@ -78,6 +81,43 @@ def test_the_micro_kernel_sums_exactly(kernels):
                                           ctypes.c_ssize_t(groups), address(b), address(tile))
         columns = b.transpose(0, 1, 3, 2).reshape(4 * groups, 8)
         assert np.array_equal(tile, (a.astype(np.int64) @ columns).ravel())
+
+
+@pytest.mark.parametrize("low", [0, -128], ids=["uint8", "int8"])
+@pytest.mark.parametrize("row_terms", [False, True], ids=["no row terms", "row terms"])
+def test_the_micro_kernel_requantizes_its_tile_in_one_call(kernels, low, row_terms):
+    """qops_portable_tile_requantized against the rule stated in NumPy: the
+    exact sums plus the column terms less the row's term (modulo 2**32),
+    times the column's float32 multiplier, rounded half to even, plus the
+    offset, clamped to [0, 255], plus low as a byte.  Multipliers of 2**-j
+    make ties; the offsets and large sums reach both ends of the range."""
+    if not kernels.qops_portable_sse2():
+        pytest.skip("without SSE2 the tile epilogue is the module's plain rule")
+    rng = np.random.default_rng([low + 128, row_terms])
+    groups = 9
+    a = rng.integers(0, 256, (6, 4 * groups)).astype(np.int16)
+    b = rng.integers(-128, 128, (groups, 2, 8, 2)).astype(np.int16)
+    block = spread(a)
+    column = rng.integers(-2**20, 2**20, 8).astype(np.int32).view(np.uint32)
+    row_term = rng.integers(-2**18, 2**18, 6).astype(np.int32).view(np.uint32)
+    multiplier = (2.0 ** -rng.integers(1, 9, 8)).astype(np.float32)
+    offset = rng.integers(0, 256, 8).astype(np.int32)
+    result = np.full((6, 24), 77, np.uint8)   # a pitch of 24: the bytes past 8 stay
+    kernels.qops_portable_tile_requantized(
+        address(block), ctypes.c_ssize_t(block.strides[0]), ctypes.c_ssize_t(groups),
+        address(b), address(column), address(row_term) if row_terms else None,
+        address(multiplier), address(offset), ctypes.c_int32(low), address(result),
+        ctypes.c_ssize_t(24))
+    sums = a.astype(np.int64) @ b.transpose(0, 1, 3, 2).reshape(4 * groups, 8)
+    value = sums + column.view(np.int32)
+    if row_terms:
+        value = value - row_term.view(np.int32)[:, None]
+    scaled = value.astype(np.float32) * multiplier
+    assert np.any(scaled == np.floor(scaled) + 0.5), "the case has no ties"
+    integers = np.clip(np.rint(scaled).astype(np.int64) + offset, 0, 255)
+    assert integers.min() == 0 and integers.max() == 255, "nothing saturates"
+    assert np.array_equal(result[:, :8], ((integers + low) % 256).astype(np.uint8))
+    assert np.all(result[:, 8:] == 77)
 
 
 def test_groups_pack_to_int16_pairs_with_their_column_sums(kernels):
