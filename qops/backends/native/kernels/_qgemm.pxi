@@ -1334,14 +1334,18 @@ cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssi
 
 cdef inline void microkernel_direct(const Gemm* gemm, const uint8_t* rows, Py_ssize_t stride,
                                     Py_ssize_t k0, Py_ssize_t k1, const int8_t* panel,
-                                    int32_t* tile) noexcept nogil:
+                                    int32_t* tile, Py_ssize_t columns) noexcept nogil:
     """The micro-kernel on values [k0, k1) of K of a block read where it lies
     (direct_rows), a pass per step's run, from the panel's group of k0: the
-    runs are whole groups (step_length % 4 == 0, k0 and k1 multiples of 4)."""
+    runs are whole groups (step_length % 4 == 0, k0 and k1 multiples of 4).
+    `columns`: the panel's real columns (a pass of one run takes no more)."""
     cdef Py_ssize_t step = k0 // gemm.step_length, at = k0, stop
     while at < k1:
         stop = min(k1, (step + 1) * gemm.step_length)
-        if at == k0:
+        if at == k0 and stop == k1 and columns < NR:
+            microkernel_columns(rows + gemm.step_offset[step] + at - step * gemm.step_length,
+                                stride, (stop - at) // 4, panel, tile, columns)
+        elif at == k0:
             microkernel(rows + gemm.step_offset[step] + at - step * gemm.step_length, stride,
                         (stop - at) // 4, panel, tile)
         else:
@@ -1401,6 +1405,9 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef Py_ssize_t ri, qi, g0, g1, i, at, start
     cdef bint narrow = e.narrow
     cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
+    # Panels from last_whole on (the last, when N is not a multiple of NR)
+    # have fewer than NR columns: microkernel_columns.
+    cdef Py_ssize_t last_whole = gemm.n // NR
     cdef UnitOutput unit
     # A' as it lies in A serves as the packed block when each step of a row
     # of the block is a run of A of whole groups, a pass per run
@@ -1494,9 +1501,10 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                                  0, k, next_block)
                     ahead = ri + 1
                 if a_rows != NULL:
-                    microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile)
-                elif by_tile and rows_here > SHORT_BLOCK_ROWS and not (fuse_tail
-                                                                      and ri == p_end - 2):
+                    microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile,
+                                       min(<Py_ssize_t>NR, gemm.n - qi * NR))
+                elif (by_tile and rows_here > SHORT_BLOCK_ROWS and qi < last_whole
+                      and not (fuse_tail and ri == p_end - 2)):
                     # The sums straight from the micro-kernel's registers to
                     # the epilogue (microkernel_requantize): with AVX2 on
                     # one core this took 5% off attention's products and 4%
@@ -1506,8 +1514,11 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                                            tile_terms_at(&terms, ri * MR, qi * NR, &unit),
                                            unit.pitch)
                     continue
-                elif rows_here > SHORT_BLOCK_ROWS:
+                elif rows_here > SHORT_BLOCK_ROWS and qi < last_whole:
                     microkernel(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile)
+                elif rows_here > SHORT_BLOCK_ROWS:
+                    microkernel_columns(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile,
+                                        gemm.n - qi * NR)
                 else:
                     microkernel_rows(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile, rows_here)
                 if fuse_tail and ri == p_end - 2:
@@ -1551,10 +1562,15 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                     ahead = ri + 1
                 if a_rows != NULL:
                     microkernel_direct(gemm, a_rows, a_stride, 4 * g0, 4 * g1,
-                                       gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
-                elif rows_here > SHORT_BLOCK_ROWS:
+                                       gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,
+                                       min(<Py_ssize_t>NR, gemm.n - qi * NR))
+                elif rows_here > SHORT_BLOCK_ROWS and qi < last_whole:
                     microkernel(block, BLOCK_ROW_BYTES, g1 - g0,
                                 gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
+                elif rows_here > SHORT_BLOCK_ROWS:
+                    microkernel_columns(block, BLOCK_ROW_BYTES, g1 - g0,
+                                        gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,
+                                        gemm.n - qi * NR)
                 else:
                     microkernel_rows(block, BLOCK_ROW_BYTES, g1 - g0,
                                      gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,

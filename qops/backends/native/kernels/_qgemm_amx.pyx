@@ -114,6 +114,7 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 
 
 include "_tail_as_tiles.pxi"
+include "_whole_panels.pxi"
 
 
 # The peak probe (peak_gops in _qgemm.pxi): the micro-kernel's four

@@ -175,6 +175,98 @@ cdef inline void short_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gr
 include "_short_rows.pxi"
 
 
+cdef inline void quarter_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                              const int8_t* b, int32_t* tile, int quarters) noexcept nogil:
+    """Columns 0 .. 16 * quarters - 1 of the panel (quarters 1 to 3) for
+    MR rows: `quarters` vectors of the panel per group and as many
+    accumulators a row; the tile's other columns zero.  Inlined with
+    `quarters` a constant."""
+    cdef __m512i zero = _mm512_setzero_si512()
+    cdef __m512i c00 = zero, c01 = zero, c02 = zero
+    cdef __m512i c10 = zero, c11 = zero, c12 = zero
+    cdef __m512i c20 = zero, c21 = zero, c22 = zero
+    cdef __m512i c30 = zero, c31 = zero, c32 = zero
+    cdef __m512i c40 = zero, c41 = zero, c42 = zero
+    cdef __m512i c50 = zero, c51 = zero, c52 = zero
+    cdef __m512i b0, b1 = zero, b2 = zero, x
+    cdef Py_ssize_t g
+    cdef const uint8_t* a0 = a
+    cdef const uint8_t* a1 = a + a_stride
+    cdef const uint8_t* a2 = a + 2 * a_stride
+    cdef const uint8_t* a3 = a + 3 * a_stride
+    cdef const uint8_t* a4 = a + 4 * a_stride
+    cdef const uint8_t* a5 = a + 5 * a_stride
+    for g in range(0, 4 * groups, 4):
+        b0 = _mm512_loadu_si512(b + 0)
+        in_register(b0)
+        if quarters > 1:
+            b1 = _mm512_loadu_si512(b + 64)
+            in_register(b1)
+        if quarters > 2:
+            b2 = _mm512_loadu_si512(b + 128)
+            in_register(b2)
+        x = broadcast4(a0 + g)
+        c00 = _mm512_dpbusd_epi32(c00, x, b0)
+        if quarters > 1:
+            c01 = _mm512_dpbusd_epi32(c01, x, b1)
+        if quarters > 2:
+            c02 = _mm512_dpbusd_epi32(c02, x, b2)
+        x = broadcast4(a1 + g)
+        c10 = _mm512_dpbusd_epi32(c10, x, b0)
+        if quarters > 1:
+            c11 = _mm512_dpbusd_epi32(c11, x, b1)
+        if quarters > 2:
+            c12 = _mm512_dpbusd_epi32(c12, x, b2)
+        x = broadcast4(a2 + g)
+        c20 = _mm512_dpbusd_epi32(c20, x, b0)
+        if quarters > 1:
+            c21 = _mm512_dpbusd_epi32(c21, x, b1)
+        if quarters > 2:
+            c22 = _mm512_dpbusd_epi32(c22, x, b2)
+        x = broadcast4(a3 + g)
+        c30 = _mm512_dpbusd_epi32(c30, x, b0)
+        if quarters > 1:
+            c31 = _mm512_dpbusd_epi32(c31, x, b1)
+        if quarters > 2:
+            c32 = _mm512_dpbusd_epi32(c32, x, b2)
+        x = broadcast4(a4 + g)
+        c40 = _mm512_dpbusd_epi32(c40, x, b0)
+        if quarters > 1:
+            c41 = _mm512_dpbusd_epi32(c41, x, b1)
+        if quarters > 2:
+            c42 = _mm512_dpbusd_epi32(c42, x, b2)
+        x = broadcast4(a5 + g)
+        c50 = _mm512_dpbusd_epi32(c50, x, b0)
+        if quarters > 1:
+            c51 = _mm512_dpbusd_epi32(c51, x, b1)
+        if quarters > 2:
+            c52 = _mm512_dpbusd_epi32(c52, x, b2)
+        b += NR * 4
+    # Unset accumulators are zero: the columns past the quarters.
+    store_sums_row(tile + 0 * NR, c00, c01, c02, zero)
+    store_sums_row(tile + 1 * NR, c10, c11, c12, zero)
+    store_sums_row(tile + 2 * NR, c20, c21, c22, zero)
+    store_sums_row(tile + 3 * NR, c30, c31, c32, zero)
+    store_sums_row(tile + 4 * NR, c40, c41, c42, zero)
+    store_sums_row(tile + 5 * NR, c50, c51, c52, zero)
+
+
+cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                              const int8_t* b, int32_t* tile, Py_ssize_t columns) noexcept nogil:
+    """A panel of 48 columns or fewer (an image's last pixels, when a 1 x 1
+    convolution runs as filter x image) in passes over as many quarters of
+    the panel as it has columns: the whole micro-kernel spent a 28 x 28
+    image's last 16 pixels the time of 64."""
+    if columns <= 16:
+        quarter_rows(a, a_stride, groups, b, tile, 1)
+    elif columns <= 32:
+        quarter_rows(a, a_stride, groups, b, tile, 2)
+    elif columns <= 48:
+        quarter_rows(a, a_stride, groups, b, tile, 3)
+    else:
+        microkernel(a, a_stride, groups, b, tile)
+
+
 cdef inline void store_half_row(int32_t* row, __m512i c0, __m512i c1) noexcept nogil:
     """Half a tile row's sums: two vectors (columns 0-31 of the half)."""
     _mm512_storeu_si512(row, c0)

@@ -46,6 +46,7 @@ cdef inline void short_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gr
 
 
 include "_short_rows.pxi"
+include "_whole_panels.pxi"
 include "_epilogue_ymm.pxi"
 
 

@@ -264,6 +264,7 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 
 
 include "_tail_as_tiles.pxi"
+include "_whole_panels.pxi"
 
 
 cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,

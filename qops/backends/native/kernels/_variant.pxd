@@ -60,6 +60,14 @@ cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t grou
 cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                            const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil
 
+# The micro-kernel for the first `columns` (1 to NR) columns of the panel,
+# the tile's other columns zero or any values: a last panel of a few
+# columns at about the cost of its columns, where the variant has such a
+# kernel (_qgemm_avx512vnni.pyx), else the whole micro-kernel
+# (_whole_panels.pxi).
+cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                              const int8_t* b, int32_t* tile, Py_ssize_t columns) noexcept nogil
+
 # The same for MR + 1 or MR + 2 rows into a tile of MR + 2 rows: a whole
 # block (row r at a + r * a_stride) and the one or two rows of a short last
 # block under it (at tail + r * tail_stride, a packed block of MR rows, zero
