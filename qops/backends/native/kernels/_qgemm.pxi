@@ -1334,18 +1334,14 @@ cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssi
 
 cdef inline void microkernel_direct(const Gemm* gemm, const uint8_t* rows, Py_ssize_t stride,
                                     Py_ssize_t k0, Py_ssize_t k1, const int8_t* panel,
-                                    int32_t* tile, Py_ssize_t columns) noexcept nogil:
+                                    int32_t* tile) noexcept nogil:
     """The micro-kernel on values [k0, k1) of K of a block read where it lies
     (direct_rows), a pass per step's run, from the panel's group of k0: the
-    runs are whole groups (step_length % 4 == 0, k0 and k1 multiples of 4).
-    `columns`: the panel's real columns (a pass of one run takes no more)."""
+    runs are whole groups (step_length % 4 == 0, k0 and k1 multiples of 4)."""
     cdef Py_ssize_t step = k0 // gemm.step_length, at = k0, stop
     while at < k1:
         stop = min(k1, (step + 1) * gemm.step_length)
-        if at == k0 and stop == k1 and columns < NR:
-            microkernel_columns(rows + gemm.step_offset[step] + at - step * gemm.step_length,
-                                stride, (stop - at) // 4, panel, tile, columns)
-        elif at == k0:
+        if at == k0:
             microkernel(rows + gemm.step_offset[step] + at - step * gemm.step_length, stride,
                         (stop - at) // 4, panel, tile)
         else:
@@ -1500,9 +1496,15 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                     pack_a_block(gemm, (ri + 1) * MR, min(<Py_ssize_t>MR, gemm.m - (ri + 1) * MR),
                                  0, k, next_block)
                     ahead = ri + 1
-                if a_rows != NULL:
-                    microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile,
-                                       min(<Py_ssize_t>NR, gemm.n - qi * NR))
+                if a_rows != NULL and qi >= last_whole and gemm.steps == 1:
+                    # One run (a 1 x 1 convolution's filter rows) over a
+                    # narrow last panel.  Not in microkernel_direct: there
+                    # the call made the 3 x 3 convolutions over 56 x 56
+                    # pixels, whose panels are all whole, 7% slower.
+                    microkernel_columns(a_rows + gemm.step_offset[0], a_stride, gemm.groups,
+                                        panel, tile, gemm.n - qi * NR)
+                elif a_rows != NULL:
+                    microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile)
                 elif (by_tile and rows_here > SHORT_BLOCK_ROWS and qi < last_whole
                       and not (fuse_tail and ri == p_end - 2)):
                     # The sums straight from the micro-kernel's registers to
@@ -1562,8 +1564,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                     ahead = ri + 1
                 if a_rows != NULL:
                     microkernel_direct(gemm, a_rows, a_stride, 4 * g0, 4 * g1,
-                                       gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,
-                                       min(<Py_ssize_t>NR, gemm.n - qi * NR))
+                                       gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
                 elif rows_here > SHORT_BLOCK_ROWS and qi < last_whole:
                     microkernel(block, BLOCK_ROW_BYTES, g1 - g0,
                                 gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)

@@ -175,6 +175,16 @@ cdef inline void short_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gr
 include "_short_rows.pxi"
 
 
+cdef inline void quarters_step(__m512i* c0, __m512i* c1, __m512i* c2, __m512i x, __m512i b0,
+                               __m512i b1, __m512i b2, int quarters) noexcept nogil:
+    """One row's step of quarter_rows: its first `quarters` accumulators."""
+    c0[0] = _mm512_dpbusd_epi32(c0[0], x, b0)
+    if quarters > 1:
+        c1[0] = _mm512_dpbusd_epi32(c1[0], x, b1)
+    if quarters > 2:
+        c2[0] = _mm512_dpbusd_epi32(c2[0], x, b2)
+
+
 cdef inline void quarter_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                               const int8_t* b, int32_t* tile, int quarters) noexcept nogil:
     """Columns 0 .. 16 * quarters - 1 of the panel (quarters 1 to 3) for
@@ -188,14 +198,8 @@ cdef inline void quarter_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t 
     cdef __m512i c30 = zero, c31 = zero, c32 = zero
     cdef __m512i c40 = zero, c41 = zero, c42 = zero
     cdef __m512i c50 = zero, c51 = zero, c52 = zero
-    cdef __m512i b0, b1 = zero, b2 = zero, x
+    cdef __m512i b0, b1 = zero, b2 = zero
     cdef Py_ssize_t g
-    cdef const uint8_t* a0 = a
-    cdef const uint8_t* a1 = a + a_stride
-    cdef const uint8_t* a2 = a + 2 * a_stride
-    cdef const uint8_t* a3 = a + 3 * a_stride
-    cdef const uint8_t* a4 = a + 4 * a_stride
-    cdef const uint8_t* a5 = a + 5 * a_stride
     for g in range(0, 4 * groups, 4):
         b0 = _mm512_loadu_si512(b + 0)
         in_register(b0)
@@ -205,42 +209,12 @@ cdef inline void quarter_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t 
         if quarters > 2:
             b2 = _mm512_loadu_si512(b + 128)
             in_register(b2)
-        x = broadcast4(a0 + g)
-        c00 = _mm512_dpbusd_epi32(c00, x, b0)
-        if quarters > 1:
-            c01 = _mm512_dpbusd_epi32(c01, x, b1)
-        if quarters > 2:
-            c02 = _mm512_dpbusd_epi32(c02, x, b2)
-        x = broadcast4(a1 + g)
-        c10 = _mm512_dpbusd_epi32(c10, x, b0)
-        if quarters > 1:
-            c11 = _mm512_dpbusd_epi32(c11, x, b1)
-        if quarters > 2:
-            c12 = _mm512_dpbusd_epi32(c12, x, b2)
-        x = broadcast4(a2 + g)
-        c20 = _mm512_dpbusd_epi32(c20, x, b0)
-        if quarters > 1:
-            c21 = _mm512_dpbusd_epi32(c21, x, b1)
-        if quarters > 2:
-            c22 = _mm512_dpbusd_epi32(c22, x, b2)
-        x = broadcast4(a3 + g)
-        c30 = _mm512_dpbusd_epi32(c30, x, b0)
-        if quarters > 1:
-            c31 = _mm512_dpbusd_epi32(c31, x, b1)
-        if quarters > 2:
-            c32 = _mm512_dpbusd_epi32(c32, x, b2)
-        x = broadcast4(a4 + g)
-        c40 = _mm512_dpbusd_epi32(c40, x, b0)
-        if quarters > 1:
-            c41 = _mm512_dpbusd_epi32(c41, x, b1)
-        if quarters > 2:
-            c42 = _mm512_dpbusd_epi32(c42, x, b2)
-        x = broadcast4(a5 + g)
-        c50 = _mm512_dpbusd_epi32(c50, x, b0)
-        if quarters > 1:
-            c51 = _mm512_dpbusd_epi32(c51, x, b1)
-        if quarters > 2:
-            c52 = _mm512_dpbusd_epi32(c52, x, b2)
+        quarters_step(&c00, &c01, &c02, broadcast4(a + g), b0, b1, b2, quarters)
+        quarters_step(&c10, &c11, &c12, broadcast4(a + a_stride + g), b0, b1, b2, quarters)
+        quarters_step(&c20, &c21, &c22, broadcast4(a + 2 * a_stride + g), b0, b1, b2, quarters)
+        quarters_step(&c30, &c31, &c32, broadcast4(a + 3 * a_stride + g), b0, b1, b2, quarters)
+        quarters_step(&c40, &c41, &c42, broadcast4(a + 4 * a_stride + g), b0, b1, b2, quarters)
+        quarters_step(&c50, &c51, &c52, broadcast4(a + 5 * a_stride + g), b0, b1, b2, quarters)
         b += NR * 4
     # Unset accumulators are zero: the columns past the quarters.
     store_sums_row(tile + 0 * NR, c00, c01, c02, zero)

@@ -42,6 +42,13 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
+# The return type of a kernel the compiler must not inline into the driver:
+# run_unit inlines the micro-kernel it calls most, and other kernels inlined
+# beside it took registers from its loop (GCC and Clang; the variants that
+# use it are built by them alone).
+cdef extern from *:
+    ctypedef void not_inlined "__attribute__((noinline)) void"
+
 # tile[r * NR + c] <- sum over k < 4 * groups of A[r, k] * B[k, c], for
 # the packed block of A (row r at a + r * a_stride, unsigned values, A_BYTES
 # each, each pair A_SPREAD times) and a packed panel of B' (signed values,
