@@ -1,6 +1,6 @@
-# microkernel_columns for the variants whose panels are narrow enough (NR 8
-# to 32) that a last panel of a few columns costs little more than its
-# columns: the whole micro-kernel.
+# microkernel_columns for the variants whose panels are 8 to 32 columns
+# wide (NR), where a narrow last panel wastes less than a panel of work per
+# block of rows: the whole micro-kernel.
 
 
 cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
