@@ -994,8 +994,8 @@ cdef void tile_terms_of_rows(TileTerms* terms, uint32_t* row_term, Py_ssize_t ro
                              const Epilogue* e, const Gemm* gemm,
                              const UnitOutput* unit) noexcept nogil:
     """The TileTerms of MR rows from row0 but their columns' vectors
-    (requantize_unit_tile_at points those at a tile's columns): the row
-    terms into row_term, which the terms then point at."""
+    (tile_terms_at points those at a tile's columns): the row terms into
+    row_term, which the terms then point at."""
     cdef Py_ssize_t i, r
     cdef int64_t row_zero = e.row_zero[0]
     cdef uint32_t scale = unit.column_zero if unit.unit_column_zero else 1
@@ -1483,7 +1483,9 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                 pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
             if by_tile:
                 # The rows' terms once for all the unit's panels, and each
-                # micro-tile straight to requantize_tile: through finish_tile
+                # micro-tile straight to the tile epilogue (with the
+                # micro-kernel in microkernel_requantize where it can be, else
+                # requantize_tile after it): through finish_tile
                 # (its checks, the terms built anew) a tile's epilogue was a
                 # quarter of attention's time on one AVX-VNNI core, and this
                 # with the column terms kept in registers (_epilogue_ymm.pxi)

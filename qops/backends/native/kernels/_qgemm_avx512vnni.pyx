@@ -228,9 +228,9 @@ cdef inline void quarter_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t 
 cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                               const int8_t* b, int32_t* tile, Py_ssize_t columns) noexcept nogil:
     """A panel of 48 columns or fewer (an image's last pixels, when a 1 x 1
-    convolution runs as filter x image) in passes over as many quarters of
-    the panel as it has columns: the whole micro-kernel spent a 28 x 28
-    image's last 16 pixels the time of 64."""
+    convolution runs as filter x image) in one pass over the quarters of the
+    panel its columns need: the whole micro-kernel spent a 28 x 28 image's
+    last 16 pixels the time of 64."""
     if columns <= 16:
         quarter_rows(a, a_stride, groups, b, tile, 1)
     elif columns <= 32:

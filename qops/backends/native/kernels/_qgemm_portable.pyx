@@ -219,7 +219,9 @@ cdef extern from *:
        through the tile (1 to 3% off attention's products and a first
        convolution on one core).
        Not inlined into its caller, whose other live values would push the
-       accumulators out of registers. */
+       accumulators out of registers.  Without SSE2 the tile epilogue above
+       is an empty stand-in: microkernel_requantize calls this only where
+       QOPS_PORTABLE_SSE2 is 1. */
     #if defined(__GNUC__)
     __attribute__((noinline))
     #endif

@@ -35,10 +35,10 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
 # the two forms of the usual operands (weights without a zero point, or one
 # zero point for all of B; the packs clamping).  Each is a function of its
 # own that the compiler may not inline (not_inlined, _variant.pxd): one
-# function holding several forms
-# lost their constant flags, and a form inlined into run_unit had its
-# accumulators spilled to the stack inside the loop (both were slower than
-# the two steps).  The other forms take the two steps.
+# function holding several forms lost their constant flags, and a form
+# inlined into run_unit had its accumulators spilled to the stack inside the
+# loop (both were slower than the two steps).  The other forms take the two
+# steps.
 
 cdef not_inlined tile_requantized_without_column_zero(
         const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,

@@ -68,10 +68,10 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
                            const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil
 
 # The micro-kernel for the first `columns` (1 to NR) columns of the panel,
-# the tile's other columns zero or any values: a last panel of a few
-# columns at about the cost of its columns, where the variant has such a
-# kernel (_qgemm_avx512vnni.pyx), else the whole micro-kernel
-# (_whole_panels.pxi).
+# the tile's other columns zero (blocks of K add whole tiles; a panel is
+# zero past N): a last panel of a few columns at about the cost of its
+# columns, where the variant has such a kernel (_qgemm_avx512vnni.pyx),
+# else the whole micro-kernel (_whole_panels.pxi).
 cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                               const int8_t* b, int32_t* tile, Py_ssize_t columns) noexcept nogil
 
@@ -94,10 +94,10 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil
 
-# microkernel of a whole block of MR rows, then requantize_tile of its
-# sums: one function where the variant can keep the sums in registers
-# between the two (_tile_shortcuts.pxi, the portable variant's C), the two
-# calls where not.
+# microkernel of a packed block of MR rows (zero past a short block's
+# rows), then requantize_tile of its sums: one function where the variant
+# can keep the sums in registers between the two (_tile_shortcuts.pxi, the
+# portable variant's C), the two calls where not.
 cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                                  const int8_t* b, const TileTerms* terms, uint8_t* result,
                                  Py_ssize_t pitch) noexcept nogil

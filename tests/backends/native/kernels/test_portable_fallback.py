@@ -90,7 +90,10 @@ def test_the_micro_kernel_requantizes_its_tile_in_one_call(kernels, low, row_ter
     exact sums plus the column terms less the row's term (modulo 2**32),
     times the column's float32 multiplier, rounded half to even, plus the
     offset, clamped to [0, 255], plus low as a byte.  Multipliers of 2**-j
-    make ties; the offsets and large sums reach both ends of the range."""
+    make ties; most values land inside the range, and two columns with
+    large terms saturate it at both ends.  With row terms, both terms are
+    stored 2**31 off their values, so that only their difference modulo
+    2**32 gives the right result."""
     if not kernels.qops_portable_sse2():
         pytest.skip("without SSE2 the tile epilogue is the module's plain rule")
     rng = np.random.default_rng([low + 128, row_terms])
@@ -98,23 +101,33 @@ def test_the_micro_kernel_requantizes_its_tile_in_one_call(kernels, low, row_ter
     a = rng.integers(0, 256, (6, 4 * groups)).astype(np.int16)
     b = rng.integers(-128, 128, (groups, 2, 8, 2)).astype(np.int16)
     block = spread(a)
-    column = rng.integers(-2**20, 2**20, 8).astype(np.int32).view(np.uint32)
-    row_term = rng.integers(-2**18, 2**18, 6).astype(np.int32).view(np.uint32)
-    multiplier = (2.0 ** -rng.integers(1, 9, 8)).astype(np.float32)
-    offset = rng.integers(0, 256, 8).astype(np.int32)
+    sums = a.astype(np.int64) @ b.transpose(0, 1, 3, 2).reshape(4 * groups, 8)
+    exponent = rng.integers(10, 13, 8)
+    multiplier = (2.0 ** -exponent).astype(np.float32)
+    column = rng.integers(-2**10, 2**10, 8)
+    column[:2] = (2**26, -2**26)
+    row_term = rng.integers(-2**10, 2**10, 6) if row_terms else np.zeros(6, np.int64)
+    # Row 0 of columns 2 to 4 exactly halfway between two integers once scaled.
+    half = 2 ** (exponent[2:5] - 1)
+    start = sums[0, 2:5] + column[2:5] - row_term[0]
+    column[2:5] += (start // half | 1) * half - start
+    shift = 2**31 if row_terms else 0
+    stored_column = ((column + shift) % 2**32).astype(np.uint32)
+    stored_row_term = ((row_term + shift) % 2**32).astype(np.uint32)
+    offset = rng.integers(96, 160, 8).astype(np.int32)
     result = np.full((6, 24), 77, np.uint8)   # a pitch of 24: the bytes past 8 stay
     kernels.qops_portable_tile_requantized(
         address(block), ctypes.c_ssize_t(block.strides[0]), ctypes.c_ssize_t(groups),
-        address(b), address(column), address(row_term) if row_terms else None,
+        address(b), address(stored_column), address(stored_row_term) if row_terms else None,
         address(multiplier), address(offset), ctypes.c_int32(low), address(result),
         ctypes.c_ssize_t(24))
-    sums = a.astype(np.int64) @ b.transpose(0, 1, 3, 2).reshape(4 * groups, 8)
-    value = sums + column.view(np.int32)
-    if row_terms:
-        value = value - row_term.view(np.int32)[:, None]
+    value = sums + column - row_term[:, None]
     scaled = value.astype(np.float32) * multiplier
-    assert np.any(scaled == np.floor(scaled) + 0.5), "the case has no ties"
-    integers = np.clip(np.rint(scaled).astype(np.int64) + offset, 0, 255)
+    rounded = np.rint(scaled).astype(np.int64) + offset
+    integers = np.clip(rounded, 0, 255)
+    inside = (rounded > 0) & (rounded < 255)
+    assert inside.mean() > 0.5, "most values should lie inside the range"
+    assert np.any((scaled == np.floor(scaled) + 0.5) & inside), "no ties inside the range"
     assert integers.min() == 0 and integers.max() == 255, "nothing saturates"
     assert np.array_equal(result[:, :8], ((integers + low) % 256).astype(np.uint8))
     assert np.all(result[:, 8:] == 77)
