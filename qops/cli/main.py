@@ -163,6 +163,8 @@ def _command_run(args):
 
 
 def build_parser():
+    from qops.cli.bench import ROUNDS
+
     parser = argparse.ArgumentParser(
         prog="python -m qops", description="Quantized linear operators with exact semantics.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -203,10 +205,10 @@ def build_parser():
     bench.add_argument("--threads", type=int, default=2)
     bench.add_argument("--budget", type=float, default=0.25,
                        help="seconds of timing per implementation and case")
-    bench.add_argument("--rounds", type=int, default=3,
+    bench.add_argument("--rounds", type=int, default=ROUNDS,
                        help="rounds per case, each timing qops and then each onnxruntime session "
                             "in turn with a share of the budget; each time is the best of the "
-                            "rounds (default: 3)")
+                            "rounds (default: %(default)s)")
     bench.add_argument("--simd", metavar="VARIANT",
                        help="run the kernels of this variant (one the CPU runs, e.g. avx2 on a "
                             "VNNI machine) instead of the best")

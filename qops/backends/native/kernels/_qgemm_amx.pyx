@@ -169,9 +169,7 @@ cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize
                                  const int8_t* b, const TileTerms* terms, uint8_t* result,
                                  Py_ssize_t pitch) noexcept nogil:
     # The tile's sums come out of the AMX tiles through memory either way.
-    cdef int32_t tile[MR * NR]
-    microkernel(a, a_stride, groups, b, tile)
-    requantize_tile(tile, terms, result, pitch)
+    microkernel_then_requantize(a, a_stride, groups, b, terms, result, pitch)
 
 
 include "_pack_avx2.pxi"

@@ -30,8 +30,9 @@ cdef extern from *:
        A in every lane (a load: the block holds each pair four times, A_SPREAD),
        twelve pmaddwd + paddd; lane c of a row's accumulators is column c's
        sum. */
-    QOPS_PORTABLE_INLINE void qops_portable_microkernel(
-            const uint8_t* a, ptrdiff_t a_stride, ptrdiff_t groups, const int8_t* b, int32_t* tile) {
+    QOPS_PORTABLE_INLINE void qops_portable_microkernel(const uint8_t* a, ptrdiff_t a_stride,
+                                                        ptrdiff_t groups, const int8_t* b,
+                                                        int32_t* tile) {
         __m128i c00 = _mm_setzero_si128(), c01 = _mm_setzero_si128();
         __m128i c10 = _mm_setzero_si128(), c11 = _mm_setzero_si128();
         __m128i c20 = _mm_setzero_si128(), c21 = _mm_setzero_si128();
@@ -378,7 +379,6 @@ cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize
                                  Py_ssize_t pitch) noexcept nogil:
     """In one C function where requantize_tile would take SSE2's path with
     the packs clamping; in two steps otherwise."""
-    cdef int32_t tile[MR * NR]
     cdef const uint32_t* row_term = NULL
     if not terms.no_column_zero:
         row_term = terms.row_term
@@ -386,8 +386,7 @@ cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize
         c_tile_requantized(a, a_stride, groups, b, terms.column, row_term, terms.multiplier,
                            terms.offset, terms.low, result, pitch)
     else:
-        microkernel(a, a_stride, groups, b, tile)
-        requantize_tile(tile, terms, result, pitch)
+        microkernel_then_requantize(a, a_stride, groups, b, terms, result, pitch)
 
 
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,

@@ -59,11 +59,9 @@ cdef not_inlined tile_requantized_with_one_column_zero(
 cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                                  const int8_t* b, const TileTerms* terms, uint8_t* result,
                                  Py_ssize_t pitch) noexcept nogil:
-    cdef int32_t tile[MR * NR]
     if terms.packs_clamp and terms.no_column_zero:
         tile_requantized_without_column_zero(a, a_stride, groups, b, terms, result, pitch)
     elif terms.packs_clamp and terms.unit_column_zero:
         tile_requantized_with_one_column_zero(a, a_stride, groups, b, terms, result, pitch)
     else:
-        microkernel(a, a_stride, groups, b, tile)
-        requantize_tile(tile, terms, result, pitch)
+        microkernel_then_requantize(a, a_stride, groups, b, terms, result, pitch)
