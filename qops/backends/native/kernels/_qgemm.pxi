@@ -2919,52 +2919,58 @@ cdef enum:
     PROBE_TASKS = 16
 
 
-ctypedef long long (*ProbeLoop)(long long rounds) noexcept nogil
+ctypedef long long (*ProbeLoop)(long long rounds, int placement) noexcept nogil
 
 
 cdef struct ProbeRun:
     ProbeLoop loop
     long long rounds                 # per task
+    int placement
 
 
 cdef void probe_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
     cdef const ProbeRun* run = <const ProbeRun*>context
-    run.loop(run.rounds)
+    run.loop(run.rounds, run.placement)
 
 
-cdef void probe_on_threads(ProbeLoop loop, long long rounds, int n_threads) noexcept nogil:
+cdef void probe_on_threads(ProbeLoop loop, int placement, long long rounds,
+                           int n_threads) noexcept nogil:
     """n_threads * rounds rounds of a probe loop, on n_threads threads of the pool."""
     cdef ProbeRun run
     run.loop = loop
     run.rounds = max(1, rounds // PROBE_TASKS)
+    run.placement = placement
     run_tasks(probe_task, &run, n_threads * PROBE_TASKS, n_threads)
 
 
 cdef object probe_gops(ProbeLoop loop, long long multiply_adds, int n_threads, double seconds):
-    """GOPS of a probe loop doing multiply_adds per round: the best of three
-    runs of about seconds / 3 on n_threads threads at once."""
+    """GOPS of a probe loop doing multiply_adds per round: the fastest of its
+    placements (_probe.pxd), each the best of three runs on n_threads
+    threads at once, all in about ``seconds``."""
     import time
 
     cdef long long rounds = 1024
     cdef double elapsed = 0.0
+    cdef int placement
     if n_threads < 1:
         raise ValueError("n_threads must be at least 1")
     while True:  # calibrate on one thread: runs long enough to time
         start = time.perf_counter()
         with nogil:
-            probe_on_threads(loop, rounds, 1)
+            probe_on_threads(loop, 0, rounds, 1)
         elapsed = time.perf_counter() - start
         if elapsed > 0.005 or rounds > (1 << 40):
             break
         rounds = rounds * 4
-    rounds = max(PROBE_TASKS, <long long>(rounds * (seconds / 3.0) / max(elapsed, 1e-9)))
-    rounds = rounds - rounds % PROBE_TASKS
+    rounds = <long long>(rounds * (seconds / (3.0 * PROBE_PLACEMENTS)) / max(elapsed, 1e-9))
+    rounds = max(PROBE_TASKS, rounds - rounds % PROBE_TASKS)
     best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        with nogil:
-            probe_on_threads(loop, rounds, n_threads)
-        best = min(best, time.perf_counter() - start)
+    for placement in range(PROBE_PLACEMENTS):
+        for _ in range(3):
+            start = time.perf_counter()
+            with nogil:
+                probe_on_threads(loop, placement, rounds, n_threads)
+            best = min(best, time.perf_counter() - start)
     return 2.0 * multiply_adds * rounds * n_threads / best / 1e9
 
 
@@ -2972,18 +2978,26 @@ def peak_gops(int n_threads=1, double seconds=0.2):
     """The variant's arithmetic ceiling, in GOPS (two operations per
     multiply-add): a register-resident loop of its micro-kernel's own
     multiply-add instructions (PROBE_MIX) on ``n_threads`` threads at once,
-    the best of three runs of about ``seconds / 3`` each.  A kernel's share
-    of it is the '% peak' of ``python -m qops bench``."""
+    at each of its placements in the front end's lines, the best run of
+    all, in about ``seconds``.  A kernel's share of it is the '% peak' of
+    ``python -m qops bench``."""
     return probe_gops(probe_kernel, PROBE_MULTIPLY_ADDS, n_threads, seconds)
 
 
-def probe_result(long long rounds):
-    """The probe loop's own result after ``rounds`` rounds on one thread:
-    ``rounds * PROBE_RESULT_PER_ROUND`` (as int32) when every chain of every
-    round ran, the check that the loop timed is the loop counted."""
+def check_placement(int placement):
+    if not 0 <= placement < PROBE_PLACEMENTS:
+        raise ValueError(f"placement must be 0 to {PROBE_PLACEMENTS - 1}, not {placement}")
+
+
+def probe_result(long long rounds, int placement=0):
+    """The probe loop's own result after ``rounds`` rounds on one thread, at
+    placement ``placement``: ``rounds * PROBE_RESULT_PER_ROUND`` (as int32)
+    when every chain of every round ran, the check that the loop timed is
+    the loop counted."""
     cdef long long value
+    check_placement(placement)
     with nogil:
-        value = probe_kernel(rounds)
+        value = probe_kernel(rounds, placement)
     return value
 
 

@@ -6,6 +6,7 @@ unsigned A' bytes by a 64 x 16 tile of signed B' bytes (16 groups of 4 k by
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t
 from libc.string cimport memcpy, memset
 
+from qops.backends.native.kernels._probe cimport PROBE_PLACEMENTS
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms, requantize_tile_plain, requantize_tile_rows_plain)
 
@@ -121,12 +122,13 @@ include "_whole_panels.pxi"
 # tdpbusd per block on tiles loaded once, from bytes of 1 (each element of
 # a sum tile gains 64 a round).  A module-level buffer, filled when the
 # module loads: a local one, written only for the tile loads, was dropped
-# by the compiler as a dead store.
+# by the compiler as a dead store.  Compiled C, each tdpbusd 16 cycles: the
+# loop's placement (_probe.pxd) is the compiler's and does not matter.
 cdef uint8_t PROBE_ONES[16 * 64]
 memset(PROBE_ONES, 1, sizeof(PROBE_ONES))
 
 
-cdef long long probe_kernel(long long rounds) noexcept nogil:
+cdef long long probe_kernel(long long rounds, int placement) noexcept nogil:
     cdef int32_t sums[16 * 16]
     cdef long long i
     configure_tiles()

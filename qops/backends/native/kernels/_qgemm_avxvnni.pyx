@@ -7,6 +7,7 @@ variant's 6 x 16 tile."""
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
+from qops.backends.native.kernels._probe cimport PROBE_PLACEMENTS
 from qops.backends.native.kernels._registers cimport in_register
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms, requantize_tile_rows_plain)
@@ -104,70 +105,72 @@ cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uin
 
 # The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd
 # chains on register-resident operands, in assembly with fixed registers as
-# the other probes.  The prefix {vex} (written %{vex%} in an asm string)
+# the other probes, at four places in a line (_probe.pxd).  The prefix {vex} (written %{vex%} in an asm string)
 # asks the assembler for the VEX encoding, which a CPU without AVX-512 runs:
 # the bare mnemonic on ymm may be given the EVEX one of AVX512-VNNI with VL.
 cdef extern from *:
     """
-    static long long qops_probe_avxvnni(long long rounds) {
-        int sink = 0;
-        if (rounds <= 0) return 0;
-        __asm__ volatile(
-            "mov $0x01010101, %%eax\\n\\t"
-            "vmovd %%eax, %%xmm12\\n\\t"
-            "vpbroadcastd %%xmm12, %%ymm12\\n\\t"
-            "vmovdqa %%ymm12, %%ymm13\\n\\t"
-            "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t"
-            "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t"
-            "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t"
-            "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t"
-            "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t"
-            "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t"
-            "vpxor %%xmm6, %%xmm6, %%xmm6\\n\\t"
-            "vpxor %%xmm7, %%xmm7, %%xmm7\\n\\t"
-            "vpxor %%xmm8, %%xmm8, %%xmm8\\n\\t"
-            "vpxor %%xmm9, %%xmm9, %%xmm9\\n\\t"
-            "vpxor %%xmm10, %%xmm10, %%xmm10\\n\\t"
-            "vpxor %%xmm11, %%xmm11, %%xmm11\\n\\t"
-            "1:\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm0\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm1\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm2\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm3\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm4\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm5\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm6\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm7\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm8\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm9\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm10\\n\\t"
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm11\\n\\t"
-            "dec %[rounds]\\n\\t"
-            "jnz 1b\\n\\t"
-            "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t"
-            "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t"
-            "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t"
-            "vpaddd %%ymm7, %%ymm6, %%ymm6\\n\\t"
-            "vpaddd %%ymm9, %%ymm8, %%ymm8\\n\\t"
-            "vpaddd %%ymm11, %%ymm10, %%ymm10\\n\\t"
-            "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t"
-            "vpaddd %%ymm6, %%ymm4, %%ymm4\\n\\t"
-            "vpaddd %%ymm10, %%ymm8, %%ymm8\\n\\t"
-            "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t"
-            "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t"
-            "vmovd %%xmm0, %[sink]\\n\\t"
-            "vzeroupper\\n\\t"
-            : [rounds] "+r"(rounds), [sink] "=r"(sink)
-            :
-            : "eax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8",
-              "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc");
-        return sink;
+    #define QOPS_PROBE_AVXVNNI(name, at) \\
+    static long long name(long long rounds) { \\
+        int sink = 0; \\
+        if (rounds <= 0) return 0; \\
+        __asm__ volatile( \\
+            "mov $0x01010101, %%eax\\n\\t" \\
+            "vmovd %%eax, %%xmm12\\n\\t" \\
+            "vpbroadcastd %%xmm12, %%ymm12\\n\\t" \\
+            "vmovdqa %%ymm12, %%ymm13\\n\\t" \\
+            "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t" \\
+            "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t" \\
+            "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t" \\
+            "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t" \\
+            "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t" \\
+            "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t" \\
+            "vpxor %%xmm6, %%xmm6, %%xmm6\\n\\t" \\
+            "vpxor %%xmm7, %%xmm7, %%xmm7\\n\\t" \\
+            "vpxor %%xmm8, %%xmm8, %%xmm8\\n\\t" \\
+            "vpxor %%xmm9, %%xmm9, %%xmm9\\n\\t" \\
+            "vpxor %%xmm10, %%xmm10, %%xmm10\\n\\t" \\
+            "vpxor %%xmm11, %%xmm11, %%xmm11\\n\\t" \\
+            at "1:\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm0\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm1\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm2\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm3\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm4\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm5\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm6\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm7\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm8\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm9\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm10\\n\\t" \\
+            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm11\\n\\t" \\
+            "dec %[rounds]\\n\\t" \\
+            "jnz 1b\\n\\t" \\
+            "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t" \\
+            "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t" \\
+            "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t" \\
+            "vpaddd %%ymm7, %%ymm6, %%ymm6\\n\\t" \\
+            "vpaddd %%ymm9, %%ymm8, %%ymm8\\n\\t" \\
+            "vpaddd %%ymm11, %%ymm10, %%ymm10\\n\\t" \\
+            "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t" \\
+            "vpaddd %%ymm6, %%ymm4, %%ymm4\\n\\t" \\
+            "vpaddd %%ymm10, %%ymm8, %%ymm8\\n\\t" \\
+            "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t" \\
+            "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t" \\
+            "vmovd %%xmm0, %[sink]\\n\\t" \\
+            "vzeroupper\\n\\t" \\
+            : [rounds] "+r"(rounds), [sink] "=r"(sink) \\
+            : \\
+            : "eax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \\
+              "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc"); \\
+        return sink; \\
     }
+    QOPS_PROBE_PLACED(qops_probe_avxvnni, QOPS_PROBE_AVXVNNI)
     """
-    long long probe_loop "qops_probe_avxvnni"(long long rounds) noexcept nogil
+    long long probe_loop "qops_probe_avxvnni"(long long rounds, int placement) noexcept nogil
 
-cdef long long probe_kernel(long long rounds) noexcept nogil:
-    return probe_loop(rounds)
+cdef long long probe_kernel(long long rounds, int placement) noexcept nogil:
+    return probe_loop(rounds, placement)
 
 
 # Multiply-adds per probe round: twelve vpdpbusd of 32 byte products each.

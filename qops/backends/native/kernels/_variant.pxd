@@ -135,5 +135,7 @@ cdef void depthwise_widen_plane(const uint8_t* source, bint signed, Py_ssize_t w
                                 int16_t* plane) noexcept nogil
 
 # `rounds` rounds of the micro-kernel's own multiply-add instructions on
-# registers; returns their sum (rounds * PROBE_RESULT_PER_ROUND, as int32).
-cdef long long probe_kernel(long long rounds) noexcept nogil
+# registers, the loop at placement `placement` (0 to PROBE_PLACEMENTS - 1,
+# _probe.pxd; a variant whose loop is not in assembly may ignore it);
+# returns their sum (rounds * PROBE_RESULT_PER_ROUND, as int32).
+cdef long long probe_kernel(long long rounds, int placement) noexcept nogil

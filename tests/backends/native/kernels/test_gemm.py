@@ -124,12 +124,17 @@ def test_every_variant_probes_the_peak_of_its_own_instructions(variant):
     assert instruction[variant] in kernels.PROBE_MIX
     gops = kernels.peak_gops(1, 0.03)
     assert 0 < gops < float("inf")
-    # Every chain of every round ran: the loop's own sum counts them.
-    for rounds in (1, 7, 1000):
-        expected = (rounds * kernels.PROBE_RESULT_PER_ROUND + 2**31) % 2**32 - 2**31
-        assert kernels.probe_result(rounds) == expected, rounds
+    # Every chain of every round ran, at every placement of the loop that
+    # peak_gops times: the loop's own sum counts them.
+    for placement in range(4):
+        for rounds in (1, 7, 1000):
+            expected = (rounds * kernels.PROBE_RESULT_PER_ROUND + 2**31) % 2**32 - 2**31
+            assert kernels.probe_result(rounds, placement) == expected, (rounds, placement)
     with pytest.raises(ValueError, match="at least 1"):
         kernels.peak_gops(0)
+    for placement in (-1, 4):
+        with pytest.raises(ValueError, match="placement must be 0 to 3"):
+            kernels.probe_result(1, placement)
 
 
 @pytest.mark.skipif("avx2" not in VARIANTS, reason="this CPU runs no AVX2")
@@ -139,9 +144,10 @@ def test_the_avx2_variant_probes_onnxruntimes_saturating_step_too():
     assert 0 < kernels.peer_peak_gops(1, 0.03) < float("inf")
     # Every chain of every round ran: per round, six chains each add in a
     # lane two words of two (unsigned 255) x (signed -1) byte products.
-    for rounds in (1, 7, 1000):
-        expected = (rounds * 6 * 2 * 2 * (255 * -1) + 2**31) % 2**32 - 2**31
-        assert kernels.peer_probe_result(rounds) == expected, rounds
+    for placement in range(4):
+        for rounds in (1, 7, 1000):
+            expected = (rounds * 6 * 2 * 2 * (255 * -1) + 2**31) % 2**32 - 2**31
+            assert kernels.peer_probe_result(rounds, placement) == expected, (rounds, placement)
     with pytest.raises(ValueError, match="at least 1"):
         kernels.peer_peak_gops(0)
 
