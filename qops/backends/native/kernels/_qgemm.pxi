@@ -77,6 +77,8 @@ if <Py_ssize_t>TILE_COLUMNS > <Py_ssize_t>PACK_COLUMNS:
 # A block's S fits int32 for up to 65792 k (|A' B'| <= 255 * 128).
 if K_BLOCK_GROUPS > 16384:
     raise ImportError("K_BLOCK_GROUPS: a block of more than 65536 k could wrap int32")
+# k per block of K, at Python level: the tests that cross blocks size K by it.
+K_BLOCK = K_BLOCK_GROUPS * 4
 if int(A_SPREAD) not in (1, 4) or (A_SPREAD == 4 and A_BYTES != 2):
     raise ImportError("A_SPREAD: spread_pairs makes four copies of int16 pairs")
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from kernel_cases import (TYPES, VARIANTS, _native, at_page_end, random_values, reference,
                           run_variant)
 
+from qops.backends.native import variants as _simd
 from qops.ops import convolution
 
 
@@ -92,6 +93,33 @@ def test_a_larger_convolution_matches(variant):
         assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
                               reference(call))
 
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("in_type", TYPES)
+@pytest.mark.parametrize("kernel", [(1, 1), (3, 3)])
+def test_filters_deeper_than_a_block_of_k(variant, in_type, kernel, monkeypatch):
+    """K = channels x filter taps over two of the variant's K blocks and a
+    bit, the first block ending inside a filter row's run of channels (3 x
+    3) or inside a pixel's channels (1 x 1); rows of A read where they lie
+    (whole groups of channels) or packed (not), padding, 1 and 2 threads."""
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    taps = kernel[0] * kernel[1]
+    block = _simd.module(variant).K_BLOCK
+    rng = np.random.default_rng(block + taps)
+    for channels in (2 * block // taps + 12, 2 * block // taps + 13):
+        slots = dict(input=random_values(rng, (1, channels, 7, 9), in_type), input_scale=0.05,
+                     input_zero_point=random_values(rng, (), in_type),
+                     filter=rng.integers(-128, 128, (20, channels) + kernel, dtype=np.int8),
+                     filter_scale=rng.uniform(0.001, 0.01, 20).astype(np.float32),
+                     bias=rng.integers(-10000, 10000, 20, dtype=np.int32),
+                     output_scale=np.float32(3.0 * channels ** 0.5),
+                     output_zero_point=np.uint8(100))
+        call = convolution.prepare(slots, dict(start_padding=(1, 1), end_padding=(1, 1)), "4_0")
+        expected = reference(call)
+        for n_threads in (1, 2):
+            assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
+                                  expected), (channels, n_threads)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

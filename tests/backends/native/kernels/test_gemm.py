@@ -385,15 +385,18 @@ def test_b_packed_a_chunk_of_rows_at_a_time(variant, b_type):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("a_type", TYPES)
-@pytest.mark.parametrize("depth", [64, 66, 1100])
+@pytest.mark.parametrize("depth", [64, 66, "two blocks"])
 @pytest.mark.parametrize("per_row", [False, True])
 def test_short_last_blocks_of_rows(variant, a_type, depth, per_row, monkeypatch):
     """M that ends in a short block of micro-tile rows: inside a unit (5, 13,
     47, 104), alone after whole units (49, 50, 53, 97: the unit above takes it),
     or none (54); A read where it lies (uint8, K a multiple of 4 in one
-    block) or packed (int8, K = 66, K = 1100 in two blocks); per-tensor or
-    per-row requantization; N = 200 spans two units of columns."""
+    block) or packed (int8, K = 66, K in two blocks: the variant's block and
+    76); per-tensor or per-row requantization; N = 200 spans two units of
+    columns."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    if depth == "two blocks":
+        depth = _simd.module(variant).K_BLOCK + 76
     rng = np.random.default_rng(depth)
     for rows in (5, 13, 47, 49, 50, 53, 54, 97, 104):
         scale_shape = (rows, 1) if per_row else ()
@@ -413,11 +416,12 @@ def test_one_or_two_rows_at_every_count_of_groups(variant, rows, monkeypatch):
     """A pass of one or two rows (M = 1 or 2, or a tail under a whole
     micro-tile) that deals its groups to several sets of accumulators:
     counts of groups of every remainder by three and by two, one block of K
-    and three (K = 2100), A read where it lies (uint8, K a multiple of 4)
-    and packed (int8)."""
+    and three (two of the variant's blocks and 52 k), A read where it lies
+    (uint8, K a multiple of 4) and packed (int8)."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     rng = np.random.default_rng(rows)
-    for depth in (1, 4, 8, 12, 16, 20, 24, 62, 64, 68, 72, 2100):
+    three_blocks = 2 * _simd.module(variant).K_BLOCK + 52
+    for depth in (1, 4, 8, 12, 16, 20, 24, 62, 64, 68, 72, three_blocks):
         for a_type in TYPES:
             slots = dict(a=random_values(rng, (rows, depth), a_type), a_scale=0.03,
                          a_zero_point=random_values(rng, (), a_type),
@@ -430,15 +434,17 @@ def test_one_or_two_rows_at_every_count_of_groups(variant, rows, monkeypatch):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("b_type", TYPES)
-@pytest.mark.parametrize("depth", [9, 64, 1100])
+@pytest.mark.parametrize("depth", [9, 64, "two blocks"])
 def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
     """B given as it is is packed by the units that read it, a column tile
     at a time: one B shared by six products (every unit of a tile but the
     first finds it packed, or waits while another thread packs it), or one B
     per product; N = 300 ends in a partial tile and panel; K = 9 ends in a
-    partial group, 1100 spans two K blocks.  A second call on new values of B
-    in the same workspace must pack them afresh."""
+    partial group, the variant's block and 76 k span two K blocks.  A second
+    call on new values of B in the same workspace must pack them afresh."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    if depth == "two blocks":
+        depth = _simd.module(variant).K_BLOCK + 76
     rng = np.random.default_rng(depth)
     for b_batch in (1, 6):
         for _ in range(2):
@@ -454,7 +460,7 @@ def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("a_type", TYPES)
-@pytest.mark.parametrize("depth", [9, 64, 1100])
+@pytest.mark.parametrize("depth", [9, 64, "two blocks"])
 @pytest.mark.parametrize("b_zero", ["per tensor", "per column"])
 def test_row_sums_during_the_run(variant, a_type, depth, b_zero, monkeypatch):
     """A zero point of B needs the sums of A's rows, summed by the units
@@ -462,10 +468,13 @@ def test_row_sums_during_the_run(variant, a_type, depth, b_zero, monkeypatch):
     (every unit of a band but the first finds it summed, or waits while
     another thread sums it) or one A per product; M = 130 is three bands,
     the last short; N = 300 is three column tiles per band; K = 9 ends in a
-    partial group, 1100 spans two K blocks.  One zero point for every column
-    goes into the row terms, one per column multiplies each value.  A second
-    call on new values of A in the same workspace must sum them afresh."""
+    partial group, the variant's block and 76 k span two K blocks.  One zero
+    point for every column goes into the row terms, one per column
+    multiplies each value.  A second call on new values of A in the same
+    workspace must sum them afresh."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    if depth == "two blocks":
+        depth = _simd.module(variant).K_BLOCK + 76
     rng = np.random.default_rng(depth)
     zero_shape = () if b_zero == "per tensor" else (1, 300)
     for a_batch in (1, 6):
@@ -526,14 +535,16 @@ def test_small_products_run_on_fewer_threads(monkeypatch):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("out_type", TYPES)
-@pytest.mark.parametrize("depth", [100, 1500])
+@pytest.mark.parametrize("depth", [100, "two blocks"])
 def test_requantization_ties_and_saturation(variant, out_type, depth):
     """Multipliers of 2**-j make every odd sum a tie, which rounds to even,
     and the large sums saturate at both ends of the output type; per-column
     scales and zero points of B, one zero point of A (the epilogue that takes
     whole micro-tiles).  Checked against the rule stated here in NumPy:
     float32(sum) * multiplier, round half to even, add the zero point, clip.
-    K = 1500 spans two K blocks of every variant."""
+    K = the variant's block and 476 k spans two K blocks."""
+    if depth == "two blocks":
+        depth = _simd.module(variant).K_BLOCK + 476
     rng = np.random.default_rng(depth)
     rows, columns = 50, 70
     a = random_values(rng, (rows, depth), np.uint8)
