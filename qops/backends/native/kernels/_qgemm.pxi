@@ -1507,6 +1507,18 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                     # pixels, whose panels are all whole, 7% slower.
                     microkernel_columns(a_rows + gemm.step_offset[0], a_stride, gemm.groups,
                                         panel, tile, gemm.n - qi * NR)
+                elif (a_rows != NULL and by_tile and gemm.steps == 1 and qi < last_whole
+                      and not (fuse_tail and ri == p_end - 2)):
+                    # One run read where it lies (a product's rows, a 1 x 1
+                    # convolution's pixels), straight to the epilogue as a
+                    # packed block below: on one AVX-VNNI core attention's
+                    # products, whose rows are all read so, spent 27% of
+                    # their time in requantize_tile's separate calls.
+                    microkernel_requantize(a_rows + gemm.step_offset[0], a_stride, gemm.groups,
+                                           panel, &terms,
+                                           tile_terms_at(&terms, ri * MR, qi * NR, &unit),
+                                           unit.pitch)
+                    continue
                 elif a_rows != NULL:
                     microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile)
                 elif (by_tile and rows_here > SHORT_BLOCK_ROWS and qi < last_whole
