@@ -167,6 +167,13 @@ cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8
     requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
 
 
+cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                                      const int8_t* b, const RowTerms* terms, uint8_t* result,
+                                      Py_ssize_t pitch) noexcept nogil:
+    # Unreached where ROW_TILES is 0 (the per-row epilogue by lines).
+    microkernel_then_requantize_rows(a, a_stride, groups, b, terms, result, pitch)
+
+
 cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                                  const int8_t* b, const TileTerms* terms, uint8_t* result,
                                  Py_ssize_t pitch) noexcept nogil:

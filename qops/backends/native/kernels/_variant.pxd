@@ -112,6 +112,23 @@ cdef inline void microkernel_then_requantize(const uint8_t* a, Py_ssize_t a_stri
     microkernel(a, a_stride, groups, b, tile)
     requantize_tile(tile, terms, result, pitch)
 
+# The same by RowTerms' rule (requantize_tile_rows), where ROW_TILES is 1:
+# the AVX-512 VNNI variant keeps the sums in registers between the two;
+# the others, which never take it, the two calls.
+cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                                      const int8_t* b, const RowTerms* terms, uint8_t* result,
+                                      Py_ssize_t pitch) noexcept nogil
+
+
+cdef inline void microkernel_then_requantize_rows(const uint8_t* a, Py_ssize_t a_stride,
+                                                  Py_ssize_t groups, const int8_t* b,
+                                                  const RowTerms* terms, uint8_t* result,
+                                                  Py_ssize_t pitch) noexcept nogil:
+    """microkernel_requantize_rows in its two steps, through a tile in memory."""
+    cdef int32_t tile[MR * NR]
+    microkernel(a, a_stride, groups, b, tile)
+    requantize_tile_rows(tile, terms, result, pitch)
+
 # `count` groups of a full panel: NR columns of rows 0 .. 4 * count - 1 of B
 # (row i at rows + i * ldb; each byte xor flip, then read as signed), group g
 # (k = 4g .. 4g + 3) at target + g * GROUP_BYTES in the panel layout (B_BYTES
