@@ -1,8 +1,9 @@
 # The tile epilogue of the variants whose micro-tile is 6 x 16 int32 sums
 # in two ymm a row (AVX2, AVX-VNNI): requantize_tile by vector intrinsics
 # (requantize_rows through _tile_shortcuts.pxi), and requantize_tile_rows
-# in its plain form (ROW_TILES 0: the driver's line forms serve the per-row
-# epilogue).  Included after _ymm.pxi and the variant's constants.
+# and microkernel_requantize_rows the same way (which the driver takes
+# where the variant's ROW_TILES is 1, AVX-VNNI's).  Included after _ymm.pxi,
+# _tile_rows_ymm.pxi and the variant's constants.
 
 cdef struct HalfTerms:
     # A tile's column terms for eight of its columns, loaded once for all
@@ -92,14 +93,68 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
 include "_tile_shortcuts.pxi"
 
 
+cdef inline __m256i packed_row_by_row_terms(const int32_t* sums, const RowTerms* terms,
+                                            Py_ssize_t i, __m256i column_sums_left,
+                                            __m256i column_sums_right) noexcept nogil:
+    """Row i's 16 values by its own terms (RowTerms' rule, clamped), less
+    low, as int16 in the order of packs_epi32: the terms modulo 2**32,
+    float32 product, clamp, vcvtps2dq (half to even), then the offset (in
+    [0, 255]) added saturating, as requantize_rows does."""
+    cdef __m256i term = _mm256_set1_epi32(<int>terms.term[i])
+    cdef __m256i row_zero = _mm256_set1_epi32(<int>terms.row_zero[i])
+    cdef __m256 multiplier = _mm256_set1_ps(terms.multiplier[i])
+    cdef __m256 floor = _mm256_set1_ps(terms.floor[i])
+    cdef __m256 ceiling = _mm256_set1_ps(terms.ceiling[i])
+    cdef __m256i left = _mm256_sub_epi32(
+        _mm256_add_epi32(_mm256_loadu_si256(sums), term),
+        _mm256_mullo_epi32(column_sums_left, row_zero))
+    cdef __m256i right = _mm256_sub_epi32(
+        _mm256_add_epi32(_mm256_loadu_si256(sums + 8), term),
+        _mm256_mullo_epi32(column_sums_right, row_zero))
+    left = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(
+        _mm256_mul_ps(_mm256_cvtepi32_ps(left), multiplier), floor), ceiling))
+    right = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(
+        _mm256_mul_ps(_mm256_cvtepi32_ps(right), multiplier), floor), ceiling))
+    return _mm256_adds_epi16(_mm256_packs_epi32(left, right),
+                             _mm256_set1_epi16(<short>terms.offset[i]))
+
+
+cdef inline void requantize_rows_by_row_terms(const int32_t* tile, const RowTerms* terms,
+                                              uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    """The tile's rows two at a time by their own terms, packed and stored
+    as requantize_rows packs and stores them."""
+    cdef __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
+    cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
+    cdef __m256i column_sums_left = _mm256_loadu_si256(terms.column_sum)
+    cdef __m256i column_sums_right = _mm256_loadu_si256(terms.column_sum + 8)
+    cdef __m256i both
+    cdef Py_ssize_t i
+    for i in range(0, MR, 2):
+        both = _mm256_add_epi8(_mm256_permutevar8x32_epi32(_mm256_packus_epi16(
+            packed_row_by_row_terms(tile + i * NR, terms, i, column_sums_left,
+                                    column_sums_right),
+            packed_row_by_row_terms(tile + (i + 1) * NR, terms, i + 1, column_sums_left,
+                                    column_sums_right)), order), low)
+        _mm_storeu_si128(result + i * pitch, _mm256_castsi256_si128(both))
+        _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
+
+
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil:
-    # Not called while ROW_TILES is 0; the interface's plain form.
-    requantize_tile_rows_plain(tile, MR, NR, terms, result, pitch)
+    requantize_rows_by_row_terms(tile, terms, result, pitch)
+
+
+cdef not_inlined tile_requantized_by_rows(
+        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+        const RowTerms* terms, uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    # As the tile epilogue's fused forms (_tile_shortcuts.pxi): the sums
+    # stay in ymm registers from the micro-kernel to the epilogue.
+    cdef int32_t sums[MR * NR]
+    tile_rows(a, a_stride, groups, b, sums, MR, False)
+    requantize_rows_by_row_terms(sums, terms, result, pitch)
 
 
 cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                                       const int8_t* b, const RowTerms* terms, uint8_t* result,
                                       Py_ssize_t pitch) noexcept nogil:
-    # Unreached where ROW_TILES is 0 (the per-row epilogue by lines).
-    microkernel_then_requantize_rows(a, a_stride, groups, b, terms, result, pitch)
+    tile_requantized_by_rows(a, a_stride, groups, b, terms, result, pitch)

@@ -22,7 +22,9 @@ cdef enum:
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     # The pair kernel of _depthwise_avx2.pxi.
-    # The per-row epilogue by the line forms.
+    # The per-row epilogue by the line forms: by whole micro-tiles, as
+    # AVX-VNNI has it, no case of the bench moved (its 1 x 1 convolutions
+    # run image x filter, per column).
     ROW_TILES = 0
     DEPTHWISE_PAIRS = 1
 

@@ -26,6 +26,7 @@ cdef extern from "<immintrin.h>" nogil:
     __m256 _mm256_mul_ps(__m256 a, __m256 b)
     __m256 _mm256_max_ps(__m256 a, __m256 b)
     __m256 _mm256_min_ps(__m256 a, __m256 b)
+    __m256 _mm256_set1_ps(float value)
     __m256i _mm256_packs_epi32(__m256i a, __m256i b)
     __m256i _mm256_adds_epi16(__m256i a, __m256i b)
     __m256i _mm256_packus_epi16(__m256i a, __m256i b)
