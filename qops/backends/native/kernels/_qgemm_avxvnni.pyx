@@ -9,8 +9,7 @@ from libc.string cimport memcpy
 
 from qops.backends.native.kernels._probe cimport PROBE_PLACEMENTS
 from qops.backends.native.kernels._registers cimport in_register
-from qops.backends.native.kernels._requantize cimport (
-    RowTerms, TileTerms, requantize_tile_rows_plain)
+from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
 include "_ymm.pxi"
 

@@ -94,8 +94,8 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil
 
-# microkernel of a packed block of MR rows (zero past a short block's
-# rows), then requantize_tile of its sums: one function where the variant
+# microkernel of a block of MR rows, packed (zero past a short block's
+# rows) or read where it lies in one run, then requantize_tile of its sums: one function where the variant
 # can keep the sums in registers between the two (_tile_shortcuts.pxi, the
 # portable variant's C), the two calls where not.
 cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
@@ -112,9 +112,10 @@ cdef inline void microkernel_then_requantize(const uint8_t* a, Py_ssize_t a_stri
     microkernel(a, a_stride, groups, b, tile)
     requantize_tile(tile, terms, result, pitch)
 
-# The same by RowTerms' rule (requantize_tile_rows), where ROW_TILES is 1:
-# the AVX-512 VNNI variant keeps the sums in registers between the two;
-# the others, which never take it, the two calls.
+# The same by RowTerms' rule (requantize_tile_rows), which the driver
+# takes where ROW_TILES is 1: one function that keeps the sums in
+# registers where requantize_tile_rows is vectorized (AVX-512 VNNI, and
+# _epilogue_ymm.pxi's for AVX2 and AVX-VNNI), the two calls elsewhere.
 cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                                       const int8_t* b, const RowTerms* terms, uint8_t* result,
                                       Py_ssize_t pitch) noexcept nogil

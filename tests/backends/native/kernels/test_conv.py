@@ -100,14 +100,17 @@ def test_a_larger_convolution_matches(variant):
 @pytest.mark.parametrize("kernel", [(1, 1), (3, 3)])
 def test_filters_deeper_than_a_block_of_k(variant, in_type, kernel, monkeypatch):
     """K = channels x filter taps over two of the variant's K blocks and a
-    bit, the first block ending inside a filter row's run of channels (3 x
-    3) or inside a pixel's channels (1 x 1); rows of A read where they lie
-    (whole groups of channels) or packed (not), padding, 1 and 2 threads."""
+    bit, the blocks ending inside a filter row's run of channels (3 x 3) or
+    inside a pixel's channels (1 x 1); rows of A read where they lie (a
+    multiple of 4 channels, whole groups) or packed (not), padding, 1 and 2
+    threads."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     taps = kernel[0] * kernel[1]
     block = _simd.module(variant).K_BLOCK
     rng = np.random.default_rng(block + taps)
-    for channels in (2 * block // taps + 12, 2 * block // taps + 13):
+    whole_groups = -(-(2 * block // taps + 12) // 4) * 4
+    for channels in (whole_groups, whole_groups + 4, whole_groups + 1):
+        assert channels * taps > 2 * block and block % (kernel[1] * channels) != 0
         slots = dict(input=random_values(rng, (1, channels, 7, 9), in_type), input_scale=0.05,
                      input_zero_point=random_values(rng, (), in_type),
                      filter=rng.integers(-128, 128, (20, channels) + kernel, dtype=np.int8),
@@ -134,8 +137,10 @@ def test_filter_rows_read_where_they_lie(variant, in_type, channels, kernel, str
     filter row's run is whole groups of four (8 x 3, 4 x 3 and 64 x 3
     bytes), the blocks that cross an output row packed; packed throughout
     where the run is not whole groups (3 x 3 bytes).  With 128 channels K
-    is two blocks of 1024 values, the first ending inside a step; with 64
-    channels and a 5 x 5 filter the second block holds several runs.  Output
+    is two blocks of 1024 values where the variant's blocks are that long,
+    the first ending inside a step; with 64 channels and a 5 x 5 filter the
+    second block holds several runs (test_filters_deeper_than_a_block_of_k
+    crosses the longer blocks).  Output
     rows of 17 and 9 pixels, padding, taller filters and dilation; 1 and 2
     threads."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
@@ -575,9 +580,10 @@ def test_depthwise_in_a_forked_child():
 @st.composite
 def pointwise_calls(draw):
     """1 x 1 convolutions of one group without padding: the filter x image
-    products, with channels across a K group and a K block, pixels across
-    whole and partial micro-tile columns, strides that subsample."""
-    channels = draw(st.sampled_from((1, 3, 4, 5, 16, 17, 40, 1100)))
+    products, with channels across a K group and K blocks (of 1024 and of
+    3072 k), pixels across whole and partial micro-tile columns, strides
+    that subsample."""
+    channels = draw(st.sampled_from((1, 3, 4, 5, 16, 17, 40, 1100, 3100)))
     out_channels = draw(st.integers(1, 40))
     strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
     height, width = draw(st.integers(1, 12)), draw(st.integers(1, 40))

@@ -391,12 +391,12 @@ def test_short_last_blocks_of_rows(variant, a_type, depth, per_row, monkeypatch)
     """M that ends in a short block of micro-tile rows: inside a unit (5, 13,
     47, 104), alone after whole units (49, 50, 53, 97: the unit above takes it),
     or none (54); A read where it lies (uint8, K a multiple of 4 in one
-    block) or packed (int8, K = 66, K in two blocks: the variant's block and
-    76); per-tensor or per-row requantization; N = 200 spans two units of
-    columns."""
+    block) or packed (int8, K = 66, K in two blocks or more: 1100, or the
+    variant's block and 76 where that is more); per-tensor or per-row
+    requantization; N = 200 spans two units of columns."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     if depth == "two blocks":
-        depth = _simd.module(variant).K_BLOCK + 76
+        depth = max(1100, _simd.module(variant).K_BLOCK + 76)
     rng = np.random.default_rng(depth)
     for rows in (5, 13, 47, 49, 50, 53, 54, 97, 104):
         scale_shape = (rows, 1) if per_row else ()
@@ -416,11 +416,12 @@ def test_one_or_two_rows_at_every_count_of_groups(variant, rows, monkeypatch):
     """A pass of one or two rows (M = 1 or 2, or a tail under a whole
     micro-tile) that deals its groups to several sets of accumulators:
     counts of groups of every remainder by three and by two, one block of K
-    and three (two of the variant's blocks and 52 k), A read where it lies
-    (uint8, K a multiple of 4) and packed (int8)."""
+    and three or more (2100, or two of the variant's blocks and 52 k where
+    that is more), A read where it lies (uint8, K a multiple of 4) and
+    packed (int8)."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     rng = np.random.default_rng(rows)
-    three_blocks = 2 * _simd.module(variant).K_BLOCK + 52
+    three_blocks = max(2100, 2 * _simd.module(variant).K_BLOCK + 52)
     for depth in (1, 4, 8, 12, 16, 20, 24, 62, 64, 68, 72, three_blocks):
         for a_type in TYPES:
             slots = dict(a=random_values(rng, (rows, depth), a_type), a_scale=0.03,
@@ -440,11 +441,12 @@ def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
     at a time: one B shared by six products (every unit of a tile but the
     first finds it packed, or waits while another thread packs it), or one B
     per product; N = 300 ends in a partial tile and panel; K = 9 ends in a
-    partial group, the variant's block and 76 k span two K blocks.  A second
-    call on new values of B in the same workspace must pack them afresh."""
+    partial group, 1100 (or the variant's block and 76 k, where that is more)
+    spans two K blocks or more.  A second call on new values of B in the
+    same workspace must pack them afresh."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     if depth == "two blocks":
-        depth = _simd.module(variant).K_BLOCK + 76
+        depth = max(1100, _simd.module(variant).K_BLOCK + 76)
     rng = np.random.default_rng(depth)
     for b_batch in (1, 6):
         for _ in range(2):
@@ -468,13 +470,13 @@ def test_row_sums_during_the_run(variant, a_type, depth, b_zero, monkeypatch):
     (every unit of a band but the first finds it summed, or waits while
     another thread sums it) or one A per product; M = 130 is three bands,
     the last short; N = 300 is three column tiles per band; K = 9 ends in a
-    partial group, the variant's block and 76 k span two K blocks.  One zero
-    point for every column goes into the row terms, one per column
-    multiplies each value.  A second call on new values of A in the same
+    partial group, 1100 (or the variant's block and 76 k, where that is
+    more) spans two K blocks or more.  One zero point for every column goes
+    into the row terms, one per column multiplies each value.  A second call on new values of A in the same
     workspace must sum them afresh."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     if depth == "two blocks":
-        depth = _simd.module(variant).K_BLOCK + 76
+        depth = max(1100, _simd.module(variant).K_BLOCK + 76)
     rng = np.random.default_rng(depth)
     zero_shape = () if b_zero == "per tensor" else (1, 300)
     for a_batch in (1, 6):
@@ -542,9 +544,10 @@ def test_requantization_ties_and_saturation(variant, out_type, depth):
     scales and zero points of B, one zero point of A (the epilogue that takes
     whole micro-tiles).  Checked against the rule stated here in NumPy:
     float32(sum) * multiplier, round half to even, add the zero point, clip.
-    K = the variant's block and 476 k spans two K blocks."""
+    K = 1500 (or the variant's block and 476 k, where that is more) spans
+    two K blocks or more."""
     if depth == "two blocks":
-        depth = _simd.module(variant).K_BLOCK + 476
+        depth = max(1500, _simd.module(variant).K_BLOCK + 476)
     rng = np.random.default_rng(depth)
     rows, columns = 50, 70
     a = random_values(rng, (rows, depth), np.uint8)

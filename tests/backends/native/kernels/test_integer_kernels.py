@@ -95,13 +95,14 @@ def _stated_to_float(slots):
 def integer_to_float_calls(draw):
     """Products over the float epilogue's paths: up to 3 unit rows of tiles
     and tails of 1 to 5 rows, several units of columns, K past one block
-    (1024), batches broadcasting either way, scales and zero points per
+    (1024, or 3072 on the variants with longer blocks), batches broadcasting either way, scales and zero points per
     tensor, row or column, and a bias per column (the kernels' epilogue),
     per element (NumPy's steps after the raw sums) or none.  Scales may make
     the multiplier 0 or the products overflow to infinity, and a bias may
     hold -0.0 (N = 1 too)."""
     rows = draw(st.integers(1, 140))
-    depth = draw(st.one_of(st.integers(1, 80), st.integers(1000, 1300)))
+    depth = draw(st.one_of(st.integers(1, 80), st.integers(1000, 1300),
+                           st.integers(3073, 3140)))
     columns = draw(st.one_of(st.just(1), st.integers(1, 300)))
     batch = draw(st.sampled_from([(), (2,), (2, 3)]))
     a_batch = tuple(size if draw(st.booleans()) else 1 for size in batch)
