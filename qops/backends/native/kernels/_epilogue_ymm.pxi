@@ -1,9 +1,9 @@
 # The tile epilogue of the variants whose micro-tile is 6 x 16 int32 sums
 # in two ymm a row (AVX2, AVX-VNNI): requantize_tile by vector intrinsics
-# (requantize_rows through _tile_shortcuts.pxi), and requantize_tile_rows
-# and microkernel_requantize_rows the same way (which the driver takes
-# where the variant's ROW_TILES is 1, AVX-VNNI's).  Included after _ymm.pxi,
-# _tile_rows_ymm.pxi and the variant's constants.
+# and requantize_tile_rows with microkernel_requantize_rows (which the
+# driver takes where the variant's ROW_TILES is 1, AVX-VNNI's), through
+# _tile_shortcuts.pxi from requantize_rows and requantize_rows_by_row_terms.
+# Included after _ymm.pxi, _tile_rows_ymm.pxi and the variant's constants.
 
 cdef struct HalfTerms:
     # A tile's column terms for eight of its columns, loaded once for all
@@ -90,9 +90,6 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
         _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
 
 
-include "_tile_shortcuts.pxi"
-
-
 cdef inline __m256i packed_row_by_row_terms(const int32_t* sums, const RowTerms* terms,
                                             Py_ssize_t i, __m256i column_sums_left,
                                             __m256i column_sums_right) noexcept nogil:
@@ -139,22 +136,4 @@ cdef inline void requantize_rows_by_row_terms(const int32_t* tile, const RowTerm
         _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
 
 
-cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
-                               Py_ssize_t pitch) noexcept nogil:
-    requantize_rows_by_row_terms(tile, terms, result, pitch)
-
-
-cdef not_inlined tile_requantized_by_rows(
-        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-        const RowTerms* terms, uint8_t* result, Py_ssize_t pitch) noexcept nogil:
-    # As the tile epilogue's fused forms (_tile_shortcuts.pxi): the sums
-    # stay in ymm registers from the micro-kernel to the epilogue.
-    cdef int32_t sums[MR * NR]
-    tile_rows(a, a_stride, groups, b, sums, MR, False)
-    requantize_rows_by_row_terms(sums, terms, result, pitch)
-
-
-cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                                      const int8_t* b, const RowTerms* terms, uint8_t* result,
-                                      Py_ssize_t pitch) noexcept nogil:
-    tile_requantized_by_rows(a, a_stride, groups, b, terms, result, pitch)
+include "_tile_shortcuts.pxi"

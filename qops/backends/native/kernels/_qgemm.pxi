@@ -1550,15 +1550,11 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                     # block of rows: through finish_tile, building them per
                     # micro-tile and requantizing a stored tile, it was 7.5%
                     # of r50_1x1_28 on one AVX-512 VNNI core.
-                    if a_rows != NULL:
-                        microkernel_requantize_rows(
-                            a_rows + gemm.step_offset[0], a_stride, gemm.groups, panel,
-                            &row_terms, row_terms_at(&row_terms, ri * MR, qi * NR, &unit),
-                            unit.pitch)
-                    else:
-                        microkernel_requantize_rows(
-                            block, BLOCK_ROW_BYTES, gemm.groups, panel, &row_terms,
-                            row_terms_at(&row_terms, ri * MR, qi * NR, &unit), unit.pitch)
+                    microkernel_requantize_rows(
+                        a_rows + gemm.step_offset[0] if a_rows != NULL else block,
+                        a_stride if a_rows != NULL else BLOCK_ROW_BYTES, gemm.groups, panel,
+                        &row_terms, row_terms_at(&row_terms, ri * MR, qi * NR, &unit),
+                        unit.pitch)
                     continue
                 elif a_rows != NULL:
                     microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile)

@@ -503,9 +503,6 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
                   requantize_quarter(sums + 48, &q3, row_term, column_zero, clamp), low)
 
 
-include "_tile_shortcuts.pxi"
-
-
 cdef inline void requantize_rows_by_row_terms(const int32_t* tile, const RowTerms* terms,
                                               uint8_t* result, Py_ssize_t pitch) noexcept nogil:
     """Each row's 64 values by its own terms (RowTerms' rule, always
@@ -533,26 +530,7 @@ cdef inline void requantize_rows_by_row_terms(const int32_t* tile, const RowTerm
         store_row(result + i * pitch, quarters[0], quarters[1], quarters[2], quarters[3], low)
 
 
-cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
-                               Py_ssize_t pitch) noexcept nogil:
-    requantize_rows_by_row_terms(tile, terms, result, pitch)
-
-
-cdef not_inlined tile_requantized_by_rows(
-        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-        const RowTerms* terms, uint8_t* result, Py_ssize_t pitch) noexcept nogil:
-    # As the tile epilogue's fused forms (_tile_shortcuts.pxi): a function
-    # of its own, not inlined, so that the 24 sums stay in zmm registers
-    # from the last vpdpbusd to the epilogue.
-    cdef int32_t sums[MR * NR]
-    tile_rows(a, a_stride, groups, b, sums, MR, False)
-    requantize_rows_by_row_terms(sums, terms, result, pitch)
-
-
-cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                                      const int8_t* b, const RowTerms* terms, uint8_t* result,
-                                      Py_ssize_t pitch) noexcept nogil:
-    tile_requantized_by_rows(a, a_stride, groups, b, terms, result, pitch)
+include "_tile_shortcuts.pxi"
 
 
 cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,

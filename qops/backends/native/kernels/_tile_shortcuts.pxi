@@ -4,7 +4,9 @@
 # before this file, column_zero one of the COLUMN_ZERO_* forms): each
 # combination of TileTerms' shortcuts is a call with constant flags, so each
 # inlined copy drops the steps they turn off.  microkernel_requantize below
-# takes the variant's tile_rows(a, a_stride, groups, b, tile, rows, add) too.
+# takes the variant's tile_rows(a, a_stride, groups, b, tile, rows, add) too,
+# and requantize_tile_rows and microkernel_requantize_rows its
+# requantize_rows_by_row_terms(tile, terms, result, pitch) (RowTerms' rule).
 
 cdef enum:
     COLUMN_ZERO_NONE = 0     # every column_zero is 0: no product
@@ -65,3 +67,25 @@ cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize
         tile_requantized_with_one_column_zero(a, a_stride, groups, b, terms, result, pitch)
     else:
         microkernel_then_requantize(a, a_stride, groups, b, terms, result, pitch)
+
+
+cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                               Py_ssize_t pitch) noexcept nogil:
+    requantize_rows_by_row_terms(tile, terms, result, pitch)
+
+
+# microkernel_requantize_rows' one form, as the two above: the sums stay in
+# registers from the micro-kernel to the per-row epilogue.
+
+cdef not_inlined tile_requantized_by_rows(
+        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+        const RowTerms* terms, uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    cdef int32_t sums[MR * NR]
+    tile_rows(a, a_stride, groups, b, sums, MR, False)
+    requantize_rows_by_row_terms(sums, terms, result, pitch)
+
+
+cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                                      const int8_t* b, const RowTerms* terms, uint8_t* result,
+                                      Py_ssize_t pitch) noexcept nogil:
+    tile_requantized_by_rows(a, a_stride, groups, b, terms, result, pitch)
