@@ -27,13 +27,15 @@ cdef extern from *:
     #define QOPS_PORTABLE_INLINE static inline __attribute__((always_inline))
     #endif
 
-    /* Per pair of k: B' columns 0-3 and 4-7 (int16 pairs), each row's pair of
-       A in every lane (a load: the block holds each pair four times, A_SPREAD),
-       twelve pmaddwd + paddd; lane c of a row's accumulators is column c's
-       sum. */
-    QOPS_PORTABLE_INLINE void qops_portable_microkernel(const uint8_t* a, ptrdiff_t a_stride,
-                                                        ptrdiff_t groups, const int8_t* b,
-                                                        int32_t* tile) {
+    /* Per pair of k: B' columns 0-3 and 4-7 (int16 pairs), each of the
+       first `rows` rows' pair of A in every lane (a load: the block holds
+       each pair four times, A_SPREAD), two pmaddwd + paddd a row; lane c of
+       a row's accumulators is column c's sum.  Inlined with `rows` constant,
+       each copy keeps only its rows' accumulators: six for the micro-kernel,
+       fewer for a short block or a tail's rows (qops_portable_microkernel_rows). */
+    QOPS_PORTABLE_INLINE void qops_portable_tile_rows(const uint8_t* a, ptrdiff_t a_stride,
+                                                      ptrdiff_t groups, const int8_t* b,
+                                                      int32_t* tile, int rows) {
         __m128i c00 = _mm_setzero_si128(), c01 = _mm_setzero_si128();
         __m128i c10 = _mm_setzero_si128(), c11 = _mm_setzero_si128();
         __m128i c20 = _mm_setzero_si128(), c21 = _mm_setzero_si128();
@@ -53,21 +55,31 @@ cdef extern from *:
             __m128i x = _mm_loadu_si128(a0 + pair);
             c00 = _mm_add_epi32(c00, _mm_madd_epi16(x, b0));
             c01 = _mm_add_epi32(c01, _mm_madd_epi16(x, b1));
-            x = _mm_loadu_si128(a1 + pair);
-            c10 = _mm_add_epi32(c10, _mm_madd_epi16(x, b0));
-            c11 = _mm_add_epi32(c11, _mm_madd_epi16(x, b1));
-            x = _mm_loadu_si128(a2 + pair);
-            c20 = _mm_add_epi32(c20, _mm_madd_epi16(x, b0));
-            c21 = _mm_add_epi32(c21, _mm_madd_epi16(x, b1));
-            x = _mm_loadu_si128(a3 + pair);
-            c30 = _mm_add_epi32(c30, _mm_madd_epi16(x, b0));
-            c31 = _mm_add_epi32(c31, _mm_madd_epi16(x, b1));
-            x = _mm_loadu_si128(a4 + pair);
-            c40 = _mm_add_epi32(c40, _mm_madd_epi16(x, b0));
-            c41 = _mm_add_epi32(c41, _mm_madd_epi16(x, b1));
-            x = _mm_loadu_si128(a5 + pair);
-            c50 = _mm_add_epi32(c50, _mm_madd_epi16(x, b0));
-            c51 = _mm_add_epi32(c51, _mm_madd_epi16(x, b1));
+            if (rows > 1) {
+                x = _mm_loadu_si128(a1 + pair);
+                c10 = _mm_add_epi32(c10, _mm_madd_epi16(x, b0));
+                c11 = _mm_add_epi32(c11, _mm_madd_epi16(x, b1));
+            }
+            if (rows > 2) {
+                x = _mm_loadu_si128(a2 + pair);
+                c20 = _mm_add_epi32(c20, _mm_madd_epi16(x, b0));
+                c21 = _mm_add_epi32(c21, _mm_madd_epi16(x, b1));
+            }
+            if (rows > 3) {
+                x = _mm_loadu_si128(a3 + pair);
+                c30 = _mm_add_epi32(c30, _mm_madd_epi16(x, b0));
+                c31 = _mm_add_epi32(c31, _mm_madd_epi16(x, b1));
+            }
+            if (rows > 4) {
+                x = _mm_loadu_si128(a4 + pair);
+                c40 = _mm_add_epi32(c40, _mm_madd_epi16(x, b0));
+                c41 = _mm_add_epi32(c41, _mm_madd_epi16(x, b1));
+            }
+            if (rows > 5) {
+                x = _mm_loadu_si128(a5 + pair);
+                c50 = _mm_add_epi32(c50, _mm_madd_epi16(x, b0));
+                c51 = _mm_add_epi32(c51, _mm_madd_epi16(x, b1));
+            }
             b += 32;
         }
         _mm_storeu_si128((__m128i*)(tile + 0), c00);
@@ -82,6 +94,28 @@ cdef extern from *:
         _mm_storeu_si128((__m128i*)(tile + 36), c41);
         _mm_storeu_si128((__m128i*)(tile + 40), c50);
         _mm_storeu_si128((__m128i*)(tile + 44), c51);
+    }
+
+    QOPS_PORTABLE_INLINE void qops_portable_microkernel(const uint8_t* a, ptrdiff_t a_stride,
+                                                        ptrdiff_t groups, const int8_t* b,
+                                                        int32_t* tile) {
+        qops_portable_tile_rows(a, a_stride, groups, b, tile, 6);
+    }
+
+    /* The first `rows` (1 to 5) rows of a block at the cost of their rows:
+       the tail of attention's and a 1 x 1 convolution's 128 rows (two past
+       21 blocks) took a whole micro-tile's pass for its two rows.  The
+       tile's other rows are zero, as tile_rows stores them. */
+    static void qops_portable_microkernel_rows(const uint8_t* a, ptrdiff_t a_stride,
+                                               ptrdiff_t groups, const int8_t* b,
+                                               int32_t* tile, ptrdiff_t rows) {
+        switch (rows) {
+        case 1: qops_portable_tile_rows(a, a_stride, groups, b, tile, 1); break;
+        case 2: qops_portable_tile_rows(a, a_stride, groups, b, tile, 2); break;
+        case 3: qops_portable_tile_rows(a, a_stride, groups, b, tile, 3); break;
+        case 4: qops_portable_tile_rows(a, a_stride, groups, b, tile, 4); break;
+        default: qops_portable_tile_rows(a, a_stride, groups, b, tile, 5); break;
+        }
     }
 
     /* Eight bytes of a row of B, xor flip, as int16: each byte unpacked
@@ -186,6 +220,14 @@ cdef extern from *:
             }
     }
 
+    /* The whole tile: the packed block is zero past its rows. */
+    static void qops_portable_microkernel_rows(const uint8_t* a, ptrdiff_t a_stride,
+                                               ptrdiff_t groups, const int8_t* b,
+                                               int32_t* tile, ptrdiff_t rows) {
+        (void)rows;
+        qops_portable_microkernel(a, a_stride, groups, b, tile);
+    }
+
     static void qops_portable_pack_groups(const uint8_t* rows, ptrdiff_t ldb, ptrdiff_t count,
                                           uint8_t flip, int8_t* target, int32_t* sums) {
         ptrdiff_t g, c;
@@ -242,6 +284,9 @@ cdef extern from *:
     void c_microkernel "qops_portable_microkernel"(
         const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
         int32_t* tile) noexcept nogil
+    void c_microkernel_rows "qops_portable_microkernel_rows"(
+        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+        int32_t* tile, Py_ssize_t rows) noexcept nogil
     void c_pack_groups "qops_portable_pack_groups"(
         const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip, int8_t* target,
         int32_t* sums) noexcept nogil
@@ -263,8 +308,7 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
 
 cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                            const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
-    # The whole tile: the packed block is zero past its rows.
-    microkernel(a, a_stride, groups, b, tile)
+    c_microkernel_rows(a, a_stride, groups, b, tile, rows)
 
 
 include "_tail_as_tiles.pxi"

@@ -1,8 +1,9 @@
-# microkernel_tail and microkernel_add for the variants whose
-# microkernel_rows is the whole micro-kernel (portable, AMX), by the
-# micro-kernel's own passes: the block above, then the tail's rows as a
-# tile of their own, as a short last block ran before; a pass into a tile
-# of its own, then added.  Included after the variant's microkernel_rows.
+# microkernel_tail and microkernel_add for the variants without the ymm
+# tile_rows (portable, AMX), by their own passes: the block above, then the
+# tail's rows through microkernel_rows into a tile of their own (a pass of
+# those rows on the portable variant, a whole tile on AMX), as a short last
+# block runs; a pass into a tile of its own, then added.  Included after the
+# variant's microkernel_rows.
 
 from libc.string cimport memcpy
 

@@ -83,6 +83,31 @@ def test_the_micro_kernel_sums_exactly(kernels):
         assert np.array_equal(tile, (a.astype(np.int64) @ columns).ravel())
 
 
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5])
+def test_a_pass_of_fewer_rows_sums_them_and_zeroes_the_rest(kernels, rows):
+    """qops_portable_microkernel_rows: the first `rows` rows of the tile are
+    the block's exact products, the others zero.  The block is zero past its
+    rows, as the driver packs it (the plain build reads it whole); with SSE2
+    the rows past are filled with 255 instead, which a pass that read them
+    would add to the tile's zero rows."""
+    rng = np.random.default_rng(rows)
+    for groups in (1, 3, 40):
+        a = np.zeros((6, 4 * groups), np.int16)
+        a[:rows] = rng.integers(0, 256, (rows, 4 * groups))
+        b = rng.integers(-128, 128, (groups, 2, 8, 2)).astype(np.int16)
+        block = spread(a)
+        if kernels.qops_portable_sse2():
+            block[rows:] = 255
+        tile = np.full(48, 7, np.int32)
+        kernels.qops_portable_microkernel_rows(
+            address(block), ctypes.c_ssize_t(block.strides[0]), ctypes.c_ssize_t(groups),
+            address(b), address(tile), ctypes.c_ssize_t(rows))
+        columns = b.transpose(0, 1, 3, 2).reshape(4 * groups, 8)
+        expected = a.astype(np.int64) @ columns
+        expected[rows:] = 0
+        assert np.array_equal(tile, expected.ravel())
+
+
 @pytest.mark.parametrize("low", [0, -128], ids=["uint8", "int8"])
 @pytest.mark.parametrize("row_terms", [False, True], ids=["no row terms", "row terms"])
 def test_the_micro_kernel_requantizes_its_tile_in_one_call(kernels, low, row_terms):
