@@ -2,7 +2,7 @@
 # in two ymm a row (AVX2, AVX-VNNI): requantize_tile by vector intrinsics
 # and requantize_tile_rows with microkernel_requantize_rows (which the
 # driver takes where the variant's ROW_TILES is 1, AVX-VNNI's), through
-# _tile_shortcuts.pxi from requantize_rows and requantize_rows_by_row_terms.
+# _tile_shortcuts.pxi from requantize_rows and rows_by_row_terms.
 # Included after _ymm.pxi, _tile_rows_ymm.pxi and the variant's constants.
 
 cdef struct HalfTerms:
@@ -91,47 +91,63 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
 
 
 cdef inline __m256i packed_row_by_row_terms(const int32_t* sums, const RowTerms* terms,
-                                            Py_ssize_t i, __m256i column_sums_left,
-                                            __m256i column_sums_right) noexcept nogil:
-    """Row i's 16 values by its own terms (RowTerms' rule, clamped), less
-    low, as int16 in the order of packs_epi32: the terms modulo 2**32,
-    float32 product, clamp, vcvtps2dq (half to even), then the offset (in
-    [0, 255]) added saturating, as requantize_rows does."""
+                                            Py_ssize_t i, __m256i left_share,
+                                            __m256i right_share, bint one_row_zero,
+                                            bint clamp) noexcept nogil:
+    """Row i's 16 values by its own terms (RowTerms' rule), less low, as
+    int16 in the order of packs_epi32: the terms modulo 2**32, float32
+    product, clamp (unless the packs clamp: RowTerms.packs_clamp),
+    vcvtps2dq (half to even), then the offset (in [0, 255]) added
+    saturating, as requantize_rows does.  left_share and right_share are
+    the column sums of the tile's columns 0-7 and 8-15, or with
+    one_row_zero those times the one row_zero."""
     cdef __m256i term = _mm256_set1_epi32(<int>terms.term[i])
-    cdef __m256i row_zero = _mm256_set1_epi32(<int>terms.row_zero[i])
+    cdef __m256i row_zero
     cdef __m256 multiplier = _mm256_set1_ps(terms.multiplier[i])
-    cdef __m256 floor = _mm256_set1_ps(terms.floor[i])
-    cdef __m256 ceiling = _mm256_set1_ps(terms.ceiling[i])
-    cdef __m256i left = _mm256_sub_epi32(
-        _mm256_add_epi32(_mm256_loadu_si256(sums), term),
-        _mm256_mullo_epi32(column_sums_left, row_zero))
-    cdef __m256i right = _mm256_sub_epi32(
-        _mm256_add_epi32(_mm256_loadu_si256(sums + 8), term),
-        _mm256_mullo_epi32(column_sums_right, row_zero))
-    left = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(
-        _mm256_mul_ps(_mm256_cvtepi32_ps(left), multiplier), floor), ceiling))
-    right = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(
-        _mm256_mul_ps(_mm256_cvtepi32_ps(right), multiplier), floor), ceiling))
-    return _mm256_adds_epi16(_mm256_packs_epi32(left, right),
+    cdef __m256 floor, ceiling
+    cdef __m256i left = _mm256_add_epi32(_mm256_loadu_si256(sums), term)
+    cdef __m256i right = _mm256_add_epi32(_mm256_loadu_si256(sums + 8), term)
+    if one_row_zero:
+        left = _mm256_sub_epi32(left, left_share)
+        right = _mm256_sub_epi32(right, right_share)
+    else:
+        row_zero = _mm256_set1_epi32(<int>terms.row_zero[i])
+        left = _mm256_sub_epi32(left, _mm256_mullo_epi32(left_share, row_zero))
+        right = _mm256_sub_epi32(right, _mm256_mullo_epi32(right_share, row_zero))
+    cdef __m256 left_scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(left), multiplier)
+    cdef __m256 right_scaled = _mm256_mul_ps(_mm256_cvtepi32_ps(right), multiplier)
+    if clamp:
+        floor = _mm256_set1_ps(terms.floor[i])
+        ceiling = _mm256_set1_ps(terms.ceiling[i])
+        left_scaled = _mm256_min_ps(_mm256_max_ps(left_scaled, floor), ceiling)
+        right_scaled = _mm256_min_ps(_mm256_max_ps(right_scaled, floor), ceiling)
+    return _mm256_adds_epi16(_mm256_packs_epi32(_mm256_cvtps_epi32(left_scaled),
+                                                _mm256_cvtps_epi32(right_scaled)),
                              _mm256_set1_epi16(<short>terms.offset[i]))
 
 
-cdef inline void requantize_rows_by_row_terms(const int32_t* tile, const RowTerms* terms,
-                                              uint8_t* result, Py_ssize_t pitch) noexcept nogil:
-    """The tile's rows two at a time by their own terms, packed and stored
-    as requantize_rows packs and stores them."""
+cdef inline void rows_by_row_terms(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                                   Py_ssize_t pitch, bint one_row_zero,
+                                   bint clamp) noexcept nogil:
+    """The tile's rows two at a time by their own terms (inlined with the
+    shortcuts constant: _tile_shortcuts.pxi), packed and stored as
+    requantize_rows packs and stores them."""
     cdef __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)
     cdef __m256i low = _mm256_set1_epi8(<char>terms.low)
-    cdef __m256i column_sums_left = _mm256_loadu_si256(terms.column_sum)
-    cdef __m256i column_sums_right = _mm256_loadu_si256(terms.column_sum + 8)
-    cdef __m256i both
+    cdef __m256i left_share = _mm256_loadu_si256(terms.column_sum)
+    cdef __m256i right_share = _mm256_loadu_si256(terms.column_sum + 8)
+    cdef __m256i row_zero, both
     cdef Py_ssize_t i
+    if one_row_zero:
+        row_zero = _mm256_set1_epi32(<int>terms.row_zero[0])
+        left_share = _mm256_mullo_epi32(left_share, row_zero)
+        right_share = _mm256_mullo_epi32(right_share, row_zero)
     for i in range(0, MR, 2):
         both = _mm256_add_epi8(_mm256_permutevar8x32_epi32(_mm256_packus_epi16(
-            packed_row_by_row_terms(tile + i * NR, terms, i, column_sums_left,
-                                    column_sums_right),
-            packed_row_by_row_terms(tile + (i + 1) * NR, terms, i + 1, column_sums_left,
-                                    column_sums_right)), order), low)
+            packed_row_by_row_terms(tile + i * NR, terms, i, left_share, right_share,
+                                    one_row_zero, clamp),
+            packed_row_by_row_terms(tile + (i + 1) * NR, terms, i + 1, left_share, right_share,
+                                    one_row_zero, clamp)), order), low)
         _mm_storeu_si128(result + i * pitch, _mm256_castsi256_si128(both))
         _mm_storeu_si128(result + (i + 1) * pitch, _mm256_extracti128_si256(both, 1))
 

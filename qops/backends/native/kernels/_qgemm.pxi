@@ -28,6 +28,7 @@
 # int32 (K * 255 * 255 + |bias| < 2**31), blocks add and the epilogue works
 # modulo 2**32 in int32 lanes (`requantize_line`); otherwise in int64.
 
+from libc.math cimport fabs
 from libc.stdint cimport (
     INT64_MAX, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t)
 from libc.stdlib cimport free, malloc
@@ -1076,21 +1077,34 @@ cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssi
     cdef Py_ssize_t i, r
     cdef int64_t zero
     cdef int32_t out_zero
+    cdef double bias, scaled, largest_scaled = 0.0
+    cdef bint one_row_zero = True
     for i in range(MR):
         r = row0 + i
         if r >= gemm.m:
-            store.term[i] = store.row_zero[i] = 0
+            # Zero terms; the first row's zero point, which keeps the
+            # shortcut of one (the values land in the unit's scratch).
+            store.term[i] = 0
+            store.row_zero[i] = store.row_zero[0] if i else 0
             store.multiplier[i] = store.floor[i] = store.ceiling[i] = 0.0
             store.offset[i] = 0
             continue
         zero = e.row_zero[r * e.row_zero_step]
         store.term[i] = per_row_term(e, r, row_term_of(e, r, zero))
         store.row_zero[i] = <uint32_t>zero
+        one_row_zero = one_row_zero and store.row_zero[i] == store.row_zero[0]
         store.multiplier[i] = e.multiplier[r]
         out_zero = e.out_zero[r]
         store.floor[i] = <float>(e.low - out_zero)
         store.ceiling[i] = <float>(e.high - out_zero)
         store.offset[i] = out_zero - e.low
+        # The row's largest |value * multiplier|: |S| <= K * MAX_PRODUCT
+        # plus its bias (as unit_terms bounds a unit's columns).
+        bias = <double>e.column_term[r] if e.column_term != NULL else 0.0
+        scaled = fabs(<double>e.multiplier[r]) * (<double>e.k * MAX_PRODUCT + fabs(bias))
+        largest_scaled = scaled if scaled > largest_scaled else largest_scaled
+    terms.one_row_zero = one_row_zero
+    terms.packs_clamp = packs_clamp_exactly(largest_scaled, e.low, e.high)
     terms.term = store.term
     terms.row_zero = store.row_zero
     terms.multiplier = store.multiplier

@@ -503,30 +503,46 @@ cdef inline void requantize_rows(const int32_t* tile, const TileTerms* terms, ui
                   requantize_quarter(sums + 48, &q3, row_term, column_zero, clamp), low)
 
 
-cdef inline void requantize_rows_by_row_terms(const int32_t* tile, const RowTerms* terms,
-                                              uint8_t* result, Py_ssize_t pitch) noexcept nogil:
-    """Each row's 64 values by its own terms (RowTerms' rule, always
-    clamped), stored by store_row."""
+cdef inline void rows_by_row_terms(const int32_t* tile, const RowTerms* terms, uint8_t* result,
+                                   Py_ssize_t pitch, bint one_row_zero,
+                                   bint clamp) noexcept nogil:
+    """Each row's 64 values by its own terms (RowTerms' rule; inlined with
+    the shortcuts constant: _tile_shortcuts.pxi), stored by store_row.  With
+    one_row_zero the products row_zero * column_sum are the tile's four
+    vectors, taken once."""
     cdef __m512i low = _mm512_set1_epi8(<char>terms.low)
     cdef __m512i term, row_zero, offset
     cdef __m512i quarters[4]
+    cdef __m512i shares[4]
     cdef __m512 multiplier, floor, ceiling
     cdef const int32_t* sums
     cdef Py_ssize_t i, j
+    for j in range(4):
+        shares[j] = _mm512_loadu_si512(terms.column_sum + 16 * j)
+    if one_row_zero:
+        row_zero = _mm512_set1_epi32(<int>terms.row_zero[0])
+        for j in range(4):
+            shares[j] = _mm512_mullo_epi32(shares[j], row_zero)
     for i in range(MR):
         term = _mm512_set1_epi32(<int>terms.term[i])
-        row_zero = _mm512_set1_epi32(<int>terms.row_zero[i])
+        if not one_row_zero:
+            row_zero = _mm512_set1_epi32(<int>terms.row_zero[i])
         multiplier = _mm512_set1_ps(terms.multiplier[i])
-        floor = _mm512_set1_ps(terms.floor[i])
-        ceiling = _mm512_set1_ps(terms.ceiling[i])
+        if clamp:
+            floor = _mm512_set1_ps(terms.floor[i])
+            ceiling = _mm512_set1_ps(terms.ceiling[i])
+        else:
+            # Unread (output_integers clamps only with clamp), but passed.
+            floor = _mm512_set1_ps(0.0)
+            ceiling = floor
         offset = _mm512_set1_epi32(terms.offset[i])
         sums = tile + i * NR
         for j in range(4):
             quarters[j] = output_integers(
                 _mm512_sub_epi32(_mm512_add_epi32(_mm512_loadu_si512(sums + 16 * j), term),
-                                 _mm512_mullo_epi32(
-                                     _mm512_loadu_si512(terms.column_sum + 16 * j), row_zero)),
-                multiplier, floor, ceiling, offset, True)
+                                 shares[j] if one_row_zero
+                                 else _mm512_mullo_epi32(shares[j], row_zero)),
+                multiplier, floor, ceiling, offset, clamp)
         store_row(result + i * pitch, quarters[0], quarters[1], quarters[2], quarters[3], low)
 
 

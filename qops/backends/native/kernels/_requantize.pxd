@@ -243,6 +243,14 @@ cdef struct RowTerms:
     const int32_t* offset
     const uint32_t* column_sum      # one per column of the tile
     int32_t low
+    # Shortcuts a vectorized rule may take (the plain rule needs neither):
+    # every row_zero is row_zero[0] (one zero point of the filter, or the
+    # 128 that reads an int8 filter as A'), so that row_zero * column_sum is
+    # one vector per tile rather than a 32-bit product per value; and the
+    # saturating packs clamp exactly as the float clamp does
+    # (packs_clamp_exactly).
+    bint one_row_zero
+    bint packs_clamp
 
 
 cdef inline void requantize_tile_rows_plain(const int32_t* tile, Py_ssize_t rows,

@@ -6,7 +6,8 @@
 # inlined copy drops the steps they turn off.  microkernel_requantize below
 # takes the variant's tile_rows(a, a_stride, groups, b, tile, rows, add) too,
 # and requantize_tile_rows and microkernel_requantize_rows its
-# requantize_rows_by_row_terms(tile, terms, result, pitch) (RowTerms' rule).
+# rows_by_row_terms(tile, terms, result, pitch, one_row_zero, clamp)
+# (RowTerms' rule, with or without each of its shortcuts).
 
 cdef enum:
     COLUMN_ZERO_NONE = 0     # every column_zero is 0: no product
@@ -69,13 +70,37 @@ cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize
         microkernel_then_requantize(a, a_stride, groups, b, terms, result, pitch)
 
 
+cdef inline void requantize_rows_by_row_terms(const int32_t* tile, const RowTerms* terms,
+                                              uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    """The variant's rows_by_row_terms in the form of RowTerms' shortcuts."""
+    if terms.one_row_zero and terms.packs_clamp:
+        rows_by_row_terms(tile, terms, result, pitch, True, False)
+    elif terms.one_row_zero:
+        rows_by_row_terms(tile, terms, result, pitch, True, True)
+    elif terms.packs_clamp:
+        rows_by_row_terms(tile, terms, result, pitch, False, False)
+    else:
+        rows_by_row_terms(tile, terms, result, pitch, False, True)
+
+
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil:
     requantize_rows_by_row_terms(tile, terms, result, pitch)
 
 
-# microkernel_requantize_rows' one form, as the two above: the sums stay in
-# registers from the micro-kernel to the per-row epilogue.
+# microkernel_requantize_rows, as microkernel_requantize above: the sums
+# stay in registers from the micro-kernel to the per-row epilogue, in a
+# function of its own for the usual form (one zero point of the filter, the
+# packs clamping: a 1 x 1 convolution's int8 filter read as A') and in one
+# for the others.
+
+cdef not_inlined tile_requantized_by_one_row_zero(
+        const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+        const RowTerms* terms, uint8_t* result, Py_ssize_t pitch) noexcept nogil:
+    cdef int32_t sums[MR * NR]
+    tile_rows(a, a_stride, groups, b, sums, MR, False)
+    rows_by_row_terms(sums, terms, result, pitch, True, False)
+
 
 cdef not_inlined tile_requantized_by_rows(
         const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
@@ -88,4 +113,7 @@ cdef not_inlined tile_requantized_by_rows(
 cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                                       const int8_t* b, const RowTerms* terms, uint8_t* result,
                                       Py_ssize_t pitch) noexcept nogil:
-    tile_requantized_by_rows(a, a_stride, groups, b, terms, result, pitch)
+    if terms.one_row_zero and terms.packs_clamp:
+        tile_requantized_by_one_row_zero(a, a_stride, groups, b, terms, result, pitch)
+    else:
+        tile_requantized_by_rows(a, a_stride, groups, b, terms, result, pitch)

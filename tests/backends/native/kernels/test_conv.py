@@ -629,6 +629,54 @@ def test_pointwise_compiled_keeps_the_filter_row_sums(variant, channels, monkeyp
             assert np.array_equal(compiled(**slots, n_threads=n_threads), reference(call))
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("out_type", TYPES)
+@pytest.mark.parametrize("filter_zero", ["one", "per channel"])
+@pytest.mark.parametrize("reach", [0.5, 0.999, 1.0, 2.5])
+def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zero, reach):
+    """The per-row epilogue of a filter x image product (each output
+    channel's own multiplier and zero point) at the bound it reasons with,
+    K * 255 * 255 in magnitude: uint8 filter rows of 255 against a zero
+    point of 0, or of 0 against 200 (per channel), times pixels of 255,
+    scaled to `reach` times 2**30.  Below 1 the saturating packs clamp; from
+    1 the float clamp must (at 2.5 the scaled sums are past int32, whose
+    unclamped conversion gives its invalid value).  One zero point of the
+    filter takes the epilogue's product with the pixels' sums once per
+    tile; per-channel ones, a product per value.  Against the rule in NumPy
+    and the reference."""
+    depth, out_channels = 64, 12
+    rng = np.random.default_rng([7, int(10 * reach), out_type == np.int8])
+    filter = np.zeros((out_channels, depth, 1, 1), np.uint8)
+    filter[::2] = 255
+    filter_zero_point = np.zeros(out_channels, np.uint8)
+    if filter_zero == "per channel":
+        filter_zero_point[1::4] = 200          # rows of 0 - 200
+    image = np.full((1, depth, 8, 16), 255, np.uint8)
+    image[..., ::5] = 0                        # pixels that sum to 0
+    sums = np.einsum("ok,kp->op", filter[:, :, 0, 0].astype(np.int64)
+                     - filter_zero_point[:, None].astype(np.int64),
+                     image[0].reshape(depth, -1).astype(np.int64))
+    bound = depth * 255.0 * 255.0
+    multiplier = np.float32(reach * 2.0**30 / bound)
+    out_zero = random_values(rng, (), out_type)
+    slots = dict(input=image, input_scale=np.float32(1.0), input_zero_point=np.uint8(0),
+                 filter=filter, filter_scale=np.full(out_channels, multiplier, np.float32),
+                 filter_zero_point=(filter_zero_point if filter_zero == "per channel"
+                                    else np.uint8(0)),
+                 output_scale=np.float32(1.0), output_zero_point=out_zero)
+    call = convolution.prepare(slots, {}, "4_0")
+    assert _native.is_pointwise(call)
+    scaled = sums.astype(np.float32) * multiplier
+    info = np.iinfo(out_type)
+    expected = np.clip(np.rint(scaled.astype(np.float64)) + int(out_zero), info.min,
+                       info.max).reshape(call.output_shape)
+    assert np.abs(scaled).max() >= reach * 2.0**30 * 0.99
+    assert np.array_equal(reference(call).astype(np.int64), expected)
+    for n_threads in (1, 2):
+        got = run_variant(_native.run_pointwise, call, variant, n_threads)
+        assert np.array_equal(got.astype(np.int64), expected)
+
+
 def test_pointwise_products_take_the_pointwise_kernels():
     """A 1 x 1 convolution whose pixels fill the micro-tile's columns runs as
     filter x image; padding, groups or a wider filter keep the implicit GEMM."""
