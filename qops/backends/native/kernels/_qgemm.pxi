@@ -279,7 +279,8 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
     bytes apart); sums[c] <- sum_k B'[k, c] (0 for padding columns).
 
     A chunk of groups of rows at a time, each panel down them in turn
-    through the variant's pack_groups, which reads the rows in place.  A
+    through the variant's pack_groups, which reads the rows in place (two
+    whole panels side by side through pack_groups_pair).  A
     partial panel, and a last group that runs past K, are packed from a copy
     padded to whole ones.  Column sums gather in int32 for at most
     SUM_GROUPS groups (|sum| <= 512 per group), then in int64.
@@ -287,7 +288,8 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
     cdef uint8_t staged[4 * STAGE_GROUPS * NR]
     cdef int32_t partial[PACK_COLUMNS]
     cdef int8_t* target
-    cdef Py_ssize_t g, g0, g1, c0, c1, count, whole, q, c, first, width
+    cdef Py_ssize_t g, g0, g1, c0, c1, count, whole, q, c, first, width, p
+    cdef bint pair
     cdef Py_ssize_t groups = ceil_div(k, 4)
     cdef Py_ssize_t whole_groups = k // 4
     cdef Py_ssize_t panels = ceil_div(columns, NR)
@@ -311,7 +313,8 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
         while c0 < g1:
             c1 = min(c0 + chunk, g1)
             whole = max(min(c1, whole_groups) - c0, 0)
-            for q in range(panels):
+            q = 0
+            while q < panels:
                 first = q * NR
                 width = min(<Py_ssize_t>NR, columns - first)
                 target = packed + q * panel_size + c0 * GROUP_BYTES
@@ -323,14 +326,25 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
                         pack_groups(staged, NR, count, flip, target + (g - c0) * GROUP_BYTES,
                                     partial + first)
                         g += count
+                    q += 1
                     continue
-                if whole:
+                # Two full panels side by side in one pass where both are
+                # whole (pack_groups_pair).
+                pair = columns - first >= 2 * NR
+                if whole and pair:
+                    pack_groups_pair(b + 4 * c0 * ldb + first, ldb, whole, flip, target,
+                                     target + panel_size, partial + first)
+                elif whole:
                     pack_groups(b + 4 * c0 * ldb + first, ldb, whole, flip, target,
                                 partial + first)
-                if c0 + whole < c1:
-                    stage_rows(b + first, ldb, k, 4 * (c0 + whole), 4, NR, flip, staged)
-                    pack_groups(staged, NR, 1, flip, target + whole * GROUP_BYTES,
-                                partial + first)
+                for p in range(1 + pair):
+                    if c0 + whole < c1:
+                        stage_rows(b + first + p * NR, ldb, k, 4 * (c0 + whole), 4, NR, flip,
+                                   staged)
+                        pack_groups(staged, NR, 1, flip,
+                                    target + p * panel_size + whole * GROUP_BYTES,
+                                    partial + first + p * NR)
+                q += 1 + pair
             c0 = c1
         for c in range(panels * NR):
             sums[c] += partial[c]

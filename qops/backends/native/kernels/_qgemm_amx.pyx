@@ -182,5 +182,6 @@ cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize
 
 
 include "_pack_avx2.pxi"
+include "_pack_pair_twice.pxi"
 include "_depthwise_avx512.pxi"
 include "_qgemm.pxi"

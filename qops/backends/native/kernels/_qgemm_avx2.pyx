@@ -144,6 +144,7 @@ PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
 PROBE_RESULT_PER_ROUND = 6 * 2
 
 
+include "_pack_pair_twice.pxi"
 include "_depthwise_avx2.pxi"
 include "_qgemm.pxi"
 

@@ -137,6 +137,15 @@ cdef inline void microkernel_then_requantize_rows(const uint8_t* a, Py_ssize_t a
 cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
                       int8_t* target, int32_t* sums) noexcept nogil
 
+# The same for two panels side by side: 2 * NR columns of the rows, the
+# first NR into the groups at first_target and the next NR into those at
+# second_target; sums[c] += the values of all 2 * NR columns.  In fewer
+# steps where the variant packs rows twice as wide at a time (AVX-VNNI),
+# else pack_groups on each panel (_pack_pair_twice.pxi).
+cdef void pack_groups_pair(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uint8_t flip,
+                           int8_t* first_target, int8_t* second_target,
+                           int32_t* sums) noexcept nogil
+
 # The depthwise pair kernel's two steps (no-ops where DEPTHWISE_PAIRS is 0):
 # one output plane from an int16 plane, and an image channel widened into one.
 cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize_t stride_h,
