@@ -1087,7 +1087,8 @@ cdef struct RowTermsStore:
 cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssize_t row0,
                                    const Epilogue* e, const Gemm* gemm) noexcept nogil:
     """The RowTerms of a micro-tile's rows from row0 (in store; rows past M
-    take zero terms), but for column_sum, which belongs to its columns."""
+    take zero terms and the first row's zero point), and its shortcuts, but
+    for column_sum, which belongs to its columns."""
     cdef Py_ssize_t i, r
     cdef int64_t zero
     cdef int32_t out_zero
@@ -1112,8 +1113,10 @@ cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssi
         store.floor[i] = <float>(e.low - out_zero)
         store.ceiling[i] = <float>(e.high - out_zero)
         store.offset[i] = out_zero - e.low
-        # The row's largest |value * multiplier|: |S| <= K * MAX_PRODUCT
-        # plus its bias (as unit_terms bounds a unit's columns).
+        # The row's largest |value * multiplier|: the value, the sum of K
+        # products of (A' - row zero) (B' - column zero) plus the bias, is
+        # at most K * MAX_PRODUCT + |bias| (as start_unit bounds a unit's
+        # columns).
         bias = <double>e.column_term[r] if e.column_term != NULL else 0.0
         scaled = fabs(<double>e.multiplier[r]) * (<double>e.k * MAX_PRODUCT + fabs(bias))
         largest_scaled = scaled if scaled > largest_scaled else largest_scaled

@@ -414,7 +414,7 @@ cdef inline __m512i output_integers(__m512i value, __m512 multiplier, __m512 flo
     integers less low, as int32: float32 product, clamp, then vcvtps2dq,
     which rounds half to even in the default rounding mode (the rule of
     round_half_even).  Without clamp the caller's saturating packs clamp
-    (TileTerms.packs_clamp)."""
+    (TileTerms.packs_clamp, RowTerms.packs_clamp)."""
     cdef __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(value), multiplier)
     if clamp:
         scaled = _mm512_min_ps(_mm512_max_ps(scaled, floor), ceiling)

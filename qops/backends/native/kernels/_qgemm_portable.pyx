@@ -102,10 +102,11 @@ cdef extern from *:
         qops_portable_tile_rows(a, a_stride, groups, b, tile, 6);
     }
 
-    /* The first `rows` (1 to 5) rows of a block at the cost of their rows:
-       the tail of attention's and a 1 x 1 convolution's 128 rows (two past
-       21 blocks) took a whole micro-tile's pass for its two rows.  The
-       tile's other rows are zero, as tile_rows stores them. */
+    /* The first `rows` (1 to 5; any other count, the whole tile) rows of a
+       block at the cost of their rows: the tail of attention's and a 1 x 1
+       convolution's 128 rows (two past 21 blocks) took a whole micro-tile's
+       pass for its two rows.  The tile's other rows are zero, as tile_rows
+       stores them. */
     static void qops_portable_microkernel_rows(const uint8_t* a, ptrdiff_t a_stride,
                                                ptrdiff_t groups, const int8_t* b,
                                                int32_t* tile, ptrdiff_t rows) {
@@ -114,7 +115,8 @@ cdef extern from *:
         case 2: qops_portable_tile_rows(a, a_stride, groups, b, tile, 2); break;
         case 3: qops_portable_tile_rows(a, a_stride, groups, b, tile, 3); break;
         case 4: qops_portable_tile_rows(a, a_stride, groups, b, tile, 4); break;
-        default: qops_portable_tile_rows(a, a_stride, groups, b, tile, 5); break;
+        case 5: qops_portable_tile_rows(a, a_stride, groups, b, tile, 5); break;
+        default: qops_portable_tile_rows(a, a_stride, groups, b, tile, 6); break;
         }
     }
 

@@ -632,24 +632,31 @@ def test_pointwise_compiled_keeps_the_filter_row_sums(variant, channels, monkeyp
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("out_type", TYPES)
 @pytest.mark.parametrize("filter_zero", ["one", "per channel"])
-@pytest.mark.parametrize("reach", [0.5, 0.999, 1.0, 2.5])
-def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zero, reach):
+@pytest.mark.parametrize("case", ["below", "at", "past", "bias past"])
+def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zero, case):
     """The per-row epilogue of a filter x image product (each output
-    channel's own multiplier and zero point) at the bound it reasons with,
-    K * 255 * 255 in magnitude: uint8 filter rows of 255 against a zero
-    point of 0, or of 0 against 200 (per channel), times pixels of 255,
-    scaled to `reach` times 2**30.  Below 1 the saturating packs clamp; from
-    1 the float clamp must (at 2.5 the scaled sums are past int32, whose
-    unclamped conversion gives its invalid value).  One zero point of the
-    filter takes the epilogue's product with the pixels' sums once per
-    tile; per-channel ones, a product per value.  Against the rule in NumPy
-    and the reference."""
-    depth, out_channels = 64, 12
-    rng = np.random.default_rng([7, int(10 * reach), out_type == np.int8])
+    channel's own multiplier) at the bound it reasons with, K * 255 * 255
+    plus the row's |bias| (times its multiplier) against 2**30: uint8 filter
+    rows of 0 against one zero point of 255 (-255, which makes the
+    epilogue's once-per-tile product of that zero point with the pixels'
+    sums carry the value), or of 255 against 0 and of 0 against 200 (per
+    channel), times pixels of 255.  The multipliers reach 0.5 ("below"),
+    0.999 ("at": the packs clamp, the product rounding to 2**30 at most) or
+    2.5 ("past", where each tile's first row has 0.3 of it, under 1) times
+    2**30 over the bound; with "bias past" the sums reach
+    0.999 of it and a bias of 1.2 times the bound, of their sign, takes the
+    values past 2**31, where an unclamped conversion gives its invalid
+    value.  Thirteen rows: the last tile has rows past M.  Against the rule
+    in NumPy and the reference."""
+    depth, out_channels = 64, 13
+    rng = np.random.default_rng([7, len(case), out_type == np.int8])
     filter = np.zeros((out_channels, depth, 1, 1), np.uint8)
-    filter[::2] = 255
     filter_zero_point = np.zeros(out_channels, np.uint8)
-    if filter_zero == "per channel":
+    if filter_zero == "one":
+        filter[1::2] = 255                     # rows of 255 - 255 = 0, 0 - 255 = -255
+        filter_zero_point[:] = 255
+    else:
+        filter[::2] = 255                      # rows of 255 - 0
         filter_zero_point[1::4] = 200          # rows of 0 - 200
     image = np.full((1, depth, 8, 16), 255, np.uint8)
     image[..., ::5] = 0                        # pixels that sum to 0
@@ -657,20 +664,29 @@ def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zer
                      - filter_zero_point[:, None].astype(np.int64),
                      image[0].reshape(depth, -1).astype(np.int64))
     bound = depth * 255.0 * 255.0
-    multiplier = np.float32(reach * 2.0**30 / bound)
+    reach = {"below": 0.5, "at": 0.999, "past": 2.5, "bias past": 0.999}[case]
+    # Each tile's first row (the micro-tiles are 6 rows on every variant)
+    # has 0.3 of the multiplier, so that a bound taken from it alone would
+    # leave the others to the packs.
+    tile_first = np.arange(out_channels) % 6 == 0
+    multiplier = (np.where(tile_first, 0.3, 1.0) * reach * 2.0**30 / bound).astype(np.float32)
+    bias = np.zeros(out_channels, np.int32)
+    if case == "bias past":
+        bias[:] = (-1 if filter_zero == "one" else 1) * int(1.2 * bound)
     out_zero = random_values(rng, (), out_type)
     slots = dict(input=image, input_scale=np.float32(1.0), input_zero_point=np.uint8(0),
-                 filter=filter, filter_scale=np.full(out_channels, multiplier, np.float32),
+                 filter=filter, filter_scale=multiplier,
                  filter_zero_point=(filter_zero_point if filter_zero == "per channel"
-                                    else np.uint8(0)),
-                 output_scale=np.float32(1.0), output_zero_point=out_zero)
+                                    else np.uint8(255)),
+                 bias=bias, output_scale=np.float32(1.0), output_zero_point=out_zero)
     call = convolution.prepare(slots, {}, "4_0")
     assert _native.is_pointwise(call)
-    scaled = sums.astype(np.float32) * multiplier
+    scaled = (sums + bias[:, None]).astype(np.float32) * multiplier[:, None]
     info = np.iinfo(out_type)
     expected = np.clip(np.rint(scaled.astype(np.float64)) + int(out_zero), info.min,
                        info.max).reshape(call.output_shape)
-    assert np.abs(scaled).max() >= reach * 2.0**30 * 0.99
+    assert np.abs(scaled).max() >= {"below": 0.49, "at": 0.99, "past": 2.45,
+                                    "bias past": 2.1}[case] * 2.0**30
     assert np.array_equal(reference(call).astype(np.int64), expected)
     for n_threads in (1, 2):
         got = run_variant(_native.run_pointwise, call, variant, n_threads)
