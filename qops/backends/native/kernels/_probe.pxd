@@ -30,3 +30,32 @@ cdef extern from *:
         }
     """
     int PROBE_PLACEMENTS "QOPS_PROBE_PLACEMENTS"
+
+
+# The end of the VNNI probes' asm, whose loops run twelve vpdpbusd chains in
+# registers 0-11 of one width (r: "ymm" or "zmm"), with the round count in
+# %[rounds], eax and registers 12-13 for the operands: the chains summed
+# into lane 0 of register 0, that lane into %[sink], and the operands and
+# clobbers of the asm statement.
+cdef extern from *:
+    """
+    #define QOPS_PROBE_SUM_TWELVE(r) \\
+        "vpaddd %%" r "1, %%" r "0, %%" r "0\\n\\t" \\
+        "vpaddd %%" r "3, %%" r "2, %%" r "2\\n\\t" \\
+        "vpaddd %%" r "5, %%" r "4, %%" r "4\\n\\t" \\
+        "vpaddd %%" r "7, %%" r "6, %%" r "6\\n\\t" \\
+        "vpaddd %%" r "9, %%" r "8, %%" r "8\\n\\t" \\
+        "vpaddd %%" r "11, %%" r "10, %%" r "10\\n\\t" \\
+        "vpaddd %%" r "2, %%" r "0, %%" r "0\\n\\t" \\
+        "vpaddd %%" r "6, %%" r "4, %%" r "4\\n\\t" \\
+        "vpaddd %%" r "10, %%" r "8, %%" r "8\\n\\t" \\
+        "vpaddd %%" r "4, %%" r "0, %%" r "0\\n\\t" \\
+        "vpaddd %%" r "8, %%" r "0, %%" r "0\\n\\t" \\
+        "vmovd %%xmm0, %[sink]\\n\\t" \\
+        "vzeroupper\\n\\t"
+    #define QOPS_PROBE_TWELVE_OPERANDS \\
+        : [rounds] "+r"(rounds), [sink] "=r"(sink) \\
+        : \\
+        : "eax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \\
+          "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc"
+    """

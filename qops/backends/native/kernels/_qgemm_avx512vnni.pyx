@@ -374,23 +374,8 @@ cdef extern from *:
             "vpdpbusd %%zmm13, %%zmm12, %%zmm11\\n\\t" \\
             "dec %[rounds]\\n\\t" \\
             "jnz 1b\\n\\t" \\
-            "vpaddd %%zmm1, %%zmm0, %%zmm0\\n\\t" \\
-            "vpaddd %%zmm3, %%zmm2, %%zmm2\\n\\t" \\
-            "vpaddd %%zmm5, %%zmm4, %%zmm4\\n\\t" \\
-            "vpaddd %%zmm7, %%zmm6, %%zmm6\\n\\t" \\
-            "vpaddd %%zmm9, %%zmm8, %%zmm8\\n\\t" \\
-            "vpaddd %%zmm11, %%zmm10, %%zmm10\\n\\t" \\
-            "vpaddd %%zmm2, %%zmm0, %%zmm0\\n\\t" \\
-            "vpaddd %%zmm6, %%zmm4, %%zmm4\\n\\t" \\
-            "vpaddd %%zmm10, %%zmm8, %%zmm8\\n\\t" \\
-            "vpaddd %%zmm4, %%zmm0, %%zmm0\\n\\t" \\
-            "vpaddd %%zmm8, %%zmm0, %%zmm0\\n\\t" \\
-            "vmovd %%xmm0, %[sink]\\n\\t" \\
-            "vzeroupper\\n\\t" \\
-            : [rounds] "+r"(rounds), [sink] "=r"(sink) \\
-            : \\
-            : "eax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \\
-              "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc"); \\
+            QOPS_PROBE_SUM_TWELVE("zmm") \\
+            QOPS_PROBE_TWELVE_OPERANDS); \\
         return sink; \\
     }
     QOPS_PROBE_PLACED(qops_probe_avx512vnni, QOPS_PROBE_AVX512VNNI)

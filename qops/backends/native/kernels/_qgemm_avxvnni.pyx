@@ -201,23 +201,8 @@ cdef extern from *:
             "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm11\\n\\t" \\
             "dec %[rounds]\\n\\t" \\
             "jnz 1b\\n\\t" \\
-            "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t" \\
-            "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t" \\
-            "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t" \\
-            "vpaddd %%ymm7, %%ymm6, %%ymm6\\n\\t" \\
-            "vpaddd %%ymm9, %%ymm8, %%ymm8\\n\\t" \\
-            "vpaddd %%ymm11, %%ymm10, %%ymm10\\n\\t" \\
-            "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t" \\
-            "vpaddd %%ymm6, %%ymm4, %%ymm4\\n\\t" \\
-            "vpaddd %%ymm10, %%ymm8, %%ymm8\\n\\t" \\
-            "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t" \\
-            "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t" \\
-            "vmovd %%xmm0, %[sink]\\n\\t" \\
-            "vzeroupper\\n\\t" \\
-            : [rounds] "+r"(rounds), [sink] "=r"(sink) \\
-            : \\
-            : "eax", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", \\
-              "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "cc"); \\
+            QOPS_PROBE_SUM_TWELVE("ymm") \\
+            QOPS_PROBE_TWELVE_OPERANDS); \\
         return sink; \\
     }
     QOPS_PROBE_PLACED(qops_probe_avxvnni, QOPS_PROBE_AVXVNNI)

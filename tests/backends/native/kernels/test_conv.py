@@ -646,7 +646,7 @@ def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zer
     2**30 over the bound; with "bias past" the sums reach
     0.999 of it and a bias of 1.2 times the bound, of their sign, takes the
     values past 2**31, where an unclamped conversion gives its invalid
-    value.  Thirteen rows: the last tile has rows past M.  Against the rule
+    value.  Thirteen rows: the last micro-tile has rows past M.  Against the rule
     in NumPy and the reference."""
     depth, out_channels = 64, 13
     rng = np.random.default_rng([7, len(case), out_type == np.int8])
@@ -665,10 +665,10 @@ def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zer
                      image[0].reshape(depth, -1).astype(np.int64))
     bound = depth * 255.0 * 255.0
     reach = {"below": 0.5, "at": 0.999, "past": 2.5, "bias past": 0.999}[case]
-    # Each tile's first row (the micro-tiles are 6 rows on every variant)
-    # has 0.3 of the multiplier, so that a bound taken from it alone would
-    # leave the others to the packs.
-    tile_first = np.arange(out_channels) % 6 == 0
+    # Each micro-tile's first row has 0.3 of the multiplier, so that a bound
+    # taken from it alone would leave the others to the packs.
+    tile_rows, _ = _simd.module(variant).tile_shape()
+    tile_first = np.arange(out_channels) % tile_rows == 0
     multiplier = (np.where(tile_first, 0.3, 1.0) * reach * 2.0**30 / bound).astype(np.float32)
     bias = np.zeros(out_channels, np.int32)
     if case == "bias past":
