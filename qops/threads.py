@@ -5,17 +5,22 @@ A call's ``n_threads=`` if it gives one, else the default: the count set by
 as the ``qops`` library), else OpenMP's (``OMP_NUM_THREADS`` as the process
 started, or the cores this process may run on).  With the kernels built the
 default lives in the pool itself (:mod:`qops.backends.native.kernels._qops_pool`),
-so every way of setting it sets the same number.
+so every way of setting it sets the same number.  :func:`threads_in_context`
+sets a count for the calls one thread (or task) makes inside a ``with``
+block, such as the nodes of one run of a model session.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import operator
 import os
 
 from qops.errors import ValidationError
 
-__all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "MAX_THREADS"]
+__all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "threads_in_context",
+           "MAX_THREADS"]
 
 #: More threads than this is a mistake, not a machine (the pool uses at most
 #: 255 workers; OpenMP takes an int).
@@ -24,6 +29,8 @@ MAX_THREADS = 4096
 _POOL = []
 #: The default set while the kernels are not built (the reference runs).
 _unbuilt_setting = [None]
+#: The count of the innermost threads_in_context block, per thread and task.
+_context_setting = contextvars.ContextVar("qops_threads_in_context", default=None)
 
 
 def _pool():
@@ -96,5 +103,18 @@ def reset_num_threads() -> None:
 def resolve_threads(n_threads=None) -> int:
     """A call's thread count: ``n_threads`` if given, else the default."""
     if n_threads is None:
-        return get_num_threads()
+        in_context = _context_setting.get()
+        return get_num_threads() if in_context is None else in_context
     return _check(n_threads, "n_threads")
+
+
+@contextlib.contextmanager
+def threads_in_context(n_threads):
+    """Calls in this block that give no ``n_threads`` run on ``n_threads``
+    (``None``: the default).  The setting belongs to the calling thread (and
+    asyncio task): other threads' calls keep theirs."""
+    token = _context_setting.set(None if n_threads is None else _check(n_threads, "n_threads"))
+    try:
+        yield
+    finally:
+        _context_setting.reset(token)

@@ -6,6 +6,9 @@
   onnxruntime's ``com.microsoft`` QLinearAdd (the residual add its quantizer
   writes into CNNs), MatMulIntegerToFloat (its dynamically quantized
   matrix multiply), QLinearAveragePool and QLinearGlobalAveragePool.
+* :class:`InferenceSession` runs a whole quantized model (QDQ groups fused
+  onto qops' integer operators, onnxruntime's quantized nodes on qops,
+  everything else on ``onnx.reference``), with onnxruntime's interface.
 * :func:`reference_ops` returns operator classes for
   ``onnx.reference.ReferenceEvaluator(model, new_ops=...)``, so that a whole
   quantized model runs in the reference evaluator with qops doing the
@@ -29,7 +32,18 @@ import numpy as np
 from qops.errors import UnsupportedError, ValidationError
 from qops.onnx._nodes import ADAPTERS, CONTRIB_ADAPTERS, CONTRIB_DOMAIN, NEWEST_OPSET
 
-__all__ = ["run_node", "reference_ops", "supported_operators", "operator_version", "NEWEST_OPSET"]
+__all__ = ["InferenceSession", "NodeArg", "run_node", "reference_ops", "supported_operators",
+           "operator_version", "NEWEST_OPSET"]
+
+
+def __getattr__(name):
+    # The session module imports onnx's evaluator: loaded when first asked for.
+    if name in ("InferenceSession", "NodeArg", "Step", "ModelError", "UnsupportedNodeError",
+                "ModelRunError"):
+        from qops.onnx import session
+
+        return getattr(session, name)
+    raise AttributeError(f"module 'qops.onnx' has no attribute {name!r}")
 
 
 def supported_operators(domain=""):

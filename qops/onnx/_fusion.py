@@ -1,0 +1,672 @@
+"""Groups of QDQ and dynamically quantized nodes, recognised and prepared as
+one call of a qops integer operator.
+
+A group is anchored at the node that ends it (a QuantizeLinear, or the
+last node of a dynamic matrix multiply's chain) and owns its inner nodes;
+the DequantizeLinear nodes that open it are left in the graph for any
+other reader (the session drops them when nothing else reads them).  Every
+pattern asks for what makes the fused call mean the same as the nodes:
+
+* activations quantized per tensor to int8 or uint8, by constant scales
+  (float32) and zero points;
+* each value inside the group read by the next node only, and no graph
+  output;
+* a weight that is a constant DequantizeLinear input, per tensor or per
+  output channel;
+* for Add, Mul, pooling and Softmax, scales of the group's own; for the
+  operators that only move values (Reshape, MaxPool, ...), the same scale
+  and zero point on both sides, so that ``Q(op(DQ(x))) == op(x)`` exactly.
+
+Relu and Clip between a convolution or product and its QuantizeLinear fold
+into the saturation range: ``Q(clip(v, a, b)) == clip(Q(v), Q(a), Q(b))``
+since quantizing is monotone.  A group that matches nothing stays as the
+nodes it is, and runs as written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+import qops as api
+from qops.onnx import _nodes
+from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
+
+_BYTES = (np.dtype(np.uint8), np.dtype(np.int8))
+
+#: The operators that only move, pick or compare values: with one scale and
+#: zero point on both sides they run on the integers as they are.
+MOVEMENT_OPERATORS = frozenset({
+    "MaxPool", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Concat",
+    "Split", "Pad", "Gather", "Resize"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Quantization:
+    """A QuantizeLinear's or DequantizeLinear's constant parameters."""
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int
+
+    @property
+    def dtype(self):
+        return self.zero_point.dtype
+
+    @property
+    def per_tensor(self):
+        return self.scale.size == 1 and self.zero_point.size == 1
+
+    def scalar_scale(self):
+        return np.float32(self.scale.reshape(()))
+
+    def scalar_zero_point(self):
+        return self.zero_point.reshape(())[()]
+
+    def same_as(self, other):
+        return (self.per_tensor and other.per_tensor and self.dtype == other.dtype
+                and self.scalar_scale() == other.scalar_scale()
+                and self.scalar_zero_point() == other.scalar_zero_point())
+
+
+@dataclasses.dataclass
+class Group:
+    """A recognised group: the nodes it replaces and its prepared call.
+
+    ``inputs`` are the names the call reads (``None`` for an omitted one),
+    ``outputs`` the names it writes; ``call(arguments, n_threads)`` returns
+    the outputs' values in order.
+    """
+
+    kind: str
+    anchor: int
+    consumed: frozenset
+    inputs: list
+    outputs: list
+    call: object
+    label: str
+
+
+def _is(node, op_type):
+    return node is not None and node.op_type == op_type and node.domain in ("", "ai.onnx")
+
+
+class Matcher:
+    """Finds groups in a :class:`qops.onnx._graph.Graph`.
+
+    ``runner_for(node)`` gives the ``onnx.reference`` implementation of a
+    node (for the movement operators, run on integers);
+    ``softmax`` and ``multiply`` are the QLinearSoftmax and QLinearMul rules
+    (onnxruntime's), or None where they are not available.
+    """
+
+    def __init__(self, graph, runner_for, contrib=None):
+        self.graph = graph
+        self.runner_for = runner_for
+        self.contrib = contrib or {}
+        self.claimed = set()
+
+    # -- reading Q and DQ ---------------------------------------------------------------
+
+    def constant(self, name):
+        if not name:
+            return None
+        return self.graph.constants.get(name)
+
+    def dequantized(self, name):
+        """(DequantizeLinear's index, its x, its Quantization, x's dtype) for a
+        value a plain DequantizeLinear makes, else None."""
+        index = self.graph.producer.get(name)
+        if index is None:
+            return None
+        node = self.graph.nodes[index]
+        if not _is(node, "DequantizeLinear"):
+            return None
+        attributes = attribute_values(node)
+        if attributes.get("block_size", 0) or attributes.get("output_dtype", 1) != 1:
+            return None
+        inputs = list(node.input) + ["", ""]
+        scale, zero_point = self.constant(inputs[1]), self.constant(inputs[2])
+        if scale is None or scale.dtype != np.float32 or (inputs[2] and zero_point is None):
+            return None
+        dtype = zero_point.dtype if zero_point is not None else self.graph.types.get(inputs[0])
+        if dtype is None:
+            return None
+        if zero_point is None:
+            zero_point = np.zeros(scale.shape, dtype)
+        if scale.size == 1 and zero_point.size == 1:  # one value of any rank: per tensor
+            scale, zero_point = scale.reshape(()), zero_point.reshape(())
+        if zero_point.dtype != dtype or zero_point.shape != scale.shape:
+            return None
+        if not np.all(np.isfinite(scale)) or not np.all(scale > 0):
+            return None
+        return index, inputs[0], Quantization(scale, zero_point, int(attributes.get("axis", 1))), dtype
+
+    def activation(self, name):
+        """``dequantized(name)`` of an 8-bit tensor quantized per tensor."""
+        found = self.dequantized(name)
+        if found is None or found[3] not in _BYTES or not found[2].per_tensor:
+            return None
+        return found
+
+    def quantizer(self, node):
+        """The Quantization of a QuantizeLinear to int8 or uint8, per tensor."""
+        if not _is(node, "QuantizeLinear"):
+            return None
+        attributes = attribute_values(node)
+        if attributes.get("block_size", 0) or attributes.get("precision", 0):
+            return None
+        inputs = list(node.input) + ["", ""]
+        scale, zero_point = self.constant(inputs[1]), self.constant(inputs[2])
+        if scale is None or scale.dtype != np.float32 or scale.size != 1 or (
+                inputs[2] and zero_point is None):
+            return None
+        if not (np.isfinite(scale).all() and (scale > 0).all()):
+            return None
+        if zero_point is None:
+            code = attributes.get("output_dtype", 0)
+            dtype = np.dtype(np.uint8) if not code else _nodes._onnx_dtype(code)
+            zero_point = np.zeros((), dtype)
+        if zero_point.dtype not in _BYTES or zero_point.size != 1:
+            return None
+        return Quantization(scale, zero_point, 1)
+
+    def sole_producer(self, name, reader):
+        """The node making ``name`` if ``reader`` (an index) is its one reader."""
+        if self.graph.sole_consumer(name) != reader:
+            return None, None
+        index = self.graph.producer.get(name)
+        if index is None or index in self.claimed:
+            return None, None
+        return index, self.graph.nodes[index]
+
+    # -- the patterns ---------------------------------------------------------------------
+
+    def groups(self):
+        """Every group, claiming each node once (earlier anchors first)."""
+        found = []
+        for index, node in enumerate(self.graph.nodes):
+            group = None
+            if _is(node, "QuantizeLinear"):
+                group = self._quantized_group(index, node)
+            elif _is(node, "MatMulInteger"):
+                group = self._dynamic_matmul(index, node)
+            if group is not None:
+                self.claimed |= group.consumed
+                found.append(group)
+        return found
+
+    def _quantized_group(self, q_index, q_node):
+        output = self.quantizer(q_node)
+        if output is None:
+            return None
+        middle_index, middle = self.sole_producer(q_node.input[0], q_index)
+        if middle is None or middle.domain not in ("", "ai.onnx"):
+            return None
+        clamp, consumed = None, {q_index, middle_index}
+        if middle.op_type in ("Relu", "Clip"):
+            clamp = self._activation_range(middle, output)
+            if clamp is None:
+                return None
+            inner_index, inner = self.sole_producer(middle.input[0], middle_index)
+            if inner is None or inner.op_type not in ("Conv", "MatMul", "Gemm"):
+                return None
+            consumed.add(inner_index)
+            middle = inner
+        build = {"Conv": self._conv, "MatMul": self._matmul, "Gemm": self._gemm,
+                 "Add": self._binary, "Mul": self._binary, "AveragePool": self._pool,
+                 "GlobalAveragePool": self._pool, "Softmax": self._softmax}.get(middle.op_type)
+        if build is None and middle.op_type in MOVEMENT_OPERATORS and clamp is None:
+            build = self._movement
+        if build is None:
+            return None
+        made = build(middle, output, clamp)
+        if made is None:
+            return None
+        kind, inputs, call = made
+        return Group(kind, q_index, frozenset(consumed), inputs, [q_node.output[0]], call,
+                     f"{middle.name or middle.op_type} ({kind})")
+
+    def _activation_range(self, node, output):
+        """The integer range a Relu or Clip before ``output``'s quantizer leaves."""
+        info = np.iinfo(output.dtype)
+        low, high = info.min, info.max
+        if node.op_type == "Relu":
+            return max(low, int(output.scalar_zero_point())), high
+        attributes = attribute_values(node)
+        opset = self.graph.opsets.get(DEFAULT_DOMAIN, 0)
+        if opset < 11:
+            bounds = [attributes.get("min"), attributes.get("max")]
+        else:
+            names = list(node.input) + ["", ""]
+            bounds = []
+            for name in names[1:3]:
+                if not name:
+                    bounds.append(None)
+                    continue
+                value = self.constant(name)
+                if value is None or value.size != 1:
+                    return None
+                bounds.append(float(value.reshape(())))
+        quantized = []
+        for bound in bounds:
+            if bound is None:
+                quantized.append(None)
+                continue
+            if math.isnan(bound):
+                return None
+            quantized.append(int(api.quantize_linear(
+                np.float32(bound), output.scalar_scale(), output.zero_point.reshape(()))))
+        return (low if quantized[0] is None else max(low, quantized[0]),
+                high if quantized[1] is None else min(high, quantized[1]))
+
+    def _weight(self, name, axis_of_channels, rank):
+        """A constant 8-bit weight behind a DequantizeLinear, per tensor or
+        per channel along ``axis_of_channels``: (weight, scale, zero point)."""
+        found = self.dequantized(name)
+        if found is None:
+            return None
+        _, x_name, quantization, dtype = found
+        weight = self.constant(x_name)
+        if weight is None or dtype not in _BYTES or weight.ndim != rank:
+            return None
+        if quantization.per_tensor:
+            return weight, quantization.scalar_scale(), quantization.scalar_zero_point()
+        axis = quantization.axis + rank if quantization.axis < 0 else quantization.axis
+        if (axis != axis_of_channels or quantization.scale.ndim != 1
+                or quantization.scale.size != weight.shape[axis]):
+            return None
+        return weight, quantization.scale, quantization.zero_point
+
+    def _bias(self, name, scale_product):
+        """A constant int32 bias behind a DequantizeLinear whose scale is the
+        product of the input's and the weight's (as quantizers write it)."""
+        found = self.dequantized(name)
+        if found is None:
+            return None
+        _, x_name, quantization, dtype = found
+        bias = self.constant(x_name)
+        if bias is None or dtype != np.int32 or bias.ndim != 1:
+            return None
+        if np.any(quantization.zero_point != 0):
+            return None
+        expected = np.broadcast_to(np.asarray(scale_product, np.float32), quantization.scale.shape)
+        if not np.allclose(quantization.scale, expected, rtol=2.0 ** -20, atol=0):
+            return None
+        return bias
+
+    def _conv(self, node, output, clamp):
+        x = self.activation(node.input[0])
+        if x is None:
+            return None
+        _, x_name, x_quantization, _ = x
+        attributes = attribute_values(node)
+        weight = self._weight(node.input[1], 0, 4)
+        squeeze = False
+        if weight is None:
+            weight = self._weight(node.input[1], 0, 3)
+            squeeze = weight is not None
+        if weight is None:
+            return None
+        filter_, filter_scale, filter_zero_point = weight
+        bias = None
+        if len(node.input) > 2 and node.input[2]:
+            bias = self._bias(node.input[2], np.float32(x_quantization.scalar_scale()
+                                                        * np.asarray(filter_scale, np.float32)))
+            if bias is None:
+                return None
+        if np.ndim(filter_scale) == 1:
+            filter_scale = np.asarray(filter_scale, np.float32)
+        return "QDQ Conv", [x_name], _conv_call(
+            filter_, filter_scale, filter_zero_point, bias, attributes, squeeze,
+            x_quantization.scalar_scale(), x_quantization.zero_point.reshape(()),
+            output, clamp)
+
+    def _matmul(self, node, output, clamp):
+        a = self.activation(node.input[0])
+        if a is None:
+            return None
+        _, a_name, a_quantization, _ = a
+        weight = self._weight(node.input[1], 1, 2)
+        if weight is not None:
+            b, b_scale, b_zero_point = weight
+            return "QDQ MatMul", [a_name], _matmul_call(
+                b, b_scale, b_zero_point, a_quantization, output, clamp)
+        other = self.activation(node.input[1])
+        if other is None:
+            return None
+        _, b_name, b_quantization, _ = other
+        parameters = [a_quantization.scalar_scale(), a_quantization.zero_point.reshape(()),
+                      b_quantization.scalar_scale(), b_quantization.zero_point.reshape(()),
+                      output.scalar_scale(), output.zero_point.reshape(())]
+
+        def call(arguments, n_threads):
+            a_value, b_value = arguments
+            (y,) = _nodes.qlinear_matmul([a_value, parameters[0], parameters[1], b_value,
+                                          parameters[2], parameters[3], parameters[4],
+                                          parameters[5]], {}, 21)
+            return [_clamped(y, clamp)]
+
+        return "QDQ MatMul", [a_name, b_name], call
+
+    def _gemm(self, node, output, clamp):
+        attributes = attribute_values(node)
+        if float(attributes.get("alpha", 1.0)) != 1.0:
+            return None
+        a = self.activation(node.input[0])
+        if a is None:
+            return None
+        _, a_name, a_quantization, _ = a
+        trans_b = bool(attributes.get("transB", 0))
+        weight = self._weight(node.input[1], 0 if trans_b else 1, 2)
+        if weight is None:
+            return None
+        b, b_scale, b_zero_point = weight
+        filter_ = b if trans_b else b.T
+        channels = filter_.shape[0]
+        bias = None
+        if len(node.input) > 2 and node.input[2]:
+            if float(attributes.get("beta", 1.0)) != 1.0:
+                return None
+            bias = self._bias(node.input[2], np.float32(a_quantization.scalar_scale()
+                                                        * np.asarray(b_scale, np.float32)))
+            if bias is None or bias.size not in (1, channels):
+                return None
+            bias = np.broadcast_to(bias, (channels,))
+        conv = _conv_call(np.ascontiguousarray(filter_)[:, :, None, None],
+                          np.asarray(b_scale, np.float32) if np.ndim(b_scale) else b_scale,
+                          b_zero_point, bias, {}, False, a_quantization.scalar_scale(),
+                          a_quantization.zero_point.reshape(()), output, clamp)
+        trans_a = bool(attributes.get("transA", 0))
+
+        def call(arguments, n_threads):
+            (a_value,) = arguments
+            a_value = np.asarray(a_value)
+            if a_value.ndim != 2:
+                raise api.ValidationError(f"Gemm: A has {a_value.ndim} dimensions; Gemm takes 2",
+                                          slot="A", given=a_value.shape)
+            if trans_a:
+                a_value = a_value.T
+            rows = a_value.shape[0]
+            (y,) = conv([np.ascontiguousarray(a_value)[:, :, None, None]], n_threads)
+            return [y.reshape(rows, channels)]
+
+        return "QDQ Gemm", [a_name], call
+
+    def _binary(self, node, output, clamp):
+        if len(node.input) != 2:
+            return None
+        a, b = self.activation(node.input[0]), self.activation(node.input[1])
+        if a is None or b is None or not (a[3] == b[3] == output.dtype):
+            return None
+        rule = _nodes.qlinear_add if node.op_type == "Add" else self.contrib.get("QLinearMul")
+        if rule is None:
+            return None
+        fixed = [a[2].scalar_scale(), a[2].zero_point.reshape(()), b[2].scalar_scale(),
+                 b[2].zero_point.reshape(()), output.scalar_scale(),
+                 output.zero_point.reshape(())]
+
+        def call(arguments, n_threads):
+            a_value, b_value = arguments
+            return rule([a_value, fixed[0], fixed[1], b_value, fixed[2], fixed[3], fixed[4],
+                         fixed[5]], {}, 1)
+
+        return f"QDQ {node.op_type}", [a[1], b[1]], call
+
+    def _pool(self, node, output, clamp):
+        x = self.activation(node.input[0])
+        if x is None or x[3] != output.dtype:
+            return None
+        attributes = attribute_values(node)
+        if any(d != 1 for d in attributes.get("dilations") or ()):
+            return None
+        rule = (_nodes.qlinear_global_average_pool if node.op_type == "GlobalAveragePool"
+                else _nodes.qlinear_average_pool)
+        kept = {k: v for k, v in attributes.items()
+                if k in ("kernel_shape", "strides", "pads", "auto_pad", "count_include_pad",
+                         "ceil_mode")}
+        fixed = [x[2].scalar_scale(), x[2].zero_point.reshape(()), output.scalar_scale(),
+                 output.zero_point.reshape(())]
+
+        def call(arguments, n_threads):
+            return rule([arguments[0], *fixed], kept, 1)
+
+        return f"QDQ {node.op_type}", [x[1]], call
+
+    def _softmax(self, node, output, clamp):
+        rule = self.contrib.get("QLinearSoftmax")
+        x = self.activation(node.input[0])
+        if rule is None or x is None or x[3] != output.dtype:
+            return None
+        attributes = attribute_values(node)
+        opset = self.graph.opsets.get(DEFAULT_DOMAIN, 13)
+        kept = {"axis": int(attributes.get("axis", -1 if opset >= 13 else 1)),
+                "opset": opset}
+        fixed = [x[2].scalar_scale(), x[2].zero_point.reshape(()), output.scalar_scale(),
+                 output.zero_point.reshape(())]
+
+        def call(arguments, n_threads):
+            return rule([arguments[0], *fixed], kept, 1)
+
+        return "QDQ Softmax", [x[1]], call
+
+    def _movement(self, node, output, clamp):
+        data_inputs = list(node.input) if node.op_type == "Concat" else list(node.input[:1])
+        quantized = []
+        for name in data_inputs:
+            found = self.activation(name)
+            if found is None or not found[2].same_as(output):
+                return None
+            quantized.append(found[1])
+        if node.op_type == "Split" or len([o for o in node.output if o]) != 1:
+            return None
+        attributes = attribute_values(node)
+        if node.op_type == "Resize" and attributes.get("mode", "nearest") != "nearest":
+            return None
+        others = list(node.input[len(data_inputs):])
+        replaced = {}
+        if node.op_type == "Pad":
+            # Before opset 11 the padding value is an attribute the integers
+            # cannot take; from 11 on it is an input, quantized here.
+            if self.graph.opsets.get(DEFAULT_DOMAIN, 0) < 11:
+                return None
+            if attributes.get("mode", "constant") == "constant":
+                value = np.zeros((), np.float32)
+                if len(others) >= 2 and others[1]:
+                    value = self.constant(others[1])
+                    if value is None or value.size != 1:
+                        return None
+                others += [""] * (2 - len(others))
+                replaced[1] = api.quantize_linear(
+                    np.asarray(value, np.float32).reshape(()), output.scalar_scale(),
+                    output.zero_point.reshape(()))
+        runner = self.runner_for(node)
+        if runner is None:
+            return None
+        count = len(quantized)
+
+        def call(arguments, n_threads):
+            rest = list(arguments[count:])
+            for position, value in replaced.items():
+                rest[position] = value
+            return [runner(list(arguments[:count]) + rest)[0]]
+
+        return f"QDQ {node.op_type} on integers", quantized + others, call
+
+    # -- dynamic quantization -------------------------------------------------------------
+
+    def _dynamic_matmul(self, index, node):
+        """DynamicQuantizeLinear -> MatMulInteger(x, constant W) -> Cast(float)
+        -> Mul(scale of x * scale of W) [-> Add(constant bias)] as
+        MATRIX_MULTIPLY_INTEGER_TO_FLOAT."""
+        inputs = list(node.input) + ["", ""]
+        a_name, b_name, a_zero_name, b_zero_name = inputs[:4]
+        dynamic = self.graph.producer_node(a_name)
+        if not _is(dynamic, "DynamicQuantizeLinear") or list(dynamic.output)[0] != a_name:
+            return None
+        scale_name = dynamic.output[1]
+        if a_zero_name and a_zero_name != dynamic.output[2]:
+            return None
+        b = self.constant(b_name)
+        if b is None or b.ndim != 2 or b.dtype not in _BYTES:
+            return None
+        b_zero_point = self.constant(b_zero_name) if b_zero_name else np.zeros((), b.dtype)
+        if b_zero_point is None or b_zero_point.size not in (1, b.shape[1]):
+            return None
+        cast_index, cast = self.sole_producer_of_reader(node.output[0], index)
+        if not _is(cast, "Cast") or attribute_values(cast).get("to") != 1:
+            return None
+        mul_index, mul = self.sole_producer_of_reader(cast.output[0], cast_index)
+        if not _is(mul, "Mul"):
+            return None
+        multiplier = mul.input[1] if mul.input[0] == cast.output[0] else mul.input[0]
+        b_scale = self._scale_factor(multiplier, scale_name)
+        if b_scale is None or b_scale.size not in (1, b.shape[1]):
+            return None
+        consumed = {index, cast_index, mul_index}
+        end, bias = mul, None
+        add_index, add = self.sole_producer_of_reader(mul.output[0], mul_index)
+        if _is(add, "Add"):
+            other = add.input[1] if add.input[0] == mul.output[0] else add.input[0]
+            value = self.constant(other)
+            if (value is not None and value.dtype == np.float32 and value.ndim == 1
+                    and value.size == b.shape[1]):
+                bias, end = value, add
+                consumed.add(add_index)
+        b_scale_row = b_scale.reshape(1, -1) if b_scale.size > 1 else b_scale.reshape(())
+        b_zero_row = (b_zero_point.reshape(1, -1) if b_zero_point.size > 1
+                      else b_zero_point.reshape(()))
+        columns = b.shape[1]
+
+        def call(arguments, n_threads):
+            a_value, a_scale, a_zero_point = arguments
+            a_value = np.asarray(a_value)
+            if a_zero_point is None:  # MatMulInteger without a_zero_point: zero
+                a_zero_point = np.zeros((), a_value.dtype)
+            lead = a_value.shape[:-1]
+            rows = np.ascontiguousarray(a_value.reshape(-1, a_value.shape[-1]))
+            y = api.matrix_multiply_integer_to_float(
+                a=rows, a_scale=np.asarray(a_scale, np.float32).reshape(()),
+                a_zero_point=np.asarray(a_zero_point).reshape(()), b=b, b_scale=b_scale_row,
+                b_zero_point=b_zero_row, bias=bias, n_threads=n_threads)
+            return [y.reshape(lead + (columns,))]
+
+        label = f"{node.name or 'MatMulInteger'} (dynamic MatMul)"
+        return Group("dynamic MatMul", max(consumed), frozenset(consumed),
+                     [a_name, scale_name, a_zero_name], [end.output[0]], call, label)
+
+    def sole_producer_of_reader(self, name, producer_index):
+        """The one node reading ``name`` (made by ``producer_index``)."""
+        reader = self.graph.sole_consumer(name)
+        if reader is None or reader in self.claimed or reader <= producer_index:
+            return None, None
+        return reader, self.graph.nodes[reader]
+
+    def _scale_factor(self, multiplier, a_scale_name):
+        """W's scale in ``multiplier = Mul(a_scale, W's scale)`` (float32)."""
+        node = self.graph.producer_node(multiplier)
+        if not _is(node, "Mul"):
+            return None
+        first, second = node.input
+        if first == a_scale_name:
+            other = second
+        elif second == a_scale_name:
+            other = first
+        else:
+            return None
+        value = self.constant(other)
+        if value is None or value.dtype != np.float32 or value.ndim > 1:
+            return None
+        return value
+
+
+def _clamped(y, clamp):
+    if clamp is not None:
+        info = np.iinfo(y.dtype)
+        if clamp != (info.min, info.max):
+            np.clip(y, clamp[0], clamp[1], out=y)
+    return y
+
+
+def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squeeze,
+               input_scale, input_zero_point, output, clamp):
+    """A compiled convolution with every constant bound; reads the image."""
+    spatial = 1 if squeeze else 2
+    if squeeze:
+        filter_ = filter_[:, :, None, :]
+    strides = tuple(attributes.get("strides") or (1,) * spatial)
+    dilations = tuple(attributes.get("dilations") or (1,) * spatial)
+    group = int(attributes.get("group") or 1)
+    auto_pad = attributes.get("auto_pad", "NOTSET") or "NOTSET"
+    if squeeze:
+        strides, dilations = (1, *strides), (1, *dilations)
+    constants = dict(filter=np.ascontiguousarray(filter_), filter_scale=filter_scale,
+                     filter_zero_point=filter_zero_point, bias=bias)
+    output_scale, output_zero_point = output.scalar_scale(), output.zero_point.reshape(())
+    compiled_by_padding = {}
+
+    def compiled_for(padding):
+        compiled = compiled_by_padding.get(padding)
+        if compiled is None:
+            compiled = compiled_by_padding[padding] = api.compile(
+                "QUANTIZED_LINEAR_CONVOLUTION", strides=strides, dilations=dilations,
+                start_padding=padding[0], end_padding=padding[1], group_count=group,
+                **constants)
+        return compiled
+
+    fixed_padding = None
+    if auto_pad == "NOTSET":
+        ones = (1,) * (spatial)
+        start, end = _nodes.conv_padding("NOTSET", attributes.get("pads"), ones, ones, ones, ones)
+        if squeeze:
+            start, end = (0, *start), (0, *end)
+        fixed_padding = (tuple(start), tuple(end))
+        compiled_for(fixed_padding)  # errors in the constants surface as the session is built
+
+    def call(arguments, n_threads):
+        x = arguments[0]
+        if squeeze:
+            x = np.asarray(x)[:, :, None, :]
+        padding = fixed_padding
+        if padding is None:
+            sizes = np.shape(x)[2:]
+            start, end = _nodes.conv_padding(auto_pad, None, sizes, filter_.shape[2:],
+                                             strides, dilations)
+            padding = (tuple(start), tuple(end))
+        y = compiled_for(padding)(input=np.ascontiguousarray(x), input_scale=input_scale,
+                                  input_zero_point=input_zero_point, output_scale=output_scale,
+                                  output_zero_point=output_zero_point, n_threads=n_threads)
+        y = _clamped(y, clamp)
+        return [y[:, :, 0, :] if squeeze else y]
+
+    return call
+
+
+def _matmul_call(b, b_scale, b_zero_point, a_quantization, output, clamp):
+    """A compiled product by a constant 2-D B; A of any rank as rows."""
+    columns = b.shape[1]
+    b_scale = (np.asarray(b_scale, np.float32).reshape(1, columns) if np.ndim(b_scale)
+               else b_scale)
+    b_zero_point = (np.asarray(b_zero_point).reshape(1, columns) if np.ndim(b_zero_point)
+                    else b_zero_point)
+    compiled = api.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=np.ascontiguousarray(b),
+                           b_scale=b_scale, b_zero_point=b_zero_point)
+    a_scale, a_zero_point = a_quantization.scalar_scale(), a_quantization.zero_point.reshape(())
+    output_scale, output_zero_point = output.scalar_scale(), output.zero_point.reshape(())
+    depth = b.shape[0]
+
+    def call(arguments, n_threads):
+        a = np.asarray(arguments[0])
+        if a.ndim == 0 or a.shape[-1] != depth:
+            raise api.ValidationError(f"MatMul: A has shape {a.shape}; B has {depth} rows",
+                                      slot="A", given=a.shape)
+        lead = a.shape[:-1]
+        rows = np.ascontiguousarray(a.reshape(-1, depth))
+        y = compiled(a=rows, a_scale=a_scale, a_zero_point=a_zero_point,
+                     output_scale=output_scale, output_zero_point=output_zero_point,
+                     n_threads=n_threads)
+        return [_clamped(y, clamp).reshape(lead + (columns,))]
+
+    return call

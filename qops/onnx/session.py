@@ -1,0 +1,609 @@
+"""Whole ONNX models on qops: :class:`InferenceSession`.
+
+A session reads a model once and turns it into a flat list of prepared
+calls:
+
+1. Nodes whose inputs are all constants are run once, as the session is
+   built (DequantizeLinear of a weight, shape arithmetic on initializers),
+   and their outputs kept as constants.  DequantizeLinear nodes wait for
+   step 2, which may fuse them, and are folded after it if it does not.
+2. With ``fuse=True``, QDQ groups and dynamically quantized products are
+   recognised (:mod:`qops.onnx._fusion`) and each becomes one call of a
+   qops integer operator with its constant weights, biases, scales and zero
+   points bound (convolutions and products compiled and prepacked once).
+3. onnxruntime's quantized nodes (QLinearConv, QGemm, QLinearAdd, ...) run
+   on qops' operators; QLinearConv and QLinearMatMul with constant weights
+   are compiled once.
+4. Every other node runs on ``onnx.reference``'s implementation of it.
+
+A run is then a loop over the prepared calls, freeing each intermediate
+value after its last reader.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import numpy as np
+
+from qops.errors import QopsError, ValidationError
+from qops.onnx import _fusion, _nodes
+from qops.onnx._graph import (
+    DEFAULT_DOMAIN,
+    Graph,
+    ModelError,
+    UnsupportedNodeError,
+    _subgraph_reads,
+    attribute_values,
+    load_model,
+    node_error,
+)
+from qops.threads import resolve_threads, threads_in_context
+
+__all__ = ["InferenceSession", "NodeArg", "Step", "ModelError", "UnsupportedNodeError",
+           "ModelRunError"]
+
+#: Operators whose outputs are not a function of their inputs: never folded.
+_NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                         "RandomUniformLike", "Multinomial", "Bernoulli"})
+
+
+class ModelRunError(QopsError, RuntimeError):
+    """A node failed while a model ran (for example, shapes its operator
+    does not accept); the message names the node."""
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeArg:
+    """A model input or output, as onnxruntime's ``NodeArg`` describes it.
+
+    Attributes
+    ----------
+    name : str
+    shape : list
+        One entry per dimension: an int, the name of a symbolic dimension
+        (str), or None where the model says nothing.
+    type : str
+        ``"tensor(float)"``, ``"tensor(uint8)"``, ...
+    """
+
+    name: str
+    shape: list
+    type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One prepared call of a session.
+
+    ``kind`` says what runs it (``"QDQ Conv"``, ``"qops QLinearAdd"``,
+    ``"onnx.reference Softmax"``, ...); ``nodes`` names the model's nodes it
+    stands for.
+    """
+
+    kind: str
+    label: str
+    inputs: tuple
+    outputs: tuple
+    nodes: tuple
+    call: object = dataclasses.field(repr=False, compare=False)
+    #: The model's node, for a step that runs one node as written.
+    node: object = dataclasses.field(default=None, repr=False, compare=False)
+
+
+def _type_name(elem_type):
+    from onnx import TensorProto
+
+    try:
+        return f"tensor({TensorProto.DataType.Name(elem_type).lower()})"
+    except ValueError:
+        return f"tensor(unknown {elem_type})"
+
+
+def _node_arg(value):
+    tensor = value.type.tensor_type
+    shape = None
+    if tensor.HasField("shape"):
+        shape = []
+        for dimension in tensor.shape.dim:
+            if dimension.HasField("dim_value"):
+                shape.append(int(dimension.dim_value))
+            elif dimension.HasField("dim_param"):
+                shape.append(dimension.dim_param)
+            else:
+                shape.append(None)
+    return NodeArg(value.name, shape, _type_name(tensor.elem_type))
+
+
+class InferenceSession:
+    """Run an ONNX model with qops' integer operators.
+
+    Parameters
+    ----------
+    model : str, path-like, bytes or onnx.ModelProto
+        The model (initializers stored inside it).
+    n_threads : int, optional
+        Threads of every operator of a run (default: qops' global setting).
+    fuse : bool, default True
+        Recognise QDQ groups and dynamically quantized products and run each
+        as one qops operator.  ``False`` runs every node as written (the
+        quantized nodes onnxruntime's quantizer writes still run on qops).
+
+    Raises
+    ------
+    qops.ValidationError
+        (:class:`ModelError`) for a model that cannot be read or is
+        malformed, and (:class:`UnsupportedNodeError`, also a
+        :class:`qops.UnsupportedError`) for a node that nothing here runs,
+        naming the node, its type and its domain.
+
+    Notes
+    -----
+    ``run`` may be called from several threads at once: each run keeps its
+    values to itself, and the prepared operators are only read.
+
+    Examples
+    --------
+    >>> session = qops.onnx.InferenceSession("model.onnx")  # doctest: +SKIP
+    >>> [y] = session.run(None, {"x": image})                # doctest: +SKIP
+    """
+
+    def __init__(self, model, n_threads=None, *, fuse=True):
+        self._n_threads = None if n_threads is None else resolve_threads(n_threads)
+        proto = load_model(model)
+        graph = Graph(proto)
+        self._graph = graph
+        self._fused = bool(fuse)
+        self._inputs = []
+        for value in graph.inputs:
+            if not value.type.HasField("tensor_type"):
+                raise ModelError(f"input {value.name!r} is not a tensor; qops sessions take "
+                                 "tensors", given=value.name)
+            self._inputs.append(_node_arg(value))
+        self._outputs = [_node_arg(value) for value in graph.outputs]
+        self._input_checks = {arg.name: _InputCheck(arg, value)
+                              for arg, value in zip(self._inputs, graph.inputs)}
+        self._runners = {}
+        self._check_every_node()
+        self._fold(keep_dequantize=True)
+        groups = _fusion.Matcher(graph, self._reference_runner, _contrib_rules()).groups() \
+            if fuse else []
+        steps = self._steps(groups)
+        steps = self._live(steps)
+        steps = self._fold_steps(steps)
+        self._steps_list = self._live(steps)
+        self._plan_frees()
+        self._constants_env = {name: graph.constants[name] for name in self._constant_reads}
+        self._feeds_lock = threading.Lock()
+
+    # -- onnxruntime's interface ----------------------------------------------------------
+
+    def get_inputs(self):
+        """The model's inputs (initializers excluded), as :class:`NodeArg`."""
+        return list(self._inputs)
+
+    def get_outputs(self):
+        """The model's outputs, as :class:`NodeArg`."""
+        return list(self._outputs)
+
+    def get_providers(self):
+        return ["QopsExecutionProvider"]
+
+    @property
+    def steps(self):
+        """The prepared calls a run makes, in order (:class:`Step`)."""
+        return tuple(self._steps_list)
+
+    def run(self, output_names, input_feed, run_options=None):
+        """Run the model.
+
+        Parameters
+        ----------
+        output_names : list of str or None
+            The outputs wanted, in order; None for every output.
+        input_feed : dict
+            Input name -> array, one for every input of :meth:`get_inputs`.
+        run_options : None
+            Accepted for onnxruntime's signature; unused.
+
+        Returns
+        -------
+        list of ndarray
+            New arrays, which the caller owns.
+
+        Raises
+        ------
+        qops.ValidationError
+            For an unknown, missing or extra feed, or one of the wrong dtype,
+            rank or fixed dimension, naming the input; and for an unknown
+            output name.
+        ModelRunError
+            When a node fails on the values it is given, naming the node.
+        """
+        del run_options
+        wanted = self._wanted(output_names)
+        feeds = self._checked_feeds(input_feed)
+        values = dict(self._constants_env)
+        values.update(feeds)
+        n_threads = resolve_threads(self._n_threads)
+        with threads_in_context(n_threads):
+            for step, frees in zip(self._steps_list, self._frees):
+                arguments = [values[name] if name else None for name in step.inputs]
+                try:
+                    results = step.call(arguments, n_threads)
+                except QopsError as error:
+                    raise type(error)(f"{step.label} [{step.kind}]: {error}") if isinstance(
+                        error, ValidationError) else error
+                except Exception as error:  # noqa: BLE001 - named and re-raised
+                    raise ModelRunError(f"{step.label} [{step.kind}] failed: "
+                                        f"{type(error).__name__}: {error}") from error
+                for name, value in zip(step.outputs, results):
+                    if name:
+                        values[name] = value
+                for name in frees:
+                    values.pop(name, None)
+        return self._owned([values[name] for name in wanted], feeds)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def _check_every_node(self):
+        """Every node has an implementation here: fail now, naming it, if not."""
+        for node in self._graph.nodes:
+            if self._qops_rule(node) is None:
+                self._reference_runner(node, required=True)
+
+    def _qops_rule(self, node):
+        """``(adapter, opset)`` of a node qops runs, else None."""
+        if node.domain == _nodes.CONTRIB_DOMAIN:
+            adapter = _nodes.CONTRIB_ADAPTERS.get(node.op_type)
+            return None if adapter is None else (adapter, 1)
+        if node.domain not in ("", "ai.onnx"):
+            return None
+        adapter = _nodes.ADAPTERS.get(node.op_type)
+        if adapter is None:
+            return None
+        from qops.onnx import operator_version
+
+        try:
+            version = operator_version(node.op_type, self._graph.opsets[DEFAULT_DOMAIN])
+        except ValidationError as error:
+            raise node_error(node, str(error), UnsupportedNodeError) from None
+        # Versions past qops' newest only add types: run at its newest.
+        return adapter, min(version, _nodes.NEWEST_OPSET)
+
+    def _reference_runner(self, node, required=False):
+        """``run(arguments) -> outputs`` of onnx.reference's implementation of
+        ``node`` (cached), or None (an error if ``required``)."""
+        key = id(node)
+        if key in self._runners:
+            return self._runners[key]
+        runner = None
+        try:
+            runner = _reference_runner(node, self._graph)
+        except Exception as error:  # noqa: BLE001 - any failure to load is the node's
+            if required:
+                domain = node.domain or "ai.onnx"
+                known = ", ".join(_nodes.CONTRIB_ADAPTERS) if node.domain == \
+                    _nodes.CONTRIB_DOMAIN else None
+                detail = f" (qops runs {known} of that domain)" if known else ""
+                raise node_error(
+                    node, f"neither qops nor onnx.reference runs {node.op_type} of domain "
+                          f"{domain} at opset {self._graph.opset(node)}{detail}: "
+                          f"{type(error).__name__}: {error}", UnsupportedNodeError) from None
+        self._runners[key] = runner
+        return runner
+
+    def _node_call(self, node):
+        """(kind, call) of one node as written."""
+        rule = self._qops_rule(node)
+        if rule is not None:
+            prepared = _prepared_qlinear(node, self._graph)
+            if prepared is not None:
+                return prepared
+            adapter, opset = rule
+            attributes = attribute_values(node)
+
+            def call(arguments, n_threads):
+                return adapter(arguments, attributes, opset)
+
+            return f"qops {node.op_type}", call
+        runner = self._reference_runner(node, required=True)
+        return f"onnx.reference {node.op_type}", lambda arguments, n_threads: runner(arguments)
+
+    def _fold(self, keep_dequantize):
+        """Run the nodes whose inputs are all constants; keep their outputs."""
+        graph = self._graph
+        kept = []
+        for node in graph.nodes:
+            foldable = (node.op_type not in _NOT_FOLDED and all(
+                not name or name in graph.constants for name in node.input)
+                and not (keep_dequantize and node.op_type == "DequantizeLinear"))
+            if not foldable:
+                kept.append(node)
+                continue
+            _, call = self._node_call(node)
+            self._keep_constants(node.output, self._evaluate(node, call))
+        graph.set_nodes(kept)
+
+    def _evaluate(self, node, call, arguments=None):
+        graph = self._graph
+        if arguments is None:
+            arguments = [graph.constants[name] if name else None for name in node.input]
+        try:
+            return call(arguments, resolve_threads(self._n_threads))
+        except QopsError as error:
+            raise node_error(node, f"on its constant inputs: {error}") from None
+        except Exception as error:  # noqa: BLE001
+            raise node_error(node, f"fails on its constant inputs: {type(error).__name__}: "
+                                   f"{error}") from None
+
+    def _keep_constants(self, names, values):
+        for name, value in zip(names, values):
+            if name:
+                array = np.asarray(value)
+                array.flags.writeable = False
+                self._graph.constants[name] = array
+                self._graph.types[name] = array.dtype
+
+    def _steps(self, groups):
+        graph = self._graph
+        anchors = {group.anchor: group for group in groups}
+        consumed = set()
+        for group in groups:
+            consumed |= group.consumed
+        steps = []
+        for index, node in enumerate(graph.nodes):
+            group = anchors.get(index)
+            if group is not None:
+                names = tuple(graph.nodes[i].name or graph.nodes[i].op_type
+                              for i in sorted(group.consumed))
+                steps.append(Step(group.kind, group.label, tuple(group.inputs),
+                                  tuple(group.outputs), names, group.call))
+            elif index not in consumed:
+                kind, call = self._node_call(node)
+                # A subgraph's reads of outer values come after the node's inputs.
+                reads = tuple(sorted(_subgraph_reads(node)))
+                steps.append(Step(kind, f"node {node.name or node.op_type}",
+                                  tuple(node.input) + reads, tuple(node.output),
+                                  (node.name or node.op_type,), call, node))
+        return steps
+
+    def _live(self, steps):
+        """The steps whose outputs a graph output needs, in order."""
+        needed = set(self._graph.graph_outputs)
+        live = []
+        for step in reversed(steps):
+            if any(name in needed for name in step.outputs if name):
+                live.append(step)
+                needed.update(name for name in step.inputs if name)
+        return live[::-1]
+
+    def _fold_steps(self, steps):
+        """Steps whose inputs are all constants, run now (DequantizeLinear of
+        weights that no group took, among others)."""
+        graph = self._graph
+        kept = []
+        for step in steps:
+            node = step.node
+            if node is not None and node.op_type in _NOT_FOLDED or not all(
+                    not name or name in graph.constants for name in step.inputs):
+                kept.append(step)
+                continue
+            arguments = [graph.constants[name] if name else None for name in step.inputs]
+            if node is None:
+                values = step.call(arguments, resolve_threads(self._n_threads))
+            else:
+                values = self._evaluate(node, step.call, arguments)
+            self._keep_constants(step.outputs, values)
+        return kept
+
+    def _plan_frees(self):
+        """For each step, the values no later step (nor the caller) reads."""
+        last_read = {}
+        for position, step in enumerate(self._steps_list):
+            for name in step.inputs:
+                if name:
+                    last_read[name] = position
+        outputs = self._graph.graph_outputs
+        frees = [[] for _ in self._steps_list]
+        for name, position in last_read.items():
+            if name not in outputs and name not in self._graph.constants:
+                frees[position].append(name)
+        self._frees = [tuple(names) for names in frees]
+        self._constant_reads = {name for name in last_read if name in self._graph.constants}
+        self._constant_reads |= {name for name in outputs if name in self._graph.constants}
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _wanted(self, output_names):
+        names = [arg.name for arg in self._outputs]
+        if output_names is None:
+            return names
+        if isinstance(output_names, str):
+            raise ValidationError("output_names is a list of names (or None), not a string",
+                                  given=output_names)
+        unknown = [name for name in output_names if name not in names]
+        if unknown:
+            raise ValidationError(f"{unknown[0]!r} is not an output of the model; its outputs "
+                                  f"are {', '.join(names)}", given=unknown[0], allowed=names)
+        return list(output_names)
+
+    def _checked_feeds(self, input_feed):
+        if not isinstance(input_feed, dict):
+            raise ValidationError(f"input_feed is a {type(input_feed).__name__}; give a dict "
+                                  "of input name to array", given=type(input_feed).__name__)
+        unknown = [name for name in input_feed if name not in self._input_checks]
+        if unknown:
+            known = ", ".join(self._input_checks) or "none"
+            raise ValidationError(f"input {unknown[0]!r} is not an input of the model; its "
+                                  f"inputs are {known}", given=unknown[0],
+                                  allowed=list(self._input_checks))
+        feeds = {}
+        for name, check in self._input_checks.items():
+            if name not in input_feed:
+                raise ValidationError(f"input {name!r} is missing: the model needs "
+                                      f"{check.describe()}", slot=name)
+            feeds[name] = check(input_feed[name])
+        return feeds
+
+    def _owned(self, values, feeds):
+        """The outputs as new arrays: whatever is a constant, a feed, a view or
+        already returned is copied."""
+        fed = {id(value) for value in feeds.values()}
+        constant = {id(value) for value in self._constants_env.values()}
+        seen, owned = set(), []
+        for value in values:
+            array = np.asarray(value)
+            if (array is not value or id(array) in seen or id(array) in fed
+                    or id(array) in constant or array.base is not None
+                    or not array.flags.writeable):
+                array = np.array(array, copy=True)
+            seen.add(id(array))
+            owned.append(array)
+        return owned
+
+
+class _InputCheck:
+    """A feed's dtype, rank and fixed dimensions, checked against the model."""
+
+    def __init__(self, arg, value):
+        from qops.onnx._graph import element_dtype
+
+        self.arg = arg
+        self.dtype = element_dtype(value.type.tensor_type.elem_type)
+
+    def describe(self):
+        shape = "any shape" if self.arg.shape is None else (
+            "shape [" + ", ".join("?" if d is None else str(d) for d in self.arg.shape) + "]")
+        return f"{self.arg.type} of {shape}"
+
+    def __call__(self, value):
+        name = self.arg.name
+        array = value if type(value) is np.ndarray else np.asarray(value)
+        if self.dtype is not None and array.dtype != self.dtype:
+            raise ValidationError(f"input {name!r} has dtype {array.dtype}; the model takes "
+                                  f"{self.arg.type} ({self.dtype})", slot=name,
+                                  given=str(array.dtype), allowed=str(self.dtype))
+        shape = self.arg.shape
+        if shape is not None:
+            if array.ndim != len(shape):
+                raise ValidationError(f"input {name!r} has {array.ndim} dimensions "
+                                      f"{tuple(array.shape)}; the model takes {len(shape)} "
+                                      f"({self.describe()})", slot=name, given=array.shape)
+            for axis, (size, expected) in enumerate(zip(array.shape, shape)):
+                if isinstance(expected, int) and size != expected:
+                    raise ValidationError(f"input {name!r} has shape {tuple(array.shape)}; the "
+                                          f"model takes {self.describe()} (axis {axis} is "
+                                          f"{expected})", slot=name, given=array.shape)
+        return array
+
+
+def _contrib_rules():
+    """The com.microsoft adapters the fusions reuse (QLinearMul, QLinearSoftmax)."""
+    return {name: _nodes.CONTRIB_ADAPTERS[name] for name in ("QLinearMul", "QLinearSoftmax")
+            if name in _nodes.CONTRIB_ADAPTERS}
+
+
+def _reference_runner(node, graph):
+    """onnx.reference's implementation of one node, as ``run(arguments)``."""
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    from qops.onnx import reference_ops
+
+    opsets = [helper.make_opsetid(domain, version) for domain, version in graph.opsets.items()]
+    single = helper.make_model(helper.make_graph([node], "node", [], []), opset_imports=opsets,
+                               functions=list(graph.model.functions))
+    single.ir_version = graph.model.ir_version or 10
+    evaluator = ReferenceEvaluator(single, new_ops=reference_ops())
+    (implementation,) = evaluator.rt_nodes_
+    count = len(node.input)
+    reads = sorted(_subgraph_reads(node))
+
+    if implementation.need_context():
+        def run(arguments):
+            # The subgraphs' outer reads follow the node's own inputs.
+            context = dict(graph.constants)
+            context.update(zip(reads, arguments[count:]))
+            return list(implementation.run(*arguments[:count], context=context))
+    else:
+        def run(arguments):
+            return list(implementation.run(*arguments[:count]))
+
+    return run
+
+
+def _prepared_qlinear(node, graph):
+    """QLinearConv or QLinearMatMul with every parameter but the data
+    constant, compiled once; None for any other node."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in ("QLinearConv", "QLinearMatMul"):
+        return None
+    names = list(node.input) + [""] * 9
+    constants = graph.constants
+
+    def constant(position):
+        return constants.get(names[position]) if names[position] else None
+
+    # Everything but the data (input 0) is constant, the scales float32.
+    if any(names[i] and names[i] not in constants for i in range(1, 9)) or (
+            names[3] not in constants):
+        return None
+    if any(constant(i) is None or constant(i).dtype != np.float32 for i in (1, 4, 6)):
+        return None
+    if node.op_type == "QLinearConv":
+        x_scale, x_zero, w, w_scale, w_zero, y_scale, y_zero = (constant(i) for i in
+                                                                 (1, 2, 3, 4, 5, 6, 7))
+        bias = constant(8)
+        if names[8] and bias is None:
+            return None
+        if x_scale.size != 1 or y_scale.size != 1 or w.ndim not in (3, 4):
+            return None
+        x_zero = np.zeros((), np.uint8) if x_zero is None else x_zero
+        y_zero = np.zeros((), np.uint8) if y_zero is None else y_zero
+        if x_zero.size != 1 or y_zero.size != 1 or y_zero.dtype not in (np.uint8, np.int8):
+            return None
+        if w_scale.size > 1 and (w_scale.ndim != 1 or w_scale.size != w.shape[0]):
+            return None
+        output = _fusion.Quantization(y_scale, y_zero, 1)
+        w_scale_slot = w_scale if w_scale.size > 1 else np.float32(w_scale.reshape(()))
+        w_zero_slot = None if w_zero is None else (
+            w_zero if w_zero.size > 1 else w_zero.reshape(()))
+        try:
+            call = _fusion._conv_call(w if w.ndim == 4 else w, w_scale_slot, w_zero_slot, bias,
+                                      attribute_values(node), w.ndim == 3,
+                                      np.float32(x_scale.reshape(())), x_zero.reshape(()),
+                                      output, None)
+        except QopsError as error:
+            raise node_error(node, str(error)) from None
+        return "qops QLinearConv (compiled)", lambda arguments, n_threads: call(
+            arguments[:1], n_threads)
+    a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = (constant(i) for i in range(1, 8))
+    if b.ndim != 2 or a_scale.size != 1 or y_scale.size != 1 or b.dtype not in (np.uint8, np.int8):
+        return None
+    a_zero = np.zeros((), np.uint8) if a_zero is None else a_zero
+    y_zero = np.zeros((), np.uint8) if y_zero is None else y_zero
+    if a_zero.size != 1 or y_zero.size != 1 or y_zero.dtype not in (np.uint8, np.int8):
+        return None
+    if b_scale.size > 1 and b_scale.size != b.shape[1]:
+        return None
+    b_zero = np.zeros((), b.dtype) if b_zero is None else b_zero
+    if b_zero.size > 1 and b_zero.size != b.shape[1]:
+        return None
+    input_quantization = _fusion.Quantization(a_scale, a_zero, 1)
+    output = _fusion.Quantization(y_scale, y_zero, 1)
+    try:
+        call = _fusion._matmul_call(
+            b, b_scale.reshape(-1) if b_scale.size > 1 else np.float32(b_scale.reshape(())),
+            b_zero.reshape(-1) if b_zero.size > 1 else b_zero.reshape(()), input_quantization,
+            output, None)
+    except QopsError as error:
+        raise node_error(node, str(error)) from None
+
+    def matmul(arguments, n_threads):
+        a = np.asarray(arguments[0])
+        if a.ndim == 1:
+            return [call([a[None, :]], n_threads)[0][0]]
+        return call(arguments[:1], n_threads)
+
+    return "qops QLinearMatMul (compiled)", matmul
