@@ -216,16 +216,20 @@ def build_parser():
     bench.set_defaults(run=_command_bench)
 
     run = commands.add_parser(
-        "run", help="run an ONNX model with qops doing the quantized nodes (needs the onnx extra)",
-        description="Run MODEL through onnx.reference's evaluator with qops' QLinearConv, "
-                    "QLinearMatMul, QuantizeLinear and DequantizeLinear; write each output to "
-                    "OUT/NAME.npy and print a per-operator timing summary.")
+        "run", help="run an ONNX model in a qops.onnx.InferenceSession (needs the onnx extra)",
+        description="Run MODEL in a qops.onnx.InferenceSession (QDQ groups and onnxruntime's "
+                    "quantized nodes on qops' integer operators, the rest on onnx.reference); "
+                    "write each output to OUT/NAME.npy and print the session's calls and time.")
     run.add_argument("model", help="an .onnx file")
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                      help="a graph input (repeat for each)")
     run.add_argument("--out", default=".", help="directory for the outputs (default: .)")
     run.add_argument("--repeat", type=int, default=1,
                      help="time this many runs after a warm-up run (default: 1, no warm-up)")
+    run.add_argument("--threads", type=int, default=None, dest="n_threads",
+                     help="threads of every operator (default: qops' setting)")
+    run.add_argument("--no-fuse", action="store_true",
+                     help="run every node as written (no QDQ groups fused), for comparison")
     run.set_defaults(run=_command_run)
     return parser
 

@@ -1,4 +1,4 @@
-"""``python -m qops run``: a model through the reference evaluator with qops' operators."""
+"""``python -m qops run``: a model through :class:`qops.onnx.InferenceSession`."""
 
 from __future__ import annotations
 
@@ -24,47 +24,48 @@ def _safe_name(name):
 
 
 def run_model(args, stream=sys.stdout):
-    """Run ``args.model`` with qops' operators; write each output to
-    ``args.out/NAME.npy`` and print a per-operator timing summary."""
-    import onnx
-    from onnx.reference import ReferenceEvaluator
-
-    from qops.onnx import run_node
-    from qops.onnx._reference import operator_classes
+    """Run ``args.model`` in a session; write each output to
+    ``args.out/NAME.npy`` and print the session's steps by kind with their
+    times per run."""
+    from qops.errors import QopsError
+    from qops.onnx import InferenceSession
 
     try:
-        model = onnx.load(args.model)
         inputs = _read_inputs(args.input)
-    except (OSError, ValueError) as error:
+        session = InferenceSession(args.model, n_threads=getattr(args, "n_threads", None),
+                                   fuse=not getattr(args, "no_fuse", False))
+    except (OSError, ValueError, QopsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    timings = {}
-    evaluator = ReferenceEvaluator(model, new_ops=operator_classes(run_node, timings))
-    missing = [name for name in evaluator.input_names if name not in inputs]
+    missing = [arg.name for arg in session.get_inputs() if arg.name not in inputs]
     if missing:
         print(f"error: the model needs --input for {', '.join(missing)}", file=sys.stderr)
         return 2
-    feeds = {name: inputs[name] for name in evaluator.input_names}
+    feeds = {arg.name: inputs[arg.name] for arg in session.get_inputs()}
     repeat = max(1, args.repeat)
-    if repeat > 1:
-        evaluator.run(None, feeds)  # warm-up: first-call validation and loading are not timed
-        timings.clear()
-    start = time.perf_counter()
-    for _ in range(repeat):
-        outputs = evaluator.run(None, feeds)
-    total = (time.perf_counter() - start) / repeat
+    try:
+        if repeat > 1:
+            session.run(None, feeds)  # warm-up: first-call planning is not timed
+        start = time.perf_counter()
+        for _ in range(repeat):
+            outputs = session.run(None, feeds)
+        total = (time.perf_counter() - start) / repeat
+    except QopsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
-    for name, value in zip(evaluator.output_names, outputs):
-        path = os.path.join(args.out, _safe_name(name) + ".npy")
-        np.save(path, np.asarray(value))
-        print(f"{name}: {np.asarray(value).dtype} {tuple(np.shape(value))} -> {path}", file=stream)
-    print(f"\nper run ({repeat} run{'s' if repeat > 1 else ''}{', after a warm-up' if repeat > 1 else ''}):",
-          file=stream)
-    print(f"{'operator':<24} {'nodes':>6} {'ms':>10}", file=stream)
-    for op_type, (calls, seconds) in sorted(timings.items(), key=lambda item: -item[1][1]):
-        print(f"{op_type + ' (qops)':<24} {calls // repeat:>6} {seconds / repeat * 1e3:>10.3f}",
-              file=stream)
-    rest = total - sum(seconds for _, seconds in timings.values()) / repeat
-    print(f"{'other operators':<24} {'':>6} {rest * 1e3:>10.3f}", file=stream)
-    print(f"{'total':<24} {'':>6} {total * 1e3:>10.3f}", file=stream)
+    for arg, value in zip(session.get_outputs(), outputs):
+        path = os.path.join(args.out, _safe_name(arg.name) + ".npy")
+        np.save(path, value)
+        print(f"{arg.name}: {value.dtype} {tuple(value.shape)} -> {path}", file=stream)
+    kinds = {}
+    for step in session.steps:
+        kinds[step.kind] = kinds.get(step.kind, 0) + 1
+    print(f"\n{len(session.steps)} prepared calls "
+          f"({'fused' if not getattr(args, 'no_fuse', False) else 'as written'}):", file=stream)
+    print(f"{'kind':<40} {'calls':>6}", file=stream)
+    for kind, count in sorted(kinds.items(), key=lambda item: -item[1]):
+        print(f"{kind:<40} {count:>6}", file=stream)
+    runs = f"{repeat} run{'s' if repeat > 1 else ''}{', after a warm-up' if repeat > 1 else ''}"
+    print(f"\nms per run ({runs}): {total * 1e3:.3f}", file=stream)
     return 0

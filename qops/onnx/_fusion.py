@@ -535,6 +535,11 @@ class Matcher:
                     and value.size == b.shape[1]):
                 bias, end = value, add
                 consumed.add(add_index)
+        if b.dtype == np.int8:
+            # DynamicQuantizeLinear's output is uint8 and the operator takes one
+            # type: b + 128 and its zero point + 128 leave every difference as it was.
+            b, b_zero_point = (np.bitwise_xor(np.ascontiguousarray(v).view(np.uint8), 0x80)
+                               for v in (b, np.asarray(b_zero_point, np.int8)))
         b_scale_row = b_scale.reshape(1, -1) if b_scale.size > 1 else b_scale.reshape(())
         b_zero_row = (b_zero_point.reshape(1, -1) if b_zero_point.size > 1
                       else b_zero_point.reshape(()))

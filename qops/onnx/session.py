@@ -529,7 +529,7 @@ def _reference_runner(node, graph):
             return list(implementation.run(*arguments[:count], context=context))
     else:
         def run(arguments):
-            return list(implementation.run(*arguments[:count]))
+            return list(implementation.run(*arguments))
 
     return run
 
