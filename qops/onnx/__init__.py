@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from qops.errors import UnsupportedError, ValidationError
+from qops.onnx._graph import operator_version
 from qops.onnx._nodes import ADAPTERS, CONTRIB_ADAPTERS, CONTRIB_DOMAIN, NEWEST_OPSET
 
 __all__ = ["InferenceSession", "NodeArg", "run_node", "reference_ops", "supported_operators",
@@ -144,18 +145,6 @@ def run_node(node, inputs, opset=None):
             f"{error} (the model's opset {opset} has {node.op_type} version {version}; qops "
             f"implements it up to version {NEWEST_OPSET}, whose types are the ones above)",
             given=node.op_type) from None
-
-
-def operator_version(op_type, opset):
-    """The version of ``op_type`` in effect at ``opset`` of the default domain
-    (the newest version introduced at or before ``opset``)."""
-    from onnx import defs
-
-    try:
-        return defs.get_schema(op_type, opset, "").since_version
-    except defs.SchemaError:
-        raise UnsupportedError(f"{op_type} does not exist at opset {opset}",
-                               given=opset) from None
 
 
 def reference_ops():

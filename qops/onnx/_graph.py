@@ -57,6 +57,18 @@ def node_error(node, message, cls=ModelError):
                node=node_label(node), op_type=node.op_type, domain=domain)
 
 
+def operator_version(op_type, opset):
+    """The version of ``op_type`` in effect at ``opset`` of the default domain
+    (the newest version introduced at or before ``opset``)."""
+    from onnx import defs
+
+    try:
+        return defs.get_schema(op_type, opset, "").since_version
+    except defs.SchemaError:
+        raise UnsupportedError(f"{op_type} does not exist at opset {opset}",
+                               given=opset) from None
+
+
 def load_model(model):
     """A ``ModelProto`` from a path, bytes or a ``ModelProto``."""
     import onnx

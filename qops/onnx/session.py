@@ -38,6 +38,7 @@ from qops.onnx._graph import (
     attribute_values,
     load_model,
     node_error,
+    operator_version,
 )
 from qops.threads import resolve_threads, threads_in_context
 
@@ -263,8 +264,6 @@ class InferenceSession:
         adapter = _nodes.ADAPTERS.get(node.op_type)
         if adapter is None:
             return None
-        from qops.onnx import operator_version
-
         try:
             version = operator_version(node.op_type, self._graph.opsets[DEFAULT_DOMAIN])
         except ValidationError as error:
@@ -510,13 +509,11 @@ def _reference_runner(node, graph):
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
-    from qops.onnx import reference_ops
-
     opsets = [helper.make_opsetid(domain, version) for domain, version in graph.opsets.items()]
     single = helper.make_model(helper.make_graph([node], "node", [], []), opset_imports=opsets,
                                functions=list(graph.model.functions))
     single.ir_version = graph.model.ir_version or 10
-    evaluator = ReferenceEvaluator(single, new_ops=reference_ops())
+    evaluator = ReferenceEvaluator(single)
     (implementation,) = evaluator.rt_nodes_
     count = len(node.input)
     reads = sorted(_subgraph_reads(node))
