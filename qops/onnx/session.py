@@ -14,7 +14,9 @@ calls:
 3. onnxruntime's quantized nodes (QLinearConv, QGemm, QLinearAdd, ...) run
    on qops' operators; QLinearConv and QLinearMatMul with constant weights
    are compiled once.
-4. Every other node runs on ``onnx.reference``'s implementation of it.
+4. Every other node runs on ``onnx.reference``'s implementation of it, or
+   on a vectorized NumPy one where that one loops in Python
+   (:mod:`qops.onnx._numpy_ops`).
 
 A run is then a loop over the prepared calls, freeing each intermediate
 value after its last reader.
@@ -28,7 +30,7 @@ import threading
 import numpy as np
 
 from qops.errors import QopsError, ValidationError
-from qops.onnx import _fusion, _nodes
+from qops.onnx import _fusion, _nodes, _numpy_ops
 from qops.onnx._graph import (
     DEFAULT_DOMAIN,
     Graph,
@@ -279,7 +281,7 @@ class InferenceSession:
             return self._runners[key]
         runner = None
         try:
-            runner = _reference_runner(node, self._graph)
+            runner = _numpy_runner(node) or _reference_runner(node, self._graph)
         except Exception as error:  # noqa: BLE001 - any failure to load is the node's
             if required:
                 domain = node.domain or "ai.onnx"
@@ -308,7 +310,8 @@ class InferenceSession:
 
             return f"qops {node.op_type}", call
         runner = self._reference_runner(node, required=True)
-        return f"onnx.reference {node.op_type}", lambda arguments, n_threads: runner(arguments)
+        source = "numpy" if _numpy_runner(node) is not None else "onnx.reference"
+        return f"{source} {node.op_type}", lambda arguments, n_threads: runner(arguments)
 
     def _fold(self, keep_dequantize):
         """Run the nodes whose inputs are all constants; keep their outputs."""
@@ -502,6 +505,14 @@ def _contrib_rules():
     """The com.microsoft adapters the fusions reuse (QLinearMul, QLinearSoftmax)."""
     return {name: _nodes.CONTRIB_ADAPTERS[name] for name in ("QLinearMul", "QLinearSoftmax")
             if name in _nodes.CONTRIB_ADAPTERS}
+
+
+def _numpy_runner(node):
+    """A vectorized NumPy implementation of the node, where qops has one."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    implementation = _numpy_ops.IMPLEMENTATIONS.get(node.op_type)
+    return None if implementation is None else implementation(node, attribute_values(node), None)
 
 
 def _reference_runner(node, graph):
