@@ -147,6 +147,17 @@ def _command_validate(args):
 
 
 def _command_bench(args):
+    if getattr(args, "models", False):
+        from qops.cli import bench_models
+
+        if getattr(args, "simd", None):
+            from qops.cli.bench import choose_variant
+
+            problem = choose_variant(args.simd)
+            if problem:
+                print(f"error: {problem}", file=sys.stderr)
+                return 2
+        return bench_models.main(args)
     from qops.cli import bench as _bench
 
     return _bench.main(args)
@@ -213,6 +224,12 @@ def build_parser():
                        help="run the kernels of this variant (one the CPU runs, e.g. avx2 on a "
                             "VNNI machine) instead of the best")
     bench.add_argument("--out", default="benchmarks/results", help="directory for bench.md/png")
+    bench.add_argument("--models", action="store_true",
+                       help="time whole example models (qops.onnx.examples) in a "
+                            "qops.onnx.InferenceSession against onnxruntime instead; CASES then "
+                            "name models or architectures (resnet50, mobilenet_v2, bert_layer)")
+    bench.add_argument("--small", action="store_true",
+                       help="with --models: the small versions of the models")
     bench.set_defaults(run=_command_bench)
 
     run = commands.add_parser(
