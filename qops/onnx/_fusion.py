@@ -63,6 +63,8 @@ class Quantization:
         return np.float32(self.scale.reshape(()))
 
     def scalar_zero_point(self):
+        """The zero point as a NumPy scalar: compiled operators bind a call's
+        form only when its parameters are immutable objects."""
         return self.zero_point.reshape(())[()]
 
     def same_as(self, other):
@@ -321,8 +323,7 @@ class Matcher:
             filter_scale = np.asarray(filter_scale, np.float32)
         return "QDQ Conv", [x_name], _conv_call(
             filter_, filter_scale, filter_zero_point, bias, attributes, squeeze,
-            x_quantization.scalar_scale(), x_quantization.zero_point.reshape(()),
-            output, clamp)
+            x_quantization.scalar_scale(), x_quantization.scalar_zero_point(), output, clamp)
 
     def _matmul(self, node, output, clamp):
         a = self.activation(node.input[0])
@@ -378,7 +379,7 @@ class Matcher:
         conv = _conv_call(np.ascontiguousarray(filter_)[:, :, None, None],
                           np.asarray(b_scale, np.float32) if np.ndim(b_scale) else b_scale,
                           b_zero_point, bias, {}, False, a_quantization.scalar_scale(),
-                          a_quantization.zero_point.reshape(()), output, clamp)
+                          a_quantization.scalar_zero_point(), output, clamp)
         trans_a = bool(attributes.get("transA", 0))
 
         def call(arguments, n_threads):
@@ -609,7 +610,7 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         strides, dilations = (1, *strides), (1, *dilations)
     constants = dict(filter=np.ascontiguousarray(filter_), filter_scale=filter_scale,
                      filter_zero_point=filter_zero_point, bias=bias)
-    output_scale, output_zero_point = output.scalar_scale(), output.zero_point.reshape(())
+    output_scale, output_zero_point = output.scalar_scale(), output.scalar_zero_point()
     compiled_by_padding = {}
 
     def compiled_for(padding):
@@ -658,8 +659,8 @@ def _matmul_call(b, b_scale, b_zero_point, a_quantization, output, clamp):
                     else b_zero_point)
     compiled = api.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=np.ascontiguousarray(b),
                            b_scale=b_scale, b_zero_point=b_zero_point)
-    a_scale, a_zero_point = a_quantization.scalar_scale(), a_quantization.zero_point.reshape(())
-    output_scale, output_zero_point = output.scalar_scale(), output.zero_point.reshape(())
+    a_scale, a_zero_point = a_quantization.scalar_scale(), a_quantization.scalar_zero_point()
+    output_scale, output_zero_point = output.scalar_scale(), output.scalar_zero_point()
     depth = b.shape[0]
 
     def call(arguments, n_threads):

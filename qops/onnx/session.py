@@ -580,7 +580,7 @@ def _prepared_qlinear(node, graph):
         try:
             call = _fusion._conv_call(w if w.ndim == 4 else w, w_scale_slot, w_zero_slot, bias,
                                       attribute_values(node), w.ndim == 3,
-                                      np.float32(x_scale.reshape(())), x_zero.reshape(()),
+                                      np.float32(x_scale.reshape(())), x_zero.reshape(())[()],
                                       output, None)
         except QopsError as error:
             raise node_error(node, str(error)) from None
