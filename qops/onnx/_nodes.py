@@ -457,3 +457,9 @@ CONTRIB_ADAPTERS = {
     "QLinearAveragePool": qlinear_average_pool,
     "QLinearGlobalAveragePool": qlinear_global_average_pool,
 }
+
+# onnxruntime's other QOperator-format nodes (qops/onnx/_qoperator.py); its
+# DynamicQuantizeMatMul runs as the two adapters passed here.
+from qops.onnx import _qoperator  # noqa: E402
+
+CONTRIB_ADAPTERS.update(_qoperator.adapters(dynamic_quantize_linear, matmul_integer_to_float))
