@@ -29,7 +29,8 @@ from qops import reference  # noqa: E402
 OPSET = 21
 _U8, _I8 = np.dtype(np.uint8), np.dtype(np.int8)
 _ONNX = {_U8: TensorProto.UINT8, _I8: TensorProto.INT8, np.dtype(np.float32): TensorProto.FLOAT,
-         np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64}
+         np.dtype(np.int32): TensorProto.INT32, np.dtype(np.int64): TensorProto.INT64,
+         np.dtype(bool): TensorProto.BOOL}
 
 
 class Model:
@@ -637,3 +638,69 @@ def test_the_run_command_uses_the_session(tmp_path):
     name = model.graph.output[0].name
     np.testing.assert_array_equal(np.load(tmp_path / "out" / f"{name}.npy"), expected)
     assert "QDQ MatMul" in stream.getvalue()
+
+
+# -- onnxruntime's quantized nodes in a session -----------------------------------------------
+
+def _contrib_case(op_type, rng):
+    """(inputs in order, attributes) of one com.microsoft node on 8-bit tensors."""
+    x = _quantized(rng, (2, 3, 4), _U8)
+    s, z = np.float32(0.05), np.uint8(120)
+    if op_type in ("QLinearSigmoid", "QLinearLeakyRelu"):
+        return [x, s, z, np.float32(1 / 256), np.uint8(0)], (
+            {"alpha": 0.1} if op_type == "QLinearLeakyRelu" else {})
+    if op_type == "QLinearConcat":
+        other = _quantized(rng, (2, 5, 4), _U8)
+        return [np.float32(0.06), np.uint8(128), x, s, z, other, np.float32(0.04), np.uint8(100)], \
+            {"axis": 1}
+    if op_type == "QLinearWhere":
+        condition = rng.integers(0, 2, (2, 3, 4)).astype(bool)
+        return [condition, x, s, z, _quantized(rng, (2, 3, 4), _U8), np.float32(0.03),
+                np.uint8(90), np.float32(0.06), np.uint8(128)], {}
+    if op_type == "QGemm":
+        b = _quantized(rng, (5, 4), _U8)
+        return [x[0], s, z, b, np.float32(0.02), np.uint8(128),
+                rng.integers(-100, 100, 5).astype(np.int32), np.float32(0.3), np.uint8(128)], \
+            {"transB": 1}
+    if op_type == "DynamicQuantizeMatMul":
+        return [rng.normal(0, 1, (3, 4)).astype(np.float32), _quantized(rng, (4, 6), _I8),
+                np.float32(0.02), np.int8(0), rng.normal(0, 1, 6).astype(np.float32)], {}
+    if op_type == "MatMulIntegerToFloat":
+        return [x[0], _quantized(rng, (4, 6), _U8), np.float32(0.05), np.float32(0.02),
+                np.uint8(120), np.uint8(128)], {}
+    raise AssertionError(op_type)
+
+
+@pytest.mark.parametrize("op_type", ["QLinearSigmoid", "QLinearLeakyRelu", "QLinearConcat",
+                                     "QLinearWhere", "QGemm", "DynamicQuantizeMatMul",
+                                     "MatMulIntegerToFloat"])
+def test_onnxruntime_s_quantized_nodes_run_in_a_session_as_run_node_runs_them(op_type):
+    """Each node's rule is tested against its own statement (test_qoperator.py);
+    here the session must give what run_node gives, with every input a feed
+    and with every input but the data constant."""
+    rng = np.random.default_rng(13)
+    values, attributes = _contrib_case(op_type, rng)
+    names = [f"in{i}" for i in range(len(values))]
+    node = helper.make_node(op_type, names, ["y"], domain="com.microsoft", **attributes)
+    (expected,) = qops.onnx.run_node(node, values)
+    data = 2 if op_type == "QLinearConcat" else 1 if op_type == "QLinearWhere" else 0
+    for constants in (False, True):
+        inputs, initializers, feeds = [], [], {}
+        for position, (name, value) in enumerate(zip(names, values)):
+            value = np.asarray(value)
+            if constants and position != data:
+                initializers.append(numpy_helper.from_array(value, name))
+            else:
+                inputs.append(helper.make_tensor_value_info(name, _ONNX[value.dtype],
+                                                            list(value.shape)))
+                feeds[name] = value
+        graph = helper.make_graph([node], "g", inputs,
+                                  [helper.make_tensor_value_info("y", TensorProto.UNDEFINED,
+                                                                 None)],
+                                  initializer=initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 10
+        for fuse in (True, False):
+            (actual,) = qops.onnx.InferenceSession(model, fuse=fuse).run(None, feeds)
+            np.testing.assert_array_equal(actual, expected)
