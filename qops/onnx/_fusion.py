@@ -402,12 +402,13 @@ class Matcher:
         a, b = self.activation(node.input[0]), self.activation(node.input[1])
         if a is None or b is None or not (a[3] == b[3] == output.dtype):
             return None
-        rule = _nodes.qlinear_add if node.op_type == "Add" else self.contrib.get("QLinearMul")
+        fixed = [a[2].scalar_scale(), a[2].scalar_zero_point(), b[2].scalar_scale(),
+                 b[2].scalar_zero_point(), output.scalar_scale(), output.scalar_zero_point()]
+        if node.op_type == "Add":
+            return "QDQ Add", [a[1], b[1]], add_call(*fixed)
+        rule = self.contrib.get("QLinearMul")
         if rule is None:
             return None
-        fixed = [a[2].scalar_scale(), a[2].zero_point.reshape(()), b[2].scalar_scale(),
-                 b[2].zero_point.reshape(()), output.scalar_scale(),
-                 output.zero_point.reshape(())]
 
         def call(arguments, n_threads):
             a_value, b_value = arguments
@@ -586,6 +587,25 @@ class Matcher:
         if value is None or value.dtype != np.float32 or value.ndim > 1:
             return None
         return value
+
+
+def add_call(a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point):
+    """The quantized add with every parameter bound (NumPy scalars, which the
+    operator's fast path takes without validating them again); operands of
+    two ranks, or anything else the fast path declines, go through the
+    adapter, which broadcasts them as ONNX does."""
+    parameters = (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
+
+    def call(arguments, n_threads):
+        a, b = arguments
+        if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == b.ndim and a.ndim:
+            return [api.element_wise_quantized_linear_add(
+                a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
+                output_zero_point, n_threads=n_threads)]
+        return _nodes.qlinear_add([a, parameters[0], parameters[1], b, parameters[2],
+                                   parameters[3], parameters[4], parameters[5]], {}, 1)
+
+    return call
 
 
 def _clamped(y, clamp):

@@ -25,7 +25,7 @@ value after its last reader.
 from __future__ import annotations
 
 import dataclasses
-import threading
+import operator
 
 import numpy as np
 
@@ -178,7 +178,12 @@ class InferenceSession:
         self._steps_list = self._live(steps)
         self._plan_frees()
         self._constants_env = {name: graph.constants[name] for name in self._constant_reads}
-        self._feeds_lock = threading.Lock()
+        # An omitted optional input reads as None.
+        self._constants_env[""] = None
+        # An omitted optional output is written under a name no step reads.
+        self._program = tuple((_getter(step.inputs), step.call,
+                               tuple(name or "\0omitted" for name in step.outputs), frees, step)
+                              for step, frees in zip(self._steps_list, self._frees))
 
     # -- onnxruntime's interface ----------------------------------------------------------
 
@@ -231,19 +236,17 @@ class InferenceSession:
         values.update(feeds)
         n_threads = resolve_threads(self._n_threads)
         with threads_in_context(n_threads):
-            for step, frees in zip(self._steps_list, self._frees):
-                arguments = [values[name] if name else None for name in step.inputs]
+            for arguments_of, call, outputs, frees, step in self._program:
                 try:
-                    results = step.call(arguments, n_threads)
+                    results = call(arguments_of(values), n_threads)
                 except QopsError as error:
                     raise type(error)(f"{step.label} [{step.kind}]: {error}") if isinstance(
                         error, ValidationError) else error
                 except Exception as error:  # noqa: BLE001 - named and re-raised
                     raise ModelRunError(f"{step.label} [{step.kind}] failed: "
                                         f"{type(error).__name__}: {error}") from error
-                for name, value in zip(step.outputs, results):
-                    if name:
-                        values[name] = value
+                for name, value in zip(outputs, results):
+                    values[name] = value
                 for name in frees:
                     values.pop(name, None)
         return self._owned([values[name] for name in wanted], feeds)
@@ -501,6 +504,16 @@ class _InputCheck:
         return array
 
 
+def _getter(names):
+    """``arguments_of(values)``: a step's inputs read from a run's values."""
+    if len(names) == 1:
+        (name,) = names
+        return lambda values: (values[name],)
+    if not names:
+        return lambda values: ()
+    return operator.itemgetter(*names)
+
+
 def _contrib_rules():
     """The com.microsoft adapters the fusions reuse (QLinearMul, QLinearSoftmax)."""
     return {name: _nodes.CONTRIB_ADAPTERS[name] for name in ("QLinearMul", "QLinearSoftmax")
@@ -542,9 +555,31 @@ def _reference_runner(node, graph):
     return run
 
 
+def _prepared_add(node, graph):
+    """com.microsoft QLinearAdd with constant per-tensor float32 scales and
+    zero points: the add with its parameters bound, else None."""
+    names = list(node.input) + [""] * 8
+    constants = graph.constants
+    values = [constants.get(names[i]) for i in (1, 2, 4, 5, 6, 7)]
+    if any(value is None or value.size != 1 for value in values):
+        return None
+    scales, zeros = values[0::2], values[1::2]
+    if any(scale.dtype != np.float32 for scale in scales) or any(
+            zero.dtype not in (np.uint8, np.int8) or zero.dtype != zeros[0].dtype
+            for zero in zeros):
+        return None
+    scalars = [value.reshape(())[()] for value in values]
+    call = _fusion.add_call(*scalars)
+    return "qops QLinearAdd (bound)", lambda arguments, n_threads: call(
+        [arguments[0], arguments[3]], n_threads)
+
+
 def _prepared_qlinear(node, graph):
     """QLinearConv or QLinearMatMul with every parameter but the data
-    constant, compiled once; None for any other node."""
+    constant, compiled once, or QLinearAdd with its parameters bound; None
+    for any other node."""
+    if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QLinearAdd":
+        return _prepared_add(node, graph)
     if node.domain not in ("", "ai.onnx") or node.op_type not in ("QLinearConv", "QLinearMatMul"):
         return None
     names = list(node.input) + [""] * 9
