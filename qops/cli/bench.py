@@ -10,8 +10,11 @@ onnxruntime's alike: onnxruntime is a peer, and on CPUs without VNNI its
 u8 x s8 kernels saturate int16 pair sums.  The exit status depends on qops
 alone.  '% peak' divides the compiled GOPS by the ceiling of the kernel
 variant's own multiply-add instructions, measured by a probe in the same
-run (``peak_gops`` of the variant's module); 'ORT const % peak' divides
-onnxruntime's constant-weight GOPS by the same ceiling, so that their
+run (``peak_gops`` of the variant's module).  The constant pairing ('compiled',
+'ORT const') gives each side every constant a quantized model has: the
+weights and every scale and zero point, initializers of onnxruntime's model
+and bound slots of ``qops.compile``.  'ORT const % peak' divides
+onnxruntime's constant GOPS by the same ceiling, so that their
 quotient bounds what the compiled pairing can reach.  Where the CPU has no
 8-bit dot product, onnxruntime runs a saturating AVX2 step of its own, whose
 ceiling the header gives beside the exact one (``peer_peak_gops``): on Intel
@@ -390,8 +393,10 @@ def _contrib_onnx_model(case, runtime):
 
 
 def _onnx_model(case, constants, runtime, attributes, constant_weights):
-    """A one-node QLinearConv / QLinearMatMul model; the weights are graph
-    inputs or, with ``constant_weights``, initializers onnxruntime can prepack."""
+    """A one-node QLinearConv / QLinearMatMul model; its weights and every
+    scale and zero point are graph inputs or, with ``constant_weights``,
+    initializers, as a quantized model has them (onnxruntime then prepacks
+    the weights and takes its fixed-parameter requantization path)."""
     from onnx import TensorProto, helper, numpy_helper
 
     if case.kind == "conv":
@@ -415,6 +420,10 @@ def _onnx_model(case, constants, runtime, attributes, constant_weights):
                  "y_zero_point"]
         node = helper.make_node("QLinearMatMul", names, ["y"])
     activations.update(y_scale=runtime["output_scale"], y_zero_point=runtime["output_zero_point"])
+    if constant_weights:  # only the data is fed
+        data = "x" if case.kind == "conv" else "a"
+        weights.update({k: v for k, v in activations.items() if k != data})
+        activations = {data: activations[data]}
     values = dict(activations, **weights)
 
     def info(name):
