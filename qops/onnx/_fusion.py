@@ -190,11 +190,15 @@ class Matcher:
         """Every group, claiming each node once (earlier anchors first)."""
         found = []
         for index, node in enumerate(self.graph.nodes):
+            if index in self.claimed:
+                continue
             group = None
             if _is(node, "QuantizeLinear"):
                 group = self._quantized_group(index, node)
             elif _is(node, "MatMulInteger"):
                 group = self._dynamic_matmul(index, node)
+            elif _is(node, "Split"):
+                group = self._split(index, node)
             if group is not None:
                 self.claimed |= group.consumed
                 found.append(group)
@@ -496,6 +500,37 @@ class Matcher:
             return [runner(list(arguments[:count]) + rest)[0]]
 
         return f"QDQ {node.op_type} on integers", quantized + others, call
+
+    def _split(self, index, node):
+        """DQ(x) -> Split -> a QuantizeLinear on each part, every one with x's
+        scale and zero point: the split on the integers.  The group runs where
+        the first part's QuantizeLinear was, so every part exists before any
+        of their readers runs."""
+        x = self.activation(node.input[0])
+        if x is None or not node.output or not all(node.output):
+            return None
+        quantizers = []
+        for name in node.output:
+            reader = self.graph.sole_consumer(name)
+            if reader is None or reader in self.claimed:
+                return None
+            q_node = self.graph.nodes[reader]
+            output = self.quantizer(q_node)
+            if output is None or not x[2].same_as(output) or q_node.input[0] != name:
+                return None
+            quantizers.append((reader, q_node))
+        runner = self.runner_for(node)
+        if runner is None:
+            return None
+
+        def call(arguments, n_threads):
+            return runner(list(arguments))
+
+        anchor = min(reader for reader, _ in quantizers)
+        consumed = frozenset({index} | {reader for reader, _ in quantizers})
+        return Group("QDQ Split on integers", anchor, consumed, [x[1]] + list(node.input[1:]),
+                     [q_node.output[0] for _, q_node in quantizers], call,
+                     f"{node.name or 'Split'} (QDQ Split on integers)")
 
     # -- dynamic quantization -------------------------------------------------------------
 

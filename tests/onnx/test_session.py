@@ -399,6 +399,27 @@ def test_operators_that_move_values_run_on_the_integers(op_type, dtype):
     np.testing.assert_array_equal(fused, unfused)
 
 
+@pytest.mark.parametrize("dtype", [_U8, _I8])
+def test_a_split_whose_parts_are_each_quantized_runs_on_the_integers(dtype):
+    rng = np.random.default_rng(8)
+    x = _quantized(rng, (2, 7, 3), dtype)
+    scale, zero = np.float32(0.02), np.array(3, dtype)
+    m = Model()
+    parts = m.node("Split", [m.dequantized(m.feed(x), scale, zero),
+                             m.constant(np.array([2, 5], np.int64))], outputs=2, axis=1)
+    # The first part is read after the second is quantized: the group must
+    # make both before either reader runs.
+    second = m.quantized(parts[1], scale, zero)
+    first = m.quantized(parts[0], scale, zero)
+    model = m.build([m.node("Identity", [first]), second])
+    (fused_first, fused_second), unfused, kinds = _run_both(model, m.feeds)
+    assert "QDQ Split on integers" in kinds
+    np.testing.assert_array_equal(fused_first, x[:, :2])
+    np.testing.assert_array_equal(fused_second, x[:, 2:])
+    for actual, expected in zip((fused_first, fused_second), _literal(model, m.feeds)):
+        np.testing.assert_array_equal(actual, expected)
+
+
 def test_a_movement_between_different_scales_runs_as_written():
     x = np.arange(12, dtype=np.uint8).reshape(1, 12)
     m = Model()
