@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 import qops as api
+from qops.errors import QopsError, UnsupportedError
 from qops.onnx import _nodes
 from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
 
@@ -217,7 +218,8 @@ class Matcher:
             if clamp is None:
                 return None
             inner_index, inner = self.sole_producer(middle.input[0], middle_index)
-            if inner is None or inner.op_type not in ("Conv", "MatMul", "Gemm"):
+            if (inner is None or inner.domain not in ("", "ai.onnx")
+                    or inner.op_type not in ("Conv", "MatMul", "Gemm")):
                 return None
             consumed.add(inner_index)
             middle = inner
@@ -228,7 +230,12 @@ class Matcher:
             build = self._movement
         if build is None:
             return None
-        made = build(middle, output, clamp)
+        try:
+            made = build(middle, output, clamp)
+        except QopsError:
+            # Constants the operator refuses (a bias of the wrong length, ...):
+            # the nodes run as written and say what is wrong, naming themselves.
+            return None
         if made is None:
             return None
         kind, inputs, call = made
@@ -298,8 +305,12 @@ class Matcher:
             return None
         if np.any(quantization.zero_point != 0):
             return None
-        expected = np.broadcast_to(np.asarray(scale_product, np.float32), quantization.scale.shape)
-        if not np.allclose(quantization.scale, expected, rtol=2.0 ** -20, atol=0):
+        try:
+            given, expected = np.broadcast_arrays(quantization.scale,
+                                                  np.asarray(scale_product, np.float32))
+        except ValueError:
+            return None
+        if not np.allclose(given, expected, rtol=2.0 ** -20, atol=0):
             return None
         return bias
 
@@ -347,11 +358,16 @@ class Matcher:
                       b_quantization.scalar_scale(), b_quantization.zero_point.reshape(()),
                       output.scalar_scale(), output.zero_point.reshape(())]
 
+        literal = _literal((a_quantization, b_quantization), output, np.matmul)
+
         def call(arguments, n_threads):
             a_value, b_value = arguments
-            (y,) = _nodes.qlinear_matmul([a_value, parameters[0], parameters[1], b_value,
-                                          parameters[2], parameters[3], parameters[4],
-                                          parameters[5]], {}, 21)
+            try:
+                (y,) = _nodes.qlinear_matmul([a_value, parameters[0], parameters[1], b_value,
+                                              parameters[2], parameters[3], parameters[4],
+                                              parameters[5]], {}, 21)
+            except UnsupportedError:  # past DirectML's 4 dimensions: as written
+                y = literal(arguments)
             return [_clamped(y, clamp)]
 
         return "QDQ MatMul", [a_name, b_name], call
@@ -408,8 +424,18 @@ class Matcher:
             return None
         fixed = [a[2].scalar_scale(), a[2].scalar_zero_point(), b[2].scalar_scale(),
                  b[2].scalar_zero_point(), output.scalar_scale(), output.scalar_zero_point()]
+        literal = _literal((a[2], b[2]), output,
+                           np.add if node.op_type == "Add" else np.multiply)
         if node.op_type == "Add":
-            return "QDQ Add", [a[1], b[1]], add_call(*fixed)
+            add = add_call(*fixed)
+
+            def call(arguments, n_threads):
+                try:
+                    return add(arguments, n_threads)
+                except UnsupportedError:  # past DirectML's 8 dimensions: as written
+                    return [literal(arguments)]
+
+            return "QDQ Add", [a[1], b[1]], call
         rule = self.contrib.get("QLinearMul")
         if rule is None:
             return None
@@ -426,7 +452,8 @@ class Matcher:
         if x is None or x[3] != output.dtype:
             return None
         attributes = attribute_values(node)
-        if any(d != 1 for d in attributes.get("dilations") or ()):
+        # DirectML's output size is the floor: ceil_mode runs as written.
+        if any(d != 1 for d in attributes.get("dilations") or ()) or attributes.get("ceil_mode"):
             return None
         rule = (_nodes.qlinear_global_average_pool if node.op_type == "GlobalAveragePool"
                 else _nodes.qlinear_average_pool)
@@ -435,9 +462,17 @@ class Matcher:
                          "ceil_mode")}
         fixed = [x[2].scalar_scale(), x[2].zero_point.reshape(()), output.scalar_scale(),
                  output.zero_point.reshape(())]
+        runner = self.runner_for(node)
+        literal = None if runner is None else _literal((x[2],), output,
+                                                       lambda value: runner([value])[0])
 
         def call(arguments, n_threads):
-            return rule([arguments[0], *fixed], kept, 1)
+            try:
+                return rule([arguments[0], *fixed], kept, 1)
+            except UnsupportedError:  # past DirectML's 3 spatial axes: as written
+                if literal is None:
+                    raise
+                return [literal(arguments)]
 
         return f"QDQ {node.op_type}", [x[1]], call
 
@@ -469,7 +504,10 @@ class Matcher:
         if node.op_type == "Split" or len([o for o in node.output if o]) != 1:
             return None
         attributes = attribute_values(node)
-        if node.op_type == "Resize" and attributes.get("mode", "nearest") != "nearest":
+        if node.op_type == "Resize" and (
+                attributes.get("mode", "nearest") != "nearest"
+                or attributes.get("coordinate_transformation_mode") == "tf_crop_and_resize"):
+            # Crop and resize writes extrapolation_value, a float, outside the crop.
             return None
         others = list(node.input[len(data_inputs):])
         replaced = {}
@@ -541,7 +579,8 @@ class Matcher:
         inputs = list(node.input) + ["", ""]
         a_name, b_name, a_zero_name, b_zero_name = inputs[:4]
         dynamic = self.graph.producer_node(a_name)
-        if not _is(dynamic, "DynamicQuantizeLinear") or list(dynamic.output)[0] != a_name:
+        if (not _is(dynamic, "DynamicQuantizeLinear") or len(dynamic.output) != 3
+                or not all(dynamic.output) or dynamic.output[0] != a_name):
             return None
         scale_name = dynamic.output[1]
         if a_zero_name and a_zero_name != dynamic.output[2]:
@@ -556,7 +595,7 @@ class Matcher:
         if not _is(cast, "Cast") or attribute_values(cast).get("to") != 1:
             return None
         mul_index, mul = self.sole_producer_of_reader(cast.output[0], cast_index)
-        if not _is(mul, "Mul"):
+        if not _is(mul, "Mul") or len(mul.input) != 2:
             return None
         multiplier = mul.input[1] if mul.input[0] == cast.output[0] else mul.input[0]
         b_scale = self._scale_factor(multiplier, scale_name)
@@ -565,7 +604,7 @@ class Matcher:
         consumed = {index, cast_index, mul_index}
         end, bias = mul, None
         add_index, add = self.sole_producer_of_reader(mul.output[0], mul_index)
-        if _is(add, "Add"):
+        if _is(add, "Add") and len(add.input) == 2:
             other = add.input[1] if add.input[0] == mul.output[0] else add.input[0]
             value = self.constant(other)
             if (value is not None and value.dtype == np.float32 and value.ndim == 1
@@ -609,7 +648,7 @@ class Matcher:
     def _scale_factor(self, multiplier, a_scale_name):
         """W's scale in ``multiplier = Mul(a_scale, W's scale)`` (float32)."""
         node = self.graph.producer_node(multiplier)
-        if not _is(node, "Mul"):
+        if not _is(node, "Mul") or len(node.input) != 2:
             return None
         first, second = node.input
         if first == a_scale_name:
@@ -622,6 +661,20 @@ class Matcher:
         if value is None or value.dtype != np.float32 or value.ndim > 1:
             return None
         return value
+
+
+def _literal(inputs, output, function):
+    """``Q(function(DQ(x), ...))``: a group as its nodes compute it, for the
+    operands a fused operator does not take (qops' Q and DQ are onnx.reference's
+    bit for bit, and ``function`` is the float operator's NumPy form)."""
+    def run(arguments):
+        values = [api.dequantize_linear(value, quantization.scalar_scale(),
+                                        quantization.zero_point.reshape(()))
+                  for value, quantization in zip(arguments, inputs)]
+        return api.quantize_linear(function(*values), output.scalar_scale(),
+                                   output.zero_point.reshape(()))
+
+    return run
 
 
 def add_call(a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point):

@@ -124,6 +124,9 @@ class Graph:
         Value name -> ndarray: the initializers and the Constant nodes' values.
     inputs, outputs : list of onnx.ValueInfoProto
         The graph's inputs that are not initializers, and its outputs.
+    overridable : dict
+        Name -> (ValueInfoProto, ndarray): initializers that are also graph
+        inputs (IR version 4 and later), the defaults of optional feeds.
     opsets : dict
         Domain -> opset version (the default domain under ``""``).
     types : dict
@@ -146,13 +149,26 @@ class Graph:
         for sparse in graph.sparse_initializer:
             raise ModelError(f"sparse initializer {sparse.values.name!r}: sparse tensors are not "
                              "supported", given=sparse.values.name)
-        self.inputs = [value for value in graph.input if value.name not in self.constants]
+        # From IR version 4 an initializer that is also a graph input is a
+        # default a feed may override (as onnxruntime has it): not a constant.
+        self.overridable = {}
+        if model.ir_version >= 4:
+            for value in graph.input:
+                if value.name in self.constants:
+                    self.overridable[value.name] = (value, self.constants.pop(value.name))
+        self.inputs = [value for value in graph.input
+                       if value.name not in self.constants and value.name not in self.overridable]
         self.outputs = list(graph.output)
-        names = [value.name for value in self.inputs]
+        names = [value.name for value in self.inputs] + list(self.overridable)
         if len(set(names)) != len(names):
             raise ModelError(f"the graph's inputs repeat a name: {names}", given=names)
         nodes = []
         for node in graph.node:
+            texts = [node.op_type, node.domain, node.name, *node.input, *node.output]
+            if not all(isinstance(text, str) for text in texts):
+                # protobuf gives bytes for a string field that is not UTF-8.
+                raise ModelError("a node's type, domain, name or value names are not valid "
+                                 f"UTF-8 text: {texts!r:.200}", given=repr(node.op_type))
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 self._constant_node(node)
             else:
@@ -227,6 +243,8 @@ class Graph:
                 if dtype is not None:
                     types.setdefault(value.name, dtype)
         for name, array in self.constants.items():
+            types[name] = array.dtype
+        for name, (_, array) in self.overridable.items():
             types[name] = array.dtype
         return types
 

@@ -49,7 +49,7 @@ __all__ = ["InferenceSession", "NodeArg", "Step", "ModelError", "UnsupportedNode
 
 #: Operators whose outputs are not a function of their inputs: never folded.
 _NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
-                         "RandomUniformLike", "Multinomial", "Bernoulli"})
+                         "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"})
 
 
 class ModelRunError(QopsError, RuntimeError):
@@ -110,7 +110,7 @@ def _node_arg(value):
     if tensor.HasField("shape"):
         shape = []
         for dimension in tensor.shape.dim:
-            if dimension.HasField("dim_value"):
+            if dimension.HasField("dim_value") and dimension.dim_value >= 0:
                 shape.append(int(dimension.dim_value))
             elif dimension.HasField("dim_param"):
                 shape.append(dimension.dim_param)
@@ -164,9 +164,17 @@ class InferenceSession:
                 raise ModelError(f"input {value.name!r} is not a tensor; qops sessions take "
                                  "tensors", given=value.name)
             self._inputs.append(_node_arg(value))
+        for value in graph.outputs:
+            if not value.type.HasField("tensor_type") and value.type.WhichOneof("value"):
+                raise UnsupportedNodeError(f"output {value.name!r} is a "
+                                           f"{value.type.WhichOneof('value')}; qops sessions "
+                                           "return tensors", given=value.name)
         self._outputs = [_node_arg(value) for value in graph.outputs]
         self._input_checks = {arg.name: _InputCheck(arg, value)
                               for arg, value in zip(self._inputs, graph.inputs)}
+        self._defaults = {name: array for name, (_, array) in graph.overridable.items()}
+        self._default_checks = {name: _InputCheck(_node_arg(value), value)
+                                for name, (value, _) in graph.overridable.items()}
         self._runners = {}
         self._check_every_node()
         self._fold(keep_dequantize=True)
@@ -194,6 +202,11 @@ class InferenceSession:
     def get_outputs(self):
         """The model's outputs, as :class:`NodeArg`."""
         return list(self._outputs)
+
+    def get_overridable_initializers(self):
+        """Initializers that are also graph inputs (IR version 4 and later):
+        a feed of the same name replaces the stored value."""
+        return [_node_arg(value) for value, _ in self._graph.overridable.values()]
 
     def get_providers(self):
         return ["QopsExecutionProvider"]
@@ -239,12 +252,14 @@ class InferenceSession:
             for arguments_of, call, outputs, frees, step in self._program:
                 try:
                     results = call(arguments_of(values), n_threads)
-                except QopsError as error:
-                    raise type(error)(f"{step.label} [{step.kind}]: {error}") if isinstance(
-                        error, ValidationError) else error
+                except ValidationError as error:
+                    raise type(error)(f"{step.label} [{step.kind}]: {error}") from error
                 except Exception as error:  # noqa: BLE001 - named and re-raised
                     raise ModelRunError(f"{step.label} [{step.kind}] failed: "
                                         f"{type(error).__name__}: {error}") from error
+                if len(results) < len(outputs):
+                    raise ModelRunError(f"{step.label} [{step.kind}] made {len(results)} "
+                                        f"outputs; the model names {len(outputs)}")
                 for name, value in zip(outputs, results):
                     values[name] = value
                 for name in frees:
@@ -254,8 +269,10 @@ class InferenceSession:
     # -- building ---------------------------------------------------------------------------
 
     def _check_every_node(self):
-        """Every node has an implementation here: fail now, naming it, if not."""
+        """Every node has an implementation here, and as many inputs and
+        outputs as its operator's schema allows: fail now, naming it, if not."""
         for node in self._graph.nodes:
+            _check_arity(node, self._graph.opset(node))
             if self._qops_rule(node) is None:
                 self._reference_runner(node, required=True)
 
@@ -321,14 +338,16 @@ class InferenceSession:
         graph = self._graph
         kept = []
         for node in graph.nodes:
+            reads = list(node.input) + sorted(_subgraph_reads(node))
             foldable = (node.op_type not in _NOT_FOLDED and all(
-                not name or name in graph.constants for name in node.input)
+                not name or name in graph.constants for name in reads)
                 and not (keep_dequantize and node.op_type == "DequantizeLinear"))
             if not foldable:
                 kept.append(node)
                 continue
             _, call = self._node_call(node)
-            self._keep_constants(node.output, self._evaluate(node, call))
+            arguments = [graph.constants[name] if name else None for name in reads]
+            self._keep_constants(node.output, self._evaluate(node, call, arguments))
         graph.set_nodes(kept)
 
     def _evaluate(self, node, call, arguments=None):
@@ -397,7 +416,11 @@ class InferenceSession:
                 continue
             arguments = [graph.constants[name] if name else None for name in step.inputs]
             if node is None:
-                values = step.call(arguments, resolve_threads(self._n_threads))
+                try:
+                    values = step.call(arguments, resolve_threads(self._n_threads))
+                except Exception as error:  # noqa: BLE001 - named and re-raised
+                    raise ModelError(f"{step.label} [{step.kind}] fails on its constant inputs: "
+                                     f"{type(error).__name__}: {error}") from None
             else:
                 values = self._evaluate(node, step.call, arguments)
             self._keep_constants(step.outputs, values)
@@ -428,6 +451,7 @@ class InferenceSession:
         if isinstance(output_names, str):
             raise ValidationError("output_names is a list of names (or None), not a string",
                                   given=output_names)
+        output_names = list(output_names)
         unknown = [name for name in output_names if name not in names]
         if unknown:
             raise ValidationError(f"{unknown[0]!r} is not an output of the model; its outputs "
@@ -438,7 +462,8 @@ class InferenceSession:
         if not isinstance(input_feed, dict):
             raise ValidationError(f"input_feed is a {type(input_feed).__name__}; give a dict "
                                   "of input name to array", given=type(input_feed).__name__)
-        unknown = [name for name in input_feed if name not in self._input_checks]
+        unknown = [name for name in input_feed
+                   if name not in self._input_checks and name not in self._default_checks]
         if unknown:
             known = ", ".join(self._input_checks) or "none"
             raise ValidationError(f"input {unknown[0]!r} is not an input of the model; its "
@@ -450,6 +475,8 @@ class InferenceSession:
                 raise ValidationError(f"input {name!r} is missing: the model needs "
                                       f"{check.describe()}", slot=name)
             feeds[name] = check(input_feed[name])
+        for name, check in self._default_checks.items():
+            feeds[name] = check(input_feed[name]) if name in input_feed else self._defaults[name]
         return feeds
 
     def _owned(self, values, feeds):
@@ -459,6 +486,9 @@ class InferenceSession:
         constant = {id(value) for value in self._constants_env.values()}
         seen, owned = set(), []
         for value in values:
+            if isinstance(value, (list, tuple)):  # a sequence (an output of undeclared type)
+                owned.append([np.array(item, copy=True) for item in value])
+                continue
             array = np.asarray(value)
             if (array is not value or id(array) in seen or id(array) in fed
                     or id(array) in constant or array.base is not None
@@ -485,7 +515,11 @@ class _InputCheck:
 
     def __call__(self, value):
         name = self.arg.name
-        array = value if type(value) is np.ndarray else np.asarray(value)
+        try:
+            array = value if type(value) is np.ndarray else np.asarray(value)
+        except (ValueError, TypeError) as error:
+            raise ValidationError(f"input {name!r} is not an array: {error}", slot=name,
+                                  given=type(value).__name__) from None
         if self.dtype is not None and array.dtype != self.dtype:
             raise ValidationError(f"input {name!r} has dtype {array.dtype}; the model takes "
                                   f"{self.arg.type} ({self.dtype})", slot=name,
@@ -502,6 +536,27 @@ class _InputCheck:
                                           f"model takes {self.describe()} (axis {axis} is "
                                           f"{expected})", slot=name, given=array.shape)
         return array
+
+
+def _check_arity(node, opset):
+    """A node of ONNX's default domain has the input and output counts its
+    schema allows."""
+    if node.domain not in ("", "ai.onnx") or opset is None:
+        return
+    from onnx import defs
+
+    try:
+        schema = defs.get_schema(node.op_type, opset, "")
+    except (defs.SchemaError, TypeError):
+        return  # an unknown operator: the implementation check names it
+    inputs = len(node.input)
+    outputs = len(node.output)
+    if not schema.min_input <= inputs <= schema.max_input:
+        raise node_error(node, f"it has {inputs} inputs; {node.op_type} takes "
+                               f"{schema.min_input} to {schema.max_input}")
+    if outputs > schema.max_output:
+        raise node_error(node, f"it has {outputs} outputs; {node.op_type} makes at most "
+                               f"{schema.max_output}")
 
 
 def _getter(names):
