@@ -711,5 +711,11 @@ def compile(name, *, feature_level=None, **constants_and_attributes):
     DaskCompiledOperator
         Call it with dask (or NumPy) arrays for the remaining slots.
     """
-    return DaskCompiledOperator(qops.compile(name, feature_level=feature_level,
-                                             **constants_and_attributes))
+    compiled = qops.compile(name, feature_level=feature_level, **constants_and_attributes)
+    if compiled.operator.name not in ("QUANTIZED_LINEAR_CONVOLUTION",
+                                      "QUANTIZED_LINEAR_MATRIX_MULTIPLY"):
+        raise qops.UnsupportedError(
+            f"{compiled.operator.name}: qops.dask.compile takes the convolution and the matrix "
+            "multiply; call this operator's qops.dask function with its constants instead",
+            operator=compiled.operator.name, given=name)
+    return DaskCompiledOperator(compiled)

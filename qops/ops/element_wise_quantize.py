@@ -192,5 +192,8 @@ def _check_scale(template, arrays):
     check_scale_values(template.operator, "scale", arrays["scale"])
 
 
+#: A planned call's value checks, by the name qops.ops.compiled looks up.
+check_values = _check_scale
+
 QUANTIZE_PLANS = PlanCache(prepare_quantize, _check_scale, _PARAMETERS)
 DEQUANTIZE_PLANS = PlanCache(prepare_dequantize, _check_scale, _PARAMETERS)
