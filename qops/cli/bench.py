@@ -496,15 +496,22 @@ def qops_runners(case, constants, runtime, attributes, threads):
         _, _, slots = _CONTRIB_INPUTS["integer_to_float"]
         inputs = [runtime[slot] for slot in slots]
         return lambda: matmul_integer_to_float(inputs, {}, 1)[0], None
+    # The compiled pairing binds every constant a quantized model has: the
+    # weights and every scale and zero point; only the data is given per call.
+    data = "input" if case.kind == "conv" else "a"
+    parameters = {k: v for k, v in runtime.items() if k != data}
     if case.kind == "conv":
         plain = lambda: qops.quantized_linear_convolution(  # noqa: E731
             **runtime, **constants, **attributes, n_threads=threads)
-        compiled_op = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+        compiled_op = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **parameters,
+                                   **attributes)
     else:
         plain = lambda: qops.quantized_linear_matrix_multiply(  # noqa: E731
             **runtime, **constants, n_threads=threads)
-        compiled_op = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", **constants)
-    compiled = lambda: compiled_op(**runtime, n_threads=threads)  # noqa: E731
+        compiled_op = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", **constants,
+                                   **parameters)
+    image = runtime[data]
+    compiled = lambda: compiled_op(image, n_threads=threads)  # noqa: E731
     return plain, compiled
 
 

@@ -716,9 +716,12 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
     auto_pad = attributes.get("auto_pad", "NOTSET") or "NOTSET"
     if squeeze:
         strides, dilations = (1, *strides), (1, *dilations)
-    constants = dict(filter=np.ascontiguousarray(filter_), filter_scale=filter_scale,
-                     filter_zero_point=filter_zero_point, bias=bias)
     output_scale, output_zero_point = output.scalar_scale(), output.scalar_zero_point()
+    # Every parameter bound: the multipliers and the epilogue are made once.
+    constants = dict(filter=np.ascontiguousarray(filter_), filter_scale=filter_scale,
+                     filter_zero_point=filter_zero_point, bias=bias, input_scale=input_scale,
+                     input_zero_point=input_zero_point, output_scale=output_scale,
+                     output_zero_point=output_zero_point)
     compiled_by_padding = {}
 
     def compiled_for(padding):
@@ -749,9 +752,7 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
             start, end = _nodes.conv_padding(auto_pad, None, sizes, filter_.shape[2:],
                                              strides, dilations)
             padding = (tuple(start), tuple(end))
-        y = compiled_for(padding)(input=np.ascontiguousarray(x), input_scale=input_scale,
-                                  input_zero_point=input_zero_point, output_scale=output_scale,
-                                  output_zero_point=output_zero_point, n_threads=n_threads)
+        y = compiled_for(padding)(np.ascontiguousarray(x), n_threads=n_threads)
         y = _clamped(y, clamp)
         return [y[:, :, 0, :] if squeeze else y]
 
@@ -765,10 +766,11 @@ def _matmul_call(b, b_scale, b_zero_point, a_quantization, output, clamp):
                else b_scale)
     b_zero_point = (np.asarray(b_zero_point).reshape(1, columns) if np.ndim(b_zero_point)
                     else b_zero_point)
-    compiled = api.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=np.ascontiguousarray(b),
-                           b_scale=b_scale, b_zero_point=b_zero_point)
-    a_scale, a_zero_point = a_quantization.scalar_scale(), a_quantization.scalar_zero_point()
-    output_scale, output_zero_point = output.scalar_scale(), output.scalar_zero_point()
+    compiled = api.compile(
+        "QUANTIZED_LINEAR_MATRIX_MULTIPLY", b=np.ascontiguousarray(b), b_scale=b_scale,
+        b_zero_point=b_zero_point, a_scale=a_quantization.scalar_scale(),
+        a_zero_point=a_quantization.scalar_zero_point(), output_scale=output.scalar_scale(),
+        output_zero_point=output.scalar_zero_point())
     depth = b.shape[0]
 
     def call(arguments, n_threads):
@@ -778,9 +780,7 @@ def _matmul_call(b, b_scale, b_zero_point, a_quantization, output, clamp):
                                       slot="A", given=a.shape)
         lead = a.shape[:-1]
         rows = np.ascontiguousarray(a.reshape(-1, depth))
-        y = compiled(a=rows, a_scale=a_scale, a_zero_point=a_zero_point,
-                     output_scale=output_scale, output_zero_point=output_zero_point,
-                     n_threads=n_threads)
+        y = compiled(rows, n_threads=n_threads)
         return [_clamped(y, clamp).reshape(lead + (columns,))]
 
     return call
