@@ -620,6 +620,9 @@ class Matcher:
         b_zero_row = (b_zero_point.reshape(1, -1) if b_zero_point.size > 1
                       else b_zero_point.reshape(()))
         columns = b.shape[1]
+        # B, its parameters and the bias bound and packed once.
+        compiled = api.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=np.ascontiguousarray(b),
+                               b_scale=b_scale_row, b_zero_point=b_zero_row, bias=bias)
 
         def call(arguments, n_threads):
             a_value, a_scale, a_zero_point = arguments
@@ -628,10 +631,8 @@ class Matcher:
                 a_zero_point = np.zeros((), a_value.dtype)
             lead = a_value.shape[:-1]
             rows = np.ascontiguousarray(a_value.reshape(-1, a_value.shape[-1]))
-            y = api.matrix_multiply_integer_to_float(
-                a=rows, a_scale=np.asarray(a_scale, np.float32).reshape(()),
-                a_zero_point=np.asarray(a_zero_point).reshape(()), b=b, b_scale=b_scale_row,
-                b_zero_point=b_zero_row, bias=bias, n_threads=n_threads)
+            y = compiled(rows, np.asarray(a_scale, np.float32).reshape(())[()],
+                         np.asarray(a_zero_point).reshape(())[()], n_threads=n_threads)
             return [y.reshape(lead + (columns,))]
 
         label = f"{node.name or 'MatMulInteger'} (dynamic MatMul)"

@@ -30,7 +30,7 @@ import operator
 import numpy as np
 
 from qops.errors import QopsError, ValidationError
-from qops.onnx import _fusion, _nodes, _numpy_ops
+from qops.onnx import _blas, _fusion, _nodes, _numpy_ops
 from qops.onnx._graph import (
     DEFAULT_DOMAIN,
     Graph,
@@ -301,7 +301,8 @@ class InferenceSession:
             return self._runners[key]
         runner = None
         try:
-            runner = _numpy_runner(node) or _reference_runner(node, self._graph)
+            runner = (_numpy_runner(node, self._graph.opset(node))
+                      or _reference_runner(node, self._graph))
         except Exception as error:  # noqa: BLE001 - any failure to load is the node's
             if required:
                 domain = node.domain or "ai.onnx"
@@ -330,7 +331,8 @@ class InferenceSession:
 
             return f"qops {node.op_type}", call
         runner = self._reference_runner(node, required=True)
-        source = "numpy" if _numpy_runner(node) is not None else "onnx.reference"
+        source = ("numpy" if _numpy_runner(node, self._graph.opset(node)) is not None
+                  else "onnx.reference")
         return f"{source} {node.op_type}", lambda arguments, n_threads: runner(arguments)
 
     def _fold(self, keep_dequantize):
@@ -575,12 +577,15 @@ def _contrib_rules():
             if name in _nodes.CONTRIB_ADAPTERS}
 
 
-def _numpy_runner(node):
+def _numpy_runner(node, opset=None):
     """A vectorized NumPy implementation of the node, where qops has one."""
     if node.domain not in ("", "ai.onnx"):
         return None
-    implementation = _numpy_ops.IMPLEMENTATIONS.get(node.op_type)
-    return None if implementation is None else implementation(node, attribute_values(node), None)
+    implementation = (_numpy_ops.IMPLEMENTATIONS.get(node.op_type)
+                      or _blas.IMPLEMENTATIONS.get(node.op_type))
+    if implementation is None:
+        return None
+    return implementation(node, attribute_values(node), opset)
 
 
 def _reference_runner(node, graph):

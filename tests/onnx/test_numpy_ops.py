@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 onnx = pytest.importorskip("onnx")
@@ -115,12 +117,211 @@ def test_max_pool_with_indices_is_left_to_onnx_reference():
     assert _numpy_ops.max_pool(node, attribute_values(node), 21) is None
 
 
-def test_erf_matches_math_erf_within_float32_rounding():
-    pytest.importorskip("scipy")
-    x = np.concatenate([np.linspace(-6, 6, 20001, dtype=np.float32),
-                        np.array([0.0, -0.0, np.inf, -np.inf, 1e-30], np.float32)])
+# -- Erf -------------------------------------------------------------------------------------
+
+#: The bound erf_float32's docstring guarantees (it measures 1.22 ulp over
+#: every float32 in [-6, 6] with NumPy's AVX-512 float32 exp).
+ERF_ULP_BOUND = 2.0
+
+
+def _erf_ulp_errors(x):
+    """|erf_float32(x) - erf(x)| in units of the float32 spacing at the exact
+    value (``math.erf`` in float64 stands for it), per element."""
+    x = np.asarray(x, np.float32)
+    actual = _numpy_ops.erf_float32(x).astype(np.float64)
+    exact = np.fromiter(map(math.erf, x.astype(np.float64).reshape(-1).tolist()), np.float64,
+                        x.size)
+    _, exponent = np.frexp(np.abs(exact))
+    spacing = np.ldexp(1.0, np.maximum(exponent - 24, -149))
+    return np.abs(actual - exact.reshape(x.shape)) / spacing.reshape(x.shape)
+
+
+def test_erf_is_within_its_bound_on_a_dense_grid_of_float32():
+    # Every 509th float32 from 0 to 6 (2.2 million of each sign), subnormals
+    # and the branch switch at 0.875 included.
+    top = int(np.float32(6).view(np.uint32))
+    bits = np.arange(0, top + 1, 509, dtype=np.uint32)
+    positive = bits.view(np.float32)
+    split = np.float32(0.875)
+    near_split = (np.arange(-2000, 2000, dtype=np.int64) + int(split.view(np.uint32)))
+    x = np.concatenate([positive, near_split.astype(np.uint32).view(np.float32)])
+    x = np.concatenate([x, -x])
+    errors = _erf_ulp_errors(x)
+    assert errors.max() <= ERF_ULP_BOUND, (errors.max(), x[errors.argmax()])
+
+
+@given(st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True))
+@example(0.0)
+@example(-0.0)
+@example(float("inf"))
+@example(float("-inf"))
+@example(float("nan"))
+@example(2.0**-149)
+@example(-(2.0**-126) * 0.75)
+@example(0.875)
+@example(3.92)
+def test_erf_of_any_float32(value):
+    x = np.float32(value)
+    (y,) = _numpy_ops.erf_float32(np.array([x]))
+    assert y.dtype == np.float32
+    if np.isnan(x):
+        assert np.isnan(y)
+        return
+    if x == 0:
+        assert y == 0 and np.signbit(y) == np.signbit(x)  # -0.0 stays -0.0
+        return
+    assert np.signbit(y) == np.signbit(x)
+    assert _erf_ulp_errors(np.array([x]))[0] <= ERF_ULP_BOUND
+
+
+def test_erf_of_every_shape_and_block_boundary():
+    rng = np.random.default_rng(7)
+    for shape in [(), (0,), (3, 0), (1,), (65536,), (65537,), (2, 3, 40000)]:
+        x = rng.normal(0, 2, shape).astype(np.float32)
+        y = _numpy_ops.erf_float32(x)
+        assert y.shape == x.shape and y.dtype == np.float32
+        if x.size:
+            assert _erf_ulp_errors(x).max() <= ERF_ULP_BOUND
+    # a strided view is read as its values
+    x = rng.normal(0, 2, (50, 40)).astype(np.float32)
+    np.testing.assert_array_equal(_numpy_ops.erf_float32(x.T), _numpy_ops.erf_float32(x).T)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 2**-22), (np.float16, 2**-10)])
+def test_erf_node_against_onnx_reference(dtype, rtol):
+    x = np.concatenate([np.linspace(-6, 6, 20001), [0.0, -0.0, np.inf, -np.inf, 1e-30]])
+    x = x.astype(dtype)
     node = helper.make_node("Erf", ["x"], ["y"])
     (expected,) = _reference(node, [x])
     (actual,) = _numpy_ops.erf(node, {}, 21)([x])
-    assert actual.dtype == np.float32
-    np.testing.assert_allclose(actual, expected, rtol=2**-22, atol=2**-30)
+    assert actual.dtype == x.dtype
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=2**-30)
+
+
+def test_erf_node_of_float64_is_math_erf():
+    """float64 keeps its precision (onnx.reference rounds through float32)."""
+    x = np.concatenate([np.linspace(-6, 6, 2001), [0.0, -0.0, np.inf, -np.inf, 1e-300]])
+    node = helper.make_node("Erf", ["x"], ["y"])
+    (actual,) = _numpy_ops.erf(node, {}, 21)([x])
+    assert actual.dtype == np.float64
+    np.testing.assert_allclose(actual, [math.erf(v) for v in x], rtol=4e-16, atol=0)
+
+
+# -- Softmax ---------------------------------------------------------------------------------
+
+@given(data=st.data(), rank=st.integers(1, 4), with_axis=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]), opset=st.sampled_from([13, 21]))
+def test_softmax_against_onnx_reference(data, rank, with_axis, dtype, opset):
+    """From opset 13 the steps are onnx.reference's own: within 2 ulp (they
+    agree exactly where both run NumPy's same reductions)."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    shape = tuple(data.draw(st.integers(1, 6)) for _ in range(rank))
+    x = (rng.normal(0, data.draw(st.sampled_from([0.1, 3.0, 30.0])), shape)).astype(dtype)
+    attributes = {"axis": data.draw(st.integers(-rank, rank - 1))} if with_axis else {}
+    node = helper.make_node("Softmax", ["x"], ["y"], **attributes)
+    (expected,) = _reference(node, [x], opset)
+    (actual,) = _numpy_ops.softmax(node, attribute_values(node), opset)([x])
+    assert actual.dtype == x.dtype and actual.shape == x.shape
+    np.testing.assert_allclose(actual, expected, rtol=2 * np.finfo(dtype).eps, atol=0)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, 2, -1, -2])
+def test_softmax_before_opset_13_takes_the_sizes_from_axis_on_as_one(axis):
+    x = np.random.default_rng(3).normal(0, 2, (2, 3, 4)).astype(np.float32)
+    attributes = {} if axis is None else {"axis": axis}
+    node = helper.make_node("Softmax", ["x"], ["y"], **attributes)
+    (actual,) = _numpy_ops.softmax(node, attribute_values(node), 11)([x])
+    start = (1 if axis is None else axis) % 3
+    flat = x.reshape(int(np.prod(x.shape[:start])), -1).astype(np.float64)
+    expected = np.exp(flat - flat.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(actual, expected.reshape(x.shape), rtol=1e-6)
+    if start < 2:  # there the rule differs from a softmax over the one axis
+        single = np.exp(x - x.max(axis=start, keepdims=True))
+        assert not np.allclose(actual, single / single.sum(axis=start, keepdims=True))
+
+
+def test_softmax_with_the_opset_unknown_is_left_to_onnx_reference():
+    node = helper.make_node("Softmax", ["x"], ["y"])
+    assert _numpy_ops.softmax(node, {}, None) is None
+
+
+# -- LayerNormalization ----------------------------------------------------------------------
+
+@given(data=st.data(), rank=st.integers(1, 4), with_bias=st.booleans(),
+       epsilon=st.sampled_from([None, 1e-12, 1e-5, 0.5]))
+def test_layer_normalization_against_onnx_reference(data, rank, with_bias, epsilon):
+    """float32 within 1e-5 of the output's magnitude: both compute in
+    float32 in the same steps, with sums whose order differs (einsum here,
+    np.sum there)."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    shape = tuple(data.draw(st.integers(1, 7)) for _ in range(rank))
+    axis = data.draw(st.integers(-rank, rank - 1))
+    x = (rng.normal(data.draw(st.sampled_from([0.0, 2.0])),
+                    data.draw(st.sampled_from([0.01, 1.0, 20.0])), shape)).astype(np.float32)
+    scale = rng.normal(0, 1, shape[axis % rank:]).astype(np.float32)
+    bias = rng.normal(0, 1, scale.shape).astype(np.float32)
+    attributes = {"axis": axis}
+    if epsilon is not None:
+        attributes["epsilon"] = epsilon
+    inputs = ["x", "scale", "bias"] if with_bias else ["x", "scale"]
+    arguments = [x, scale, bias] if with_bias else [x, scale]
+    node = helper.make_node("LayerNormalization", inputs, ["y"], **attributes)
+    (expected,) = _reference(node, arguments)[:1]
+    (actual,) = _numpy_ops.layer_normalization(node, attribute_values(node), 21)(arguments)
+    assert actual.dtype == np.float32 and actual.shape == x.shape
+    magnitude = float(np.abs(expected).max()) if expected.size else 0.0
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5 * max(magnitude, 1.0))
+
+
+def test_layer_normalization_is_onnx_s_definition_with_epsilon():
+    """epsilon enters under the square root: with a row of variance 0.01 and
+    epsilon 0.03 the normalized values halve."""
+    x = np.array([[0.9, 1.1, 0.9, 1.1]], np.float32)
+    scale = np.full(4, 2.0, np.float32)
+    node = helper.make_node("LayerNormalization", ["x", "s"], ["y"], epsilon=0.03)
+    (actual,) = _numpy_ops.layer_normalization(node, attribute_values(node), 21)([x, scale])
+    np.testing.assert_allclose(actual, [[-1.0, 1.0, -1.0, 1.0]], rtol=1e-6)
+
+
+def test_layer_normalization_of_float16_computes_in_float32():
+    rng = np.random.default_rng(5)
+    x = rng.normal(1, 2, (4, 64)).astype(np.float16)
+    scale = rng.normal(0, 1, 64).astype(np.float16)
+    bias = rng.normal(0, 1, 64).astype(np.float16)
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"])
+    (actual,) = _numpy_ops.layer_normalization(node, attribute_values(node), 21)(
+        [x, scale, bias])
+    assert actual.dtype == np.float16
+    wide = x.astype(np.float64)
+    centred = wide - wide.mean(axis=1, keepdims=True)
+    expected = centred / np.sqrt((centred**2).mean(axis=1, keepdims=True) + 1e-5)
+    expected = expected * scale.astype(np.float64) + bias.astype(np.float64)
+    # float32 steps, then one rounding to float16
+    np.testing.assert_allclose(actual, expected, rtol=2**-10, atol=2**-12)
+
+
+@pytest.mark.parametrize("outputs, attributes", [(["y", "mean"], {}), (["y", "", "inv"], {}),
+                                                 (["y"], {"stash_type": 0})])
+def test_layer_normalization_asked_for_statistics_is_left_to_onnx_reference(outputs,
+                                                                            attributes):
+    node = helper.make_node("LayerNormalization", ["x", "s"], outputs, **attributes)
+    assert _numpy_ops.layer_normalization(node, attribute_values(node), 21) is None
+
+
+def test_float_matmul_of_strided_views_equals_numpy_and_leaves_blas_threads_as_they_were():
+    from qops.onnx import _blas
+
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(1, 9, 3, 8)).astype(np.float32).transpose(0, 2, 1, 3)
+    k = rng.normal(size=(1, 9, 3, 8)).astype(np.float32).transpose(0, 2, 3, 1)
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    libraries = _blas._blas_libraries()
+    before = [library.num_threads for library in libraries]
+    (actual,) = _blas.matmul(node, {}, 21)([q, k])
+    np.testing.assert_array_equal(actual, np.matmul(np.ascontiguousarray(q),
+                                                    np.ascontiguousarray(k)))
+    assert [library.num_threads for library in libraries] == before
+    integers = np.arange(6, dtype=np.int32).reshape(2, 3)
+    (product,) = _blas.matmul(node, {}, 21)([integers, integers.T])
+    np.testing.assert_array_equal(product, integers @ integers.T)
