@@ -17,23 +17,10 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-import time
 
 import numpy as np
 
-
-def _best(function, budget):
-    function()
-    start = time.perf_counter()
-    function()
-    once = max(time.perf_counter() - start, 1e-7)
-    repeats = max(1, min(200, int(budget / once)))
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+from qops.cli.bench import best_time
 
 
 def _onnxruntime_time(model_bytes, feeds, threads, budget):
@@ -43,7 +30,7 @@ def _onnxruntime_time(model_bytes, feeds, threads, budget):
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-    seconds = _best(lambda: session.run(None, feeds), budget)
+    seconds = best_time(lambda: session.run(None, feeds), budget)
     output = session.run(None, feeds)[0]
     del session
     gc.collect()
@@ -51,7 +38,7 @@ def _onnxruntime_time(model_bytes, feeds, threads, budget):
 
 
 def _qops_time(session, feeds, budget):
-    return _best(lambda: session.run(None, feeds), budget)
+    return best_time(lambda: session.run(None, feeds), budget)
 
 
 def _exactness(example, model, feeds, actual):
