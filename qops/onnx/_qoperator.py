@@ -12,7 +12,9 @@ wherever its kernels are themselves exact:
   exact sums, then the requantization of ``API.md`` with onnxruntime's
   multiplier (``alpha`` enters first) and C added to the exact sums.
 * **QLinearMul** -> :func:`qlinear_mul`: MLAS's formula for x86 (the zero
-  point is added in float32 before rounding, unlike the matrix products).
+  point is added in float32 before rounding, unlike the matrix products);
+  large tensors look their products up in the formula's table of all 65536
+  pairs, built once per parameter set.
 * **QLinearLeakyRelu**, **QLinearSigmoid** -> :func:`lookup_table` and
   :func:`apply_lookup_table`: onnxruntime's 256-entry table of dequantize ->
   float32 function -> MLAS quantize; the sigmoid is MLAS's rational
@@ -444,18 +446,48 @@ def qlinear_softmax(x, x_scale, y_scale, y_zero_point=None, *, axis=-1, opset=13
     if table.shape != (256,):
         _fail(op, "table", f"has shape {table.shape}; a softmax table has 256 entries",
               given=table.shape)
-    rows = moved.reshape(-1, reduce_size).astype(np.int32)
-    exps = table[rows - rows.max(axis=1, keepdims=True) + 255]
-    # np.cumsum adds one element at a time, left to right, as onnxruntime's loop
-    # does (np.sum's pairwise sum would round differently).
-    totals = np.cumsum(exps, axis=1, dtype=np.float32)[:, -1:]
+    rows = moved.reshape(-1, reduce_size).view(np.uint8)
+    if x.dtype == np.int8:
+        # Flipping the sign bit maps int8 to uint8 in order (v -> v + 128), so
+        # differences from the row's maximum stay what they were.
+        rows = np.bitwise_xor(rows, np.uint8(0x80))
+    # 255 + x - max(x) in uint8: x <= max(x), so it neither wraps nor goes below 0.
+    offsets = np.subtract(np.uint8(255), rows.max(axis=1, keepdims=True))
+    indices = np.add(rows, offsets)
+    # The float32 sums add one element at a time, left to right, as
+    # onnxruntime's loop does (np.sum's pairwise sum would round differently).
+    by_column = rows.shape[0] >= _SOFTMAX_COLUMN_SUM_MIN_ROWS
+    if by_column:
+        # Softmaxes as columns: each step adds the next element of every
+        # softmax at once (cheaper than np.cumsum along rows when they are many).
+        exps = np.take(table, np.ascontiguousarray(indices.T))
+        totals = exps[0].copy()
+        for elements in exps[1:]:
+            np.add(totals, elements, out=totals)
+    else:
+        exps = np.take(table, indices)
+        totals = np.cumsum(exps, axis=1, dtype=np.float32)[:, -1:]
+    totals = totals.astype(np.float64)
     multiplier = float(np.floor(np.divide(np.float32(1), y_scale, dtype=np.float32)))
     with np.errstate(over="ignore", invalid="ignore"):
-        quotients = exps.astype(np.float64) * multiplier / totals.astype(np.float64)
-    # An infinite multiplier (a subnormal y_scale) times an entry that underflowed to 0.
-    quotients = np.where(exps == 0, 0.0, quotients)
-    y = _saturate(np.rint(quotients) + zero_point, x.dtype).reshape(moved.shape)
+        # float64(e) * c / float64(total), with no float64 copy of the exponentials.
+        quotients = np.multiply(exps, multiplier, dtype=np.float64)
+        np.divide(quotients, totals, out=quotients)
+    if not (np.isfinite(multiplier) and np.all(totals > 0) and np.all(np.isfinite(totals))):
+        # An infinite multiplier (a subnormal y_scale) times an entry that
+        # underflowed to 0, or a total of 0 or inf from a table given.
+        quotients = np.where(exps == 0, 0.0, quotients)
+    np.rint(quotients, out=quotients)
+    np.add(quotients, zero_point, out=quotients)
+    low, high = _RANGES[x.dtype]
+    np.clip(quotients, low, high, out=quotients)
+    y = quotients.astype(x.dtype)
+    y = (np.ascontiguousarray(y.T) if by_column else y).reshape(moved.shape)
     return np.ascontiguousarray(np.moveaxis(y, -1, axis)) if int(opset) >= 13 else y
+
+
+#: From this many softmaxes on, their sums are taken a column at a time.
+_SOFTMAX_COLUMN_SUM_MIN_ROWS = 256
 
 
 def qlinear_softmax_node(inputs, attributes, opset):
@@ -515,13 +547,55 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
                    (("A_zero_point", a_zero_point), ("B_zero_point", b_zero_point),
                     ("C_zero_point", y_zero_point))]
     try:
-        np.broadcast_shapes(a.shape, b.shape)
+        shape = np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
         _fail(op, "B", f"has shape {b.shape}, which does not broadcast with A's {a.shape}",
               given=b.shape)
     with np.errstate(over="ignore"):
         multiplier = np.divide(np.multiply(scales[0], scales[1], dtype=np.float32), scales[2],
                                dtype=np.float32)
+    # Every path below evaluates the same rule (_mul_values), on the pairs
+    # themselves or on every pair once; the results are the same bit for bit.
+    size = int(np.prod(shape, dtype=np.int64))
+    a_bytes, b_bytes = a.view(np.uint8), b.view(np.uint8)
+    if size >= 256 and (a.size == 1 or b.size == 1):
+        # One operand is a single value: a 256-entry row of the rule, indexed by the other.
+        if b.size == 1:
+            row = _mul_values(_ALL_BYTES[a.dtype], b.reshape(1), zero_points, multiplier)
+            looked_up = np.take(row, a_bytes)
+        else:
+            row = _mul_values(a.reshape(1), _ALL_BYTES[a.dtype], zero_points, multiplier)
+            looked_up = np.take(row, b_bytes)
+        return looked_up.reshape(shape)
+    key = (a.dtype.char, float(multiplier), *zero_points)
+    table = _MUL_TABLES.get(key)
+    if table is None and size >= _MUL_TABLE_MIN_SIZE:
+        table = _mul_table(key, multiplier, zero_points, a.dtype)
+    if table is None or not shape:
+        return _mul_values(a, b, zero_points, multiplier)
+    # (a << 8) | b as uint16: the row-major index of the pair in the table.
+    index = np.left_shift(a_bytes, 8, dtype=np.uint16)
+    if index.shape == shape:
+        np.bitwise_or(index, b_bytes, out=index)
+    else:
+        index = np.bitwise_or(index, b_bytes, dtype=np.uint16)
+    return np.take(table, index)
+
+
+#: Every value of each byte type, in byte order (entry i has raw byte i).
+_ALL_BYTES = {dtype: np.arange(256, dtype=np.uint8).view(dtype) for dtype in _BYTE_TYPES}
+#: Tensors from this many elements on are multiplied through the 65536-entry
+#: product table (building one costs about as much as applying the rule to
+#: this many pairs); smaller ones take the rule directly unless a table for
+#: their parameters is built already.
+_MUL_TABLE_MIN_SIZE = 32768
+_MUL_TABLES_KEPT = 16
+#: (dtype char, multiplier, zero points) -> read-only product table, oldest first.
+_MUL_TABLES = {}
+
+
+def _mul_values(a, b, zero_points, multiplier):
+    """QLinearMul's rule (see :func:`qlinear_mul`), element by element, broadcasting."""
     products = (a.astype(np.int32) - zero_points[0]) * (b.astype(np.int32) - zero_points[1])
     with np.errstate(over="ignore", invalid="ignore"):
         scaled = np.multiply(products.astype(np.float32), multiplier, dtype=np.float32)
@@ -529,6 +603,25 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
     # A zero product is the zero point even when the multiplier overflowed.
     values = np.where(products == 0, np.float32(zero_points[2]), values)
     return _saturate(np.rint(values), a.dtype)
+
+
+def _mul_table(key, multiplier, zero_points, dtype):
+    """The rule on every (a, b) pair: entry ``(byte(a) << 8) | byte(b)``.
+
+    Each entry is the rule evaluated on its pair, so looking products up
+    gives what evaluating the rule gives, bit for bit.  Kept for the last
+    few parameter sets (a session's QDQ Mul groups reuse theirs on every run).
+    """
+    values = _ALL_BYTES[dtype]
+    table = _mul_values(values[:, None], values[None, :], zero_points, multiplier).reshape(-1)
+    table.flags.writeable = False
+    _MUL_TABLES[key] = table
+    while len(_MUL_TABLES) > _MUL_TABLES_KEPT:
+        try:
+            del _MUL_TABLES[next(iter(_MUL_TABLES))]
+        except (KeyError, RuntimeError, StopIteration):  # another thread's eviction
+            break
+    return table
 
 
 def qlinear_mul_node(inputs, attributes, opset):

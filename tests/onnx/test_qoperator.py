@@ -398,6 +398,48 @@ def test_qlinear_mul_saturates_values_past_int32():
     assert got.tolist() == [255, 0, 7]
 
 
+@given(dtype=types, shapes=broadcast_shapes(), seed=seeds, a_scale=scales, b_scale=scales,
+       c_scale=scales, zero_points=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+def test_qlinear_mul_through_its_product_table_equals_its_stated_rule(dtype, shapes, seed,
+                                                                      a_scale, b_scale,
+                                                                      c_scale, zero_points):
+    """Every tensor through the 65536-entry table (the threshold lowered to 0)."""
+    rng = np.random.default_rng(seed)
+    a, b = (random_values(rng, shape, dtype) for shape in shapes)
+    zps = [int(random_values(rng, (), dtype)) if given_ else 0 for given_ in zero_points]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_qoperator, "_MUL_TABLE_MIN_SIZE", 0)
+        got = _qoperator.qlinear_mul(a, F32(a_scale), zps[0], b, F32(b_scale), zps[1],
+                                     F32(c_scale), zps[2])
+    expected = stated_mul(a, a_scale, zps[0], b, b_scale, zps[1], c_scale, zps[2])
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("shapes", [((40, 30), ()), ((1, 1), (7, 60)), ((300,), (1,)),
+                                    ((200, 300), (200, 300)), ((200, 1, 300), (5, 1))],
+                         ids=["scalar B", "scalar A", "one-element B", "table", "broadcast"])
+def test_qlinear_mul_of_large_tensors_equals_its_stated_rule(dtype, shapes):
+    """The row of a single value and the product table (a sample of the
+    elements is checked against the statement; every element against the
+    rule evaluated directly), then the same scales with other zero points:
+    a table kept for the first must not serve the second."""
+    rng = np.random.default_rng(11)
+    a, b = (random_values(rng, shape, dtype) for shape in shapes)
+    for zps in ([3, -2 if dtype == np.int8 else 200, 5], [3, 7, 5]):
+        got = _qoperator.qlinear_mul(a, F32(0.031), zps[0], b, F32(0.0173), zps[1], F32(0.0042),
+                                     zps[2])
+        direct = _qoperator._mul_values(a, b, zps, F32(F32(F32(0.031) * F32(0.0173)) /
+                                                        F32(0.0042)))
+        np.testing.assert_array_equal(got, direct)
+        flat_a, flat_b = (np.broadcast_to(v, got.shape).reshape(-1) for v in (a, b))
+        sample = rng.choice(got.size, 300)
+        expected = stated_mul(flat_a[sample], 0.031, zps[0], flat_b[sample], 0.0173, zps[1],
+                              0.0042, zps[2])
+        np.testing.assert_array_equal(got.reshape(-1)[sample], expected)
+
+
 # -- QLinearLeakyRelu and QLinearSigmoid ------------------------------------------------------
 
 TABLE_INPUTS = ["X", "X_scale", "X_zero_point", "Y_scale", "Y_zero_point"]
@@ -485,6 +527,43 @@ def test_qlinear_softmax_cases_that_tell_the_arithmetic_apart(row, x_scale, inve
     got, onnxruntime = one_node("QLinearSoftmax", SOFTMAX_INPUTS, values, ("X",), np.uint8,
                                 opset=13, axis=-1)
     judge(got, expected, peer=onnxruntime)
+
+
+@pytest.mark.parametrize("dtype", TYPES)
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_qlinear_softmax_of_many_rows_with_the_whole_range_equals_its_stated_rule(dtype, axis,
+                                                                                 opset):
+    """Rows that hold the type's least and greatest values (differences from
+    the maximum of 0 and 255, the table's two ends), and rows of one value;
+    240 to 1320 softmaxes, summed along rows or a column at a time."""
+    rng = np.random.default_rng(23)
+    low, high = RANGES[np.dtype(dtype)]
+    x = random_values(rng, (6, 40, 33), dtype)
+    x[0, 0, :] = low
+    x[0, 0, 5] = high
+    x[1, :, 0] = high
+    x[1, 3, :] = low
+    x[2] = low
+    x[:, 7, 7] = high
+    expected = stated_softmax(x, F32(0.05), F32(1 / 256), low, axis, opset)
+    got = _qoperator.qlinear_softmax(x, F32(0.05), F32(1 / 256), low, axis=axis, opset=opset)
+    np.testing.assert_array_equal(got, expected)
+    assert got.flags.c_contiguous
+
+
+def test_qlinear_softmax_of_many_rows_sums_each_in_element_order():
+    """The row whose float32 sum in element order differs from its sum
+    rounded once (see the case above), as 300 softmaxes: summed a column at
+    a time, each must still be its own left-to-right sum."""
+    row = ((np.arange(295) * 43 + 80) % 256).astype(np.uint8)
+    y_scale = F32(1 / 21705)
+    expected = stated_softmax(row[None, :], 0.01056, y_scale, 0, -1, 13)
+    assert not np.array_equal(expected, stated_softmax(row[None, :], 0.01056, y_scale, 0, -1, 13,
+                                                       float64_sum=True))
+    x = np.tile(row, (300, 1))
+    got = _qoperator.qlinear_softmax(x, F32(0.01056), y_scale, 0, axis=-1, opset=13)
+    np.testing.assert_array_equal(got, np.tile(expected, (300, 1)))
 
 
 def test_int8_softmax_saturates_at_127():

@@ -199,8 +199,6 @@ def test_per_tensor_bias_scale_with_per_channel_weights_builds():
     assert _gap(fused, literal) <= 1
 
 
-@pytest.mark.xfail(strict=True, reason="Softmax below opset 13: the fused group coerces to 2-D "
-                   "(ONNX, onnxruntime) but fuse=False runs onnx.reference's axis-only softmax")
 @pytest.mark.parametrize("axis", [0, 1])
 def test_softmax_before_opset_13_fused_agrees_with_unfused(axis):
     x = _quantized(np.random.default_rng(0), (2, 3, 4), np.uint8)
