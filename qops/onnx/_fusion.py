@@ -623,6 +623,7 @@ class Matcher:
         # B, its parameters and the bias bound and packed once.
         compiled = api.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=np.ascontiguousarray(b),
                                b_scale=b_scale_row, b_zero_point=b_zero_row, bias=bias)
+        compiled(np.zeros((1, b.shape[0]), np.uint8), np.float32(1), np.uint8(0), n_threads=1)
 
         def call(arguments, n_threads):
             a_value, a_scale, a_zero_point = arguments
@@ -741,7 +742,12 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         if squeeze:
             start, end = (0, *start), (0, *end)
         fixed_padding = (tuple(start), tuple(end))
-        compiled_for(fixed_padding)  # errors in the constants surface as the session is built
+        # Packed now, and errors in the constants surface as the session is built:
+        # one call on the smallest image the filter takes.
+        extent = [(k - 1) * d + 1 for k, d in zip(filter_.shape[2:], dilations)]
+        compiled_for(fixed_padding)(
+            np.zeros((1, filter_.shape[1] * group, *extent), np.dtype(input_zero_point.dtype)),
+            n_threads=1)
 
     def call(arguments, n_threads):
         x = arguments[0]
@@ -773,6 +779,8 @@ def _matmul_call(b, b_scale, b_zero_point, a_quantization, output, clamp):
         a_zero_point=a_quantization.scalar_zero_point(), output_scale=output.scalar_scale(),
         output_zero_point=output.scalar_zero_point())
     depth = b.shape[0]
+    # B packed now, as the session is built: one call of one row.
+    compiled(np.zeros((1, depth), a_quantization.dtype), n_threads=1)
 
     def call(arguments, n_threads):
         a = np.asarray(arguments[0])
