@@ -327,6 +327,9 @@ class Matcher:
             squeeze = weight is not None
         if weight is None:
             return None
+        kernel_shape = attributes.get("kernel_shape")
+        if kernel_shape is not None and tuple(kernel_shape) != tuple(weight[0].shape[2:]):
+            return None  # a node at odds with its weight: as written, where it fails by name
         filter_, filter_scale, filter_zero_point = weight
         bias = None
         if len(node.input) > 2 and node.input[2]:

@@ -213,7 +213,10 @@ class Graph:
                     value = value.astype(np.float32)
                 elif attribute.name in ("value_int", "value_ints"):
                     value = value.astype(np.int64)
-                elif attribute.name not in ("value_string", "value_strings"):
+                elif attribute.name == "value_strings":  # bytes each: as text, as onnx.reference
+                    value = np.asarray([item.decode(errors="replace") if isinstance(item, bytes)
+                                        else item for item in value.tolist()])
+                elif attribute.name != "value_string":
                     raise node_error(node, f"unknown attribute {attribute.name!r}")
         except ModelError:
             raise

@@ -855,3 +855,35 @@ def test_dynamic_product_with_nonzero_weight_zero_points_and_the_bias_first(w_dt
     assert "dynamic MatMul" in _kinds(session)
     np.testing.assert_array_equal(session.run(None, {"x": x})[0],
                                   ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+def test_constant_strings_are_text_as_onnx_reference_has_them():
+    node = helper.make_node("Constant", [], ["c"], value_strings=["ab", "c"])
+    graph = helper.make_graph([node, helper.make_node("Identity", ["c"], ["y"])], "g", [],
+                              [helper.make_tensor_value_info("y", TensorProto.STRING, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    (actual,) = qops.onnx.InferenceSession(model).run(None, {})
+    (expected,) = ReferenceEvaluator(model).run(None, {})
+    assert actual.dtype == expected.dtype and actual.tolist() == expected.tolist()
+
+
+def test_a_conv_whose_kernel_shape_disagrees_with_its_weight_is_not_fused():
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 256, (1, 2, 5, 5), dtype=np.uint8)
+    w = rng.integers(-100, 100, (3, 2, 3, 3), dtype=np.int8)
+    inits = [numpy_helper.from_array(v, n) for n, v in [
+        ("s", np.float32(0.02)), ("z", np.uint8(128)), ("w", w), ("ws", np.float32(0.01)),
+        ("wz", np.int8(0)), ("ys", np.float32(0.1))]]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
+             helper.make_node("Conv", ["xd", "wd"], ["c"], kernel_shape=[2, 2]),
+             helper.make_node("QuantizeLinear", ["c", "ys", "z"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8,
+                                                                         [1, 2, 5, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.UINT8, None)],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    session = qops.onnx.InferenceSession(model)
+    assert "QDQ Conv" not in [step.kind for step in session.steps]
+    with pytest.raises(qops.QopsError):
+        session.run(None, {"x": x})
