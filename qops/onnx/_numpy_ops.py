@@ -14,7 +14,6 @@ them.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -89,14 +88,20 @@ def max_pool(node, attributes, opset):
                         constant_values=_lowest(x.dtype))
         if not all(outputs):
             return [np.empty(x.shape[:2] + tuple(outputs), x.dtype)]
-        # One strided view per kernel tap, folded by np.maximum: a pass over
-        # the output per tap rather than a reduction over scattered windows.
-        result = None
-        for tap in itertools.product(*(range(k) for k in kernel)):
-            view = padded[(slice(None), slice(None)) + tuple(
-                slice(t * d, t * d + (o - 1) * s + 1, s)
-                for t, d, o, s in zip(tap, dilations, outputs, strides))]
-            result = view.copy() if result is None else np.maximum(result, view, out=result)
+        # A window's maximum is the maximum over each axis in turn, so each
+        # axis takes its own taps: a pass per tap of one axis rather than per
+        # tap of the whole window.  Outer axes first: their slices are whole
+        # rows, and the innermost axis, read with the stride, is then smallest.
+        result = padded
+        for axis, (k, d, o, s) in enumerate(zip(kernel, dilations, outputs, strides)):
+            index = [slice(None)] * padded.ndim
+            reduced = None
+            for tap in range(k):
+                index[axis + 2] = slice(tap * d, tap * d + (o - 1) * s + 1, s)
+                view = result[tuple(index)]
+                reduced = view.copy() if reduced is None else np.maximum(reduced, view,
+                                                                            out=reduced)
+            result = reduced
         return [result]
 
     return run

@@ -746,6 +746,15 @@ def qlinear_where_node(inputs, attributes, opset):
 
 def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None,
           y_zero_point=None, *, alpha=1.0, trans_a=False, trans_b=False):
+    """onnxruntime's QGemm (see :func:`qgemm_checked` for the rule)."""
+    a2, b2, a_zero, tail = qgemm_checked(a, a_scale, a_zero_point, b, b_scale, b_zero_point,
+                                         c, y_scale, y_zero_point, alpha=alpha,
+                                         trans_a=trans_a, trans_b=trans_b)
+    return tail(a2, b2, a_zero)
+
+
+def qgemm_checked(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=None,
+                  y_zero_point=None, *, alpha=1.0, trans_a=False, trans_b=False):
     """onnxruntime's QGemm: ``alpha * A' @ B' + C`` in quantized form.
 
     With ``acc`` the exact sum of ``(a - a_zero_point) * (b - b_zero_point)``
@@ -783,6 +792,12 @@ def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=No
     ------
     qops.ValidationError
         Also for sums int32 cannot hold (onnxruntime's wrap around).
+
+    Returns
+    -------
+    a, b, a_zero_point, tail
+        A' and B' contiguous, A's zero point, and ``tail(a, b, a_zero_point)``
+        the product (its ``requantized(sums)`` the rule from the exact sums).
     """
     op = "QGemm"
     a = _quantized_tensor(op, "A", a)
@@ -834,21 +849,47 @@ def qgemm(a, a_scale, a_zero_point, b, b_scale, b_zero_point, c=None, y_scale=No
     if not np.isfinite(alpha):
         _fail(op, "alpha", f"is {float(alpha)!r}; it must be finite", given=float(alpha))
 
-    sums = api.matrix_multiply_integer(
-        a=np.ascontiguousarray(a2), a_zero_point=np.asarray(a_zero, a.dtype),
-        b=np.ascontiguousarray(b2),
-        b_zero_point=b_zeros.reshape(()) if b_zeros.size == 1 else b_zeros.reshape(1, n))
-    accumulator = sums.astype(np.int64)
-    if c is not None:
-        accumulator = accumulator + c.astype(np.int64)
-    multipliers = np.multiply(np.multiply(alpha, a_scale, dtype=np.float32), b_scales,
-                              dtype=np.float32)
-    with np.errstate(over="ignore"):
-        if y_scale is not None:
-            multipliers = np.divide(multipliers, y_scale, dtype=np.float32)
-        if y_zero_point is None:
-            return np.multiply(accumulator.astype(np.float32), multipliers, dtype=np.float32)
-        return reference.requantize(accumulator, multipliers, y_zero, y_zeros.dtype)
+    tail = _QGemmTail(a.dtype, b_zeros, n, c, a_scale, b_scales, alpha, y_scale,
+                      None if y_zero_point is None else (y_zero, y_zeros.dtype))
+    return np.ascontiguousarray(a2), np.ascontiguousarray(b2), a_zero, tail
+
+
+class _QGemmTail:
+    """QGemm's checked constants: the exact sums of ``A' @ B'`` then
+    onnxruntime's multiplier and requantization, with C and the multipliers
+    made once (a session's QGemm keeps one, with B' compiled)."""
+
+    def __init__(self, a_dtype, b_zeros, n, c, a_scale, b_scales, alpha, y_scale, y_zero):
+        self.a_zero_dtype = a_dtype
+        self.b_zero_point = b_zeros.reshape(()) if b_zeros.size == 1 else b_zeros.reshape(1, n)
+        self.c = None if c is None else c.astype(np.int64)
+        multipliers = np.multiply(np.multiply(alpha, a_scale, dtype=np.float32), b_scales,
+                                  dtype=np.float32)
+        with np.errstate(over="ignore"):
+            if y_scale is not None:
+                multipliers = np.divide(multipliers, y_scale, dtype=np.float32)
+        self.multipliers = multipliers
+        self.y_zero = y_zero
+
+    def __call__(self, a, b, a_zero, compiled=None):
+        if compiled is None:
+            sums = api.matrix_multiply_integer(
+                a=a, a_zero_point=np.asarray(a_zero, self.a_zero_dtype), b=b,
+                b_zero_point=self.b_zero_point)
+        else:
+            sums = compiled(a)
+        return self.requantized(sums)
+
+    def requantized(self, sums):
+        accumulator = sums.astype(np.int64)
+        if self.c is not None:
+            accumulator = accumulator + self.c
+        if self.y_zero is None:
+            with np.errstate(over="ignore"):
+                return np.multiply(accumulator.astype(np.float32), self.multipliers,
+                                   dtype=np.float32)
+        y_zero, dtype = self.y_zero
+        return reference.requantize(accumulator, self.multipliers, y_zero, dtype)
 
 
 def qgemm_node(inputs, attributes, opset):

@@ -30,7 +30,8 @@ import operator
 import numpy as np
 
 from qops.errors import QopsError, ValidationError
-from qops.onnx import _blas, _fusion, _nodes, _numpy_ops
+import qops as api
+from qops.onnx import _blas, _fusion, _nodes, _numpy_ops, _qoperator
 from qops.onnx._graph import (
     DEFAULT_DOMAIN,
     Graph,
@@ -634,12 +635,58 @@ def _prepared_add(node, graph):
         [arguments[0], arguments[3]], n_threads)
 
 
+def _prepared_qgemm(node, graph):
+    """com.microsoft QGemm with everything but A constant (C of one row at
+    most): B' compiled once on MATRIX_MULTIPLY_INTEGER, the multipliers made
+    once, onnxruntime's requantization after; else None.  An A the prepared
+    form does not take runs through the adapter, which names what is wrong."""
+    names = list(node.input) + [""] * 9
+    constants = graph.constants
+    if any(names[i] and names[i] not in constants for i in range(1, 9)) or (
+            names[3] not in constants):
+        return None
+    values = [constants.get(name) if name else None for name in names[:9]]
+    b, c = values[3], values[6]
+    attributes = attribute_values(node)
+    trans_a, trans_b = bool(attributes.get("transA", 0)), bool(attributes.get("transB", 0))
+    if b.ndim != 2 or (c is not None and c.ndim == 2 and c.shape[0] != 1):
+        return None
+    k = b.shape[1] if trans_b else b.shape[0]
+    a_zero = values[2]
+    a_dtype = np.dtype(np.uint8) if a_zero is None else a_zero.dtype
+    if a_dtype not in (np.uint8, np.int8):
+        return None
+    sample = np.zeros((k, 1) if trans_a else (1, k), a_dtype)
+    try:
+        _, b_columns, a_zero_point, tail = _qoperator.qgemm_checked(
+            sample, *values[1:3], b, *values[4:9], alpha=attributes.get("alpha", 1.0),
+            trans_a=trans_a, trans_b=trans_b)
+        product = api.compile("MATRIX_MULTIPLY_INTEGER", b=b_columns,
+                              a_zero_point=np.asarray(a_zero_point, a_dtype),
+                              b_zero_point=tail.b_zero_point)
+    except QopsError as error:
+        raise node_error(node, str(error)) from None
+    adapter = _nodes.CONTRIB_ADAPTERS["QGemm"]
+
+    def call(arguments, n_threads):
+        a = arguments[0]
+        if not (type(a) is np.ndarray and a.dtype == a_dtype and a.ndim == 2
+                and a.shape[0 if trans_a else 1] == k):
+            return adapter(arguments, attributes, 1)
+        sums = product(np.ascontiguousarray(a.T if trans_a else a), n_threads=n_threads)
+        return [tail.requantized(sums)]
+
+    return "qops QGemm (compiled)", call
+
+
 def _prepared_qlinear(node, graph):
     """QLinearConv or QLinearMatMul with every parameter but the data
     constant, compiled once, or QLinearAdd with its parameters bound; None
     for any other node."""
     if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QLinearAdd":
         return _prepared_add(node, graph)
+    if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QGemm":
+        return _prepared_qgemm(node, graph)
     if node.domain not in ("", "ai.onnx") or node.op_type not in ("QLinearConv", "QLinearMatMul"):
         return None
     names = list(node.input) + [""] * 9

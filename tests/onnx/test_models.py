@@ -94,7 +94,7 @@ def _check_cnn(example, small, cache_dir, n_threads):
         assert not any(kind.startswith("onnx.reference") for kind in kinds), kinds
         assert "QDQ Conv" in kinds and "QDQ Gemm" in kinds
     else:
-        assert "qops QLinearConv (compiled)" in kinds and "qops QGemm" in kinds
+        assert "qops QLinearConv (compiled)" in kinds and "qops QGemm (compiled)" in kinds
     (actual,) = session.run(None, feeds)
     fused_graph = ReferenceEvaluator(_optimized(path), new_ops=qops.onnx.reference_ops())
     (expected,) = fused_graph.run(None, feeds)

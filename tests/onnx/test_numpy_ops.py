@@ -61,7 +61,7 @@ def _max_pool_by_definition(x, kernel, strides, dilations, pads, auto_pad, ceil_
 
 
 @given(data=st.data(), dtype=st.sampled_from([np.float32, np.uint8, np.int8]),
-       rank=st.sampled_from([1, 2]), auto_pad=st.sampled_from(["NOTSET", "SAME_UPPER",
+       rank=st.sampled_from([1, 2, 3]), auto_pad=st.sampled_from(["NOTSET", "SAME_UPPER",
                                                                 "SAME_LOWER", "VALID"]),
        ceil_mode=st.booleans())
 def test_max_pool_is_onnx_s_definition(data, dtype, rank, auto_pad, ceil_mode):

@@ -319,6 +319,59 @@ def test_qgemm_equals_its_stated_rule(a_type, b_type, y_type, seed, sizes, trans
     judge(got, expected, peer=onnxruntime if exact_peer else None, context="QGemm")
 
 
+@given(a_type=types, b_type=types, y_type=types, seed=seeds,
+       sizes=st.tuples(st.integers(1, 9), st.integers(0, 40), st.integers(1, 40)),
+       trans=st.tuples(st.booleans(), st.booleans()), per_column=st.booleans(),
+       c_form=st.sampled_from([None, "scalar", "row", "column", "full"]),
+       output=st.sampled_from(["quantized", "float", "float with y_scale"]),
+       alpha=st.sampled_from([1.0, -1.25, 2.0**-3 * 3]), n_threads=st.sampled_from([1, 2]),
+       a_scale=scales, y_scale=scales)
+def test_qgemm_in_a_session_equals_its_stated_rule(a_type, b_type, y_type, seed, sizes, trans,
+                                                   per_column, c_form, output, alpha, n_threads,
+                                                   a_scale, y_scale):
+    """A session compiles a QGemm whose B, scales, zero points and C (of one
+    row at most) are initializers; other forms of C run as written."""
+    rng = np.random.default_rng(seed)
+    m, k, n = sizes
+    a = random_values(rng, (k, m) if trans[0] else (m, k), a_type)
+    b = random_values(rng, (n, k) if trans[1] else (k, n), b_type)
+    b_scale = ((2.0 ** rng.uniform(-10, 2, n)).astype(np.float32) if per_column
+               else np.array([2.0 ** rng.uniform(-10, 2)], np.float32))
+    b_zp = random_values(rng, (n,) if per_column else (), b_type)
+    c_shape = {None: None, "scalar": (), "row": (n,), "column": (m, 1), "full": (m, n)}[c_form]
+    c = None if c_shape is None else rng.integers(-3000, 3000, c_shape).astype(np.int32)
+    y_zp = random_values(rng, (), y_type) if output == "quantized" else None
+    y_scale = F32(y_scale) if output != "float" else None
+    values = dict(A=a, a_scale=F32(a_scale), a_zero_point=random_values(rng, (), a_type), B=b,
+                  b_scale=b_scale, b_zero_point=b_zp, C=c, y_scale=y_scale, y_zero_point=y_zp)
+    _, model = node_and_model("QGemm", GEMM_INPUTS, values, ("A",),
+                              y_type if y_zp is not None else np.float32, alpha=alpha,
+                              transA=int(trans[0]), transB=int(trans[1]))
+    session = qops.onnx.InferenceSession(model, n_threads=n_threads)
+    (kind,) = [step.kind for step in session.steps]
+    rows_of_c = 1 if c is None or c.ndim < 2 else c.shape[0]
+    assert kind == ("qops QGemm" if rows_of_c > 1 else "qops QGemm (compiled)")
+    (got,) = session.run(None, {"A": a})
+    expected = stated_gemm(a, F32(a_scale), values["a_zero_point"], b, b_scale, b_zp, c, y_scale,
+                           y_zp, alpha, *trans)
+    judge(got, expected, context="QGemm in a session")
+
+
+def test_a_compiled_qgemm_names_what_is_wrong_with_a():
+    rng = np.random.default_rng(5)
+    values = dict(A=random_values(rng, (3, 4), np.uint8), a_scale=F32(0.02),
+                  a_zero_point=np.uint8(120), B=random_values(rng, (4, 5), np.int8), b_scale=np.float32([0.01]),
+                  b_zero_point=np.int8(0), y_scale=F32(0.5), y_zero_point=np.uint8(3))
+    _, model = node_and_model("QGemm", GEMM_INPUTS, values, ("A",), np.uint8)
+    # A of any shape reaches the node: the model's own check of feeds is not the one tested.
+    for dimension, name in zip(model.graph.input[0].type.tensor_type.shape.dim, "mk"):
+        dimension.dim_param = name
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session.steps] == ["qops QGemm (compiled)"]
+    with pytest.raises(qops.ValidationError, match=r"QGemm: B has shape \(4, 5\)"):
+        session.run(None, {"A": np.zeros((3, 6), np.uint8)})
+
+
 def test_qgemm_applies_alpha_to_a_scale_first():
     """onnxruntime's multiplier is ``float32(float32(alpha * a_scale) * b_scale) / y_scale``;
     these scales round differently when alpha comes last."""
