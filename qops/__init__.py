@@ -29,7 +29,17 @@ from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matri
 from qops.ops.integer_to_float import matrix_multiply_integer_to_float
 from qops.ops.matmul import quantized_linear_matrix_multiply
 from qops.ops.pooling import quantized_linear_average_pooling
-from qops.packing import Packed2Bit, Packed4Bit, pack_2bit, pack_4bit, unpack_2bit, unpack_4bit
+from qops.packing import (
+    Packed2Bit,
+    Packed4Bit,
+    Packed6Bit,
+    pack_2bit,
+    pack_4bit,
+    pack_6bit,
+    unpack_2bit,
+    unpack_4bit,
+    unpack_6bit,
+)
 from qops.ops.quantize import dequantize_linear, quantize_linear
 from qops.ops.validate import Validated, validate
 from qops.ops.validation import TensorDesc
@@ -61,6 +71,9 @@ __all__ = [
     "pack_2bit",
     "unpack_2bit",
     "Packed2Bit",
+    "pack_6bit",
+    "unpack_6bit",
+    "Packed6Bit",
     "validate",
     "Validated",
     "compile",

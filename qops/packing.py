@@ -1,15 +1,19 @@
 """Sub-byte tensors as ONNX stores them: 4-bit types two to a byte, 2-bit
-types four to a byte.
+types four to a byte, 6-bit types four in three bytes.
 
-ONNX packs element ``k * i + j`` of a tensor of ``k`` elements a byte into
-bits ``b * j .. b * j + b - 1`` of byte ``i`` (``b`` bits an element, the
-first element in the lowest bits, elements in C order); a count that is not
-a multiple of ``k`` leaves the last byte's high bits 0.  ml_dtypes arrays
-hold one element a byte instead.  :func:`pack_4bit` / :func:`unpack_4bit`
-and :func:`pack_2bit` / :func:`unpack_2bit` convert between the two, and
-:class:`Packed4Bit` and :class:`Packed2Bit` name packed bytes with their
-type and shape so that :func:`qops.dequantize_linear` reads them directly,
-without an unpacked copy.
+ONNX lays the elements (in C order) end to end in one stream of bits, ``b``
+bits an element, each byte holding the next eight bits lowest first: element
+``n`` takes bits ``b * n .. b * n + b - 1`` of the stream, and bit ``m`` of
+the stream is bit ``m % 8`` of byte ``m // 8``.  For 4-bit and 2-bit types
+every element lies within one byte; a 6-bit element may straddle two.  The
+bytes are ``ceil(b * count / 8)``, and the bits past the last element are 0.
+ml_dtypes arrays hold one element a byte instead.  :func:`pack_4bit` /
+:func:`unpack_4bit`, :func:`pack_2bit` / :func:`unpack_2bit` and
+:func:`pack_6bit` / :func:`unpack_6bit` convert between the two, and
+:class:`Packed4Bit`, :class:`Packed2Bit` and :class:`Packed6Bit` name packed
+bytes with their type and shape so that :func:`qops.dequantize_linear` takes
+them directly (4-bit and 2-bit codes are read in place, without an unpacked
+copy).
 """
 
 from __future__ import annotations
@@ -23,10 +27,10 @@ from qops.errors import DTypeValidationError, ValidationError
 from qops.registry import dtypes as _dtypes
 
 __all__ = ["pack_4bit", "unpack_4bit", "Packed4Bit", "pack_2bit", "unpack_2bit", "Packed2Bit",
-           "PackedBits"]
+           "pack_6bit", "unpack_6bit", "Packed6Bit", "PackedBits"]
 
 #: The types of each packed width.
-_TYPES = {4: _dtypes.FOUR_BIT, 2: _dtypes.TWO_BIT}
+_TYPES = {4: _dtypes.FOUR_BIT, 2: _dtypes.TWO_BIT, 6: _dtypes.SIX_BIT}
 
 
 def _code_of_byte(name, bits):
@@ -71,32 +75,51 @@ def _shape(shape, where):
 
 def packed_size(count, bits=4):
     """Bytes that hold ``count`` elements of ``bits`` bits."""
-    per_byte = 8 // bits
-    return (count + per_byte - 1) // per_byte
+    return (count * bits + 7) // 8
+
+
+def _group(bits):
+    """``(elements, bytes)`` of the shortest whole run of the bit stream: the
+    fewest elements that end on a byte boundary, and the bytes they fill."""
+    elements = 8 // math.gcd(8, bits)
+    return elements, elements * bits // 8
 
 
 def _pack(x, bits, where):
     x = np.asarray(x)
     _narrow_dtype(x.dtype, bits, where)
-    per_byte = 8 // bits
+    elements, nbytes = _group(bits)
     codes = _CODE_OF_BYTE[x.dtype][np.ascontiguousarray(x).reshape(-1).view(np.uint8)]
-    padding = -codes.size % per_byte
+    count = codes.size
+    padding = -count % elements
     if padding:
         codes = np.concatenate([codes, np.zeros(padding, np.uint8)])
-    codes = codes.reshape(-1, per_byte)
-    packed = codes[:, 0].copy()
-    for j in range(1, per_byte):
-        packed |= codes[:, j] << np.uint8(bits * j)
-    return packed
+    # Each group's bits as one word (at most 24 of them), then its bytes.
+    codes = codes.reshape(-1, elements).astype(np.uint32)
+    words = codes[:, 0].copy()
+    for j in range(1, elements):
+        words |= codes[:, j] << np.uint32(bits * j)
+    packed = np.empty((words.size, nbytes), np.uint8)
+    for k in range(nbytes):
+        packed[:, k] = (words >> np.uint32(8 * k)) & np.uint32(0xFF)
+    return packed.reshape(-1)[:packed_size(count, bits)].copy()
 
 
 def _unpack(packed):
     bits = packed.BITS
-    per_byte = 8 // bits
-    mask = np.uint8((1 << bits) - 1)
-    codes = np.empty((packed.raw.size, per_byte), np.uint8)
-    for j in range(per_byte):
-        codes[:, j] = (packed.raw >> np.uint8(bits * j)) & mask
+    elements, nbytes = _group(bits)
+    raw = packed.raw
+    padding = -raw.size % nbytes
+    if padding:
+        raw = np.concatenate([raw, np.zeros(padding, np.uint8)])
+    raw = raw.reshape(-1, nbytes).astype(np.uint32)
+    words = raw[:, 0].copy()
+    for k in range(1, nbytes):
+        words |= raw[:, k] << np.uint32(8 * k)
+    mask = np.uint32((1 << bits) - 1)
+    codes = np.empty((words.size, elements), np.uint8)
+    for j in range(elements):
+        codes[:, j] = (words >> np.uint32(bits * j)) & mask
     return codes.reshape(-1)[:packed.size].view(packed.dtype).reshape(packed.shape)
 
 
@@ -166,12 +189,49 @@ def unpack_2bit(raw, dtype, shape):
     return _unpack(Packed2Bit(raw, dtype, shape))
 
 
+def pack_6bit(x):
+    """``x`` (a float6e2m3 or float6e3m2 array) as ONNX stores it: four
+    elements in three bytes, the elements' 6-bit codes end to end from the
+    lowest bit of the first byte, elements in C order.
+
+    Returns
+    -------
+    ndarray of uint8, shape ``(ceil(6 * x.size / 8),)``
+        The bits past the last element are 0.
+
+    Examples
+    --------
+    >>> import ml_dtypes, numpy as np
+    >>> pack_6bit(np.array([1.0, -0.125, 7.5], ml_dtypes.float6_e2m3fn))
+    array([ 72, 248,   1], dtype=uint8)
+    """
+    return _pack(x, 6, "pack_6bit")
+
+
+def unpack_6bit(raw, dtype, shape):
+    """Packed bytes (as :func:`pack_6bit` makes them) back to an ml_dtypes array.
+
+    Parameters
+    ----------
+    raw : bytes-like or array of uint8
+        Exactly ``ceil(6 * prod(shape) / 8)`` bytes (any array shape; read in C order).
+    dtype : dtype-like
+        float6e2m3 or float6e3m2.
+    shape : tuple of int
+
+    Returns
+    -------
+    ndarray of ``dtype`` and ``shape`` (a new array)
+    """
+    return _unpack(Packed6Bit(raw, dtype, shape))
+
+
 class PackedBits:
     """A sub-byte tensor in ONNX's packed layout: ``raw`` bytes, ``dtype`` and
-    ``shape`` (see :class:`Packed4Bit` and :class:`Packed2Bit`).
+    ``shape`` (see :class:`Packed4Bit`, :class:`Packed2Bit` and :class:`Packed6Bit`).
 
-    :func:`qops.dequantize_linear` takes one as ``x`` and reads the packed
-    elements in place; anything else that needs the values gets them
+    :func:`qops.dequantize_linear` takes one as ``x`` (and reads 4-bit and
+    2-bit elements in place); anything else that needs the values gets them
     unpacked (``np.asarray(packed)`` or :meth:`unpack`).  ``raw`` is kept,
     not copied.
     """
@@ -236,3 +296,11 @@ class Packed2Bit(PackedBits):
 
     __slots__ = ()
     BITS = 2
+
+
+class Packed6Bit(PackedBits):
+    """A float6e2m3 or float6e3m2 tensor packed four elements in three
+    bytes, the codes end to end from the lowest bit (:func:`pack_6bit`)."""
+
+    __slots__ = ()
+    BITS = 6

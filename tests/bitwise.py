@@ -22,6 +22,8 @@ def bits(array):
     if dtype in (np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4),
                  np.dtype(ml_dtypes.float4_e2m1fn)):
         raw = raw & np.uint8(0x0F)
+    if dtype in (np.dtype(ml_dtypes.float6_e2m3fn), np.dtype(ml_dtypes.float6_e3m2fn)):
+        raw = raw & np.uint8(0x3F)
     return raw
 
 

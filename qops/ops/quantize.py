@@ -41,12 +41,13 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, ou
 
     Parameters
     ----------
-    x : ndarray, Packed4Bit or Packed2Bit
+    x : ndarray, Packed4Bit, Packed2Bit or Packed6Bit
         int8, uint8, int32 (from opset 10), float8 (19), int16, uint16, int4,
-        uint4 (21), float4e2m1 (23), int2 or uint2 (25); the narrow types as
-        ml_dtypes arrays, or packed as ONNX stores them (:class:`qops.Packed4Bit`
-        two to a byte, :class:`qops.Packed2Bit` four to a byte; read in place
-        without an unpacked copy).
+        uint4 (21), float4e2m1 (23), int2, uint2 (25), float6e2m3 or
+        float6e3m2 (28); the narrow types as ml_dtypes arrays, or packed as
+        ONNX stores them (:class:`qops.Packed4Bit` two to a byte,
+        :class:`qops.Packed2Bit` four to a byte, both read in place without an
+        unpacked copy; :class:`qops.Packed6Bit` four in three bytes).
     x_scale : number or ndarray of float32, float16, bfloat16 or float8e8m0
         A scalar (per tensor), a 1-d array of ``x.shape[axis]`` (per axis,
         from opset 13) or an array of x's rank with
@@ -76,7 +77,8 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, ou
     Notes
     -----
     Every value of every type has a defined result: float8 NaN gives NaN
-    and float8 infinity (e5m2) infinity, scaled; float4e2m1 has neither.
+    and float8 infinity (e5m2) infinity, scaled; float4e2m1 and the float6
+    types have neither.
     A product beyond a float16 output's range is infinity.
 
     Examples
@@ -97,10 +99,15 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
 
     Parameters
     ----------
-    x : ndarray of float32, float16 or bfloat16
+    x : ndarray of float32, float16, bfloat16 or int32
+        float16 and bfloat16 from opset 19; int32 in every opset.
     y_scale : number or ndarray
-        float32, float16, bfloat16 or (from opset 24) float8e8m0; per
-        tensor, per axis or blocked, as for :func:`dequantize_linear`.
+        float32, float16, bfloat16 (from opset 19), int32 (from opset 19) or
+        float8e8m0 (from opset 24); per tensor, per axis or blocked, as for
+        :func:`dequantize_linear`.  In opsets 19 and 21 it has x's type (an
+        int32 x needs an int32 scale, and a number given here takes x's
+        type); otherwise a number is float32 beside an int32 x.  An int32
+        scale, like any other, must be positive.
     y_zero_point : number or ndarray, optional
         Same shape as ``y_scale`` (a 0-d and a one-element 1-D array are both
         per tensor and may stand beside each other, as in ONNX); its type is the
@@ -115,7 +122,8 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     precision : dtype-like, optional
         The float type of the division (from opset 23; default: the common
         type of ``x`` and ``y_scale``, float32 where they have none, as for
-        float16 or bfloat16 with a float8e8m0 scale).
+        float16 or bfloat16 with a float8e8m0 scale, and float32 whenever
+        ``x`` or ``y_scale`` is int32).
     opset, out, n_threads
         As for :func:`dequantize_linear`.
 
@@ -133,9 +141,17 @@ def quantize_linear(x, y_scale, y_zero_point=None, *, axis=1, block_size=0, satu
     beyond the largest finite one (448 for e4m3fn, 240 for e4m3fnuz, 57344
     for the e5m2 types), infinities included, gives that value with its
     sign; without it, e5m2 overflows to infinity and the others to NaN.
-    float4e2m1 has no infinity or NaN: out of range gives +-6, and NaN gives
-    a zero (-0 for a positive NaN, as ml_dtypes converts).  All of this is
-    what ``onnx.reference`` computes.
+    float4e2m1, float6e2m3 and float6e3m2 (opset 28) have no infinity or
+    NaN: out of range gives the largest magnitude (6, 7.5 and 28) with its
+    sign, and NaN gives a zero (-0 for a positive NaN, as ml_dtypes
+    converts).  All of this is what ``onnx.reference`` computes.
+
+    An int32 ``x`` or ``y_scale`` is converted to float32 (to nearest, ties to
+    even) before the division, which runs in float32 unless ``precision``
+    names another type: ``float32(x) / float32(y_scale)``.  ``onnx.reference``
+    divides int32 by float32 in float64 instead, so for an ``x`` beyond
+    2**24 in magnitude, or a quotient whose float32 rounding crosses a
+    half-integer, its result may differ from this one.
 
     Examples
     --------
@@ -190,9 +206,8 @@ def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> 
     version = resolve_version(op, opset=opset)
     attributes = check_attributes(op, version, attributes)
     x = _args.as_tensor(op, "x", slots.get("x"))
-    x_type = _args.registry_dtype(x)
     scale = _args.as_parameter(op, "y_scale", slots.get("y_scale"),
-                               number_dtype=x_type if x_type in _FLOAT_SCALES else "FLOAT32")
+                               number_dtype=_number_scale_type(version, _args.registry_dtype(x)))
     output_type = attributes["output_dtype"]
     zero_point = _args.as_parameter(op, "y_zero_point", slots.get("y_zero_point"),
                                     number_dtype=output_type or "UINT8")
@@ -209,6 +224,17 @@ def prepare_quantize(slots: dict, attributes: dict, opset=None, *, out=None) -> 
     check_tensors(op, version, descs)
     return _finish(op, version, given, descs, attributes, "y_scale", "y_zero_point",
                    descs["y"], out)
+
+
+def _number_scale_type(version, x_type):
+    """The type a Python number given as QuantizeLinear's scale takes: x's
+    float type; beside an int32 x, int32 where the opset makes the scale share
+    x's type (19 and 21), else float32."""
+    if x_type in _FLOAT_SCALES:
+        return x_type
+    shared = any(c.kind is registry.ConstraintKind.SAME_DTYPE and set(c.slots) == {"x", "y_scale"}
+                 for c in QUANTIZE.constraints_at(version))
+    return "INT32" if x_type == "INT32" and shared else "FLOAT32"
 
 
 def _check_scale_is_an_output_type(op, version, scale_desc):

@@ -6,6 +6,11 @@ that implementation leaves a case to the platform (a value beyond the int32
 range, NaN, infinity into an integer type), these functions saturate instead:
 +inf and large values give the type's maximum, -inf its minimum, and NaN the
 zero point.
+
+One rule is the schema's rather than that implementation's: an int32 ``x``
+or ``y_scale`` of QuantizeLinear is converted to float32 before the division,
+which runs in float32 (``float32(x) / float32(y_scale)``) unless ``precision``
+names another type; ONNX's reference divides int32 by float32 in float64.
 """
 
 from __future__ import annotations
@@ -56,10 +61,27 @@ def dequantize_linear(x, x_scale, x_zero_point=None, *, axis=1, block_size=0, ou
 
 
 def division_type(x_dtype, scale_dtype, precision=None):
-    """The type ``x / y_scale`` is computed in: ``precision`` if given, else
-    NumPy's promotion of the two float types (as ONNX's reference divides)."""
+    """The type ``x / y_scale`` is computed in.
+
+    Parameters
+    ----------
+    x_dtype, scale_dtype : dtype-like
+        The types of ``x`` and ``y_scale``.
+    precision : dtype-like, optional
+        QuantizeLinear's ``precision`` (opset 23); when given it is the answer.
+
+    Returns
+    -------
+    numpy.dtype
+        ``precision``; else float32 when either operand is int32 (each is
+        converted to float32 first, the schema's ``float32(x) / float32(scale)``);
+        else NumPy's promotion of the two float types, as ONNX's reference
+        divides, and float32 for the pairs NumPy cannot promote.
+    """
     if precision is not None:
         return np.dtype(precision)
+    if np.dtype(x_dtype).kind in "iu" or np.dtype(scale_dtype).kind in "iu":
+        return np.dtype(np.float32)
     try:
         return np.result_type(x_dtype, scale_dtype)
     except TypeError:  # float16 with bfloat16: NumPy's division runs in float32
@@ -85,7 +107,8 @@ def _quantize(x, y_scale, y_zero_point, axis, block_size, saturate, output_dtype
     name = _dtypes.name_of(dtype)
     scale = broadcast_parameter(y_scale, x.shape, axis, block_size)
     compute = division_type(x.dtype, np.asarray(y_scale).dtype, precision)
-    quotient = x.astype(compute) / scale.astype(compute)
+    # An int32 operand becomes float32 first, whatever the division's type.
+    quotient = _widen(x).astype(compute) / _widen(scale).astype(compute)
 
     if name in _dtypes.INTEGER_RANGES:
         rounded = np.rint(quotient).astype(np.float64)
@@ -102,11 +125,17 @@ def _quantize(x, y_scale, y_zero_point, axis, block_size, saturate, output_dtype
             quotient = np.clip(quotient, -largest, largest)
         return quotient.astype(dtype)
 
-    # float4e2m1 has no infinity or NaN: the cast itself saturates.  ONNX adds
-    # the (zero) zero point first, which turns -0 into +0.
+    # float4e2m1 and the float6 types have no infinity or NaN: the cast itself
+    # saturates.  ONNX adds the (zero) zero point first, which turns -0 into +0.
     if y_zero_point is not None:
         quotient = quotient + broadcast_parameter(y_zero_point, x.shape, axis, block_size)
     return quotient.astype(dtype)
+
+
+def _widen(array):
+    """An int32 array as float32 (each value rounded to nearest even); any
+    other array as is."""
+    return array.astype(np.float32) if array.dtype.kind in "iu" else array
 
 
 def element_wise_quantize_linear(input, scale, zero_point=None, output_dtype=np.uint8):

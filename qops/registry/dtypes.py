@@ -9,7 +9,7 @@ from qops.registry.onnx import FLOAT8_TYPES
 from qops.registry.schema import DATA_TYPES, dtype_label
 
 __all__ = ["to_numpy", "name_of", "parse_dtype", "INTEGER_RANGES", "FLOAT8", "NARROW_FLOATS",
-           "FOUR_BIT", "TWO_BIT", "byte_values", "label"]
+           "FOUR_BIT", "TWO_BIT", "SIX_BIT", "SUB_BYTE_FLOATS", "byte_values", "label"]
 
 _NUMPY = {
     "INT2": np.dtype(ml_dtypes.int2),
@@ -23,6 +23,8 @@ _NUMPY = {
     "INT32": np.dtype(np.int32),
     "UINT32": np.dtype(np.uint32),
     "FLOAT4E2M1": np.dtype(ml_dtypes.float4_e2m1fn),
+    "FLOAT6E2M3": np.dtype(ml_dtypes.float6_e2m3fn),
+    "FLOAT6E3M2": np.dtype(ml_dtypes.float6_e3m2fn),
     "FLOAT8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
     "FLOAT8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
     "FLOAT8E5M2": np.dtype(ml_dtypes.float8_e5m2),
@@ -47,6 +49,10 @@ _ALIASES = {
     "float8_e5m2fnuz": "FLOAT8E5M2FNUZ",
     "float4_e2m1fn": "FLOAT4E2M1",
     "float4e2m1fn": "FLOAT4E2M1",
+    "float6_e2m3fn": "FLOAT6E2M3",
+    "float6e2m3fn": "FLOAT6E2M3",
+    "float6_e3m2fn": "FLOAT6E3M2",
+    "float6e3m2fn": "FLOAT6E3M2",
     "float8_e8m0fnu": "FLOAT8E8M0",
     "float8e8m0fnu": "FLOAT8E8M0",
 }
@@ -66,7 +72,12 @@ INTEGER_RANGES = {
 }
 
 FLOAT8 = frozenset(FLOAT8_TYPES)
-NARROW_FLOATS = FLOAT8 | {"FLOAT4E2M1"}
+#: The 6-bit floats (opset 28), which ONNX stores four in three bytes.
+SIX_BIT = ("FLOAT6E2M3", "FLOAT6E3M2")
+#: The float types narrower than a byte: no infinity and no NaN, so a value
+#: past the largest finite one saturates whatever ``saturate`` says.
+SUB_BYTE_FLOATS = frozenset({"FLOAT4E2M1"} | set(SIX_BIT))
+NARROW_FLOATS = FLOAT8 | SUB_BYTE_FLOATS
 #: The types ONNX stores two to a byte, and four to a byte.
 FOUR_BIT = ("INT4", "UINT4", "FLOAT4E2M1")
 TWO_BIT = ("INT2", "UINT2")
@@ -77,8 +88,9 @@ def byte_values(name: str) -> np.ndarray:
     of a one-byte type (NaN payloads included).
 
     An unpacked 4-bit or 2-bit array's byte is read whole: ml_dtypes takes a
-    float4's sign from any of its four high bits (0x12 is -1.0).  The first
-    sixteen (2-bit: four) entries are the canonical codes.
+    float4's sign from any of its four high bits (0x12 is -1.0), and a
+    float6's from either of its two.  The first ``2**bits`` entries of a
+    sub-byte type are its canonical codes.
     """
     values = np.arange(256, dtype=np.uint8).view(_NUMPY[name]).astype(np.float32)
     return np.ascontiguousarray(values)

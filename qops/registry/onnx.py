@@ -1,16 +1,19 @@
 """ONNX operator tables: ``DequantizeLinear`` and ``QuantizeLinear``.
 
-Type constraints per opset (10, 13, 19, 21, 23, 24, 25) as the ONNX operator
-pages list them: 24 adds float8e8m0 scales (a power of two in one byte) and
-25 the 2-bit types int2 and uint2.  ``QuantizeLinear`` takes the same types the other way round: its
-input ``x`` and scale are ``DequantizeLinear``'s output types, and its output
-is one of ``DequantizeLinear``'s quantized types except ``int32``, which is
-dequantized only.  ONNX's own ``QuantizeLinear`` schema also lists ``int32``
-for ``x`` (and, in opset 23, for the scale); qops does not take them: a scale
-is a positive, finite real number, and in opsets 19 and 21, where ``x`` and
-the scale share one type, an ``int32`` ``x`` would need an ``int32`` scale.
-From opset 23 ``DequantizeLinear``'s output type may differ from the scale's
-(``output_dtype``); a float8e8m0 scale, not an output type, needs it.
+Type constraints per opset (10, 13, 19, 21, 23, 24, 25, 28) as ``onnx.defs``
+states them: 24 adds float8e8m0 scales (a power of two in one byte), 25 the
+2-bit types int2 and uint2 and 28 the 6-bit floats float6e2m3 and
+float6e3m2.  Opsets 26 and 27 changed neither operator, so a model of
+either runs version 25.
+
+``QuantizeLinear``'s input ``x`` is one of ``DequantizeLinear``'s output
+types or ``int32``, in every opset.  Its scale is a float type, from opset 19
+also ``int32`` (and from 24 float8e8m0); in opsets 19 and 21, where ``x`` and
+the scale share one type parameter, an ``int32`` ``x`` needs an ``int32``
+scale, and from opset 23 the two are independent.  Its output is one of
+``DequantizeLinear``'s quantized types except ``int32``, which is dequantized
+only.  From opset 23 ``DequantizeLinear``'s output type may differ from the
+scale's (``output_dtype``); a float8e8m0 scale, not an output type, needs it.
 
 Granularities: ``per-tensor`` (a scalar or a one-element 1-D scale), from
 opset 13 ``per-axis`` (a 1-D scale of ``x.shape[axis]`` elements) and from
@@ -33,7 +36,7 @@ from qops.registry.schema import (
     VersionSupport,
 )
 
-OPSETS = (10, 13, 19, 21, 23, 24, 25)
+OPSETS = (10, 13, 19, 21, 23, 24, 25, 28)
 
 FLOAT8_TYPES = ("FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ")
 _FLOAT8 = FLOAT8_TYPES
@@ -48,6 +51,8 @@ DEQUANTIZE_INPUT_TYPES = {
     24: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8 + ("FLOAT4E2M1",),
     25: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8
         + ("FLOAT4E2M1", "UINT2", "INT2"),
+    28: ("INT8", "UINT8", "INT16", "UINT16", "INT32", "INT4", "UINT4") + _FLOAT8
+        + ("FLOAT4E2M1", "UINT2", "INT2", "FLOAT6E2M3", "FLOAT6E3M2"),
 }
 
 #: DequantizeLinear's output types (its T3 from opset 23; the scale's type before).
@@ -59,13 +64,21 @@ FLOAT_TYPES = {
     23: ("FLOAT32", "FLOAT16", "BFLOAT16"),
     24: ("FLOAT32", "FLOAT16", "BFLOAT16"),
     25: ("FLOAT32", "FLOAT16", "BFLOAT16"),
+    28: ("FLOAT32", "FLOAT16", "BFLOAT16"),
 }
 
-#: The scale types of both operators (DequantizeLinear's T2): the output
-#: types, and from opset 24 float8e8m0.
+#: DequantizeLinear's scale types (its T2): the output types, and from
+#: opset 24 float8e8m0.
 SCALE_TYPES = {
     opset: types + (("FLOAT8E8M0",) if opset >= 24 else ())
     for opset, types in FLOAT_TYPES.items()
+}
+
+#: QuantizeLinear's scale types: DequantizeLinear's, and from opset 19 int32
+#: (ONNX's T1, shared with x, in 19 and 21; its own T2 from 23).
+QUANTIZE_SCALE_TYPES = {
+    opset: types + (("INT32",) if opset >= 19 else ())
+    for opset, types in SCALE_TYPES.items()
 }
 
 #: QuantizeLinear's quantized output types: DequantizeLinear's T1 without int32.
@@ -74,8 +87,8 @@ QUANTIZE_OUTPUT_TYPES = {
     for opset, types in DEQUANTIZE_INPUT_TYPES.items()
 }
 
-#: QuantizeLinear's input types (T1): DequantizeLinear's output types.
-QUANTIZE_INPUT_TYPES = FLOAT_TYPES
+#: QuantizeLinear's input types (T1): DequantizeLinear's output types and int32.
+QUANTIZE_INPUT_TYPES = {opset: types + ("INT32",) for opset, types in FLOAT_TYPES.items()}
 
 PER_TENSOR = ShapePattern(granularity="per-tensor", sizes=(1,))
 PER_AXIS = ShapePattern(granularity="per-axis", sizes=("AxisLength",))
@@ -90,6 +103,7 @@ GRANULARITIES = {
     23: ("per-tensor", "per-axis", "blocked"),
     24: ("per-tensor", "per-axis", "blocked"),
     25: ("per-tensor", "per-axis", "blocked"),
+    28: ("per-tensor", "per-axis", "blocked"),
 }
 
 _AXIS = Attribute(
@@ -102,7 +116,8 @@ _BLOCK_SIZE = Attribute(
 )
 _SATURATE = Attribute(
     name="saturate", source_name="saturate", kind="bool", default=True,
-    description="float8 outputs: clamp out-of-range values to the largest finite value",
+    description=("float8 outputs: clamp out-of-range values to the largest finite value "
+                 "(float4 and float6 always saturate)"),
 )
 _OUTPUT_DTYPE = Attribute(
     name="output_dtype", source_name="output_dtype", kind="dtype",
@@ -158,7 +173,7 @@ def _quantize_version(opset):
         tensors=(
             TensorSupport(slot="x", min_dims=0, max_dims=None, dtypes=QUANTIZE_INPUT_TYPES[opset]),
             TensorSupport(slot="y_scale", min_dims=0, max_dims=_scale_dims(opset),
-                          dtypes=SCALE_TYPES[opset]),
+                          dtypes=QUANTIZE_SCALE_TYPES[opset]),
             TensorSupport(slot="y_zero_point", min_dims=0, max_dims=_scale_dims(opset), dtypes=quantized),
             TensorSupport(slot="y", min_dims=0, max_dims=None, dtypes=quantized),
         ),

@@ -3,9 +3,10 @@ regenerated from the installed onnx with
 ``onnx.backend.test.case.node.collect_testcases`` and run through qops.
 
 Each case is one node with its inputs and expected output (written by ONNX's
-authors); qops runs it at its newest opset (25; the cases are generated at
-onnx's newest opset, whose later additions to these two operators, the 6-bit
-float types, have no case) and must give the expected bits.
+authors) in a model that declares its opset; qops runs it at that opset,
+through the direct functions, through ``qops.onnx.run_node`` and through an
+``InferenceSession`` of the case's model, and must give the expected bits
+each way.
 """
 
 import functools
@@ -17,6 +18,8 @@ from conftest import assert_bits_equal
 from onnx import helper, numpy_helper
 
 import qops
+import qops.onnx
+from qops.onnx import InferenceSession
 
 OPERATORS = ("QuantizeLinear", "DequantizeLinear")
 
@@ -58,10 +61,15 @@ def test_the_cases_were_found():
     assert sum(n.startswith("test_dequantizelinear") for n in names) >= 10
 
 
+def _declared_opset(model):
+    return next(entry.version for entry in model.opset_import if entry.domain in ("", "ai.onnx"))
+
+
 @pytest.mark.parametrize("name", _case_names())
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_onnx_backend_case(name, n_threads):
     case = _cases()[name]
+    opset = _declared_opset(case.model)
     node = case.model.graph.node[0]
     attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     (inputs, outputs), = case.data_sets[:1]
@@ -85,9 +93,25 @@ def test_onnx_backend_case(name, n_threads):
             kwargs["output_dtype"] = helper.tensor_dtype_to_np_dtype(attributes["output_dtype"])
         if "precision" in attributes:
             kwargs["precision"] = helper.tensor_dtype_to_np_dtype(attributes["precision"])
-        got = qops.quantize_linear(*slots, n_threads=n_threads, **kwargs)
+        got = qops.quantize_linear(*slots, opset=opset, n_threads=n_threads, **kwargs)
     else:
         if "output_dtype" in attributes:
             kwargs["output_dtype"] = helper.tensor_dtype_to_np_dtype(attributes["output_dtype"])
-        got = qops.dequantize_linear(*slots, n_threads=n_threads, **kwargs)
-    assert_bits_equal(got, expected, name)
+        got = qops.dequantize_linear(*slots, opset=opset, n_threads=n_threads, **kwargs)
+    assert_bits_equal(got, expected, f"{name} at opset {opset}")
+
+
+@pytest.mark.parametrize("name", _case_names())
+def test_onnx_backend_case_through_qops_onnx(name):
+    case = _cases()[name]
+    opset = _declared_opset(case.model)
+    node = case.model.graph.node[0]
+    (inputs, outputs), = case.data_sets[:1]
+    arrays = [_array(v) for v in inputs]
+    expected = _array(outputs[0])
+    (got,) = qops.onnx.run_node(node, arrays, opset=opset)
+    assert_bits_equal(got, expected, f"{name} through run_node at opset {opset}")
+    session = InferenceSession(case.model)
+    feeds = {value.name: array for value, array in zip(case.model.graph.input, arrays)}
+    (got,) = session.run(None, feeds)
+    assert_bits_equal(got, expected, f"{name} through a session at opset {opset}")

@@ -1,7 +1,7 @@
 """``qops.quantize_linear`` / ``qops.dequantize_linear`` against ONNX.
 
 * ``onnx.reference``: bit for bit (raw bits; NaN matches NaN) for every opset
-  (10, 13, 19, 21, 23, 24, 25) and every type the DequantizeLinear seed pages
+  (10, 13, 19, 21, 23, 24, 25, 28) and every type the DequantizeLinear seed pages
   list there (QuantizeLinear: the same quantized types without int32), scales
   in float32 / float16 / bfloat16 (and float8e8m0 from 24) and ``x`` in the
   first three where the opset has them; per tensor,
@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 import qops
 
-OPSETS = (10, 13, 19, 21, 23, 24, 25)
+OPSETS = (10, 13, 19, 21, 23, 24, 25, 28)
 
 F32, F16, BF16 = np.dtype(np.float32), np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 I8, U8, I16, U16, I32 = (np.dtype(t) for t in (np.int8, np.uint8, np.int16, np.uint16, np.int32))
@@ -42,8 +42,10 @@ E4M3FNUZ = np.dtype(ml_dtypes.float8_e4m3fnuz)
 E5M2 = np.dtype(ml_dtypes.float8_e5m2)
 E5M2FNUZ = np.dtype(ml_dtypes.float8_e5m2fnuz)
 F4 = np.dtype(ml_dtypes.float4_e2m1fn)
+F6E2M3, F6E3M2 = np.dtype(ml_dtypes.float6_e2m3fn), np.dtype(ml_dtypes.float6_e3m2fn)
+FLOAT6 = (F6E2M3, F6E3M2)
 FLOAT8 = (E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ)
-NARROW_FLOATS = FLOAT8 + (F4,)
+NARROW_FLOATS = FLOAT8 + (F4,) + FLOAT6
 INTEGERS = (I8, U8, I16, U16, I32, I4, U4, I2, U2)
 
 #: DequantizeLinear's T1 per opset (seed page 004).
@@ -55,17 +57,19 @@ DEQUANTIZE_TYPES = {
     23: (I8, U8, I16, U16, I32, I4, U4) + FLOAT8 + (F4,),
     24: (I8, U8, I16, U16, I32, I4, U4) + FLOAT8 + (F4,),
     25: (I8, U8, I16, U16, I32, I4, U4) + FLOAT8 + (F4, I2, U2),
+    28: (I8, U8, I16, U16, I32, I4, U4) + FLOAT8 + (F4, I2, U2) + FLOAT6,  # onnx.defs
 }
 #: QuantizeLinear's outputs: the same without int32 (the contract).
 QUANTIZE_TYPES = {opset: tuple(t for t in types if t != I32) for opset, types in DEQUANTIZE_TYPES.items()}
 #: The dequantized output types (and QuantizeLinear's x types).
 FLOATS = {10: (F32,), 13: (F32,), 19: (F32, F16, BF16), 21: (F32, F16, BF16), 23: (F32, F16, BF16),
-          24: (F32, F16, BF16), 25: (F32, F16, BF16)}
+          24: (F32, F16, BF16), 25: (F32, F16, BF16), 28: (F32, F16, BF16)}
 #: The scale types: the same, and float8e8m0 from opset 24.
 SCALES = {opset: types + ((E8M0,) if opset >= 24 else ()) for opset, types in FLOATS.items()}
 GRANULARITIES = {10: ("tensor",), 13: ("tensor", "axis"), 19: ("tensor", "axis"),
                  21: ("tensor", "axis", "blocked"), 23: ("tensor", "axis", "blocked"),
-                 24: ("tensor", "axis", "blocked"), 25: ("tensor", "axis", "blocked")}
+                 24: ("tensor", "axis", "blocked"), 25: ("tensor", "axis", "blocked"),
+                 28: ("tensor", "axis", "blocked")}
 
 
 def tid(dtype):
@@ -131,7 +135,7 @@ def zero_points(rng, dtype, shape):
 
 def float8_grid(dtype):
     """Every finite value of a narrow float type, ascending, and the midpoints."""
-    count = 16 if dtype == F4 else 256
+    count = 16 if dtype == F4 else 64 if dtype in FLOAT6 else 256
     values = np.arange(count, dtype=np.uint8).view(dtype).astype(np.float64)
     values = np.unique(values[np.isfinite(values)])
     return values, (values[:-1] + values[1:]) / 2
@@ -430,7 +434,7 @@ def materialize_dequantize(case):
     layout, x_type = case["layout"], case["x_type"]
     shape = layout["shape"]
     if x_type in NARROW_FLOATS:
-        count = 16 if x_type == F4 else 256
+        count = 16 if x_type == F4 else 64 if x_type in FLOAT6 else 256
         x = rng.integers(0, count, size=shape).astype(np.uint8).view(x_type)  # every bit pattern
     else:
         low, high = int_range(x_type)

@@ -1195,7 +1195,13 @@ def test_quantize_output_dtypes_per_onnx(dtype, opset):
 @pytest.mark.parametrize("opset", OPSETS)
 @pytest.mark.parametrize("dtype", ALL_TYPES)
 def test_quantize_input_dtypes(dtype, opset):
-    # x: float types (DequantizeLinear's outputs); qops documents it does not take int32.
+    # x: float types (DequantizeLinear's outputs) and int32, which every opset
+    # has (with an int32 scale where x and the scale share a type: 19 and 21).
+    if dtype == "int32":
+        scale = "int32" if opset in (19, 21) else "float32"
+        _check_opset_dtype(Q, opset, "x", dtype, True, None, x=TD(dtype, (2, 3)),
+                           y_scale=TD(scale, ()))
+        return
     scale = dtype if dtype in DQ_T2[opset] else "float32"
     _check_opset_dtype(Q, opset, "x", dtype, dtype in DQ_T2[opset], _first(DQ_T2, dtype, opset),
                        x=TD(dtype, (2, 3)), y_scale=TD(scale, ()))
@@ -1526,10 +1532,10 @@ def test_required_slots():
 
 
 @pytest.mark.parametrize("name", [DQ, Q])
-@pytest.mark.parametrize("opset", [26, 28])
+@pytest.mark.parametrize("opset", [29, 31])
 def test_opsets_newer_than_the_tables_are_rejected(name, opset):
-    """The tables stop at opset 25; a newer opset may allow other types, so it is not guessed."""
-    with pytest.raises(qops.UnsupportedError, match=rf"opset {opset} is newer than the newest opset qops describes \(25\)"):
+    """The tables stop at opset 28; a newer opset may allow other types, so it is not guessed."""
+    with pytest.raises(qops.UnsupportedError, match=rf"opset {opset} is newer than the newest opset qops describes \(28\)"):
         qops.validate(name, opset=opset, x=TD("float32" if name == Q else "int8", (2, 3)),
                       **({"y_scale": 0.5} if name == Q else {"x_scale": 0.5}))
 

@@ -132,8 +132,9 @@ def build_call(op, version, dtypes):
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)
     scale, zero_point = op.inputs[1].name, op.inputs[2].name
     # Zero points of int32 and float types must be 0; 0 is valid everywhere.
+    # An int32 scale (QuantizeLinear, opset 19 on) must be a positive whole number.
     call = {"x": values(dtypes["x"], (2, 3)),
-            scale: values(dtypes[scale], (), 0.5),
+            scale: values(dtypes[scale], (), 2 if dtypes[scale] in _dtypes.INTEGER_RANGES else 0.5),
             zero_point: values(dtypes[zero_point], (), 0),
             "opset": version}
     if op.name == "DequantizeLinear" and "output_dtype" in op.support(version).attributes:

@@ -287,6 +287,9 @@ _DEQUANTIZE_T1_23 = {"tensor(float4e2m1)", "tensor(float8e4m3fn)", "tensor(float
                      "tensor(int32)", "tensor(int4)", "tensor(int8)", "tensor(uint16)",
                      "tensor(uint4)", "tensor(uint8)"}
 DEQUANTIZE_T1 = {
+    # 28: from onnx.defs (no seed page), as 25 with the 6-bit floats.
+    28: _DEQUANTIZE_T1_23 | {"tensor(int2)", "tensor(uint2)", "tensor(float6e2m3)",
+                             "tensor(float6e3m2)"},
     25: _DEQUANTIZE_T1_23 | {"tensor(int2)", "tensor(uint2)"},
     24: _DEQUANTIZE_T1_23,
     23: {"tensor(float4e2m1)", "tensor(float8e4m3fn)", "tensor(float8e4m3fnuz)",
@@ -302,6 +305,7 @@ DEQUANTIZE_T1 = {
 }
 #: x_scale's types (and the output's until opset 23, when output types became T3).
 DEQUANTIZE_T2 = {
+    28: {"tensor(bfloat16)", "tensor(float)", "tensor(float16)", "tensor(float8e8m0)"},
     25: {"tensor(bfloat16)", "tensor(float)", "tensor(float16)", "tensor(float8e8m0)"},
     24: {"tensor(bfloat16)", "tensor(float)", "tensor(float16)", "tensor(float8e8m0)"},
     23: {"tensor(bfloat16)", "tensor(float)", "tensor(float16)"},
@@ -314,13 +318,15 @@ DEQUANTIZE_T3 = {"tensor(bfloat16)", "tensor(float)", "tensor(float16)"}
 DEQUANTIZE_ATTRIBUTES = {10: set(), 13: {"axis"}, 19: {"axis"}, 21: {"axis", "block_size"},
                          23: {"axis", "block_size", "output_dtype"},
                          24: {"axis", "block_size", "output_dtype"},
-                         25: {"axis", "block_size", "output_dtype"}}
+                         25: {"axis", "block_size", "output_dtype"},
+                         28: {"axis", "block_size", "output_dtype"}}
 QUANTIZE_ATTRIBUTES = {10: set(), 13: {"axis"}, 19: {"axis", "saturate"},
                        21: {"axis", "saturate", "block_size", "output_dtype"},
                        23: {"axis", "saturate", "block_size", "output_dtype", "precision"},
                        24: {"axis", "saturate", "block_size", "output_dtype", "precision"},
-                       25: {"axis", "saturate", "block_size", "output_dtype", "precision"}}
-OPSETS = [10, 13, 19, 21, 23, 24, 25]
+                       25: {"axis", "saturate", "block_size", "output_dtype", "precision"},
+                       28: {"axis", "saturate", "block_size", "output_dtype", "precision"}}
+OPSETS = [10, 13, 19, 21, 23, 24, 25, 28]
 
 
 def registry_type(onnx_type: str) -> str:
@@ -448,9 +454,8 @@ def _later_onnx_sections():
 
 def test_onnx_tables_match_the_later_seed_page():
     """QuantizeLinear / DequantizeLinear 23, 24 and 25 as the page writes
-    them: each slot's types and each opset's attributes.  QuantizeLinear's x
-    and y_scale also list int32 there, which qops does not take (see
-    qops/registry/onnx.py)."""
+    them: each slot's types and each opset's attributes (QuantizeLinear's int32
+    x and y_scale included)."""
     sections = _later_onnx_sections()
     assert sorted(sections) == [(op, n) for op in ("DequantizeLinear", "QuantizeLinear")
                                 for n in (23, 24, 25)]
@@ -460,8 +465,6 @@ def test_onnx_tables_match_the_later_seed_page():
         assert set(row.attributes) == attributes, (name, opset)
         for slot, param in formals.items():
             listed = registry_types(types[param])
-            if name == "QuantizeLinear" and slot in ("x", "y_scale"):
-                listed -= {"INT32"}
             assert set(row.tensor(slot).dtypes) == listed, (name, opset, slot)
 
 
@@ -774,24 +777,72 @@ def test_dequantize_types_against_onnx_schema(opset):
 
 @pytest.mark.parametrize("opset", OPSETS)
 def test_quantize_types_against_onnx_schema(opset):
-    """QuantizeLinear: outputs are ONNX's quantized type (T2, T3 from 23); ONNX's
-    x (and, from 19, y_scale) also lists int32, which qops documents it does not
-    take (qops/registry/onnx.py); scales are float types only."""
+    """QuantizeLinear: every slot takes exactly ONNX's types, int32 x (every
+    opset) and int32 y_scale (from 19) included."""
     schema = onnx_defs.get_schema("QuantizeLinear", opset)
     assert schema.since_version == opset
     onnx_types = _onnx_slot_types(schema)
     output_param = "T3" if opset >= 23 else "T2"
     assert schema.outputs[0].type_str == output_param
     row = registry.get("QuantizeLinear").support(Opset(opset))
-    assert set(row.tensor("y").dtypes) == onnx_types["y"]
-    assert set(row.tensor("y_zero_point").dtypes) == onnx_types["y_zero_point"]
-    assert "INT32" in onnx_types["x"]
-    assert set(row.tensor("x").dtypes) == onnx_types["x"] - {"INT32"}
-    assert set(row.tensor("y_scale").dtypes) == onnx_types["y_scale"] - {"INT32"}
-    floats = {"FLOAT32", "FLOAT16", "BFLOAT16"}
-    assert set(row.tensor("y_scale").dtypes) <= floats | {"FLOAT8E8M0"}
+    for slot in ("x", "y_scale", "y_zero_point", "y"):
+        assert set(row.tensor(slot).dtypes) == onnx_types[slot], slot
+    assert "INT32" in row.tensor("x").dtypes
+    assert ("INT32" in row.tensor("y_scale").dtypes) == (opset >= 19)
     assert ("FLOAT8E8M0" in row.tensor("y_scale").dtypes) == (opset >= 24)
-    assert set(row.tensor("x").dtypes) <= floats
+    six_bit = {"FLOAT6E2M3", "FLOAT6E3M2"}
+    assert (six_bit <= set(row.tensor("y").dtypes)) == (opset >= 28)
+    assert not six_bit & set(row.tensor("y").dtypes) or opset >= 28
+
+
+#: Every opset onnx.defs knows up to one past qops' newest.
+ALL_OPSETS = range(1, registry.NEWEST_OPSET.number + 2)
+
+
+@pytest.mark.parametrize("name", ["DequantizeLinear", "QuantizeLinear"])
+def test_rows_are_onnx_defs_versions(name):
+    """The registry's rows are exactly the operator's versions in onnx.defs up
+    to the newest qops describes: each opset's row is the one ONNX's schema
+    lookup resolves to (26 and 27 resolve to 25, 28 to 28)."""
+    op = registry.get(name)
+    since = {}
+    for opset in ALL_OPSETS:
+        try:
+            since[opset] = onnx_defs.get_schema(name, opset).since_version
+        except onnx_defs.SchemaError:
+            since[opset] = None
+    described = [o for o in ALL_OPSETS if o <= registry.NEWEST_OPSET.number]
+    assert sorted({since[o] for o in described if since[o]}) == OPSETS
+    for opset in described:
+        row = op.support(Opset(opset))
+        assert (row.version.number if row else None) == since[opset], opset
+    assert [since[o] for o in (25, 26, 27, 28)] == [25, 25, 25, 28]
+
+
+@pytest.mark.parametrize("name", ["DequantizeLinear", "QuantizeLinear"])
+@pytest.mark.parametrize("opset", OPSETS)
+def test_rows_against_onnx_defs(name, opset):
+    """Slot by slot, each row's types, attributes and optional slots are what
+    onnx.defs states for that version, and the attribute defaults ONNX's."""
+    schema = onnx_defs.get_schema(name, opset)
+    op = registry.get(name)
+    row = op.support(Opset(opset))
+    onnx_types = _onnx_slot_types(schema)
+    assert {t.slot for t in row.tensors} == set(onnx_types)
+    for slot, types in onnx_types.items():
+        assert set(row.tensor(slot).dtypes) == types, (slot, sorted(types))
+    assert set(row.attributes) == set(schema.attributes)
+    for formal in schema.inputs:
+        optional = formal.option == onnx_defs.OpSchema.FormalParameterOption.Optional
+        assert op.slot(formal.name).optional == optional, formal.name
+    for attribute_name, attribute in schema.attributes.items():
+        default = attribute.default_value
+        ours = op.attribute(attribute_name).default
+        if attribute_name in ("output_dtype", "precision"):
+            # ONNX writes "not given" as 0; qops as None.
+            assert default.i == 0 and ours is None
+        else:
+            assert default.i == int(ours), attribute_name
 
 
 def _shared_type_pairs(schema):
@@ -856,7 +907,8 @@ def test_onnx_slots_and_granularities(name):
     expected = {10: {"per-tensor"}, 13: {"per-tensor", "per-axis"},
                 19: {"per-tensor", "per-axis"}, 21: {"per-tensor", "per-axis", "blocked"},
                 23: {"per-tensor", "per-axis", "blocked"}, 24: {"per-tensor", "per-axis", "blocked"},
-                25: {"per-tensor", "per-axis", "blocked"}}
+                25: {"per-tensor", "per-axis", "blocked"},
+                28: {"per-tensor", "per-axis", "blocked"}}
     for opset, granularities in expected.items():
         row = op.support(Opset(opset))
         assert set(row.granularities) == granularities

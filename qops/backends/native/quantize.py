@@ -26,12 +26,14 @@ _X_KINDS = {
     "INT32": _k.X_INT32, "INT4": _k.X_INT4, "UINT4": _k.X_UINT4,
 }
 _FLOAT_KINDS = {"FLOAT32": _k.F_FLOAT32, "FLOAT16": _k.F_FLOAT16, "BFLOAT16": _k.F_BFLOAT16}
+#: QuantizeLinear's x kinds: the floats, and int32 (widened to float32 first).
+_QUANTIZE_X_KINDS = dict(_FLOAT_KINDS, INT32=_k.F_INT32)
 _Q_KINDS = {
     "INT8": _k.Q_INT8, "UINT8": _k.Q_UINT8, "INT16": _k.Q_INT16, "UINT16": _k.Q_UINT16,
     "INT4": _k.Q_INT4, "UINT4": _k.Q_UINT4, "INT2": _k.Q_INT2, "UINT2": _k.Q_UINT2,
     "FLOAT8E4M3FN": _k.Q_E4M3FN,
     "FLOAT8E4M3FNUZ": _k.Q_E4M3FNUZ, "FLOAT8E5M2": _k.Q_E5M2, "FLOAT8E5M2FNUZ": _k.Q_E5M2FNUZ,
-    "FLOAT4E2M1": _k.Q_E2M1,
+    "FLOAT4E2M1": _k.Q_E2M1, "FLOAT6E2M3": _k.Q_E2M3, "FLOAT6E3M2": _k.Q_E3M2,
 }
 
 #: Elements per row of a per-tensor call (the kernels' own), and about how
@@ -41,9 +43,10 @@ _BLOCK_ROW = 4096
 
 
 # float32 of every byte value of the types the kernels read through a table
-# (packed codes index the first sixteen, or four, entries: the canonical codes).
+# (packed codes index the first 2**bits entries: the canonical codes).
 _TABLES = {name: _dtypes.byte_values(name)
-           for name in _dtypes.FOUR_BIT + _dtypes.TWO_BIT + tuple(sorted(_dtypes.FLOAT8))}
+           for name in _dtypes.FOUR_BIT + _dtypes.TWO_BIT + _dtypes.SIX_BIT
+           + tuple(sorted(_dtypes.FLOAT8))}
 _NO_TABLE = np.zeros(1, np.float32)
 
 
@@ -107,6 +110,11 @@ def prepare_dequantize(call, variant=None):
     the kinds, the row geometry and the kernels chosen once."""
     x = call.arrays["x"]
     packed = x.BITS if isinstance(x, PackedBits) else 0
+    # The kernels read 4-bit and 2-bit codes packed; 6-bit codes, which
+    # straddle bytes, are unpacked first (one byte each, read through the table).
+    unpack_first = packed == 6
+    if unpack_first:
+        packed = 0
     name = _dtypes.name_of(x.dtype)
     kind = _X_KINDS.get(name, _k.X_TABLE)
     # Packed codes are read through the table where no kind-specific loop reads them.
@@ -123,6 +131,8 @@ def prepare_dequantize(call, variant=None):
     def run(call, out, n_threads):
         x = call.arrays["x"]
         scale, zero = call.values
+        if unpack_first:
+            x = x.unpack()
         dequantize(x.raw if packed else _raw(x), kind, packed, table, scale, zero, **layout,
                    out=_raw(out), out_kind=out_kind, n_threads=n_threads)
 
@@ -139,15 +149,19 @@ def prepare_quantize(call, variant=None):
     out_name = _dtypes.name_of(call.output_dtype)
     layout = _layout(x.shape, call.granularity["y_scale"], call.attributes["axis"],
                      call.attributes["block_size"])
-    kinds = dict(x_kind=_FLOAT_KINDS[_dtypes.name_of(x.dtype)],
+    kinds = dict(x_kind=_QUANTIZE_X_KINDS[_dtypes.name_of(x.dtype)],
                  compute=_FLOAT_KINDS[_dtypes.name_of(compute)], out_kind=_Q_KINDS[out_name],
                  saturate=bool(call.attributes["saturate"]))
     quantize = _simd.quantize_module(variant).quantize
     zero_point_given = call.arrays["y_zero_point"] is not None
 
     def derive(arrays, checked):
-        # The scale in the division's type, carried as float32 (exact).
-        scale = _parameter(np.asarray(arrays["y_scale"]).astype(compute))
+        # The scale in the division's type, carried as float32 (exact); an
+        # int32 scale is made float32 first, as the reference does.
+        scale = np.asarray(arrays["y_scale"])
+        if scale.dtype.kind in "iu":
+            scale = scale.astype(np.float32)
+        scale = _parameter(scale.astype(compute))
         return scale, _zero(arrays["y_zero_point"], out_name, scale.size)
 
     def run(call, out, n_threads):

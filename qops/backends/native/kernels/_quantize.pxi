@@ -50,11 +50,13 @@ cpdef enum:
     X_UINT4 = 6
     X_TABLE = 7     # float8 / float4: one float32 per byte value
 
-# Float kinds: QuantizeLinear's x and division, DequantizeLinear's output.
+# Float kinds: QuantizeLinear's x and division, DequantizeLinear's output;
+# F_INT32 is a QuantizeLinear x only (widened to float32, nearest even).
 cpdef enum:
     F_FLOAT32 = 0
     F_FLOAT16 = 1
     F_BFLOAT16 = 2
+    F_INT32 = 3
 
 # QuantizeLinear's output kinds.
 cpdef enum:
@@ -70,7 +72,9 @@ cpdef enum:
     Q_E4M3FNUZ = 9
     Q_E5M2 = 10
     Q_E5M2FNUZ = 11
-    Q_E2M1 = 12
+    Q_E2M1 = 12      # the sub-byte floats from here: no infinity, no NaN
+    Q_E2M3 = 13
+    Q_E3M2 = 14
 
 # The capsule name of the lean path's entry; its C type is
 # qops.backends.native._lean.QuantizeTensor.
@@ -147,11 +151,11 @@ cdef struct NarrowFloat:
     int mantissa           # mantissa bits
     int bias               # exponent bias
     uint32_t largest       # code of the largest finite magnitude
-    uint32_t sign_bit      # 0x80, or 0x8 for float4
+    uint32_t sign_bit      # 0x80, 0x8 for float4, 0x20 for float6
     uint32_t overflow      # code beyond the largest (NaN or infinity; float4 saturates)
     uint32_t nan           # code of NaN (with the sign for the types that have signed NaN)
     bint unsigned_special  # fnuz: one NaN 0x80, no negative zero
-    bint nan_is_zero       # float4 has no NaN: ml_dtypes gives the zero of the opposite sign
+    bint nan_is_zero       # float4 / float6 have no NaN: ml_dtypes gives the zero of the opposite sign
 
 
 cdef NarrowFloat narrow_float(int kind) noexcept nogil:
@@ -169,6 +173,14 @@ cdef NarrowFloat narrow_float(int kind) noexcept nogil:
     elif kind == Q_E5M2FNUZ:
         t.mantissa, t.bias, t.largest, t.overflow, t.nan = 2, 16, 0x7f, 0x80, 0x80
         t.unsigned_special = True
+    elif kind == Q_E2M3:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 3, 1, 0x1f, 0x1f, 0x0
+        t.sign_bit = 0x20
+        t.nan_is_zero = True
+    elif kind == Q_E3M2:
+        t.mantissa, t.bias, t.largest, t.overflow, t.nan = 2, 3, 0x1f, 0x1f, 0x0
+        t.sign_bit = 0x20
+        t.nan_is_zero = True
     else:
         t.mantissa, t.bias, t.largest, t.overflow, t.nan = 1, 1, 0x7, 0x7, 0x0
         t.sign_bit = 0x8
@@ -729,6 +741,14 @@ cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t s
         if compute == F_BFLOAT16:
             for j in range(count):
                 values[j] = round_to(values[j], compute)
+    elif x_kind == F_INT32:
+        # float32(x) first (C's conversion rounds to nearest even), then the
+        # division's type.
+        for j in range(count):
+            values[j] = <float>(<const int32_t*>x)[start + j]
+        if compute != F_FLOAT32:
+            for j in range(count):
+                values[j] = round_to(values[j], compute)
     else:
         for j in range(count):
             values[j] = bfloat16_value((<const uint16_t*>x)[start + j])
@@ -770,7 +790,7 @@ cdef void quantize_piece(const uint8_t* x, int x_kind, int compute, Py_ssize_t s
         return
 
     t = narrow_float(out_kind)
-    if out_kind == Q_E2M1:
+    if out_kind >= Q_E2M1:
         # ONNX adds the (zero) zero point before the cast: -0 becomes +0.
         if zero_point_given:
             for j in range(count):
