@@ -41,7 +41,9 @@ class Case:
     """One benchmark case: a convolution (NCHW, OIHW), a matrix multiply, a
     quantize / dequantize of ``x_shape`` (per tensor, per axis 1, or in
     blocks of ``block`` along axis 1; ``quantized`` is the integer type,
-    ``packed`` gives dequantize the 4-bit input two to a byte), an ``add``
+    ``packed`` gives dequantize the 4-bit input two to a byte; ``source``
+    is quantize's input type, int32 for a requantization of sums, and
+    ``opset`` the model's, 28 for the 6-bit floats), an ``add``
     of two quantized tensors of ``x_shape`` (QLinearAdd), an
     ``integer_to_float`` product (MatMulIntegerToFloat: ``quantized`` is A's
     type, ``b_type`` B's), or a ``pool`` of ``x_shape`` (QLinearAveragePool,
@@ -68,6 +70,8 @@ class Case:
     quantized: str = "uint8"
     packed: bool = False
     b_type: str = "uint8"
+    source: str = "float32"
+    opset: int = 21
 
     @property
     def is_quantize(self):
@@ -93,7 +97,8 @@ class Case:
         else:
             quantized = count
             params_bytes = params * 5
-        return quantized + 4 * count + params_bytes
+        # 6-bit values count a byte each: qops and the peers hold one per byte.
+        return quantized + np.dtype(self.source).itemsize * count + params_bytes
 
     def _parameter_count(self):
         if self.granularity == "per-tensor":
@@ -154,6 +159,14 @@ CASES = (
          granularity="blocked", block=32, quantized="int4"),
     Case(name="dequantize_int4_blocked_packed", kind="dequantize", x_shape=(4096, 4096),
          granularity="blocked", block=32, quantized="int4", packed=True),
+    # The int32 sums of a convolution requantized per output channel (opset
+    # 23: x int32, scales float32), and the 6-bit floats of opset 28.
+    Case(name="requantize_i32_i8_per_axis", kind="quantize", x_shape=(1, 256, 56, 56),
+         granularity="per-axis", quantized="int8", source="int32", opset=23),
+    Case(name="quantize_f32_float6e2m3", kind="quantize", x_shape=(1, 256, 56, 56),
+         quantized="float6_e2m3fn", opset=28),
+    Case(name="dequantize_float6e3m2_f32_per_axis", kind="dequantize", x_shape=(1, 256, 56, 56),
+         granularity="per-axis", quantized="float6_e3m2fn", opset=28),
     Case(name="r50_residual_add", kind="add", x_shape=(1, 256, 56, 56)),
     Case(name="r50_global_pool", kind="pool", x_shape=(1, 2048, 7, 7), kernel=7),
     Case(name="pool_3x3_56", kind="pool", x_shape=(1, 256, 56, 56), kernel=3, pad=1),
@@ -223,27 +236,44 @@ def _quantize_operands(case, rng):
     import qops
 
     shape = case.x_shape
-    quantized = np.dtype(ml_dtypes.int4) if case.quantized == "int4" else np.dtype(case.quantized)
-    info = ml_dtypes.iinfo(quantized)
-    low, high = int(info.min), int(info.max) + 1
+    quantized = np.dtype(getattr(ml_dtypes, case.quantized, None) or case.quantized)
+    floating = quantized.kind == "V" or np.issubdtype(quantized, np.floating)
+    if floating:  # a float type's zero point is 0; its values are finite floats
+        info = ml_dtypes.finfo(quantized)
+        zero_of = lambda size: np.zeros(size, quantized)  # noqa: E731
+    else:
+        info = ml_dtypes.iinfo(quantized)
+        low, high = int(info.min), int(info.max) + 1
+        zero_of = lambda size: rng.integers(low, high, size).astype(quantized)  # noqa: E731
+    # int32 sums of a few thousand products of 8-bit values, each channel's
+    # scale bringing them to the 8-bit range.
+    unit = 4000.0 if case.source == "int32" else 0.02
     if case.granularity == "per-tensor":
-        scale, zero_point = np.float32(0.02), np.asarray(128, quantized)
+        scale = np.float32(unit)
+        zero_point = np.zeros((), quantized) if floating else np.asarray(128, quantized)
         attributes = {}
     elif case.granularity == "per-axis":
-        scale = rng.uniform(0.01, 0.03, shape[1]).astype(np.float32)
-        zero_point = rng.integers(low, high, shape[1]).astype(quantized)
+        scale = rng.uniform(0.5 * unit, 1.5 * unit, shape[1]).astype(np.float32)
+        zero_point = zero_of(shape[1])
         attributes = {"axis": 1}
     else:
         blocks = list(shape)
         blocks[1] = -(-shape[1] // case.block)
-        scale = rng.uniform(0.01, 0.03, blocks).astype(np.float32)
-        zero_point = rng.integers(low, high, blocks).astype(quantized)
+        scale = rng.uniform(0.5 * unit, 1.5 * unit, blocks).astype(np.float32)
+        zero_point = zero_of(blocks)
         attributes = {"axis": 1, "block_size": case.block}
+    if case.opset != 21:
+        attributes["opset"] = case.opset
     if case.kind == "quantize":
-        runtime = {"x": rng.standard_normal(shape).astype(np.float32) * 3.0, "y_scale": scale,
-                   "y_zero_point": zero_point}
-        return {}, runtime, attributes
-    x = rng.integers(low, high, shape).astype(quantized)
+        if case.source == "int32":
+            x = rng.integers(-600_000, 600_000, shape).astype(np.int32)
+        else:
+            x = rng.standard_normal(shape).astype(np.float32) * 3.0
+        return {}, {"x": x, "y_scale": scale, "y_zero_point": zero_point}, attributes
+    if floating:
+        x = (rng.standard_normal(shape) * float(info.max) / 3).astype(quantized)
+    else:
+        x = rng.integers(low, high, shape).astype(quantized)
     if case.packed:
         x = qops.Packed4Bit(qops.pack_4bit(x), quantized, shape)
     return {}, {"x": x, "x_scale": scale, "x_zero_point": zero_point}, attributes
@@ -330,21 +360,23 @@ def _quantize_onnx_model(case, runtime, attributes):
 
     from qops.registry import dtypes as _dtypes
 
+    attributes = {k: v for k, v in attributes.items() if k != "opset"}
     names = list(runtime)
     values = {k: np.asarray(v) for k, v in runtime.items()}  # packed x: its values
     constant = [k for k in names if _dtypes.name_of(values[k].dtype) in _dtypes.FOUR_BIT]
     inputs = [k for k in names if k not in constant]
     op = "QuantizeLinear" if case.kind == "quantize" else "DequantizeLinear"
     node = helper.make_node(op, names, ["y"], **attributes)
-    out_type = TensorProto.UINT8 if case.kind == "quantize" else TensorProto.FLOAT
+    out_type = (helper.np_dtype_to_tensor_dtype(np.asarray(runtime["y_zero_point"]).dtype)
+                if case.kind == "quantize" else TensorProto.FLOAT)
     graph = helper.make_graph(
         [node], case.name,
         [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(values[k].dtype),
                                        list(values[k].shape)) for k in inputs],
         [helper.make_tensor_value_info("y", out_type, None)],
         initializer=[numpy_helper.from_array(values[k], k) for k in constant])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
-    model.ir_version = 10
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
+    model.ir_version = 10 if case.opset <= 21 else 11
     return model, {k: values[k] for k in inputs}
 
 
@@ -689,6 +721,15 @@ def _function_row(case, runtime, attributes, threads, budget, rounds):
     row.update(times)
     row["ort_exact"] = exactness["ort"]
     row["speed_vs_ort"] = _ratio(row["ort"], row["qops"])
+    if exactness["ort"] == "error" and case.is_quantize:
+        # What onnxruntime does not run (int32 x, the 6-bit floats), onnx.reference does.
+        model, feeds = _quantize_onnx_model(case, runtime, attributes)
+        from onnx.reference import ReferenceEvaluator
+
+        evaluator = ReferenceEvaluator(model)
+        evaluate = lambda: evaluator.run(None, feeds)[0]  # noqa: E731
+        row["reference_exact"] = _exact(evaluate(), oracle)
+        row["reference"] = best_time(evaluate, budget)
     for key in ("qops_compiled", "ort_constant", "gops", "gops_compiled", "peak", "ort_peak",
                 "speed_vs_ort_constant", "gbps", "ort_gbps"):
         row[key] = None
@@ -808,8 +849,11 @@ def table(rows, info=None):
                      + " |" * (len(header) - 6))
     small = [r for r in rows if "reference" in r]
     for row in small:
+        judged = ("" if "reference_exact" not in row else
+                  "; onnx.reference's output " + ("is exact" if row["reference_exact"]
+                                                  else "differs from the exact one"))
         lines.append(f"\n{row['case']}: onnx.reference {row['reference'] * 1e3:.3f} ms; "
-                     f"qops is {row['reference'] / row['qops']:.2f}x its speed")
+                     f"qops is {row['reference'] / row['qops']:.2f}x its speed{judged}")
     return "\n".join(lines)
 
 

@@ -168,6 +168,22 @@ def test_bench_judges_every_case_against_the_exact_result(tmp_path):
     assert run("bench", "no_such_case").returncode == 2
 
 
+def test_bench_times_onnx_reference_where_onnxruntime_has_no_kernel(tmp_path):
+    """int32 sums requantized (opset 23) and the 6-bit floats (opset 28):
+    qops exact, and onnx.reference timed and judged in onnxruntime's place."""
+    pytest.importorskip("onnxruntime")
+    cases = ["requantize_i32_i8_per_axis", "quantize_f32_float6e2m3",
+             "dequantize_float6e3m2_f32_per_axis"]
+    result = run("bench", *cases, "--budget", "0.01", "--rounds", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, _, rows = _bench_table(tmp_path / "bench.md")
+    assert all(rows[case]["exact"] == "yes" for case in cases)
+    text = (tmp_path / "bench.md").read_text()
+    for case in cases:
+        line = next(line for line in text.splitlines() if line.startswith(f"{case}: onnx.reference"))
+        assert "x its speed; onnx.reference's output " in line
+
+
 def test_bench_runs_a_lower_variant_and_refuses_one_the_cpu_lacks(tmp_path):
     pytest.importorskip("onnxruntime")
     from qops.backends.native import variants as _simd
