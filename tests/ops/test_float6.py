@@ -17,7 +17,10 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import qops
+from qops.backends import dispatch as _dispatch
+from qops.backends.native import quantize as _quantize_native
 from qops.backends.native import variants as _simd
+from qops.ops import quantize as _ops
 
 E2M3, E3M2 = np.dtype(ml_dtypes.float6_e2m3fn), np.dtype(ml_dtypes.float6_e3m2fn)
 FLOAT6 = (E2M3, E3M2)
@@ -262,3 +265,37 @@ def test_inference_session_runs_a_float6_model(dtype):
     (got,) = qonnx.InferenceSession(model).run(None, {"x": x})
     (expected,) = ReferenceEvaluator(model).run(None, {"x": x})
     assert_bits_equal(np.asarray(got), np.asarray(expected), "session")
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(FLOAT6), layout=st.sampled_from(["tensor", "axis", "blocked"]),
+       seed=st.integers(0, 2**32 - 1), saturate=st.booleans(),
+       shape=st.tuples(st.integers(1, 5), st.integers(1, 70)))
+def test_quantize_to_float6_every_granularity_variant_and_thread_count(dtype, layout, seed,
+                                                                       saturate, shape):
+    """Per tensor, per axis and in blocks, on every kernel variant at one and
+    two threads: onnx.reference's bits (values past the largest finite, ties,
+    subnormals and non-finite values among them)."""
+    rng = np.random.default_rng(seed)
+    values, mids = grid(dtype)
+    pool = np.concatenate([values, -values, mids, -mids, [np.inf, -np.inf, np.nan, values[-1] * 3,
+                                                         values[1] / 3]])
+    scale_shape = {"tensor": (), "axis": (shape[0],), "blocked": (shape[0], -(-shape[1] // 4))}
+    scale = rng.choice([0.5, 1.0, 2.0, 0.375], scale_shape[layout]).astype(np.float32)
+    full_scale = (scale if layout == "tensor" else scale.reshape(-1, 1) if layout == "axis"
+                  else np.repeat(scale, 4, axis=1)[:, :shape[1]])
+    with np.errstate(all="ignore"):
+        x = (rng.choice(pool, shape) * full_scale).astype(np.float32)
+    zero_point = np.zeros(scale.shape, dtype)
+    attributes = dict(axis=0 if layout == "axis" else 1, block_size=4 if layout == "blocked" else 0)
+    expected = onnx_run("QuantizeLinear", {"x": x, "y_scale": scale, "y_zero_point": zero_point},
+                        dict(attributes, saturate=int(saturate)), ONNX_TYPES[dtype])
+    call = _ops.prepare_quantize(dict(x=x, y_scale=scale, y_zero_point=zero_point),
+                                 dict(attributes, saturate=saturate, output_dtype=None,
+                                      precision=None), opset=28)
+    assert _dispatch.select(call, exclude=("lean",)).name == "kernels"
+    for variant in _simd.quantize_variants():
+        for threads in (1, 2):
+            got = np.empty(call.output_shape, call.output_dtype)
+            _quantize_native.run_quantize(call, got, threads, variant=variant)
+            assert_bits_equal(got, expected, f"{variant}, {threads} threads")
