@@ -13,9 +13,11 @@ from build_helpers import (  # noqa: E402
     QUANTIZE_VARIANTS,
     ROUNDING_FLAGS,
     SIMD_VARIANTS,
+    build_jobs,
     compiler_accepts,
     cython_directives,
     extension_options,
+    forks,
 )
 from Cython.Build import cythonize  # noqa: E402
 
@@ -58,5 +60,14 @@ for variant in QUANTIZE_VARIANTS:
     if compiler_accepts(flags):
         extensions.append(kernel(f"_quantize_{variant}", flags + quantize_flags))
 
+# Cythonize and compile on every core: the extensions are independent.
+# Cython's pool forks (where processes start by spawning, each would run
+# this file again: one process there); setuptools' build_ext takes
+# ``parallel`` as make's -j.  The GEMM variants, the largest, go first so
+# that the small ones fill the other cores' tails.
+jobs = build_jobs()
+extensions.sort(key=lambda extension: not extension.name.rsplit(".", 1)[-1].startswith("_qgemm"))
 setup(ext_modules=cythonize(extensions, compiler_directives=cython_directives(),
-                            include_path=[os.path.dirname(os.path.abspath(__file__))]))
+                            include_path=[os.path.dirname(os.path.abspath(__file__))],
+                            nthreads=jobs if forks() else 0),
+      options={"build_ext": {"parallel": jobs}})

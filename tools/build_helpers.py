@@ -7,6 +7,8 @@
 * ``QOPS_DEBUG=1``: Cython's bounds and wraparound checks back on, ``-O0 -g``.
 * Otherwise: ``-O3`` and Cython checks off (the Python layer validates every
   index before a kernel runs).
+* ``QOPS_BUILD_JOBS``: processes for cythonizing and compiling (default: one
+  per core).
 * SIMD variants: each GEMM variant is its own extension compiled with its
   own instruction-set flags (``SIMD_VARIANTS``) plus ``ROUNDING_FLAGS``; a
   variant whose flags the compiler rejects is left out, and the portable one
@@ -162,3 +164,23 @@ def cython_directives():
         "cdivision": not checks,
         "embedsignature": True,
     }
+
+
+def build_jobs():
+    """Processes for cythonizing and compiling: ``QOPS_BUILD_JOBS`` if set,
+    else one per core this process may run on."""
+    given = os.environ.get("QOPS_BUILD_JOBS", "").strip()
+    if given:
+        return max(1, int(given))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def forks():
+    """Whether multiprocessing starts workers by fork, so that Cython's pool
+    does not run setup.py again in each worker."""
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=False) == "fork"
