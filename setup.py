@@ -18,9 +18,13 @@ from build_helpers import (  # noqa: E402
     cython_directives,
     extension_options,
     forks,
+    warm_probes,
 )
 from Cython.Build import cythonize  # noqa: E402
 
+jobs = build_jobs()
+# Every probe below, at once (each compiles a program with <immintrin.h>).
+warm_probes([ROUNDING_FLAGS, QUANTIZE_FLAGS, *SIMD_VARIANTS.values()], jobs)
 options, openmp = extension_options()
 print(f"qops build: OpenMP {'on' if openmp else 'off'}", file=sys.stderr)
 
@@ -65,7 +69,6 @@ for variant in QUANTIZE_VARIANTS:
 # this file again: one process there); setuptools' build_ext takes
 # ``parallel`` as make's -j.  The GEMM variants, the largest, go first so
 # that the small ones fill the other cores' tails.
-jobs = build_jobs()
 extensions.sort(key=lambda extension: not extension.name.rsplit(".", 1)[-1].startswith("_qgemm"))
 setup(ext_modules=cythonize(extensions, compiler_directives=cython_directives(),
                             include_path=[os.path.dirname(os.path.abspath(__file__))],

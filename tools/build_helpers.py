@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import os
 import shutil
 import subprocess
@@ -69,10 +71,83 @@ _PROBE = textwrap.dedent(
 )
 
 
+#: Probe results of earlier runs of setup.py in this checkout: pip runs it
+#: three times per install (requirements, metadata, build), and each probe
+#: compiles a program.
+_PROBE_CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "build", "qops-probes.json")
+
+
+def _probe_key(kind, flags):
+    """What a probe's answer depends on: the compiler (its command and the
+    file it runs, by path and time of change), the flags, the platform."""
+    command = _compiler_command()
+    found = shutil.which(command[0])
+    stamp = os.stat(found).st_mtime_ns if found else None
+    return json.dumps([kind, command, found, stamp, list(flags), sys.platform])
+
+
+def _cached_probe(kind, flags, probe):
+    """``probe()``'s answer, from the cache when this compiler and these flags
+    were probed before (answers are JSON: booleans, lists, None)."""
+    key = _probe_key(kind, flags)
+    try:
+        with open(_PROBE_CACHE) as handle:
+            known = json.load(handle)
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        return known[key]
+    answer = probe()
+    known[key] = answer
+    try:
+        os.makedirs(os.path.dirname(_PROBE_CACHE), exist_ok=True)
+        with open(_PROBE_CACHE, "w") as handle:
+            json.dump(known, handle)
+    except OSError:
+        pass  # a read-only checkout probes every time
+    return answer
+
+
+def warm_probes(flag_sets, jobs):
+    """Run the compiler probes setup.py will ask for (``compiler_accepts`` of
+    each of ``flag_sets``, and OpenMP's) on ``jobs`` threads at once, each
+    answer then cached for the calls that follow."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    probes = [("openmp", _openmp_flags()[0], _openmp_probe)] if not env_flag(
+        "QOPS_DISABLE_OPENMP") else []
+    probes += [("accepts", flags, functools.partial(_compiler_accepts, flags))
+               for flags in flag_sets if flags]
+    try:
+        with open(_PROBE_CACHE) as handle:
+            known = json.load(handle)
+    except (OSError, ValueError):
+        known = {}
+    missing = {_probe_key(kind, flags): probe for kind, flags, probe in probes}
+    missing = {key: probe for key, probe in missing.items() if key not in known}
+    if not missing:
+        return
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        answers = dict(zip(missing, pool.map(lambda probe: probe(), missing.values())))
+    known.update(answers)
+    try:
+        os.makedirs(os.path.dirname(_PROBE_CACHE), exist_ok=True)
+        with open(_PROBE_CACHE, "w") as handle:
+            json.dump(known, handle)
+    except OSError:
+        pass
+
+
 def openmp_probe():
     """(compile flags, link flags) for OpenMP, or ``None`` when unavailable."""
     if env_flag("QOPS_DISABLE_OPENMP"):
         return None
+    answer = _cached_probe("openmp", _openmp_flags()[0], _openmp_probe)
+    return None if answer is None else (list(answer[0]), list(answer[1]))
+
+
+def _openmp_probe():
     compile_flags, link_flags = _openmp_flags()
     command = _compiler_command()
     if sys.platform == "win32" or shutil.which(command[0]) is None:
@@ -123,6 +198,10 @@ def compiler_accepts(flags):
     """Whether the C compiler builds an object file with ``flags``."""
     if not flags:
         return True
+    return _cached_probe("accepts", flags, lambda: _compiler_accepts(flags))
+
+
+def _compiler_accepts(flags):
     command = _compiler_command()
     if sys.platform == "win32" or shutil.which(command[0]) is None:
         return False
