@@ -64,13 +64,22 @@ for variant in QUANTIZE_VARIANTS:
     if compiler_accepts(flags):
         extensions.append(kernel(f"_quantize_{variant}", flags + quantize_flags))
 
+# Cython's utility code (typed memoryviews above all: some 20,000 lines of C
+# per module) compiled once, in a module of its own that the others import,
+# instead of once in every module.
+SHARED_UTILITY = "qops.backends.native._cython_utility"
+extensions.append(Extension(SHARED_UTILITY,
+                            [os.path.join(*SHARED_UTILITY.split(".")) + ".c"], **options))
+
 # Cythonize and compile on every core: the extensions are independent.
 # Cython's pool forks (where processes start by spawning, each would run
 # this file again: one process there); setuptools' build_ext takes
 # ``parallel`` as make's -j.  The GEMM variants, the largest, go first so
 # that the small ones fill the other cores' tails.
-extensions.sort(key=lambda extension: not extension.name.rsplit(".", 1)[-1].startswith("_qgemm"))
+extensions.sort(key=lambda extension: not extension.name.rsplit(".", 1)[-1].startswith(
+    ("_qgemm", "_cython_utility")))
 setup(ext_modules=cythonize(extensions, compiler_directives=cython_directives(),
                             include_path=[os.path.dirname(os.path.abspath(__file__))],
-                            nthreads=jobs if forks() else 0),
+                            nthreads=jobs if forks() else 0,
+                            shared_utility_qualified_name=SHARED_UTILITY),
       options={"build_ext": {"parallel": jobs}})
