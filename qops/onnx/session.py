@@ -291,7 +291,13 @@ class InferenceSession:
             version = operator_version(node.op_type, self._graph.opsets[DEFAULT_DOMAIN])
         except ValidationError as error:
             raise node_error(node, str(error), UnsupportedNodeError) from None
-        # Versions past qops' newest only add types: run at its newest.
+        if version > _nodes.NEWEST_OPSET and node.op_type in _REGISTRY_OPERATORS:
+            # As the direct functions: a version the tables lack is not guessed.
+            raise node_error(node, f"opset {self._graph.opsets[DEFAULT_DOMAIN]} puts "
+                                   f"{node.op_type} at its version {version}, which qops does "
+                                   f"not describe (the newest it knows: {_nodes.NEWEST_OPSET})",
+                             UnsupportedNodeError)
+        # Other versions past qops' newest only add types: run at its newest.
         return adapter, min(version, _nodes.NEWEST_OPSET)
 
     def _reference_runner(self, node, required=False):
@@ -539,6 +545,10 @@ class _InputCheck:
                                           f"model takes {self.describe()} (axis {axis} is "
                                           f"{expected})", slot=name, given=array.shape)
         return array
+
+
+#: The default domain's operators whose every version the registry states.
+_REGISTRY_OPERATORS = ("QuantizeLinear", "DequantizeLinear")
 
 
 def _check_arity(node, opset):

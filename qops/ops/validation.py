@@ -140,12 +140,38 @@ def resolve_version(op: Operator, feature_level=None, opset=None):
             else:
                 fail(op, f"opset must be a positive integer, not {opset!r}", slot="opset", given=opset)
     if isinstance(version, Opset) and NEWEST_OPSET < version:
-        fail(op, f"{version} is newer than the newest opset qops describes ({NEWEST_OPSET.number}); "
-                 "its type constraints may differ", UnsupportedError, slot="opset", given=version)
+        in_effect = _version_in_effect(op.name, version.number)
+        if in_effect is None:
+            fail(op, f"{version} is newer than the newest opset qops describes "
+                     f"({NEWEST_OPSET.number}); its type constraints may differ",
+                 UnsupportedError, slot="opset", given=version)
+        row = op.support(Opset(in_effect))
+        if row is None or row.version.number != in_effect:
+            fail(op, f"{version} puts {op.name} at its version {in_effect}, which qops does not "
+                     f"describe (the newest it knows: {op.versions[-1].version.number})",
+                 UnsupportedError, slot="opset", given=version)
+        version = Opset(in_effect)
     if op.support(version) is None:
         fail(op, f"introduced in {op.introduced}; {version} was requested",
              UnsupportedError, given=version, first_version=op.introduced)
     return version
+
+
+def _version_in_effect(name, opset):
+    """The version of ONNX operator ``name`` in effect at ``opset`` as the
+    installed onnx states it (an opset past qops' tables may keep an
+    operator's last version), or None: no onnx, or an opset newer than the
+    installed onnx's own newest, of which it knows no more than qops."""
+    try:
+        from onnx import defs
+    except ImportError:
+        return None
+    try:
+        if opset > defs.onnx_opset_version():
+            return None
+        return defs.get_schema(name, opset, "").since_version
+    except Exception:  # noqa: BLE001 - any failure: nothing is known
+        return None
 
 
 def _is_default(attribute, value):

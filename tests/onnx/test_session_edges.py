@@ -887,3 +887,24 @@ def test_a_conv_whose_kernel_shape_disagrees_with_its_weight_is_not_fused():
     assert "QDQ Conv" not in [step.kind for step in session.steps]
     with pytest.raises(qops.QopsError):
         session.run(None, {"x": x})
+
+
+def test_a_quantize_version_past_the_registry_is_refused_naming_it(monkeypatch):
+    """One rule with the direct functions: where the model's opset puts
+    QuantizeLinear at a version the registry lacks, the session refuses it,
+    naming the node, that version and the newest qops knows."""
+    from qops.onnx import session as session_module
+
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="q")
+    model = _model([node], [_vi("x", T.FLOAT, [3])], [_out("y")],
+                   [_init("s", np.float32(0.5)), _init("z", np.uint8(3))], opset=28)
+    (y,) = qops.onnx.InferenceSession(model).run(None, {"x": np.float32([1, -1, 2])})
+    assert y.tolist() == [5, 1, 7]
+    real = session_module.operator_version
+    monkeypatch.setattr(session_module, "operator_version",
+                        lambda op_type, opset: 29 if op_type == "QuantizeLinear"
+                        else real(op_type, opset))
+    with pytest.raises(qops.UnsupportedError,
+                       match=r"node q \(QuantizeLinear, domain ai.onnx\): opset 28 puts QuantizeLinear at its version "
+                             r"29, which qops does not describe \(the newest it knows: 28\)"):
+        qops.onnx.InferenceSession(model)

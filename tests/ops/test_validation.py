@@ -1540,6 +1540,36 @@ def test_opsets_newer_than_the_tables_are_rejected(name, opset):
                       **({"y_scale": 0.5} if name == Q else {"x_scale": 0.5}))
 
 
+@pytest.mark.parametrize("name", [DQ, Q])
+def test_an_opset_past_the_tables_runs_where_onnx_keeps_a_known_version(name, monkeypatch):
+    """An opset past the tables that the installed onnx knows, and at which it
+    keeps the operator at a version the registry has, runs at that version; a
+    version the registry lacks is refused, naming it and the newest known."""
+    defs = pytest.importorskip("onnx.defs")
+    real = defs.get_schema
+    in_effect = {"version": 28}
+
+    class Schema:
+        def __init__(self, since):
+            self.since_version = since
+
+    def get_schema(op_type, opset, domain=""):
+        return Schema(in_effect["version"]) if opset >= 29 else real(op_type, opset, domain)
+
+    monkeypatch.setattr(defs, "onnx_opset_version", lambda: 30)
+    monkeypatch.setattr(defs, "get_schema", get_schema)
+    slots = dict(x=TD("float32" if name == Q else "int8", (2, 3)),
+                 **({"y_scale": 0.5} if name == Q else {"x_scale": 0.5}))
+    qops.validate(name, opset=30, **slots)
+    in_effect["version"] = 29
+    with pytest.raises(qops.UnsupportedError,
+                       match=rf"opset 30 puts {name} at its version 29, which qops does not "
+                             r"describe \(the newest it knows: 28\)"):
+        qops.validate(name, opset=30, **slots)
+    with pytest.raises(qops.UnsupportedError, match=r"opset 31 is newer than the newest opset"):
+        qops.validate(name, opset=31, **slots)
+
+
 @pytest.mark.parametrize("value, article", [(float("inf"), "an infinite"), (float("nan"), "a NaN"),
                                             (0.0, "a zero"), (-1.0, "a negative")])
 def test_scale_fault_messages_read_as_english(value, article):
