@@ -349,3 +349,17 @@ def test_bench_runs_a_quantize_case_and_reports_bytes_per_second(tmp_path):
     names = [c.strip() for c in header.strip("|").split("|")]
     assert cells[names.index("exact")] == "yes"
     assert float(cells[names.index("GB/s")]) > 0 and float(cells[names.index("ORT GB/s")]) > 0
+
+
+def test_every_bench_case_makes_its_operands():
+    """Each case's operands are made as the bench makes them (a case the
+    bench cannot set up fails here, not in a long run)."""
+    from qops.cli import bench as _bench
+
+    for case in _bench.CASES:
+        constants, runtime, attributes = _bench.operands(case)
+        assert runtime, case.name
+        if case.is_quantize:
+            x = np.asarray(runtime["x"])
+            assert x.shape == case.x_shape and x.dtype == np.dtype(case.source if case.kind ==
+                                                                   "quantize" else x.dtype)
