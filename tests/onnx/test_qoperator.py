@@ -285,6 +285,25 @@ GEMM_INPUTS = ["A", "a_scale", "a_zero_point", "B", "b_scale", "b_zero_point", "
                "y_zero_point"]
 
 
+def gemm_values(rng, a_type, b_type, y_type, sizes, trans, per_column, c_form, output,
+                a_scale, y_scale, b_range=(None, None)):
+    """QGemm's inputs by name: A and B of (m, k, n) ``sizes`` (transposed as
+    ``trans`` says), B's scales and zero points per column or per tensor, C
+    in ``c_form``, and a quantized or float output (``output``)."""
+    m, k, n = sizes
+    a = random_values(rng, (k, m) if trans[0] else (m, k), a_type)
+    b = random_values(rng, (n, k) if trans[1] else (k, n), b_type, *b_range)
+    b_scale = ((2.0 ** rng.uniform(-10, 2, n)).astype(np.float32) if per_column
+               else np.array([2.0 ** rng.uniform(-10, 2)], np.float32))
+    b_zp = random_values(rng, (n,) if per_column else (), b_type, *b_range)
+    c_shape = {None: None, "scalar": (), "row": (n,), "column": (m, 1), "full": (m, n)}[c_form]
+    c = None if c_shape is None else rng.integers(-3000, 3000, c_shape).astype(np.int32)
+    y_zp = random_values(rng, (), y_type) if output == "quantized" else None
+    return dict(A=a, a_scale=F32(a_scale), a_zero_point=random_values(rng, (), a_type), B=b,
+                b_scale=b_scale, b_zero_point=b_zp, C=c,
+                y_scale=F32(y_scale) if output != "float" else None, y_zero_point=y_zp)
+
+
 @given(a_type=types, b_type=types, y_type=types, seed=seeds,
        sizes=st.tuples(*[st.integers(1, 5)] * 3),
        trans=st.tuples(st.booleans(), st.booleans()), per_column=st.booleans(),
@@ -294,20 +313,11 @@ GEMM_INPUTS = ["A", "a_scale", "a_zero_point", "B", "b_scale", "b_zero_point", "
        a_scale=scales, y_scale=scales)
 def test_qgemm_equals_its_stated_rule(a_type, b_type, y_type, seed, sizes, trans, per_column,
                                       c_form, output, alpha, narrow_b, a_scale, y_scale):
-    rng = np.random.default_rng(seed)
-    m, k, n = sizes
-    a = random_values(rng, (k, m) if trans[0] else (m, k), a_type)
-    b_low, b_high = (-64, 63) if narrow_b and b_type == np.int8 else (None, None)
-    b = random_values(rng, (n, k) if trans[1] else (k, n), b_type, b_low, b_high)
-    b_scale = ((2.0 ** rng.uniform(-10, 2, n)).astype(np.float32) if per_column
-               else np.array([2.0 ** rng.uniform(-10, 2)], np.float32))
-    b_zp = random_values(rng, (n,) if per_column else (), b_type, b_low, b_high)
-    c_shape = {None: None, "scalar": (), "row": (n,), "column": (m, 1), "full": (m, n)}[c_form]
-    c = None if c_shape is None else rng.integers(-3000, 3000, c_shape).astype(np.int32)
-    y_zp = random_values(rng, (), y_type) if output == "quantized" else None
-    y_scale = F32(y_scale) if output != "float" else None
-    values = dict(A=a, a_scale=F32(a_scale), a_zero_point=random_values(rng, (), a_type), B=b,
-                  b_scale=b_scale, b_zero_point=b_zp, C=c, y_scale=y_scale, y_zero_point=y_zp)
+    b_range = (-64, 63) if narrow_b and b_type == np.int8 else (None, None)
+    values = gemm_values(np.random.default_rng(seed), a_type, b_type, y_type, sizes, trans,
+                         per_column, c_form, output, a_scale, y_scale, b_range)
+    a, b, b_scale, b_zp, c = (values[name] for name in ("A", "B", "b_scale", "b_zero_point", "C"))
+    y_scale, y_zp = values["y_scale"], values["y_zero_point"]
     got, onnxruntime = one_node("QGemm", GEMM_INPUTS, values, ("A",),
                                 y_type if y_zp is not None else np.float32, alpha=alpha,
                                 transA=int(trans[0]), transB=int(trans[1]))
@@ -331,19 +341,10 @@ def test_qgemm_in_a_session_equals_its_stated_rule(a_type, b_type, y_type, seed,
                                                    a_scale, y_scale):
     """A session compiles a QGemm whose B, scales, zero points and C (of one
     row at most) are initializers; other forms of C run as written."""
-    rng = np.random.default_rng(seed)
-    m, k, n = sizes
-    a = random_values(rng, (k, m) if trans[0] else (m, k), a_type)
-    b = random_values(rng, (n, k) if trans[1] else (k, n), b_type)
-    b_scale = ((2.0 ** rng.uniform(-10, 2, n)).astype(np.float32) if per_column
-               else np.array([2.0 ** rng.uniform(-10, 2)], np.float32))
-    b_zp = random_values(rng, (n,) if per_column else (), b_type)
-    c_shape = {None: None, "scalar": (), "row": (n,), "column": (m, 1), "full": (m, n)}[c_form]
-    c = None if c_shape is None else rng.integers(-3000, 3000, c_shape).astype(np.int32)
-    y_zp = random_values(rng, (), y_type) if output == "quantized" else None
-    y_scale = F32(y_scale) if output != "float" else None
-    values = dict(A=a, a_scale=F32(a_scale), a_zero_point=random_values(rng, (), a_type), B=b,
-                  b_scale=b_scale, b_zero_point=b_zp, C=c, y_scale=y_scale, y_zero_point=y_zp)
+    values = gemm_values(np.random.default_rng(seed), a_type, b_type, y_type, sizes, trans,
+                         per_column, c_form, output, a_scale, y_scale)
+    a, b, b_scale, b_zp, c = (values[name] for name in ("A", "B", "b_scale", "b_zero_point", "C"))
+    y_scale, y_zp = values["y_scale"], values["y_zero_point"]
     _, model = node_and_model("QGemm", GEMM_INPUTS, values, ("A",),
                               y_type if y_zp is not None else np.float32, alpha=alpha,
                               transA=int(trans[0]), transB=int(trans[1]))
