@@ -85,13 +85,16 @@ def main(argv=None):
                 continue
             cells += [f"{old:.3f}", f"{new:.3f}", f"{new / old:.2f}"]
         ort_old, ort_new = _best(runs["old"], case, "ORT ms"), _best(runs["new"], case, "ORT ms")
-        cells.append(f"{ort_old:.3f}, {ort_new:.3f}")
+        # Cases onnxruntime does not run (no kernel) have no ORT columns.
+        cells.append("" if ort_old is None or ort_new is None
+                     else f"{ort_old:.3f}, {ort_new:.3f}")
         relative = []
         for column in ("qops vs ORT", "compiled vs ORT const"):
             old = _median_speed(runs["old"], case, column)
             new = _median_speed(runs["new"], case, column)
-            cells.append("" if old is None else f"{old:.2f}, {new:.2f}")
-            relative.append("" if old is None else f"{new / old:.2f}")
+            missing = old is None or new is None
+            cells.append("" if missing else f"{old:.2f}, {new:.2f}")
+            relative.append("" if missing else f"{new / old:.2f}")
         cells.append(", ".join(r for r in relative if r))
         print("| " + " | ".join(cells) + " |")
     return 0
