@@ -30,15 +30,18 @@ print(f"qops build: OpenMP {'on' if openmp else 'off'}", file=sys.stderr)
 
 
 KERNELS = "qops.backends.native.kernels"
+# The kernels' C, as headers (``cdef extern from "<name>.h"``).
+KERNEL_HEADERS = os.path.join(*KERNELS.split("."), "include")
 
 
 def kernel(name, extra_flags=(), package=KERNELS, numpy_headers=False):
     settings = copy.deepcopy(options)
     settings["extra_compile_args"] = settings["extra_compile_args"] + list(extra_flags)
+    settings["include_dirs"] = list(settings.get("include_dirs", [])) + [KERNEL_HEADERS]
     if numpy_headers:
         import numpy
 
-        settings["include_dirs"] = [numpy.get_include()]
+        settings["include_dirs"].append(numpy.get_include())
     return Extension(f"{package}.{name}", [os.path.join(*package.split("."), f"{name}.pyx")],
                      **settings)
 

@@ -69,6 +69,9 @@ def test_omp_num_threads_sets_the_default():
     assert out.stdout.strip() == "3"
 
 
+# The two builds below take two to four minutes each on two cores: past the
+# default run's budget, so they run with -m slow.
+@pytest.mark.slow
 def test_the_kernels_build_without_openmp(tmp_path):
     """QOPS_DISABLE_OPENMP=1 builds serial kernels that still run."""
     root = PROJECT_ROOT
@@ -122,6 +125,7 @@ def test_an_unknown_qops_simd_warns_and_uses_the_best():
     assert out.stdout.strip() == _simd.available()[0]
 
 
+@pytest.mark.slow
 def test_a_debug_build_passes_the_kernel_tests(tmp_path):
     """QOPS_DEBUG=1 turns Cython's bounds checks back on: the kernel tests must
     pass on it too (about 20 s: it compiles every variant at -O0)."""

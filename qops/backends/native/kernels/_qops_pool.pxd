@@ -26,12 +26,6 @@ cdef void run_tasks(pool_task task, void* context, Py_ssize_t count, int threads
 cdef void run_range(range_task task, void* context, Py_ssize_t total, Py_ssize_t grain,
                     int threads) noexcept nogil
 
-cdef extern from *:
-    """
-    /* The most workers a job uses besides its caller (qops.threads.MAX_THREADS
-       bounds what a call may ask for; beyond this the extra threads would
-       only wait).  A job's slots are 0 .. QOPS_POOL_MAX_WORKERS. */
-    #define QOPS_POOL_MAX_WORKERS 255
-    """
+cdef extern from "qops_pool_limits.h":
     cdef enum:
         MAX_WORKERS "QOPS_POOL_MAX_WORKERS"

@@ -15,6 +15,7 @@ from kernel_cases import at_page_end
 
 SOURCE = (pathlib.Path(__file__).parents[4] / "qops" / "backends" / "native" / "kernels"
           / "_qgemm_portable.pyx")
+KERNEL_SOURCE = SOURCE.with_name("include") / "qops_portable.h"
 COMPILER = shutil.which("cc") or shutil.which("gcc")
 
 
@@ -45,9 +46,9 @@ def build(code, directory, mode, warnings=()):
 
 
 def kernel_source():
-    """The C kernels of the portable variant, exported for ctypes (static in
-    the extension module)."""
-    return c_block(SOURCE).replace("static void", "void") + """
+    """The C kernels of the portable variant (its header), exported for
+    ctypes (static in the extension module)."""
+    return KERNEL_SOURCE.read_text().replace("static void", "void") + """
 int qops_portable_sse2(void) { return QOPS_PORTABLE_SSE2; }
 """
 
@@ -177,14 +178,14 @@ def test_groups_pack_to_int16_pairs_with_their_column_sums(kernels):
             assert np.array_equal(sums, 5 + values.sum(0))
 
 
-DEPTHWISE_SOURCE = SOURCE.with_name("_depthwise_sse2.pxi")
+DEPTHWISE_SOURCE = SOURCE.with_name("include") / "qops_depthwise_sse2.h"
 WARNINGS = ("-Wall", "-Werror", "-Wno-unused-function", "-Wno-unused-parameter")
 
 
 def depthwise_source():
-    """The C of the SSE2 depthwise kernel (its `cdef extern from *` block),
-    with an exported entry to its row widening."""
-    return c_block(DEPTHWISE_SOURCE) + """
+    """The C of the SSE2 depthwise kernel (its header), with an exported
+    entry to its row widening."""
+    return DEPTHWISE_SOURCE.read_text() + """
 void widen(const uint8_t* x, ptrdiff_t count, int is_signed, int16_t* line) {
     qops_depthwise_widen_run_sse2(x, count, is_signed, line);
 }

@@ -1,0 +1,79 @@
+"""The kernels' C headers (qops/backends/native/kernels/include) compile
+cleanly on their own: each in a translation unit of its own, with what it
+needs before it, under -Wall -Wextra -Werror -std=c11, so that a warning
+in the moved C fails here rather than hides in Cython's output."""
+
+import os
+import shlex
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+import qops.backends.native.kernels as kernels
+
+INCLUDE = Path(kernels.__file__).parent / "include"
+HEADERS = sorted(path.name for path in INCLUDE.glob("*.h"))
+
+# What each header needs beyond itself: the lines before its #include (what
+# Python.h or an earlier Cython block provides in the build) and the flags
+# its extension compiles it with.
+POSIX = "#define _POSIX_C_SOURCE 200809L"  # as Python.h (clock_gettime, pthreads)
+NEEDS = {
+    "qops_pool.h": ([POSIX, "#include <omp.h>"], ["-fopenmp"]),
+    "qops_depthwise_avx2.h": ([], ["-mavx2", "-mfma"]),
+}
+# What the Cython module uses of a header beyond its functions (statics the
+# C never reads in some build): the unit uses them as well.
+USES = {
+    "qops_pool.h": ["long qops_pool_counters(void);",
+                    "long qops_pool_counters(void) {",
+                    "    return qops_pool_workers + qops_pool_jobs + qops_pool_worker_tasks;",
+                    "}"],
+}
+# Without OpenMP the pool runs every job on its caller and
+# _openmp_helpers.pxd supplies a one-thread omp_get_max_threads: that build too.
+VARIANTS = [pytest.param(name, *NEEDS.get(name, ([], [])), id=name) for name in HEADERS]
+VARIANTS.append(pytest.param(
+    "qops_pool.h", [POSIX, "static int omp_get_max_threads(void) { return 1; }"], [],
+    id="qops_pool.h-without-openmp"))
+# Where the target has no SSE2 the depthwise pair kernel is stubs (which
+# must compile, the driver being built either way).
+VARIANTS.append(pytest.param("qops_depthwise_sse2.h", [], ["-U__SSE2__"],
+                             id="qops_depthwise_sse2.h-without-sse2"))
+VARIANTS.append(pytest.param("qops_portable.h", [], ["-U__SSE2__"],
+                             id="qops_portable.h-without-sse2"))
+
+# A header of static functions that a test unit includes without calling
+# them: "defined but not used" is the only warning allowed.
+FLAGS = ["-Wall", "-Wextra", "-Werror", "-std=c11", "-Wno-unused-function", "-c"]
+
+
+def compiler():
+    command = os.environ.get("CC") or sysconfig.get_config_var("CC")
+    if not command:
+        return None
+    words = shlex.split(command)
+    return words if shutil.which(words[0]) else None
+
+
+def test_every_header_is_checked():
+    assert {"qops_pool.h", "qops_pool_limits.h", "qops_depthwise_sse2.h",
+            "qops_depthwise_avx2.h", "qops_portable.h"} <= set(HEADERS)
+    assert set(NEEDS) | set(USES) <= set(HEADERS)
+
+
+@pytest.mark.parametrize(("header", "prelude", "flags"), VARIANTS)
+def test_header_compiles_without_warnings(tmp_path, header, prelude, flags):
+    cc = compiler()
+    if cc is None:
+        pytest.skip("no C compiler (CC, or sysconfig's CC) found")
+    source = tmp_path / "unit.c"
+    source.write_text("\n".join([*prelude, "#include <stdint.h>", "#include <stddef.h>",
+                                 f'#include "{header}"', *USES.get(header, []), ""]))
+    result = subprocess.run([*cc, *FLAGS, *flags, f"-I{INCLUDE}", str(source),
+                             "-o", str(tmp_path / "unit.o")],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and not result.stderr, result.stderr
