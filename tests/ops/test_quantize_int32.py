@@ -297,3 +297,39 @@ def test_differences_from_onnx_reference_are_the_rule(out_dtype):
     if out_dtype == np.dtype(np.uint16):
         # The sample holds ties that float32 makes (2**24 + 257 by 512 among them).
         assert total > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), layout=st.sampled_from(["tensor", "axis", "blocked"]),
+       scale_dtype=st.sampled_from([F32, I32, F16]),
+       out_dtype=st.sampled_from(_EIGHT + _SIXTEEN_FOUR + _TWO),
+       shape=st.tuples(st.integers(1, 4), st.integers(1, 50)), data=st.data())
+def test_every_variant_and_thread_count_is_the_rule(seed, layout, scale_dtype, out_dtype, shape,
+                                                    data):
+    """Hypothesis over layouts, scale types and output types: every kernel
+    variant at one and two threads gives the independent statement's values."""
+    rng = np.random.default_rng(seed)
+    x = data.draw(int32_values(shape[0] * shape[1])).reshape(shape)
+    scale_shape = {"tensor": (), "axis": (shape[0],), "blocked": (shape[0], -(-shape[1] // 4))}
+    if scale_dtype == I32:
+        scale = rng.integers(1, 5000, scale_shape[layout]).astype(I32)
+    else:
+        scale = (2.0 ** rng.uniform(-4, 14, scale_shape[layout])).astype(scale_dtype)
+    low, high = RANGES[out_dtype]
+    zero_point = rng.integers(low, high + 1, scale.shape).astype(out_dtype)
+    attributes = dict(axis=0 if layout == "axis" else 1,
+                      block_size=4 if layout == "blocked" else 0, saturate=True,
+                      output_dtype=None, precision=None)
+    call = _ops.prepare_quantize(dict(x=x, y_scale=scale, y_zero_point=zero_point), attributes,
+                                 opset=25)
+    full_scale = (scale if layout == "tensor" else scale.reshape(-1, 1) if layout == "axis"
+                  else np.repeat(scale, 4, axis=1)[:, :shape[1]])
+    full_zero = (zero_point if layout == "tensor" else zero_point.reshape(-1, 1)
+                 if layout == "axis" else np.repeat(zero_point, 4, axis=1)[:, :shape[1]])
+    wanted = independent(x, np.broadcast_to(full_scale, x.shape), full_zero, out_dtype)
+    for variant in _simd.quantize_variants():
+        for threads in (1, 2):
+            got = np.empty(call.output_shape, call.output_dtype)
+            _quantize_native.run_quantize(call, got, threads, variant=variant)
+            assert np.array_equal(got.astype(np.int64), wanted.astype(np.int64)), (variant,
+                                                                                  threads)
