@@ -87,25 +87,34 @@ def _probe_key(kind, flags):
     return json.dumps([kind, command, found, stamp, list(flags), sys.platform])
 
 
-def _cached_probe(kind, flags, probe):
-    """``probe()``'s answer, from the cache when this compiler and these flags
-    were probed before (answers are JSON: booleans, lists, None)."""
-    key = _probe_key(kind, flags)
+def _known_probes():
+    """The cached answers, by key (none when there is no readable cache)."""
     try:
         with open(_PROBE_CACHE) as handle:
-            known = json.load(handle)
+            return json.load(handle)
     except (OSError, ValueError):
-        known = {}
-    if key in known:
-        return known[key]
-    answer = probe()
-    known[key] = answer
+        return {}
+
+
+def _keep_probes(known):
     try:
         os.makedirs(os.path.dirname(_PROBE_CACHE), exist_ok=True)
         with open(_PROBE_CACHE, "w") as handle:
             json.dump(known, handle)
     except OSError:
         pass  # a read-only checkout probes every time
+
+
+def _cached_probe(kind, flags, probe):
+    """``probe()``'s answer, from the cache when this compiler and these flags
+    were probed before (answers are JSON: booleans, lists, None)."""
+    key = _probe_key(kind, flags)
+    known = _known_probes()
+    if key in known:
+        return known[key]
+    answer = probe()
+    known[key] = answer
+    _keep_probes(known)
     return answer
 
 
@@ -119,11 +128,7 @@ def warm_probes(flag_sets, jobs):
         "QOPS_DISABLE_OPENMP") else []
     probes += [("accepts", flags, functools.partial(_compiler_accepts, flags))
                for flags in flag_sets if flags]
-    try:
-        with open(_PROBE_CACHE) as handle:
-            known = json.load(handle)
-    except (OSError, ValueError):
-        known = {}
+    known = _known_probes()
     missing = {_probe_key(kind, flags): probe for kind, flags, probe in probes}
     missing = {key: probe for key, probe in missing.items() if key not in known}
     if not missing:
@@ -131,12 +136,7 @@ def warm_probes(flag_sets, jobs):
     with ThreadPoolExecutor(max(1, jobs)) as pool:
         answers = dict(zip(missing, pool.map(lambda probe: probe(), missing.values())))
     known.update(answers)
-    try:
-        os.makedirs(os.path.dirname(_PROBE_CACHE), exist_ok=True)
-        with open(_PROBE_CACHE, "w") as handle:
-            json.dump(known, handle)
-    except OSError:
-        pass
+    _keep_probes(known)
 
 
 def openmp_probe():
