@@ -1,0 +1,773 @@
+# The convolution's entry points: the filter packed once, the image in a
+# channels-last copy whose runs are A's rows, and the run.  Needs the driver
+# (_gemm_units.pxi).
+
+def pack_filter(const uint8_t[:, ::1] filter, Py_ssize_t group_count,
+                const Py_ssize_t[::1] source, bint flip, int n_threads, bint scratch=False):
+    """Each group's filter as packed B, straight from its (out_channels, taps)
+    rows: row k of B is tap source[k] of every output channel of the group
+    (K rows past the last whole group of 4 are 0).  Returns (packed,
+    colsum), one row per group; with ``scratch``, packed lies in this
+    thread's workspace (a plain call's, used before its next request): a
+    fresh array's pages faulted on their first stores, a third of the
+    packing's time."""
+    cdef Py_ssize_t out_channels = filter.shape[0], taps = filter.shape[1]
+    cdef Py_ssize_t k = source.shape[0], groups = ceil_div(k, 4)
+    cdef Py_ssize_t outputs = out_channels // group_count if group_count > 0 else 0
+    cdef Py_ssize_t panels = ceil_div(outputs, NR)
+    cdef Py_ssize_t kk
+    if group_count < 1 or out_channels % group_count:
+        raise ValueError("pack_filter: the groups do not divide the output channels")
+    for kk in range(k):
+        if not 0 <= source[kk] < taps:
+            raise ValueError("pack_filter: a tap is outside the filter's rows")
+    cdef Py_ssize_t packed_bytes = max(packed_b_bytes(k, outputs), 1)
+    # Packing writes every byte of every panel (zeros past the output
+    # channels and past K), and the column sums of the channels alone.
+    if scratch and outputs and k:
+        packed = workspace("filter packed", group_count * packed_bytes, np.int8).reshape(
+            group_count, packed_bytes)
+    else:
+        packed = (np.empty if outputs and k else np.zeros)((group_count, packed_bytes), np.int8)
+    colsum = np.zeros((group_count, max(panels * NR, 1)), np.int64)
+    cdef int8_t[:, ::1] packed_view = packed
+    cdef int64_t[:, ::1] colsum_view = colsum
+    cdef PackFilter job
+    cdef list keep = []
+    cdef int threads = min(max(n_threads, 1), MAX_WORKERS + 1)
+    if outputs and k:
+        job.filter = &filter[0, 0]
+        job.filter_end = job.filter + out_channels * taps
+        job.columns_stride = round_up(taps * TRANSPOSED_WIDTH, 64)
+        job.columns = workspace_bytes("filter columns", threads * job.columns_stride, keep)
+        job.taps = taps
+        job.source = &source[0]
+        job.k = k
+        job.flip = 0x80 if flip else 0
+        job.outputs = outputs
+        job.groups = groups
+        job.packed = &packed_view[0, 0]
+        job.packed_stride = packed_view.shape[1]
+        job.colsum = &colsum_view[0, 0]
+        job.colsum_stride = colsum_view.shape[1]
+        with nogil:
+            run_range(pack_filter_units, &job,
+                      group_count * ceil_div(outputs, TRANSPOSED_WIDTH), 1, threads)
+    return packed, colsum
+
+
+cdef struct PackFilter:
+    const uint8_t* filter       # out_channels rows of `taps` bytes
+    const uint8_t* filter_end
+    Py_ssize_t taps
+    const Py_ssize_t* source
+    Py_ssize_t k
+    uint8_t flip
+    Py_ssize_t outputs          # output channels per group
+    Py_ssize_t groups           # groups of 4 k in a panel
+    int8_t* packed
+    Py_ssize_t packed_stride
+    int64_t* colsum             # zeros
+    Py_ssize_t colsum_stride
+    uint8_t* columns            # per thread slot, taps x TRANSPOSED_WIDTH bytes
+    Py_ssize_t columns_stride
+
+
+# Output channels transposed at a time: whole 16 x 16 blocks of bytes (two
+# panels where NR is 8, whose eight-byte runs a block wrote one at a time
+# through the stack).  A variable: Cython takes no conditional in an enum.
+cdef Py_ssize_t TRANSPOSED_WIDTH = max(<Py_ssize_t>NR, 16)
+
+
+cdef void pack_filter_units(void* context, Py_ssize_t start, Py_ssize_t stop,
+                            int slot) noexcept nogil:
+    """Units [start, stop) of the groups' filters, each TRANSPOSED_WIDTH
+    output channels (unit u: group u // units, its channels from (u %
+    units) * TRANSPOSED_WIDTH on): their rows transposed into the slot's
+    scratch (transpose_filter_rows), whose row t is tap t of those
+    channels, as a row of B; then in each of the unit's panels every run of
+    groups whose taps step evenly (a 1 x 1 filter's channels one apart, a
+    3 x 3 one's at a tap nine) packed from those rows in place by the
+    variant's pack_groups, and any other group from a copy of its four
+    rows.  Gathering each column's four values from the filter's rows
+    (evenly apart, one store) ran at 2 GB/s on a 3 x 3 filter of 256
+    channels; the transpose is 16 x 16 bytes at a time in registers."""
+    cdef const PackFilter* job = <const PackFilter*>context
+    cdef uint8_t* columns = job.columns + slot * job.columns_stride
+    cdef Py_ssize_t units = ceil_div(job.outputs, TRANSPOSED_WIDTH)
+    cdef Py_ssize_t u, group, base, first
+    for u in range(start, stop):
+        group = u // units
+        base = (u % units) * TRANSPOSED_WIDTH
+        transpose_filter_rows(job.filter + (group * job.outputs + base) * job.taps, job.taps,
+                              min(TRANSPOSED_WIDTH, job.outputs - base), job.flip,
+                              job.filter_end, columns)
+        first = base
+        while first < min(base + TRANSPOSED_WIDTH, job.outputs):
+            pack_filter_panel(job, columns + (first - base),
+                              job.packed + group * job.packed_stride
+                              + (first // NR) * job.groups * GROUP_BYTES,
+                              job.colsum + group * job.colsum_stride + first,
+                              min(<Py_ssize_t>NR, job.outputs - first))
+            first = first + NR
+
+
+cdef void pack_filter_panel(const PackFilter* job, const uint8_t* columns, int8_t* panel,
+                            int64_t* sums, Py_ssize_t width) noexcept nogil:
+    """One panel from its columns of the transposed rows (row t at columns
+    + t * TRANSPOSED_WIDTH), its column sums into sums[:width].  Column sums
+    gather in int32 for at most SUM_GROUPS groups, as pack_b_columns'."""
+    cdef uint8_t staged[4 * NR]
+    cdef int32_t partial[NR]
+    cdef Py_ssize_t g, g0, g1, j, c, count, step, run
+    cdef Py_ssize_t whole_groups = job.k // 4
+    cdef const Py_ssize_t* at
+    g0 = 0
+    while g0 < job.groups:
+        g1 = min(g0 + SUM_GROUPS, job.groups)
+        memset(partial, 0, sizeof(partial))
+        g = g0
+        while g < g1:
+            at = job.source + 4 * g
+            step = at[1] - at[0] if g < whole_groups else 0
+            run = 0
+            if g < whole_groups:
+                while (g + run < min(g1, whole_groups)
+                       and evenly_apart(at + 4 * run, at[0] + 4 * run * step, step)):
+                    run = run + 1
+            if run:
+                pack_groups(columns + at[0] * TRANSPOSED_WIDTH, step * TRANSPOSED_WIDTH, run, 0,
+                            panel + g * GROUP_BYTES, partial)
+                g = g + run
+                continue
+            count = min(<Py_ssize_t>4, job.k - 4 * g)
+            for j in range(4):
+                if j < count:
+                    memcpy(staged + j * NR, columns + at[j] * TRANSPOSED_WIDTH, NR)
+                else:
+                    memset(staged + j * NR, 0, NR)
+            pack_groups(staged, NR, 1, 0, panel + g * GROUP_BYTES, partial)
+            g = g + 1
+        for c in range(width):
+            sums[c] += partial[c]
+        g0 = g1
+
+
+cdef inline bint evenly_apart(const Py_ssize_t* at, Py_ssize_t first,
+                              Py_ssize_t step) noexcept nogil:
+    """Whether a group's four taps are first, first + step, ... (step may be
+    anything, 0 and negative alike: pack_groups reads rows ldb apart)."""
+    return (at[0] == first and at[1] == first + step and at[2] == first + 2 * step
+            and at[3] == first + 3 * step)
+
+
+cdef void transpose_filter_rows(const uint8_t* rows, Py_ssize_t taps, Py_ssize_t width,
+                                uint8_t flip, const uint8_t* end,
+                                uint8_t* columns) noexcept nogil:
+    """`width` (<= TRANSPOSED_WIDTH) rows of `taps` bytes, xor flip,
+    transposed into `columns` (taps rows of TRANSPOSED_WIDTH bytes, zero
+    past the width), 16 x 16 bytes a block (transpose_block16, which reads
+    no further than `end`)."""
+    cdef Py_ssize_t r0, t0, height
+    cdef const uint8_t* source
+    if width < TRANSPOSED_WIDTH:
+        memset(columns, 0, taps * TRANSPOSED_WIDTH)
+    for r0 in range(0, width, 16):
+        height = min(<Py_ssize_t>16, width - r0)
+        for t0 in range(0, taps, 16):
+            source = rows + r0 * taps + t0
+            transpose_block16(source, taps, height, min(<Py_ssize_t>16, taps - t0),
+                              columns + t0 * TRANSPOSED_WIDTH + r0, TRANSPOSED_WIDTH, flip,
+                              end - source)
+
+
+cdef inline void fill_channel_run(uint8_t* target, Py_ssize_t pixel_stride,
+                                  const uint8_t* source, Py_ssize_t shift, Py_ssize_t lo,
+                                  Py_ssize_t hi, Py_ssize_t padded_w, uint8_t flip,
+                                  uint8_t pad_value) noexcept nogil:
+    """One channel along a row of the copy: positions [lo, hi) read source[wp + shift],
+    the rest are padding."""
+    cdef Py_ssize_t wp
+    for wp in range(lo):
+        target[wp * pixel_stride] = pad_value
+    for wp in range(lo, hi):
+        target[wp * pixel_stride] = source[wp + shift] ^ flip
+    for wp in range(hi, padded_w):
+        target[wp * pixel_stride] = pad_value
+
+
+cdef inline void fill_channel_triple(uint8_t* target, const uint8_t* source, Py_ssize_t plane,
+                                     Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
+                                     Py_ssize_t padded_w, uint8_t flip,
+                                     uint8_t pad_value) noexcept nogil:
+    """Three channels (planes `plane` bytes apart) along a row of a tight
+    copy of three bytes a position (a network's first convolution): the
+    row's bytes written in order, an interleaving loop the compiler
+    vectorizes, where a channel at a time stored every third byte alone."""
+    cdef Py_ssize_t wp
+    cdef const uint8_t* first = source + shift
+    cdef const uint8_t* second = first + plane
+    cdef const uint8_t* third = second + plane
+    memset(target, pad_value, 3 * lo)
+    for wp in range(lo, hi):
+        target[3 * wp] = first[wp] ^ flip
+        target[3 * wp + 1] = second[wp] ^ flip
+        target[3 * wp + 2] = third[wp] ^ flip
+    memset(target + 3 * hi, pad_value, 3 * (padded_w - hi))
+
+
+cdef enum:
+    # Positions per batch of channel words, built contiguously (a loop the
+    # compiler vectorizes) and then stored at the pixel stride.
+    QUAD_BATCH = 64
+
+
+cdef inline void fill_channel_quad(uint32_t* target, Py_ssize_t word_stride,
+                                   const uint8_t* source, Py_ssize_t plane, Py_ssize_t shift,
+                                   Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t padded_w,
+                                   uint32_t flip, uint32_t pad_value) noexcept nogil:
+    """Four consecutive channels (planes `plane` bytes apart) along a row of the
+    copy, one 32-bit store per position: a quarter of the byte stores."""
+    cdef uint32_t words[QUAD_BATCH]
+    cdef Py_ssize_t wp, i, count
+    cdef uint32_t pad_word = pad_value * 0x01010101
+    cdef const uint8_t* s0
+    for wp in range(lo):
+        target[wp * word_stride] = pad_word
+    wp = lo
+    while wp < hi:
+        count = min(<Py_ssize_t>QUAD_BATCH, hi - wp)
+        s0 = source + wp + shift
+        for i in range(count):
+            words[i] = ((s0[i] ^ flip) | ((s0[plane + i] ^ flip) << 8)
+                        | ((s0[2 * plane + i] ^ flip) << 16) | ((s0[3 * plane + i] ^ flip) << 24))
+        for i in range(count):
+            target[(wp + i) * word_stride] = words[i]
+        wp = wp + count
+    for wp in range(hi, padded_w):
+        target[wp * word_stride] = pad_word
+
+
+cdef enum:
+    # Positions per task of an unfolded copy without column padding: 32
+    # positions of up to 512 channels are 16 KiB of the copy, which stay in L1
+    # while every channel quad is written into them.
+    POSITION_BLOCK = 32
+
+
+cdef inline void fill_channel_octet(uint8_t* target, Py_ssize_t pixel_stride,
+                                    const uint8_t* source, Py_ssize_t plane, Py_ssize_t shift,
+                                    Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t padded_w,
+                                    uint8_t flip, uint8_t pad_value) noexcept nogil:
+    """Eight consecutive channels (planes `plane` bytes apart) along a row of
+    the copy: eight positions at a time, an 8 x 8 byte transpose turns eight
+    8-byte reads (one per channel) into eight 8-byte stores (one per position)."""
+    cdef uint64_t x[8]
+    cdef uint64_t flips = 0x0101010101010101ULL * flip
+    cdef uint64_t padding = 0x0101010101010101ULL * pad_value
+    cdef Py_ssize_t wp, i
+    cdef uint8_t* cell
+    for wp in range(lo):
+        memcpy(target + wp * pixel_stride, &padding, 8)
+    wp = lo
+    while wp + 8 <= hi:
+        for i in range(8):
+            memcpy(&x[i], source + i * plane + wp + shift, 8)
+            x[i] ^= flips
+        transpose_bytes(x)
+        for i in range(8):
+            memcpy(target + (wp + i) * pixel_stride, &x[i], 8)
+        wp = wp + 8
+    while wp < hi:
+        cell = target + wp * pixel_stride
+        for i in range(8):
+            cell[i] = source[i * plane + wp + shift] ^ flip
+        wp = wp + 1
+    for wp in range(hi, padded_w):
+        memcpy(target + wp * pixel_stride, &padding, 8)
+
+
+cdef inline void fill_channel_blocks16(uint8_t* target, Py_ssize_t pixel_stride,
+                                       const uint8_t* source, Py_ssize_t plane,
+                                       Py_ssize_t blocks, Py_ssize_t lo, Py_ssize_t hi,
+                                       Py_ssize_t shift, uint8_t flip,
+                                       Py_ssize_t readable) noexcept nogil:
+    """The first 16 * blocks channels (planes `plane` bytes apart) at
+    positions [lo, hi) of a row of the copy, position wp reading
+    source[wp + shift] (the image's bytes end `readable` bytes after
+    source): 16 channels by 16 positions per transpose."""
+    cdef Py_ssize_t block, wp, at
+    for block in range(blocks):
+        wp = lo
+        while wp < hi:
+            at = 16 * block * plane + wp + shift
+            transpose_block16(source + at, plane, 16, min(<Py_ssize_t>16, hi - wp),
+                              target + 16 * block + wp * pixel_stride, pixel_stride, flip,
+                              readable - at)
+            wp = wp + 16
+
+
+cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t count,
+                              Py_ssize_t group_count, Py_ssize_t group_channels,
+                              Py_ssize_t block_padded, Py_ssize_t positions,
+                              uint8_t* interior, uint8_t flip) noexcept nogil:
+    """Unfolded copy without column padding: positions [first, first + count)
+    of the interior (consecutive in the image and in the copy), every channel."""
+    cdef Py_ssize_t pixel_stride = group_count * block_padded
+    cdef Py_ssize_t blocks16 = group_channels // 16
+    cdef Py_ssize_t octets = group_channels // 8
+    cdef Py_ssize_t quads = group_channels // 4
+    cdef Py_ssize_t g, c, wp
+    cdef const uint8_t* source
+    cdef uint8_t* target
+    for g in range(group_count):
+        source = image + g * group_channels * positions + first
+        target = interior + first * pixel_stride + g * block_padded
+        fill_channel_blocks16(target, pixel_stride, source, positions, blocks16, 0, count, 0,
+                              flip, (group_count * group_channels - g * group_channels)
+                              * positions - first)
+        for c in range(2 * blocks16, octets):
+            fill_channel_octet(target + 8 * c, pixel_stride, source + 8 * c * positions,
+                               positions, 0, 0, count, count, flip, 0)
+        for c in range(2 * octets, quads):
+            fill_channel_quad(<uint32_t*>(target + 4 * c), pixel_stride // 4,
+                              source + 4 * c * positions, positions, 0, 0, count, count, flip, 0)
+        for c in range(4 * quads, group_channels):
+            fill_channel_run(target + c, pixel_stride, source + c * positions, 0, 0, count,
+                             count, flip, 0)
+        for c in range(group_channels, block_padded):
+            for wp in range(count):
+                target[c + wp * pixel_stride] = 0
+
+
+cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t group_count,
+                                 Py_ssize_t group_channels, Py_ssize_t fold,
+                                 Py_ssize_t block_padded, Py_ssize_t height, Py_ssize_t width,
+                                 Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t padded_w,
+                                 Py_ssize_t dilation_w, uint8_t flip, uint8_t pad_value,
+                                 uint8_t* buffer) noexcept nogil:
+    """Row hp of the padded channels-last image: position (hp, wp) holds, per
+    group, `fold` blocks of the group's channels (block j: input column
+    wp + j * dilation_w), then zeros up to block_padded bytes.
+
+    Unfolded (fold = 1), channels start 4-byte aligned (block_padded is a
+    multiple of 4), so whole quads of channels go out as 32-bit words.
+    """
+    cdef Py_ssize_t pixel_stride = group_count * block_padded
+    cdef Py_ssize_t ih = hp - pad_top
+    cdef Py_ssize_t plane = height * width
+    cdef Py_ssize_t g, j, c, wp, shift, lo, hi, quads, blocks16
+    cdef bint inside = 0 <= ih < height
+    cdef uint8_t* row = buffer + hp * padded_w * pixel_stride
+    cdef uint8_t* target
+    cdef const uint8_t* source
+    for g in range(group_count):
+        for j in range(fold):
+            # Position wp reads input column wp + shift when inside the row;
+            # padding rows are padding from end to end.
+            shift = j * dilation_w - pad_left
+            lo = min(max(-shift, 0), padded_w) if inside else padded_w
+            hi = min(max(width - shift, lo), padded_w) if inside else padded_w
+            source = image + ((g * group_channels) * height + (ih if inside else 0)) * width
+            # (A tight copy's positions are not whole words apart.)
+            quads = group_channels // 4 if fold == 1 and block_padded % 4 == 0 else 0
+            blocks16 = quads // 4
+            if blocks16:
+                target = row + g * block_padded
+                fill_channel_blocks16(target, pixel_stride, source, plane, blocks16, lo, hi,
+                                      shift, flip, group_count * group_channels * plane
+                                      - (source - image))
+                for wp in range(lo):
+                    memset(target + wp * pixel_stride, pad_value, 16 * blocks16)
+                for wp in range(hi, padded_w):
+                    memset(target + wp * pixel_stride, pad_value, 16 * blocks16)
+            for c in range(2 * blocks16, quads // 2):
+                fill_channel_octet(row + g * block_padded + 8 * c, pixel_stride,
+                                   source + 8 * c * plane, plane, shift, lo, hi, padded_w,
+                                   flip, pad_value)
+            for c in range(2 * (quads // 2), quads):
+                fill_channel_quad(<uint32_t*>(row + g * block_padded + 4 * c), pixel_stride // 4,
+                                  source + 4 * c * plane, plane, shift, lo, hi, padded_w, flip,
+                                  pad_value)
+            if pixel_stride == 3 and group_channels == 3:
+                fill_channel_triple(row, source, plane, shift, lo, hi, padded_w, flip, pad_value)
+                continue
+            for c in range(4 * quads, group_channels):
+                fill_channel_run(row + g * block_padded + j * group_channels + c, pixel_stride,
+                                 source + c * plane, shift, lo, hi, padded_w, flip, pad_value)
+        for c in range(fold * group_channels, block_padded):
+            target = row + g * block_padded + c
+            for wp in range(padded_w):
+                target[wp * pixel_stride] = 0
+
+
+def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zero,
+           const int8_t[:, ::1] filter_packed, const int64_t[:, ::1] filter_colsum,
+           Py_ssize_t kernel_h, Py_ssize_t kernel_w, Py_ssize_t fold, strides, dilations,
+           start_padding, end_padding, const int32_t[::1] col_zero,
+           const float[::1] multiplier, const int32_t[::1] out_zero, bias,
+           uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
+           bint tight=False):
+    """Grouped convolution as an implicit GEMM per image and group: output
+    pixels are the rows of A, read through per-tap offsets in a padded
+    channels-last copy of the image; the packed filter is B.
+
+    With tight (one group, fold = kernel_w, dilation_w = 1), the copy holds
+    each position's channels with no padding to 4 bytes and no folding, so a
+    filter row's taps are the kernel_w positions' channels end to end: one
+    run per step, as folded, from a copy kernel_w times smaller.  A network's
+    first convolution (3 channels, 7 x 7) packs 7 runs of 21 per pixel.
+    """
+    cdef Convolution c
+    cdef Gemm gemm
+    cdef Epilogue e
+    if not check_convolution(&c, image, filter_packed, filter_colsum, kernel_h, kernel_w, fold,
+                             strides, dilations, start_padding, end_padding, col_zero,
+                             multiplier, out_zero, bias, out, raw):
+        return
+    c.input_flip = input_flip
+    n_threads = max(n_threads, 1)
+    if tight and (c.group_count != 1 or fold != kernel_w or c.dilation_w != 1):
+        raise ValueError("conv2d: a tight copy takes one group, fold kernel_w, dilation_w 1")
+    c.tight = tight
+    if tight:
+        c.block_padded = c.group_channels
+        c.pixel_stride = c.group_channels
+    buffers = setup_convolution(&c, &gemm, &e, image, filter_packed, filter_colsum, input_zero,
+                                col_zero, multiplier, out_zero, bias, out, low, high, raw,
+                                n_threads)
+    with nogil:
+        run_convolution(&c, &gemm, &e, n_threads)
+    del buffers  # what the run read through c, gemm and e
+
+
+cdef struct Convolution:
+    # conv2d's geometry and operands: checked (check_convolution), set up
+    # (setup_convolution) and run (run_convolution).
+    Py_ssize_t batch
+    Py_ssize_t channels
+    Py_ssize_t height
+    Py_ssize_t width
+    Py_ssize_t group_count
+    Py_ssize_t group_channels
+    Py_ssize_t group_outputs
+    Py_ssize_t out_channels
+    Py_ssize_t pixels
+    Py_ssize_t out_h
+    Py_ssize_t out_w
+    Py_ssize_t kernel_h
+    Py_ssize_t kernel_w
+    Py_ssize_t fold
+    Py_ssize_t stride_h
+    Py_ssize_t stride_w
+    Py_ssize_t dilation_h
+    Py_ssize_t dilation_w
+    Py_ssize_t pad_top
+    Py_ssize_t pad_left
+    Py_ssize_t padded_h
+    Py_ssize_t padded_w
+    Py_ssize_t block_padded       # bytes of a step's channels in the copy (a multiple of 4)
+    Py_ssize_t steps              # kernel steps: taps, or filter rows when folded
+    Py_ssize_t pixel_stride       # bytes per position of the copy
+    Py_ssize_t image_bytes        # bytes per image of the copy
+    Py_ssize_t chunk              # images copied at a time
+    bint plane_runs               # the copy's interior is one run per channel
+    bint needs_row_sums           # some filter zero point b_zp' is not 0
+    bint input_flip
+    bint tight                    # positions hold just their channels (see conv2d)
+    uint8_t pad_value             # the input zero point as the copy stores it
+    const uint8_t* image
+    const int8_t* filter_packed
+    Py_ssize_t packed_stride      # bytes per group of the packed filter
+    const int64_t* filter_colsum
+    Py_ssize_t colsum_stride
+    uint8_t* out
+    uint8_t* buffer               # the copies of a chunk of images
+    int64_t* sums                 # their row sums, when needed
+    int32_t row_zero              # the input zero point as A' (Epilogue.row_zero)
+    const int64_t* terms          # the bias per output channel, or NULL
+
+
+cdef bint check_convolution(Convolution* c, const uint8_t[:, :, :, ::1] image,
+                            const int8_t[:, ::1] filter_packed,
+                            const int64_t[:, ::1] filter_colsum, Py_ssize_t kernel_h,
+                            Py_ssize_t kernel_w, Py_ssize_t fold, strides, dilations,
+                            start_padding, end_padding, const int32_t[::1] col_zero,
+                            const float[::1] multiplier, const int32_t[::1] out_zero, bias,
+                            uint8_t[:, :, ::1] out, bint raw) except -1:
+    """The geometry into ``c``; False when there is nothing to compute.  The
+    glue's contract, checked once: the packed filter, the vectors and the
+    output match the geometry, and every tap of every pixel reads inside the
+    copy (ValueError otherwise: the run trusts it for every access)."""
+    c.batch, c.channels = image.shape[0], image.shape[1]
+    c.height, c.width = image.shape[2], image.shape[3]
+    c.group_count = filter_packed.shape[0]
+    c.out_channels, c.pixels = out.shape[1], out.shape[2] // (4 if raw else 1)
+    c.kernel_h, c.kernel_w, c.fold = kernel_h, kernel_w, fold
+    c.stride_h, c.stride_w = strides[0], strides[1]
+    c.dilation_h, c.dilation_w = dilations[0], dilations[1]
+    c.pad_top, c.pad_left = start_padding[0], start_padding[1]
+    c.padded_h = c.height + c.pad_top + end_padding[0]
+    c.padded_w = c.width + c.pad_left + end_padding[1]
+    if c.batch == 0 or c.out_channels == 0 or c.pixels == 0:
+        return False
+    if (c.group_count < 1 or c.channels % c.group_count or c.out_channels % c.group_count
+            or fold < 1):
+        raise ValueError("conv2d: arguments do not match the convolution's geometry")
+    c.group_channels = c.channels // c.group_count
+    c.group_outputs = c.out_channels // c.group_count
+    c.block_padded = round_up(fold * c.group_channels, 4)
+    c.steps = kernel_h * (kernel_w // fold)
+    c.pixel_stride = c.group_count * c.block_padded
+    c.out_w = 0
+    if c.stride_w > 0 and c.padded_w > (kernel_w - 1) * c.dilation_w:
+        c.out_w = (c.padded_w - (kernel_w - 1) * c.dilation_w - 1) // c.stride_w + 1
+    c.out_h = c.pixels // c.out_w if c.out_w > 0 else 0
+    if (fold not in (1, kernel_w) or kernel_h < 1 or kernel_w < 1
+            or c.stride_h < 1 or c.stride_w < 1 or c.dilation_h < 1 or c.dilation_w < 1
+            or min(c.pad_top, c.pad_left, end_padding[0], end_padding[1]) < 0
+            or c.out_w < 1 or c.out_h * c.out_w != c.pixels
+            or (c.out_h - 1) * c.stride_h + (kernel_h - 1) * c.dilation_h >= c.padded_h
+            or (c.out_w - 1) * c.stride_w + (kernel_w - 1) * c.dilation_w >= c.padded_w
+            or filter_packed.shape[1] < packed_b_bytes(kernel_h * kernel_w * c.group_channels,
+                                                       c.group_outputs)
+            or filter_colsum.shape[0] != c.group_count
+            or filter_colsum.shape[1] < c.group_outputs
+            or col_zero.shape[0] != c.out_channels or multiplier.shape[0] != c.out_channels
+            or out_zero.shape[0] != c.out_channels or out.shape[0] != c.batch
+            or out.shape[2] != c.pixels * (4 if raw else 1)
+            or (bias is not None and len(bias) != c.out_channels)):
+        raise ValueError("conv2d: arguments do not match the convolution's geometry")
+    return True
+
+
+cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
+                              const uint8_t[:, :, :, ::1] image,
+                              const int8_t[:, ::1] filter_packed,
+                              const int64_t[:, ::1] filter_colsum, uint8_t input_zero,
+                              const int32_t[::1] col_zero, const float[::1] multiplier,
+                              const int32_t[::1] out_zero, bias, uint8_t[:, :, ::1] out,
+                              int32_t low, int32_t high, bint raw, int n_threads):
+    """Offsets, buffers and the GEMM and epilogue descriptions of a checked
+    convolution; returns the arrays they point into (the caller keeps them
+    until the run ends)."""
+    cdef Py_ssize_t oh, ow, kh, kw, column
+    cdef int64_t largest_bias = 0
+    cdef int32_t zero_point = (input_zero ^ (0x80 if c.input_flip else 0))
+    c.needs_row_sums = False
+    for column in range(c.out_channels):
+        c.needs_row_sums = c.needs_row_sums or col_zero[column] != 0
+    terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
+    if bias is not None:
+        largest_bias = largest_magnitude(terms)
+    c.plane_runs = c.fold == 1 and c.padded_w == c.width and c.height > 0
+    c.pad_value = <uint8_t>zero_point
+    # Per pixel, its first tap's position; per step, the tap's distance from it.
+    keep = []
+    cdef Py_ssize_t* row_offset = <Py_ssize_t*>workspace_bytes(
+        "row offsets", c.pixels * sizeof(Py_ssize_t), keep)
+    cdef Py_ssize_t* step_offset = <Py_ssize_t*>workspace_bytes(
+        "step offsets", c.steps * sizeof(Py_ssize_t), keep)
+    # (Row by row: a division per pixel was 2% of a 3 x 3 convolution on 56 x 56.)
+    for oh in range(c.out_h):
+        for ow in range(c.out_w):
+            row_offset[oh * c.out_w + ow] = (oh * c.stride_h * c.padded_w
+                                             + ow * c.stride_w) * c.pixel_stride
+    for kh in range(c.kernel_h):
+        for kw in range(c.kernel_w // c.fold):
+            step_offset[kh * (c.kernel_w // c.fold) + kw] = (
+                (kh * c.dilation_h * c.padded_w + kw * c.dilation_w) * c.pixel_stride)
+    # Images go through in chunks of up to CHUNK_BYTES of copies, each chunk
+    # one batched GEMM per group.
+    c.image_bytes = max(c.padded_h * c.padded_w * c.pixel_stride, 1)
+    c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
+    # A_SLACK bytes past the last run (gemm.a_slack).
+    c.buffer = workspace_bytes("channels last", c.chunk * c.image_bytes + A_SLACK, keep)
+    # Written before they are read (ensure_row_sums).
+    c.sums = <int64_t*>workspace_bytes("row sums", c.chunk * c.pixels * sizeof(int64_t), keep)
+    gemm.a_ready = NULL
+    if c.needs_row_sums:
+        # Summed by the units (ensure_row_sums), the states zeroed per GEMM.
+        gemm.a_sums = c.sums
+        gemm.a_sums_stride = c.pixels
+        gemm.a_row_bands = row_bands(c.pixels)
+        gemm.a_ready = <int32_t*>workspace_bytes(
+            "row bands", c.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
+    cdef const int64_t[::1] term_view = terms
+    c.image = &image[0, 0, 0, 0]
+    c.filter_packed = &filter_packed[0, 0]
+    c.packed_stride = filter_packed.shape[1]
+    c.filter_colsum = &filter_colsum[0, 0]
+    c.colsum_stride = filter_colsum.shape[1]
+    c.out = &out[0, 0, 0]
+    c.terms = &term_view[0] if bias is not None else NULL
+    gemm.row_offset = row_offset
+    gemm.a_slack = A_SLACK
+    gemm.lda = 0
+    gemm.m = c.pixels
+    gemm.step_offset = step_offset
+    gemm.steps = c.steps
+    gemm.step_length = c.fold * c.group_channels
+    gemm.groups = ceil_div(c.steps * gemm.step_length, 4)
+    gemm.a_flip = 0  # the copy holds A'
+    gemm.b_ready = NULL  # the filter comes packed
+    gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
+    gemm.n = c.group_outputs
+    gemm.out_row_stride = 1
+    gemm.out_col_stride = c.pixels
+    gemm.a_index = NULL
+    gemm.b_index = NULL
+    gemm.a_batch_stride = c.image_bytes
+    gemm.b_batch_stride = 0
+    gemm.out_batch_stride = c.out_channels * c.pixels
+    e.row_sum_batch_stride = c.pixels
+    e.column_sum_batch_stride = 0
+    c.row_zero = zero_point
+    e.row_zero = &c.row_zero
+    e.row_zero_step = 0
+    e.k = c.group_channels * c.kernel_h * c.kernel_w
+    e.column_zero = &col_zero[0]
+    e.multiplier = &multiplier[0]
+    e.out_zero = &out_zero[0]
+    e.multiplier_step = 0
+    e.out_zero_step = 0
+    e.low = low
+    e.high = high
+    e.per_row = False
+    e.row_sums_given = False
+    e.narrow = fits_int32(e.k, largest_bias)
+    e.raw = raw
+    e.to_float = False
+    e.float_bias = NULL
+    if raw and not e.narrow:
+        raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
+    return terms, keep
+
+
+cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,
+                          int n_threads) noexcept nogil:
+    """Chunk by chunk: the images' channels-last copies, then per group one
+    batched GEMM over the chunk (whose units sum their pixels' rows, when a
+    filter zero point asks for them)."""
+    cdef Py_ssize_t first = 0, count, member, group
+    cdef Py_ssize_t plane = c.channels * c.height * c.width
+    cdef Py_ssize_t out_image = c.out_channels * c.pixels * (4 if e.raw else 1)
+    cdef const int32_t* column_zero = e.column_zero
+    cdef const float* multiplier = e.multiplier
+    cdef const int32_t* out_zero = e.out_zero
+    while first < c.batch:
+        count = min(c.chunk, c.batch - first)
+        for member in range(count):
+            fill_channels_last(c.image + (first + member) * plane, c.plane_runs, c.group_count,
+                               c.group_channels, 1 if c.tight else c.fold, c.block_padded,
+                               c.height, c.width,
+                               c.padded_h, c.padded_w, c.pad_top, c.pad_left, c.dilation_w,
+                               0x80 if c.input_flip else 0, c.pad_value,
+                               c.buffer + member * c.image_bytes, n_threads)
+        gemm.batch = count
+        for group in range(c.group_count):
+            gemm.b = c.filter_packed + group * c.packed_stride
+            gemm.out = (c.out + first * out_image
+                        + group * c.group_outputs * c.pixels * (4 if e.raw else 1))
+            e.column_term = c.terms + group * c.group_outputs if c.terms != NULL else NULL
+            e.column_sum = c.filter_colsum + group * c.colsum_stride
+            e.column_zero = column_zero + group * c.group_outputs
+            e.multiplier = multiplier + group * c.group_outputs
+            e.out_zero = out_zero + group * c.group_outputs
+            e.row_sum = NULL
+            if c.needs_row_sums:
+                memset(gemm.a_ready, 0, count * gemm.a_row_bands * sizeof(int32_t))
+                e.row_sum = c.sums
+            gemm.a = c.buffer + group * c.block_padded
+            run_gemm(gemm, e, n_threads)
+        first = first + count
+
+
+cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t group_count,
+                             Py_ssize_t group_channels, Py_ssize_t fold, Py_ssize_t block_padded,
+                             Py_ssize_t height, Py_ssize_t width, Py_ssize_t padded_h,
+                             Py_ssize_t padded_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
+                             Py_ssize_t dilation_w, uint8_t flip, uint8_t pad_value,
+                             uint8_t* buffer, int n_threads) noexcept nogil:
+    """The padded channels-last copy of one image, rows (or blocks of
+    positions) in parallel."""
+    cdef ChannelsLast job
+    job.image = image
+    job.group_count = group_count
+    job.group_channels = group_channels
+    job.fold = fold
+    job.block_padded = block_padded
+    job.height = height
+    job.width = width
+    job.pad_top = pad_top
+    job.pad_left = pad_left
+    job.padded_w = padded_w
+    job.dilation_w = dilation_w
+    job.flip = flip
+    job.pad_value = pad_value
+    job.buffer = buffer
+    if plane_runs:
+        # No column padding and one tap per step: the interior rows of a
+        # channel are one run in the image and in the copy, copied in blocks
+        # of positions; only the padding rows go row by row.
+        job.padding_rows_only = True
+        if padded_h > height:
+            run_range(fill_rows, &job, padded_h, 1, n_threads)
+        # At least a block per thread (a 7 x 7 image's 49 positions took
+        # blocks of 32 and 17), each starting at a multiple of 8 positions.
+        job.position_blocks = min(max(ceil_div(height * width, POSITION_BLOCK), n_threads),
+                                  ceil_div(height * width, 8))
+        run_range(fill_position_blocks, &job, job.position_blocks, 1, n_threads)
+    else:
+        job.padding_rows_only = False
+        run_range(fill_rows, &job, padded_h, 1, n_threads)
+
+
+cdef struct ChannelsLast:
+    # fill_channels_last's arguments, for its tasks.
+    const uint8_t* image
+    Py_ssize_t group_count
+    Py_ssize_t group_channels
+    Py_ssize_t fold
+    Py_ssize_t block_padded
+    Py_ssize_t height
+    Py_ssize_t width
+    Py_ssize_t pad_top
+    Py_ssize_t pad_left
+    Py_ssize_t padded_w
+    Py_ssize_t dilation_w
+    uint8_t flip
+    uint8_t pad_value
+    uint8_t* buffer
+    bint padding_rows_only
+    Py_ssize_t position_blocks    # the interior's blocks of positions (fill_position_blocks)
+
+
+cdef void fill_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    """Rows [start, stop) of the padded copy (only its padding rows, when
+    padding_rows_only)."""
+    cdef const ChannelsLast* j = <const ChannelsLast*>context
+    cdef Py_ssize_t hp
+    for hp in range(start, stop):
+        if j.padding_rows_only and j.pad_top <= hp < j.pad_top + j.height:
+            continue
+        fill_channels_last_row(j.image, hp, j.group_count, j.group_channels, j.fold,
+                               j.block_padded, j.height, j.width, j.pad_top, j.pad_left,
+                               j.padded_w, j.dilation_w, j.flip, j.pad_value, j.buffer)
+
+
+cdef void fill_position_blocks(void* context, Py_ssize_t start, Py_ssize_t stop,
+                               int slot) noexcept nogil:
+    """Blocks [start, stop) of the interior's position_blocks: block i from
+    position i * positions // position_blocks (rounded down to 8) on."""
+    cdef const ChannelsLast* j = <const ChannelsLast*>context
+    cdef Py_ssize_t positions = j.height * j.width, run, first, end
+    for run in range(start, stop):
+        first = (run * positions // j.position_blocks) & ~7
+        end = (positions if run + 1 == j.position_blocks
+               else ((run + 1) * positions // j.position_blocks) & ~7)
+        if end > first:
+            fill_position_block(j.image, first, end - first, j.group_count, j.group_channels,
+                                j.block_padded, positions,
+                                j.buffer + j.pad_top * j.padded_w * j.group_count
+                                * j.block_padded, j.flip)
