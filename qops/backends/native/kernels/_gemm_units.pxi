@@ -42,26 +42,354 @@ cdef inline void microkernel_direct(const Gemm* gemm, const uint8_t* rows, Py_ss
         step = step + 1
 
 
+cdef inline void add_line(int32_t* sums, const int32_t* line, bint first) noexcept nogil:
+    """sums[:NR] <- line[:NR] (first) or sums + line, modulo 2**32."""
+    cdef Py_ssize_t c
+    if first:
+        memcpy(sums, line, NR * sizeof(int32_t))
+        return
+    for c in range(NR):
+        sums[c] = <int32_t>(<uint32_t>sums[c] + <uint32_t>line[c])
+
+
+# How a block of rows meets a panel (sweep_panel).  choose_forms picks the
+# form once per block of rows, for its whole panels and for a narrow last
+# one; the panel loop only looks it up.  The REQUANTIZE forms come last:
+# they take the sums from the micro-kernel's registers to the epilogue and
+# leave no tile behind.
+cdef enum:
+    PANEL_PACKED = 0          # the packed block: a tile of sums
+    PANEL_PACKED_COLUMNS = 1  # the same over a last panel of fewer than NR columns
+    PANEL_PACKED_ROWS = 2     # a block of SHORT_BLOCK_ROWS rows or fewer
+    PANEL_DIRECT = 3          # rows read where they lie, a pass per step's run
+    PANEL_DIRECT_COLUMNS = 4  # one run read where it lies, over a narrow last panel
+    PANEL_REQUANTIZE = 5      # by tile, from the micro-kernel's registers
+    PANEL_REQUANTIZE_ROWS = 6  # by rows (the per-row epilogue), likewise
+
+# What becomes of the tile of sums a form leaves, one block of K.
+cdef enum:
+    END_TILE_TERMS = 0  # requantize_unit_tile_at, with the rows' terms
+    END_FINISH = 1      # finish_tile
+    END_GATHER = 2      # into the unit's rows of sums, for narrow_rows
+    END_WITH_TAIL = 3   # finish_tile, then the fused tail's rows below it
+
+# How the tiles of several blocks of K add up in the scratch.
+cdef enum:
+    GATHER_ROWS = 0    # int32, in rows of the unit's columns (narrow_rows)
+    GATHER_NARROW = 1  # int32, a tile at a time
+    GATHER_WIDE = 2    # int64, a tile at a time
+
+
+cdef struct RowBlock:
+    # A block of up to MR rows of a unit, as the panel loop sweeps it.
+    Py_ssize_t row0
+    Py_ssize_t rows
+    const uint8_t* direct   # its rows where they lie (direct_rows), or NULL
+    const uint8_t* operand  # what the one-run and packed forms read ...
+    Py_ssize_t stride       # ... and its row stride
+    int whole_form          # over panels of NR columns
+    int last_form           # over a last panel of fewer
+    int end
+
+
+cdef struct UnitRun:
+    # What every block of rows of a unit shares (run_unit).
+    const Gemm* gemm
+    const Epilogue* e
+    UnitOutput* unit
+    Py_ssize_t p, p_end, q, q_end
+    Py_ssize_t panel_size, k, last_whole, columns
+    bint direct        # rows may be read where they lie (A_BYTES 1, no flip, whole-group runs)
+    bint whole_rows    # the epilogue takes the unit's rows whole (narrow_rows)
+    bint by_tile
+    bint by_rows
+    uint8_t* block       # the current block's packed rows ...
+    uint8_t* next_block  # ... and the next one's, packed ahead
+    Py_ssize_t ahead     # the block packed ahead into next_block (-1: none)
+    int32_t* sums32      # the sums across blocks of K (the scratch past the packed blocks)
+    int64_t* sums64
+    int32_t* tile
+    TileTerms* terms
+    uint32_t* row_term
+    RowTerms* row_terms
+    RowTermsStore* row_store
+    # A short tail fused with the block above it (one block of K only).
+    bint fuse_tail
+    bint split_tail
+    Py_ssize_t tail_rows
+    uint8_t* tail_block
+    int32_t* tail_tile
+
+
+cdef inline void start_row_block(UnitRun* run, RowBlock* rows, Py_ssize_t ri, Py_ssize_t k0,
+                                 Py_ssize_t k1) noexcept nogil:
+    """Block ri's rows where they lie, or packed (values [k0, k1) of K),
+    the packed block from next_block when it was packed ahead."""
+    cdef const Gemm* gemm = run.gemm
+    cdef uint8_t* swap
+    rows.row0 = ri * MR
+    rows.rows = min(<Py_ssize_t>MR, gemm.m - ri * MR)
+    rows.direct = direct_rows(gemm, rows.row0, rows.rows, &rows.stride) if run.direct else NULL
+    if rows.direct != NULL:
+        rows.operand = rows.direct + gemm.step_offset[0]
+        return
+    if run.ahead == ri:
+        swap = run.block
+        run.block = run.next_block
+        run.next_block = swap
+    else:
+        pack_a_block(gemm, rows.row0, rows.rows, k0, k1, run.block)
+    rows.operand = run.block
+    rows.stride = BLOCK_ROW_BYTES
+
+
+cdef inline void pack_ahead(UnitRun* run, Py_ssize_t ri, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+    """Block ri's rows packed into next_block, beside the micro-kernel's first
+    pass over the block before (packed just before its own first pass, the
+    block would hold that pass up for its loads, widening and stores)."""
+    pack_a_block(run.gemm, ri * MR, min(<Py_ssize_t>MR, run.gemm.m - ri * MR), k0, k1,
+                 run.next_block)
+    run.ahead = ri
+
+
+cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block,
+                              bint with_tail) noexcept nogil:
+    """The forms of a block of rows over whole and narrow panels, and the end
+    of the tiles they leave.  A block with a fused tail (with_tail) stores
+    its tiles; so do several blocks of K (not one_block), which gather."""
+    cdef bint one_run = run.gemm.steps == 1
+    cdef bint few = rows.rows <= SHORT_BLOCK_ROWS
+    cdef bint direct = rows.direct != NULL
+    cdef bint by_tile = one_block and run.by_tile and not with_tail
+    cdef bint by_rows = one_block and run.by_rows and not with_tail
+    if direct and by_tile and one_run:
+        rows.whole_form = PANEL_REQUANTIZE
+    elif by_rows and (one_run if direct else not few):
+        rows.whole_form = PANEL_REQUANTIZE_ROWS
+    elif direct:
+        rows.whole_form = PANEL_DIRECT
+    elif by_tile and not few:
+        rows.whole_form = PANEL_REQUANTIZE
+    elif not few:
+        rows.whole_form = PANEL_PACKED
+    else:
+        rows.whole_form = PANEL_PACKED_ROWS
+    # A narrow last panel: one run read where it lies has its own form
+    # (microkernel_columns); in microkernel_direct, which every panel of a
+    # 3 x 3 convolution takes, the extra case cost the whole panels.
+    if direct and one_run and one_block:
+        rows.last_form = PANEL_DIRECT_COLUMNS
+    elif direct:
+        rows.last_form = PANEL_DIRECT
+    elif not few:
+        rows.last_form = PANEL_PACKED_COLUMNS
+    else:
+        rows.last_form = PANEL_PACKED_ROWS
+    if with_tail:
+        rows.end = END_WITH_TAIL
+    elif run.by_tile:
+        rows.end = END_TILE_TERMS
+    elif not run.whole_rows:
+        rows.end = END_FINISH
+    else:
+        rows.end = END_GATHER
+
+
+cdef inline void sweep_panel(const UnitRun* run, const RowBlock* rows, int form,
+                             Py_ssize_t qi, Py_ssize_t g0, Py_ssize_t g1) noexcept nogil:
+    """Groups [g0, g1) of K of a block of rows times panel qi, in `form`."""
+    cdef const Gemm* gemm = run.gemm
+    cdef const int8_t* panel = gemm.b + qi * run.panel_size + g0 * GROUP_BYTES
+    if form == PANEL_PACKED:
+        microkernel(rows.operand, rows.stride, g1 - g0, panel, run.tile)
+    elif form == PANEL_PACKED_COLUMNS or form == PANEL_DIRECT_COLUMNS:
+        microkernel_columns(rows.operand, rows.stride, g1 - g0, panel, run.tile,
+                            gemm.n - qi * NR)
+    elif form == PANEL_PACKED_ROWS:
+        microkernel_rows(rows.operand, rows.stride, g1 - g0, panel, run.tile, rows.rows)
+    elif form == PANEL_DIRECT:
+        microkernel_direct(gemm, rows.direct, rows.stride, 4 * g0, 4 * g1, panel, run.tile)
+    elif form == PANEL_REQUANTIZE:
+        microkernel_requantize(rows.operand, rows.stride, g1 - g0, panel, run.terms,
+                               tile_terms_at(run.terms, rows.row0, qi * NR, run.unit),
+                               run.unit.pitch)
+    else:
+        microkernel_requantize_rows(rows.operand, rows.stride, g1 - g0, panel, run.row_terms,
+                                    row_terms_at(run.row_terms, rows.row0, qi * NR, run.unit),
+                                    run.unit.pitch)
+
+
+cdef inline void end_tile(const UnitRun* run, const RowBlock* rows, Py_ssize_t qi) noexcept nogil:
+    """The tile a form left for panel qi (one block of K), as rows.end says."""
+    cdef Py_ssize_t i
+    cdef int32_t* tile = run.tile
+    if rows.end == END_TILE_TERMS:
+        requantize_unit_tile_at(tile, run.terms, rows.row0, qi * NR, run.unit)
+    elif rows.end == END_FINISH:
+        finish_tile(tile, rows.row0, qi * NR, run.e, run.gemm, run.unit)
+    elif rows.end == END_GATHER:
+        for i in range(MR):
+            memcpy(run.sums32 + i * TILE_COLUMNS + (qi - run.q) * NR, tile + i * NR,
+                   NR * sizeof(int32_t))
+    else:
+        finish_tile(tile, rows.row0, qi * NR, run.e, run.gemm, run.unit)
+        microkernel_rows(run.tail_block, BLOCK_ROW_BYTES, run.gemm.groups,
+                         run.gemm.b + qi * run.panel_size, tile, run.tail_rows)
+        finish_tile(tile, rows.row0 + MR, qi * NR, run.e, run.gemm, run.unit)
+
+
+cdef inline void run_split_tail(UnitRun* run, Py_ssize_t ri) noexcept nogil:
+    """Block ri and the one or two rows of the tail below it, as one tile
+    of MR + tail_rows rows per panel (microkernel_tail): alone, two rows
+    were bound by the panel's loads.  The tile's first and last MR rows are
+    then two whole tiles for the epilogue, which writes the rows between
+    them twice, alike."""
+    cdef const Gemm* gemm = run.gemm
+    cdef Py_ssize_t qi, a_stride = 0
+    cdef const uint8_t* a_rows = (direct_rows(gemm, ri * MR, MR, &a_stride)
+                                  if run.direct and gemm.steps == 1 else NULL)
+    if a_rows == NULL:
+        pack_a_block(gemm, ri * MR, MR, 0, run.k, run.tail_block)
+        a_stride = BLOCK_ROW_BYTES
+        a_rows = run.tail_block
+    else:
+        a_rows = a_rows + gemm.step_offset[0]
+    for qi in range(run.q, run.q_end):
+        microkernel_tail(a_rows, a_stride, run.tail_block + MR * BLOCK_ROW_BYTES,
+                         BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * run.panel_size,
+                         run.tail_tile, MR + run.tail_rows)
+        finish_tile(run.tail_tile, ri * MR, qi * NR, run.e, gemm, run.unit)
+        finish_tile(run.tail_tile + run.tail_rows * NR, ri * MR + run.tail_rows, qi * NR, run.e,
+                    gemm, run.unit)
+
+
+cdef inline void run_one_block(UnitRun* run) noexcept nogil:
+    """A unit whose K is one block: each block of rows packed (or read where
+    it lies) once and swept across the unit's panels straight to the
+    epilogue.  A tail of fewer than MR rows below two or more blocks goes
+    with the block above it, while that block's panels are in L1: alone,
+    its pass reread them from L2."""
+    cdef const Gemm* gemm = run.gemm
+    cdef const Epilogue* e = run.e
+    cdef UnitOutput* unit = run.unit
+    cdef RowBlock rows
+    cdef Py_ssize_t ri, qi, p_end = run.p_end
+    cdef bint pack_next
+    run.tail_rows = gemm.m - (p_end - 1) * MR
+    run.fuse_tail = not run.whole_rows and p_end - run.p >= 2 and run.tail_rows < MR
+    run.split_tail = run.fuse_tail and run.tail_rows <= 2
+    if run.fuse_tail:
+        # The tail's packed rows sit in the sums' scratch, which these
+        # epilogues leave unused.
+        pack_a_block(gemm, (p_end - 1) * MR, run.tail_rows, 0, run.k,
+                     run.tail_block + MR * BLOCK_ROW_BYTES if run.split_tail else run.tail_block)
+    for ri in range(run.p, p_end - run.fuse_tail):
+        if run.split_tail and ri == p_end - 2:
+            run_split_tail(run, ri)
+            continue
+        start_row_block(run, &rows, ri, 0, run.k)
+        choose_forms(run, &rows, True, run.fuse_tail and ri == p_end - 2)
+        if run.by_tile:
+            # The rows' terms once for all the unit's panels.
+            tile_terms_of_rows(run.terms, run.row_term, rows.row0, e, gemm, unit)
+        elif run.by_rows:
+            row_terms_of_rows(run.row_terms, run.row_store, rows.row0, e, gemm)
+        pack_next = (not run.direct and ri + 1 < p_end - run.fuse_tail
+                     and not (run.split_tail and ri + 1 == p_end - 2))
+        for qi in range(run.q, run.q_end):
+            if pack_next and qi == run.q:
+                pack_ahead(run, ri + 1, 0, run.k)
+            if qi < run.last_whole:
+                sweep_panel(run, &rows, rows.whole_form, qi, 0, gemm.groups)
+                if rows.whole_form < PANEL_REQUANTIZE:
+                    end_tile(run, &rows, qi)
+            else:
+                sweep_panel(run, &rows, rows.last_form, qi, 0, gemm.groups)
+                end_tile(run, &rows, qi)
+        if run.whole_rows:
+            narrow_rows(run.sums32, TILE_COLUMNS,
+                        unit.bytes + (rows.row0 - unit.row0) * unit.pitch, unit.pitch, rows.row0,
+                        rows.rows, unit.col0, run.columns, unit.column_term, unit.column_sum, e)
+
+
+cdef inline void gather_tile(const UnitRun* run, int gather, bint first, Py_ssize_t ri,
+                             Py_ssize_t qi) noexcept nogil:
+    """A block of K's tile for block ri x panel qi into the sums across
+    blocks: set by the first block, added to by the others."""
+    cdef Py_ssize_t i
+    cdef Py_ssize_t start = ((ri - run.p) * (run.q_end - run.q) + qi - run.q) * MR * NR
+    cdef const int32_t* tile = run.tile
+    if gather == GATHER_ROWS:
+        start = (ri - run.p) * MR * TILE_COLUMNS + (qi - run.q) * NR
+        for i in range(MR):
+            add_line(run.sums32 + start + i * TILE_COLUMNS, tile + i * NR, first)
+    elif gather == GATHER_NARROW and first:
+        memcpy(run.sums32 + start, tile, MR * NR * sizeof(int32_t))
+    elif gather == GATHER_NARROW:
+        for i in range(MR * NR):
+            run.sums32[start + i] += tile[i]
+    elif first:
+        for i in range(MR * NR):
+            run.sums64[start + i] = tile[i]
+    else:
+        for i in range(MR * NR):
+            run.sums64[start + i] += tile[i]
+
+
+cdef inline void run_blocks(UnitRun* run) noexcept nogil:
+    """A unit whose K is several blocks: per block of K, each block of rows
+    packed once and swept across the panels, its tiles gathered in the
+    scratch (int32 where the whole value fits, else int64); the epilogue
+    after the last."""
+    cdef const Gemm* gemm = run.gemm
+    cdef const Epilogue* e = run.e
+    cdef UnitOutput* unit = run.unit
+    cdef RowBlock rows
+    cdef Py_ssize_t ri, qi, g0 = 0, g1, start
+    cdef Py_ssize_t width = run.q_end - run.q
+    cdef int gather = (GATHER_ROWS if run.whole_rows
+                       else GATHER_NARROW if e.narrow else GATHER_WIDE)
+    while g0 < gemm.groups:
+        g1 = min(g0 + K_BLOCK_GROUPS, gemm.groups)
+        run.ahead = -1
+        for ri in range(run.p, run.p_end):
+            start_row_block(run, &rows, ri, 4 * g0, min(run.k, 4 * g1))
+            choose_forms(run, &rows, False, False)
+            for qi in range(run.q, run.q_end):
+                if qi == run.q and not run.direct and ri + 1 < run.p_end:
+                    pack_ahead(run, ri + 1, 4 * g0, min(run.k, 4 * g1))
+                sweep_panel(run, &rows, rows.whole_form if qi < run.last_whole
+                            else rows.last_form, qi, g0, g1)
+                gather_tile(run, gather, g0 == 0, ri, qi)
+        g0 = g1
+    for ri in range(run.p, run.p_end):
+        if run.whole_rows:
+            narrow_rows(run.sums32 + (ri - run.p) * MR * TILE_COLUMNS, TILE_COLUMNS,
+                        unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
+                        min(<Py_ssize_t>MR, gemm.m - ri * MR), unit.col0, run.columns,
+                        unit.column_term, unit.column_sum, e)
+            continue
+        for qi in range(run.q, run.q_end):
+            start = ((ri - run.p) * width + qi - run.q) * MR * NR
+            if e.narrow:
+                finish_tile(run.sums32 + start, ri * MR, qi * NR, e, gemm, unit)
+            else:
+                finish_wide(run.sums64 + start, ri * MR, qi * NR, e, gemm, unit)
+
+
 cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
                    Epilogue* own_epilogue, Py_ssize_t index, Py_ssize_t p, Py_ssize_t p_end,
                    Py_ssize_t q, Py_ssize_t q_end, uint8_t* scratch) noexcept nogil:
     """Micro-tiles [p, p_end) x panels [q, q_end) of product `index` of the
-    batch, from the full K to the output.
-
-    Per block of K: each micro-tile's rows of A are packed once and swept
-    across the unit's panels.  With one block the micro-tiles go straight to
-    the epilogue; with more, their sums gather in the scratch (int32 where
-    the whole value fits, else int64) and the epilogue runs after the last.
-    """
+    batch, from the full K to the output: the unit's epilogue chosen once
+    (start_unit), then one block of K (run_one_block) or several
+    (run_blocks)."""
     # `own` and `own_epilogue` are the caller's copies of the two, made once
     # per run of units (a field read back soon after a copy's wide vector
-    # stores waits for them instead of forwarding: on short products that
-    # wait per unit was a tenth of the time); here only the batch member's
-    # fields change.
+    # stores waits for them instead of forwarding); here only the batch
+    # member's fields change.
     cdef Py_ssize_t a_member = product.a_index[index] if product.a_index != NULL else index
     cdef Py_ssize_t b_member = product.b_index[index] if product.b_index != NULL else index
-    cdef const Gemm* gemm = own
-    cdef const Epilogue* e = own_epilogue
     own.a = product.a + a_member * product.a_batch_stride
     own.b = product.b + b_member * product.b_batch_stride
     own.out = product.out + index * product.out_batch_stride * (4 if common.raw else 1)
@@ -72,280 +400,61 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         own_epilogue.row_sum = common.row_sum + a_member * common.row_sum_batch_stride
     if product.a_ready != NULL:
         ensure_row_sums(product, own, a_member, p, p_end)
+    cdef const Gemm* gemm = own
+    cdef const Epilogue* e = own_epilogue
     cdef int32_t tile[MR * NR]
-    cdef uint8_t* block = scratch
-    cdef uint8_t* next_block = scratch + MR * BLOCK_ROW_BYTES
-    cdef uint8_t* swap
-    # The row block packed ahead into next_block (-1: none).  A block packed
-    # just before its first pass holds that pass up for its chains of loads,
-    # widening and stores; packed during the block before, beside the
-    # micro-kernel's first pass over that one, it costs about its
-    # instructions alone.  (The packing was 7% of a first convolution with
-    # AVX2; packing ahead took 3% off.)
-    cdef Py_ssize_t ahead = -1
-    cdef int32_t* sums32 = <int32_t*>(scratch + SLOT_A_BYTES)
-    cdef int64_t* sums64 = <int64_t*>(scratch + SLOT_A_BYTES)
-    cdef Py_ssize_t panel_size = gemm.groups * GROUP_BYTES
-    cdef Py_ssize_t k = gemm.steps * gemm.step_length
-    cdef Py_ssize_t blocks = ceil_div(gemm.groups, K_BLOCK_GROUPS)
-    cdef Py_ssize_t width = q_end - q
-    cdef Py_ssize_t ri, qi, g0, g1, i, at, start
-    cdef bint narrow = e.narrow
-    cdef Py_ssize_t rows_here, columns = min(width * NR, gemm.n - q * NR)
-    # Panels from last_whole on (the last, when N is not a multiple of NR)
-    # have fewer than NR columns: microkernel_columns.
-    cdef Py_ssize_t last_whole = gemm.n // NR
-    cdef UnitOutput unit
-    # A' as it lies in A serves as the packed block when each step of a row
-    # of the block is a run of A of whole groups, a pass per run
-    # (microkernel_direct): the copying of each block, once per unit of
-    # columns, was a twentieth of a 1 x 1 convolution on 7 x 7 pixels, and a
-    # seventh of a 3 x 3 one on 56 x 56 (its filter rows' runs of 3 x 64
-    # bytes).
-    cdef bint direct = A_BYTES == 1 and gemm.a_flip == 0 and gemm.step_length % 4 == 0
-    cdef const uint8_t* a_rows
-    cdef const int8_t* panel
-    cdef Py_ssize_t a_stride = 0, tail_rows
-    cdef bint fuse_tail, split_tail
     cdef int32_t tail_tile[(MR + 2) * NR]
     cdef uint32_t row_term[MR]
     cdef TileTerms terms
-    cdef uint8_t* tail_block = scratch + SLOT_A_BYTES
-    start_unit(&unit, scratch, p * MR, q * NR, columns, e,
+    cdef RowTermsStore row_store
+    cdef RowTerms row_terms
+    cdef UnitOutput unit
+    cdef UnitRun run
+    run.gemm = gemm
+    run.e = e
+    run.unit = &unit
+    run.p = p
+    run.p_end = p_end
+    run.q = q
+    run.q_end = q_end
+    run.panel_size = gemm.groups * GROUP_BYTES
+    run.k = gemm.steps * gemm.step_length
+    # Panels from last_whole on (the last, when N is not a multiple of NR)
+    # have fewer than NR columns.
+    run.last_whole = gemm.n // NR
+    run.columns = min((q_end - q) * NR, gemm.n - q * NR)
+    run.direct = A_BYTES == 1 and gemm.a_flip == 0 and gemm.step_length % 4 == 0
+    run.block = scratch
+    run.next_block = scratch + MR * BLOCK_ROW_BYTES
+    run.ahead = -1
+    run.sums32 = <int32_t*>(scratch + SLOT_A_BYTES)
+    run.sums64 = <int64_t*>(scratch + SLOT_A_BYTES)
+    run.tile = tile
+    run.tail_tile = tail_tile
+    run.tail_block = scratch + SLOT_A_BYTES
+    run.terms = &terms
+    run.row_term = row_term
+    run.row_terms = &row_terms
+    run.row_store = &row_store
+    start_unit(&unit, scratch, p * MR, q * NR, run.columns, e,
                gemm.out + p * MR * gemm.out_row_stride + q * NR
                if gemm.out_col_stride == 1 else NULL,
                gemm.out_row_stride, p_end * MR <= gemm.m and q_end * NR <= gemm.n)
-    cdef bint whole_rows = narrow and not e.raw and not unit.by_tile and not unit.by_rows
-    cdef bint by_tile = unit.by_tile
-    cdef bint by_rows = unit.by_rows
-    cdef RowTermsStore row_store
-    cdef RowTerms row_terms
-    # Set per row block below (by_tile, by_rows); cleared so that no path
+    run.whole_rows = e.narrow and not e.raw and not unit.by_tile and not unit.by_rows
+    run.by_tile = unit.by_tile
+    run.by_rows = unit.by_rows
+    run.fuse_tail = False
+    run.split_tail = False
+    run.tail_rows = 0
+    # Set per block of rows (by_tile, by_rows); cleared so that no path
     # reads an unset field.
     memset(&terms, 0, sizeof(terms))
     memset(&row_terms, 0, sizeof(row_terms))
-    if blocks <= 1:
-        # One block.  With int32 values, each micro-tile's sums go into the
-        # rows of the unit's columns (the scratch of the sums across blocks,
-        # unused here), and the rows are requantized whole, lines of up to
-        # TILE_COLUMNS rather than NR: with a short K (attention's 64) the
-        # epilogue is as much work as the products, and its fixed cost per
-        # line is spread over eight times the values.
-        # A short last block whose unit has others runs beside the block
-        # before it, panel by panel, while the panel is in L1: alone, its
-        # pass reread each panel from L2 and took two thirds of a full
-        # block's time for one row (an image's 49th pixel).  Its packed
-        # rows sit in the sums' scratch, which these epilogues leave unused
-        # (the other blocks are packed at the scratch's start, or read where
-        # they lie).
-        # A tail of one or two rows goes with the block above it through
-        # microkernel_tail: alone, two rows were bound by the panel's loads
-        # and took longer than a whole micro-tile (attention's and BERT's 128
-        # rows).  Packed, the two lie as one run in the sums' scratch.  The
-        # tile's first and last MR rows are then two whole tiles for the
-        # epilogue, which writes the rows between them twice, alike.
-        tail_rows = gemm.m - (p_end - 1) * MR
-        fuse_tail = not whole_rows and p_end - p >= 2 and tail_rows < MR
-        split_tail = fuse_tail and tail_rows <= 2
-        if fuse_tail:
-            pack_a_block(gemm, (p_end - 1) * MR, tail_rows, 0, k,
-                         tail_block + MR * BLOCK_ROW_BYTES if split_tail else tail_block)
-        for ri in range(p, p_end - fuse_tail):
-            if split_tail and ri == p_end - 2:
-                a_rows = (direct_rows(gemm, ri * MR, MR, &a_stride)
-                          if direct and gemm.steps == 1 else NULL)
-                if a_rows == NULL:
-                    pack_a_block(gemm, ri * MR, MR, 0, k, tail_block)
-                    a_stride = BLOCK_ROW_BYTES
-                    a_rows = tail_block
-                else:
-                    a_rows = a_rows + gemm.step_offset[0]
-                for qi in range(q, q_end):
-                    microkernel_tail(a_rows, a_stride, tail_block + MR * BLOCK_ROW_BYTES,
-                                     BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * panel_size,
-                                     tail_tile, MR + tail_rows)
-                    finish_tile(tail_tile, ri * MR, qi * NR, e, gemm, &unit)
-                    finish_tile(tail_tile + tail_rows * NR, ri * MR + tail_rows, qi * NR, e, gemm,
-                                &unit)
-                continue
-            rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
-            a_rows = direct_rows(gemm, ri * MR, rows_here, &a_stride) if direct else NULL
-            if a_rows == NULL and ahead == ri:
-                swap = block
-                block = next_block
-                next_block = swap
-            elif a_rows == NULL:
-                pack_a_block(gemm, ri * MR, rows_here, 0, k, block)
-            if by_tile:
-                # The rows' terms once for all the unit's panels, and each
-                # micro-tile straight to the tile epilogue (with the
-                # micro-kernel in microkernel_requantize where it can be, else
-                # requantize_tile after it): through finish_tile
-                # (its checks, the terms built anew) a tile's epilogue was a
-                # quarter of attention's time on one AVX-VNNI core, and this
-                # with the column terms kept in registers (_epilogue_ymm.pxi)
-                # took 5% off it.
-                tile_terms_of_rows(&terms, row_term, ri * MR, e, gemm, &unit)
-            elif by_rows:
-                row_terms_of_rows(&row_terms, &row_store, ri * MR, e, gemm)
-            for qi in range(q, q_end):
-                panel = gemm.b + qi * panel_size
-                if (qi == q and not direct and ri + 1 < p_end - fuse_tail
-                        and not (split_tail and ri + 1 == p_end - 2)):
-                    pack_a_block(gemm, (ri + 1) * MR, min(<Py_ssize_t>MR, gemm.m - (ri + 1) * MR),
-                                 0, k, next_block)
-                    ahead = ri + 1
-                if a_rows != NULL and qi >= last_whole and gemm.steps == 1:
-                    # One run (a 1 x 1 convolution's filter rows) over a
-                    # narrow last panel.  Not in microkernel_direct: there
-                    # the call made the 3 x 3 convolutions over 56 x 56
-                    # pixels, whose panels are all whole, 7% slower.
-                    microkernel_columns(a_rows + gemm.step_offset[0], a_stride, gemm.groups,
-                                        panel, tile, gemm.n - qi * NR)
-                elif (a_rows != NULL and by_tile and gemm.steps == 1 and qi < last_whole
-                      and not (fuse_tail and ri == p_end - 2)):
-                    # One run read where it lies (a product's rows, a 1 x 1
-                    # convolution's pixels), straight to the epilogue as a
-                    # packed block below: on one AVX-VNNI core attention's
-                    # products, whose rows are all read so, spent 27% of
-                    # their time in requantize_tile's separate calls.
-                    microkernel_requantize(a_rows + gemm.step_offset[0], a_stride, gemm.groups,
-                                           panel, &terms,
-                                           tile_terms_at(&terms, ri * MR, qi * NR, &unit),
-                                           unit.pitch)
-                    continue
-                elif (by_rows and qi < last_whole and not (fuse_tail and ri == p_end - 2)
-                      and (gemm.steps == 1 if a_rows != NULL else rows_here > SHORT_BLOCK_ROWS)):
-                    # The per-row epilogue (a 1 x 1 convolution as filter x
-                    # image) the same way, its rows' terms built once per
-                    # block of rows: through finish_tile, building them per
-                    # micro-tile and requantizing a stored tile, it was 7.5%
-                    # of r50_1x1_28 on one AVX-512 VNNI core.
-                    microkernel_requantize_rows(
-                        a_rows + gemm.step_offset[0] if a_rows != NULL else block,
-                        a_stride if a_rows != NULL else BLOCK_ROW_BYTES, gemm.groups, panel,
-                        &row_terms, row_terms_at(&row_terms, ri * MR, qi * NR, &unit),
-                        unit.pitch)
-                    continue
-                elif a_rows != NULL:
-                    microkernel_direct(gemm, a_rows, a_stride, 0, k, panel, tile)
-                elif (by_tile and rows_here > SHORT_BLOCK_ROWS and qi < last_whole
-                      and not (fuse_tail and ri == p_end - 2)):
-                    # The sums straight from the micro-kernel's registers to
-                    # the epilogue (microkernel_requantize): with AVX2 on
-                    # one core this took 5% off attention's products and 4%
-                    # off a first convolution, against the tile stored,
-                    # a call, and the tile and the terms loaded back.
-                    microkernel_requantize(block, BLOCK_ROW_BYTES, gemm.groups, panel, &terms,
-                                           tile_terms_at(&terms, ri * MR, qi * NR, &unit),
-                                           unit.pitch)
-                    continue
-                elif rows_here > SHORT_BLOCK_ROWS and qi < last_whole:
-                    microkernel(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile)
-                elif rows_here > SHORT_BLOCK_ROWS:
-                    microkernel_columns(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile,
-                                        gemm.n - qi * NR)
-                else:
-                    microkernel_rows(block, BLOCK_ROW_BYTES, gemm.groups, panel, tile, rows_here)
-                if fuse_tail and ri == p_end - 2:
-                    finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
-                    microkernel_rows(tail_block, BLOCK_ROW_BYTES, gemm.groups, panel, tile,
-                                     tail_rows)
-                    finish_tile(tile, (p_end - 1) * MR, qi * NR, e, gemm, &unit)
-                    continue
-                if by_tile:
-                    requantize_unit_tile_at(tile, &terms, ri * MR, qi * NR, &unit)
-                    continue
-                if not whole_rows:
-                    finish_tile(tile, ri * MR, qi * NR, e, gemm, &unit)
-                    continue
-                for i in range(MR):
-                    memcpy(sums32 + i * TILE_COLUMNS + (qi - q) * NR, tile + i * NR,
-                           NR * sizeof(int32_t))
-            if whole_rows:
-                narrow_rows(sums32, TILE_COLUMNS,
-                            unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
-                            rows_here, unit.col0, columns, unit.column_term, unit.column_sum, e)
-        finish_unit(&unit, p_end, q_end, e, gemm)
-        return
-    g0 = 0
-    while g0 < gemm.groups:
-        g1 = min(g0 + K_BLOCK_GROUPS, gemm.groups)
-        ahead = -1
-        for ri in range(p, p_end):
-            rows_here = min(<Py_ssize_t>MR, gemm.m - ri * MR)
-            a_rows = direct_rows(gemm, ri * MR, rows_here, &a_stride) if direct else NULL
-            if a_rows == NULL and ahead == ri:
-                swap = block
-                block = next_block
-                next_block = swap
-            elif a_rows == NULL:
-                pack_a_block(gemm, ri * MR, rows_here, 4 * g0, min(k, 4 * g1), block)
-            for qi in range(q, q_end):
-                if qi == q and not direct and ri + 1 < p_end:
-                    pack_a_block(gemm, (ri + 1) * MR, min(<Py_ssize_t>MR, gemm.m - (ri + 1) * MR),
-                                 4 * g0, min(k, 4 * g1), next_block)
-                    ahead = ri + 1
-                if a_rows != NULL:
-                    microkernel_direct(gemm, a_rows, a_stride, 4 * g0, 4 * g1,
-                                       gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
-                elif rows_here > SHORT_BLOCK_ROWS and qi < last_whole:
-                    microkernel(block, BLOCK_ROW_BYTES, g1 - g0,
-                                gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile)
-                elif rows_here > SHORT_BLOCK_ROWS:
-                    microkernel_columns(block, BLOCK_ROW_BYTES, g1 - g0,
-                                        gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,
-                                        gemm.n - qi * NR)
-                else:
-                    microkernel_rows(block, BLOCK_ROW_BYTES, g1 - g0,
-                                     gemm.b + qi * panel_size + g0 * GROUP_BYTES, tile,
-                                     rows_here)
-                start = ((ri - p) * width + qi - q) * MR * NR
-                if whole_rows:
-                    # The row block's sums in rows of the unit's columns, as
-                    # one block's are, for narrow_rows' lines of up to
-                    # TILE_COLUMNS (a line per micro-tile row, NR long, was
-                    # a twentieth of a portable 1 x 1 convolution of K =
-                    # 512, two blocks).
-                    start = (ri - p) * MR * TILE_COLUMNS + (qi - q) * NR
-                    for i in range(MR):
-                        add_line(sums32 + start + i * TILE_COLUMNS, tile + i * NR, g0 == 0)
-                elif g0 == 0 and narrow:
-                    memcpy(sums32 + start, tile, sizeof(tile))
-                elif narrow:
-                    for i in range(MR * NR):
-                        sums32[start + i] += tile[i]
-                elif g0 == 0:
-                    for i in range(MR * NR):
-                        sums64[start + i] = tile[i]
-                else:
-                    for i in range(MR * NR):
-                        sums64[start + i] += tile[i]
-        g0 = g1
-    for ri in range(p, p_end):
-        if whole_rows:
-            narrow_rows(sums32 + (ri - p) * MR * TILE_COLUMNS, TILE_COLUMNS,
-                        unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
-                        min(<Py_ssize_t>MR, gemm.m - ri * MR), unit.col0, columns,
-                        unit.column_term, unit.column_sum, e)
-            continue
-        for qi in range(q, q_end):
-            start = ((ri - p) * width + qi - q) * MR * NR
-            if narrow:
-                finish_tile(sums32 + start, ri * MR, qi * NR, e, gemm, &unit)
-            else:
-                finish_wide(sums64 + start, ri * MR, qi * NR, e, gemm, &unit)
+    if ceil_div(gemm.groups, K_BLOCK_GROUPS) <= 1:
+        run_one_block(&run)
+    else:
+        run_blocks(&run)
     finish_unit(&unit, p_end, q_end, e, gemm)
-
-
-cdef inline void add_line(int32_t* sums, const int32_t* line, bint first) noexcept nogil:
-    """sums[:NR] <- line[:NR] (first) or sums + line, modulo 2**32."""
-    cdef Py_ssize_t c
-    if first:
-        memcpy(sums, line, NR * sizeof(int32_t))
-        return
-    for c in range(NR):
-        sums[c] = <int32_t>(<uint32_t>sums[c] + <uint32_t>line[c])
 
 
 cdef inline void finish_unit(const UnitOutput* unit, Py_ssize_t p_end, Py_ssize_t q_end,
@@ -423,45 +532,7 @@ cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
                  t.gemm.scratch + slot * SLOT_BYTES)
 
 
-cdef extern from *:
-    # sum of p[j] ^ flip over count bytes: psadbw against zero sums eight
-    # bytes into a 64-bit lane, 32 (AVX2) or 16 (SSE2) bytes per step.  Row
-    # sums are summed in the units now (ensure_row_sums), once per band of
-    # rows; as a byte loop they were a fifth of attention's product.
-    """
-    #include <stddef.h>
-    #include <stdint.h>
-    #if defined(__AVX2__)
-    #include <immintrin.h>
-    #elif defined(__SSE2__)
-    #include <emmintrin.h>
-    #endif
-    static inline int64_t qops_sum_bytes(const uint8_t* p, ptrdiff_t count, uint8_t flip) {
-        int64_t total = 0;
-        ptrdiff_t j = 0;
-    #if defined(__AVX2__)
-        __m256i flips = _mm256_set1_epi8((char)flip), zero = _mm256_setzero_si256();
-        __m256i acc = zero;
-        int64_t lanes[4];
-        for (; j + 32 <= count; j += 32)
-            acc = _mm256_add_epi64(acc, _mm256_sad_epu8(_mm256_xor_si256(
-                _mm256_loadu_si256((const __m256i*)(p + j)), flips), zero));
-        _mm256_storeu_si256((__m256i*)lanes, acc);
-        total = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-    #elif defined(__SSE2__)
-        __m128i flips = _mm_set1_epi8((char)flip), zero = _mm_setzero_si128(), acc = zero;
-        int64_t lanes[2];
-        for (; j + 16 <= count; j += 16)
-            acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_xor_si128(
-                _mm_loadu_si128((const __m128i*)(p + j)), flips), zero));
-        _mm_storeu_si128((__m128i*)lanes, acc);
-        total = lanes[0] + lanes[1];
-    #endif
-        for (; j < count; j++)
-            total += p[j] ^ flip;
-        return total;
-    }
-    """
+cdef extern from "qops_gemm_units.h":
     int64_t sum_values "qops_sum_bytes"(const uint8_t* p, Py_ssize_t count,
                                         uint8_t flip) noexcept nogil
 

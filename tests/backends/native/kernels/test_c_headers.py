@@ -39,12 +39,17 @@ VARIANTS = [pytest.param(name, *NEEDS.get(name, ([], [])), id=name) for name in 
 VARIANTS.append(pytest.param(
     "qops_pool.h", [POSIX, "static int omp_get_max_threads(void) { return 1; }"], [],
     id="qops_pool.h-without-openmp"))
+# The GEMM's helpers as the AVX2 variants compile them (their AVX2 branches).
+for name in ("qops_gemm_pack_a.h", "qops_gemm_units.h"):
+    VARIANTS.append(pytest.param(name, [], ["-mavx2", "-mfma"], id=f"{name}-avx2"))
 # Where the target has no SSE2 the depthwise pair kernel is stubs (which
 # must compile, the driver being built either way).
 VARIANTS.append(pytest.param("qops_depthwise_sse2.h", [], ["-U__SSE2__"],
                              id="qops_depthwise_sse2.h-without-sse2"))
 VARIANTS.append(pytest.param("qops_portable.h", [], ["-U__SSE2__"],
                              id="qops_portable.h-without-sse2"))
+for name in ("qops_gemm_pack_a.h", "qops_gemm_epilogues.h", "qops_gemm_units.h"):
+    VARIANTS.append(pytest.param(name, [], ["-U__SSE2__"], id=f"{name}-without-sse2"))
 
 # A header of static functions that a test unit includes without calling
 # them: "defined but not used" is the only warning allowed.

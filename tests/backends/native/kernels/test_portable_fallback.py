@@ -19,19 +19,6 @@ KERNEL_SOURCE = SOURCE.with_name("include") / "qops_portable.h"
 COMPILER = shutil.which("cc") or shutil.which("gcc")
 
 
-def c_block(path, name=None):
-    """The C of a Cython file's `cdef extern from *` block (the first, or
-    the one that defines `name`), unindented."""
-    text, opening = path.read_text(), 'cdef extern from *:\n'
-    start = 0
-    while True:
-        start = text.index(opening, start) + len(opening)
-        code_start = text.index('    """', start) + len('    """')
-        code = text[code_start:text.index('    """', code_start)]
-        if name is None or name in code:
-            return "\n".join(line[4:] for line in code.splitlines())
-
-
 def build(code, directory, mode, warnings=()):
     """code compiled into a shared library in `directory`: as the build does
     ("sse2") or with __SSE2__ undefined ("plain")."""
@@ -231,8 +218,9 @@ def test_pairs_spread_in_place_to_four_copies(mode, tmp_path):
     order, nothing written past the spread row."""
     if COMPILER is None:
         pytest.skip("no C compiler")
-    code = c_block(SOURCE.with_name("_qgemm.pxi"), "qops_spread_pairs")
-    spread_pairs = build(code.replace("static void", "void"), tmp_path, mode,
+    code = (KERNEL_SOURCE.with_name("qops_gemm_pack_a.h").read_text()
+            .replace("static void qops_spread_pairs", "void qops_spread_pairs"))
+    spread_pairs = build(code, tmp_path, mode,
                          WARNINGS).qops_spread_pairs
     rng = np.random.default_rng(4)
     for pairs in range(41):
@@ -254,7 +242,7 @@ def test_the_transposed_store_writes_each_column_as_a_run(mode, tmp_path):
     unreadable page begins."""
     if COMPILER is None:
         pytest.skip("no C compiler")
-    code = c_block(SOURCE.with_name("_qgemm.pxi"), "qops_transpose_block16")
+    code = KERNEL_SOURCE.with_name("qops_gemm_epilogues.h").read_text()
     code = code.replace("static inline void qops_transpose_block16", "void qops_transpose_block16")
     transpose = build(code, tmp_path, mode, WARNINGS).qops_transpose_block16
     rng = np.random.default_rng(16)
