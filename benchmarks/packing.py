@@ -53,9 +53,9 @@ def main(argv=None):
             print(f"| {variant} | B | {k} x {n} | {seconds * 1e6:.1f} | {b.size / seconds / 1e9:.2f} |")
         for shape in FILTER_SHAPES:
             weights = rng.integers(-128, 128, shape, dtype=np.int8)
-            fold = gemm.filter_fold(weights)
-            taps = gemm.filter_taps(weights, fold)
-            seconds = best(lambda: gemm.pack_filter(weights, 1, fold, kernels, 1, taps,
+            taps_per_run = gemm.filter_taps_per_run(weights)
+            taps = gemm.filter_taps(weights, taps_per_run)
+            seconds = best(lambda: gemm.pack_filter(weights, 1, taps_per_run, kernels, 1, taps,
                                                     scratch=True), args.repeat)
             print(f"| {variant} | filter | {' x '.join(map(str, shape))} | "
                   f"{seconds * 1e6:.1f} | {weights.size / seconds / 1e9:.2f} |")

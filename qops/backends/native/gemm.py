@@ -298,28 +298,28 @@ def prepare_integer_to_float_16(call, variant=None, exact=None):
 FOLD_BELOW_CHANNELS = 16
 
 
-def filter_fold(filter):
+def filter_taps_per_run(filter):
     """How many filter columns the convolution kernel takes per step: all of
     them when a group has few channels, else one."""
     _, group_channels, _, kernel_w = filter.shape
     return kernel_w if kernel_w > 1 and group_channels < FOLD_BELOW_CHANNELS else 1
 
 
-def is_tight(attributes, fold):
+def copies_unpadded(attributes, taps_per_run):
     """Whether a folded convolution's copy can hold just the channels of each
-    position (conv2d's tight copy): one group and undilated filter rows, whose
+    position (conv2d's unpadded copy): one group and undilated filter rows, whose
     taps are then consecutive positions.  The first convolution of a network
     (RGB, 7 x 7) copies its image once instead of seven times over."""
-    return (fold > 1 and attributes["group_count"] == 1
+    return (taps_per_run > 1 and attributes["group_count"] == 1
             and tuple(attributes["dilations"])[-1] == 1)
 
 
-def filter_taps(filter, fold):
+def filter_taps(filter, taps_per_run):
     """Per row of the packed filter, the offset of its tap in a filter row
     (out_channels x channels * kernel_h * kernel_w bytes).
 
     Rows run (filter row, [filter column,] channel): one step of the kernel
-    per filter row (fold = kernel_w) or per tap (fold = 1), the steps'
+    per filter row (taps_per_run = kernel_w) or per tap (taps_per_run = 1), the steps'
     channels end to end, as the kernels pack A.
     """
     _, group_channels, kernel_h, kernel_w = filter.shape
@@ -328,13 +328,13 @@ def filter_taps(filter, fold):
     return ((channel * kernel_h + row) * kernel_w + column).reshape(-1).astype(np.intp)
 
 
-def pack_filter(filter, group_count, fold, kernels, n_threads=1, taps=None, scratch=False):
+def pack_filter(filter, group_count, taps_per_run, kernels, n_threads=1, taps=None, scratch=False):
     """The filter as each group's packed B (the order of :func:`filter_taps`,
     given as ``taps`` or computed); columns are the group's output channels.
     With ``scratch`` the packed bytes lie in the thread's workspace, for one
     call."""
     rows = _bytes(filter).reshape(filter.shape[0], -1)
-    taps = filter_taps(filter, fold) if taps is None else taps
+    taps = filter_taps(filter, taps_per_run) if taps is None else taps
     return kernels.pack_filter(rows, group_count, taps, not _signed(filter), n_threads,
                                scratch)
 
@@ -351,13 +351,13 @@ def _channel_requantization(arrays, multiplier, out_channels):
     return multiplier, out_zero, bias
 
 
-def convolution_variant(filter, fold):
+def convolution_variant(filter, taps_per_run):
     """The selected kernels, except that AMX multiplies 16 groups of 4 k at a
     time: when a filter step's channels are not whole such blocks (few
     channels: the first layer of a network), gathering A costs more than the
     tiles save, and the AVX-512 VNNI kernels run instead."""
     selected = variants.selected()
-    step_groups = -(-fold * filter.shape[1] // 4)
+    step_groups = -(-taps_per_run * filter.shape[1] // 4)
     if selected == "amx" and step_groups % 16 and "avx512vnni" in variants.available():
         return "avx512vnni"
     return selected
@@ -372,16 +372,16 @@ def prepare_convolution(call, variant=None):
     out_channels, _, kernel_h, kernel_w = filter.shape
     group_count = attributes["group_count"]
     filter_flip, input_flip = not _signed(filter), _signed(image)
-    fold = filter_fold(filter)
-    tight = is_tight(attributes, fold)
-    taps = filter_taps(filter, fold)
-    variant = variant or convolution_variant(filter, fold)
+    taps_per_run = filter_taps_per_run(filter)
+    unpadded = copies_unpadded(attributes, taps_per_run)
+    taps = filter_taps(filter, taps_per_run)
+    variant = variant or convolution_variant(filter, taps_per_run)
     kernels = variants.module(variant)
     # CONVOLUTION_INTEGER: the exact sums as int32, 4 bytes each (a 1-D
     # convolution's output has no height: its pixels are its width).
     raw = call.output_dtype == np.int32
     low, high = (0, 0) if raw else _range(call.output_dtype)
-    geometry = (kernel_h, kernel_w, fold, attributes["strides"], attributes["dilations"],
+    geometry = (kernel_h, kernel_w, taps_per_run, attributes["strides"], attributes["dilations"],
                 attributes["start_padding"], attributes["end_padding"])
     pixels = int(np.prod(call.output_shape[2:], dtype=np.int64))
     out_shape = (call.output_shape[0], out_channels, pixels * (4 if raw else 1))
@@ -407,14 +407,14 @@ def prepare_convolution(call, variant=None):
         else for this call)."""
         filter = call.arrays["filter"]
         packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
-            filter, group_count, fold, kernels, pack_threads, taps, call.packed is None))
+            filter, group_count, taps_per_run, kernels, pack_threads, taps, call.packed is None))
         input_zero, col_zero, multiplier, out_zero, bias = call.values
         conv2d, most_threads = kernels.conv2d, max(1, work // WORK_PER_THREAD)
 
         def run_data(image, out, n_threads):
             conv2d(_bytes(image), input_flip, input_zero, packed, colsum, *geometry, col_zero,
                    multiplier, out_zero, bias, out.view(np.uint8).reshape(out_shape), low, high,
-                   min(n_threads, most_threads), raw, tight)
+                   min(n_threads, most_threads), raw, unpadded)
 
         return run_data
 

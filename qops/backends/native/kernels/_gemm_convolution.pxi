@@ -200,7 +200,7 @@ cdef inline void fill_channel_triple(uint8_t* target, const uint8_t* source, Py_
                                      Py_ssize_t shift, Py_ssize_t lo, Py_ssize_t hi,
                                      Py_ssize_t padded_w, uint8_t flip,
                                      uint8_t pad_value) noexcept nogil:
-    """Three channels (planes `plane` bytes apart) along a row of a tight
+    """Three channels (planes `plane` bytes apart) along a row of an unpadded
     copy of three bytes a position (a network's first convolution): the
     row's bytes written in order, an interleaving loop the compiler
     vectorizes, where a channel at a time stored every third byte alone."""
@@ -341,16 +341,16 @@ cdef void fill_position_block(const uint8_t* image, Py_ssize_t first, Py_ssize_t
 
 
 cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t group_count,
-                                 Py_ssize_t group_channels, Py_ssize_t fold,
+                                 Py_ssize_t group_channels, Py_ssize_t taps_per_run,
                                  Py_ssize_t block_padded, Py_ssize_t height, Py_ssize_t width,
                                  Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t padded_w,
                                  Py_ssize_t dilation_w, uint8_t flip, uint8_t pad_value,
                                  uint8_t* buffer) noexcept nogil:
     """Row hp of the padded channels-last image: position (hp, wp) holds, per
-    group, `fold` blocks of the group's channels (block j: input column
+    group, `taps_per_run` blocks of the group's channels (block j: input column
     wp + j * dilation_w), then zeros up to block_padded bytes.
 
-    Unfolded (fold = 1), channels start 4-byte aligned (block_padded is a
+    Unfolded (taps_per_run = 1), channels start 4-byte aligned (block_padded is a
     multiple of 4), so whole quads of channels go out as 32-bit words.
     """
     cdef Py_ssize_t pixel_stride = group_count * block_padded
@@ -362,15 +362,15 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
     cdef uint8_t* target
     cdef const uint8_t* source
     for g in range(group_count):
-        for j in range(fold):
+        for j in range(taps_per_run):
             # Position wp reads input column wp + shift when inside the row;
             # padding rows are padding from end to end.
             shift = j * dilation_w - pad_left
             lo = min(max(-shift, 0), padded_w) if inside else padded_w
             hi = min(max(width - shift, lo), padded_w) if inside else padded_w
             source = image + ((g * group_channels) * height + (ih if inside else 0)) * width
-            # (A tight copy's positions are not whole words apart.)
-            quads = group_channels // 4 if fold == 1 and block_padded % 4 == 0 else 0
+            # (An unpadded copy's positions are not whole words apart.)
+            quads = group_channels // 4 if taps_per_run == 1 and block_padded % 4 == 0 else 0
             blocks16 = quads // 4
             if blocks16:
                 target = row + g * block_padded
@@ -395,7 +395,7 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
             for c in range(4 * quads, group_channels):
                 fill_channel_run(row + g * block_padded + j * group_channels + c, pixel_stride,
                                  source + c * plane, shift, lo, hi, padded_w, flip, pad_value)
-        for c in range(fold * group_channels, block_padded):
+        for c in range(taps_per_run * group_channels, block_padded):
             target = row + g * block_padded + c
             for wp in range(padded_w):
                 target[wp * pixel_stride] = 0
@@ -403,41 +403,44 @@ cdef void fill_channels_last_row(const uint8_t* image, Py_ssize_t hp, Py_ssize_t
 
 def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zero,
            const int8_t[:, ::1] filter_packed, const int64_t[:, ::1] filter_colsum,
-           Py_ssize_t kernel_h, Py_ssize_t kernel_w, Py_ssize_t fold, strides, dilations,
+           Py_ssize_t kernel_h, Py_ssize_t kernel_w, Py_ssize_t taps_per_run, strides, dilations,
            start_padding, end_padding, const int32_t[::1] col_zero,
            const float[::1] multiplier, const int32_t[::1] out_zero, bias,
            uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
-           bint tight=False):
+           bint unpadded=False):
     """Grouped convolution as an implicit GEMM per image and group: output
     pixels are the rows of A, read through per-tap offsets in a padded
     channels-last copy of the image; the packed filter is B.
 
-    With tight (one group, fold = kernel_w, dilation_w = 1), the copy holds
+    With unpadded (one group, taps_per_run = kernel_w, dilation_w = 1), the copy holds
     each position's channels with no padding to 4 bytes and no folding, so a
     filter row's taps are the kernel_w positions' channels end to end: one
     run per step, as folded, from a copy kernel_w times smaller.  A network's
     first convolution (3 channels, 7 x 7) packs 7 runs of 21 per pixel.
     """
-    cdef Convolution c
+    cdef Convolution conv
     cdef Gemm gemm
-    cdef Epilogue e
-    if not check_convolution(&c, image, filter_packed, filter_colsum, kernel_h, kernel_w, fold,
+    cdef Epilogue epilogue
+    if not check_convolution(&conv, image, filter_packed, filter_colsum, kernel_h, kernel_w,
+                             taps_per_run,
                              strides, dilations, start_padding, end_padding, col_zero,
                              multiplier, out_zero, bias, out, raw):
         return
-    c.input_flip = input_flip
+    conv.input_flip = input_flip
     n_threads = max(n_threads, 1)
-    if tight and (c.group_count != 1 or fold != kernel_w or c.dilation_w != 1):
-        raise ValueError("conv2d: a tight copy takes one group, fold kernel_w, dilation_w 1")
-    c.tight = tight
-    if tight:
-        c.block_padded = c.group_channels
-        c.pixel_stride = c.group_channels
-    buffers = setup_convolution(&c, &gemm, &e, image, filter_packed, filter_colsum, input_zero,
+    if unpadded and (conv.group_count != 1 or taps_per_run != kernel_w or conv.dilation_w != 1):
+        raise ValueError("conv2d: an unpadded copy takes one group, taps_per_run kernel_w, "
+                         "dilation_w 1")
+    conv.unpadded = unpadded
+    if unpadded:
+        conv.block_padded = conv.group_channels
+        conv.pixel_stride = conv.group_channels
+    buffers = setup_convolution(&conv, &gemm, &epilogue, image, filter_packed, filter_colsum,
+                                input_zero,
                                 col_zero, multiplier, out_zero, bias, out, low, high, raw,
                                 n_threads)
     with nogil:
-        run_convolution(&c, &gemm, &e, n_threads)
+        run_convolution(&conv, &gemm, &epilogue, n_threads)
     del buffers  # what the run read through c, gemm and e
 
 
@@ -457,7 +460,7 @@ cdef struct Convolution:
     Py_ssize_t out_w
     Py_ssize_t kernel_h
     Py_ssize_t kernel_w
-    Py_ssize_t fold
+    Py_ssize_t taps_per_run
     Py_ssize_t stride_h
     Py_ssize_t stride_w
     Py_ssize_t dilation_h
@@ -474,7 +477,7 @@ cdef struct Convolution:
     bint plane_runs               # the copy's interior is one run per channel
     bint needs_row_sums           # some filter zero point b_zp' is not 0
     bint input_flip
-    bint tight                    # positions hold just their channels (see conv2d)
+    bint unpadded                    # positions hold just their channels (see conv2d)
     uint8_t pad_value             # the input zero point as the copy stores it
     const uint8_t* image
     const int8_t* filter_packed
@@ -488,10 +491,10 @@ cdef struct Convolution:
     const int64_t* terms          # the bias per output channel, or NULL
 
 
-cdef bint check_convolution(Convolution* c, const uint8_t[:, :, :, ::1] image,
+cdef bint check_convolution(Convolution* conv, const uint8_t[:, :, :, ::1] image,
                             const int8_t[:, ::1] filter_packed,
                             const int64_t[:, ::1] filter_colsum, Py_ssize_t kernel_h,
-                            Py_ssize_t kernel_w, Py_ssize_t fold, strides, dilations,
+                            Py_ssize_t kernel_w, Py_ssize_t taps_per_run, strides, dilations,
                             start_padding, end_padding, const int32_t[::1] col_zero,
                             const float[::1] multiplier, const int32_t[::1] out_zero, bias,
                             uint8_t[:, :, ::1] out, bint raw) except -1:
@@ -499,49 +502,50 @@ cdef bint check_convolution(Convolution* c, const uint8_t[:, :, :, ::1] image,
     glue's contract, checked once: the packed filter, the vectors and the
     output match the geometry, and every tap of every pixel reads inside the
     copy (ValueError otherwise: the run trusts it for every access)."""
-    c.batch, c.channels = image.shape[0], image.shape[1]
-    c.height, c.width = image.shape[2], image.shape[3]
-    c.group_count = filter_packed.shape[0]
-    c.out_channels, c.pixels = out.shape[1], out.shape[2] // (4 if raw else 1)
-    c.kernel_h, c.kernel_w, c.fold = kernel_h, kernel_w, fold
-    c.stride_h, c.stride_w = strides[0], strides[1]
-    c.dilation_h, c.dilation_w = dilations[0], dilations[1]
-    c.pad_top, c.pad_left = start_padding[0], start_padding[1]
-    c.padded_h = c.height + c.pad_top + end_padding[0]
-    c.padded_w = c.width + c.pad_left + end_padding[1]
-    if c.batch == 0 or c.out_channels == 0 or c.pixels == 0:
+    conv.batch, conv.channels = image.shape[0], image.shape[1]
+    conv.height, conv.width = image.shape[2], image.shape[3]
+    conv.group_count = filter_packed.shape[0]
+    conv.out_channels, conv.pixels = out.shape[1], out.shape[2] // (4 if raw else 1)
+    conv.kernel_h, conv.kernel_w, conv.taps_per_run = kernel_h, kernel_w, taps_per_run
+    conv.stride_h, conv.stride_w = strides[0], strides[1]
+    conv.dilation_h, conv.dilation_w = dilations[0], dilations[1]
+    conv.pad_top, conv.pad_left = start_padding[0], start_padding[1]
+    conv.padded_h = conv.height + conv.pad_top + end_padding[0]
+    conv.padded_w = conv.width + conv.pad_left + end_padding[1]
+    if conv.batch == 0 or conv.out_channels == 0 or conv.pixels == 0:
         return False
-    if (c.group_count < 1 or c.channels % c.group_count or c.out_channels % c.group_count
-            or fold < 1):
+    if (conv.group_count < 1 or conv.channels % conv.group_count
+        or conv.out_channels % conv.group_count
+            or taps_per_run < 1):
         raise ValueError("conv2d: arguments do not match the convolution's geometry")
-    c.group_channels = c.channels // c.group_count
-    c.group_outputs = c.out_channels // c.group_count
-    c.block_padded = round_up(fold * c.group_channels, 4)
-    c.steps = kernel_h * (kernel_w // fold)
-    c.pixel_stride = c.group_count * c.block_padded
-    c.out_w = 0
-    if c.stride_w > 0 and c.padded_w > (kernel_w - 1) * c.dilation_w:
-        c.out_w = (c.padded_w - (kernel_w - 1) * c.dilation_w - 1) // c.stride_w + 1
-    c.out_h = c.pixels // c.out_w if c.out_w > 0 else 0
-    if (fold not in (1, kernel_w) or kernel_h < 1 or kernel_w < 1
-            or c.stride_h < 1 or c.stride_w < 1 or c.dilation_h < 1 or c.dilation_w < 1
-            or min(c.pad_top, c.pad_left, end_padding[0], end_padding[1]) < 0
-            or c.out_w < 1 or c.out_h * c.out_w != c.pixels
-            or (c.out_h - 1) * c.stride_h + (kernel_h - 1) * c.dilation_h >= c.padded_h
-            or (c.out_w - 1) * c.stride_w + (kernel_w - 1) * c.dilation_w >= c.padded_w
-            or filter_packed.shape[1] < packed_b_bytes(kernel_h * kernel_w * c.group_channels,
-                                                       c.group_outputs)
-            or filter_colsum.shape[0] != c.group_count
-            or filter_colsum.shape[1] < c.group_outputs
-            or col_zero.shape[0] != c.out_channels or multiplier.shape[0] != c.out_channels
-            or out_zero.shape[0] != c.out_channels or out.shape[0] != c.batch
-            or out.shape[2] != c.pixels * (4 if raw else 1)
-            or (bias is not None and len(bias) != c.out_channels)):
+    conv.group_channels = conv.channels // conv.group_count
+    conv.group_outputs = conv.out_channels // conv.group_count
+    conv.block_padded = round_up(taps_per_run * conv.group_channels, 4)
+    conv.steps = kernel_h * (kernel_w // taps_per_run)
+    conv.pixel_stride = conv.group_count * conv.block_padded
+    conv.out_w = 0
+    if conv.stride_w > 0 and conv.padded_w > (kernel_w - 1) * conv.dilation_w:
+        conv.out_w = (conv.padded_w - (kernel_w - 1) * conv.dilation_w - 1) // conv.stride_w + 1
+    conv.out_h = conv.pixels // conv.out_w if conv.out_w > 0 else 0
+    if (taps_per_run not in (1, kernel_w) or kernel_h < 1 or kernel_w < 1
+            or conv.stride_h < 1 or conv.stride_w < 1 or conv.dilation_h < 1 or conv.dilation_w < 1
+            or min(conv.pad_top, conv.pad_left, end_padding[0], end_padding[1]) < 0
+            or conv.out_w < 1 or conv.out_h * conv.out_w != conv.pixels
+            or (conv.out_h - 1) * conv.stride_h + (kernel_h - 1) * conv.dilation_h >= conv.padded_h
+            or (conv.out_w - 1) * conv.stride_w + (kernel_w - 1) * conv.dilation_w >= conv.padded_w
+            or filter_packed.shape[1] < packed_b_bytes(kernel_h * kernel_w * conv.group_channels,
+                                                       conv.group_outputs)
+            or filter_colsum.shape[0] != conv.group_count
+            or filter_colsum.shape[1] < conv.group_outputs
+            or col_zero.shape[0] != conv.out_channels or multiplier.shape[0] != conv.out_channels
+            or out_zero.shape[0] != conv.out_channels or out.shape[0] != conv.batch
+            or out.shape[2] != conv.pixels * (4 if raw else 1)
+            or (bias is not None and len(bias) != conv.out_channels)):
         raise ValueError("conv2d: arguments do not match the convolution's geometry")
     return True
 
 
-cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
+cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
                               const uint8_t[:, :, :, ::1] image,
                               const int8_t[:, ::1] filter_packed,
                               const int64_t[:, ::1] filter_colsum, uint8_t input_zero,
@@ -553,138 +557,142 @@ cdef object setup_convolution(Convolution* c, Gemm* gemm, Epilogue* e,
     until the run ends)."""
     cdef Py_ssize_t oh, ow, kh, kw, column
     cdef int64_t largest_bias = 0
-    cdef int32_t zero_point = (input_zero ^ (0x80 if c.input_flip else 0))
-    c.needs_row_sums = False
-    for column in range(c.out_channels):
-        c.needs_row_sums = c.needs_row_sums or col_zero[column] != 0
+    cdef int32_t zero_point = (input_zero ^ (0x80 if conv.input_flip else 0))
+    conv.needs_row_sums = False
+    for column in range(conv.out_channels):
+        conv.needs_row_sums = conv.needs_row_sums or col_zero[column] != 0
     terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
     if bias is not None:
         largest_bias = largest_magnitude(terms)
-    c.plane_runs = c.fold == 1 and c.padded_w == c.width and c.height > 0
-    c.pad_value = <uint8_t>zero_point
+    conv.plane_runs = conv.taps_per_run == 1 and conv.padded_w == conv.width and conv.height > 0
+    conv.pad_value = <uint8_t>zero_point
     # Per pixel, its first tap's position; per step, the tap's distance from it.
     keep = []
     cdef Py_ssize_t* row_offset = <Py_ssize_t*>workspace_bytes(
-        "row offsets", c.pixels * sizeof(Py_ssize_t), keep)
+        "row offsets", conv.pixels * sizeof(Py_ssize_t), keep)
     cdef Py_ssize_t* step_offset = <Py_ssize_t*>workspace_bytes(
-        "step offsets", c.steps * sizeof(Py_ssize_t), keep)
+        "step offsets", conv.steps * sizeof(Py_ssize_t), keep)
     # (Row by row: a division per pixel was 2% of a 3 x 3 convolution on 56 x 56.)
-    for oh in range(c.out_h):
-        for ow in range(c.out_w):
-            row_offset[oh * c.out_w + ow] = (oh * c.stride_h * c.padded_w
-                                             + ow * c.stride_w) * c.pixel_stride
-    for kh in range(c.kernel_h):
-        for kw in range(c.kernel_w // c.fold):
-            step_offset[kh * (c.kernel_w // c.fold) + kw] = (
-                (kh * c.dilation_h * c.padded_w + kw * c.dilation_w) * c.pixel_stride)
+    for oh in range(conv.out_h):
+        for ow in range(conv.out_w):
+            row_offset[oh * conv.out_w + ow] = (oh * conv.stride_h * conv.padded_w
+                                             + ow * conv.stride_w) * conv.pixel_stride
+    for kh in range(conv.kernel_h):
+        for kw in range(conv.kernel_w // conv.taps_per_run):
+            step_offset[kh * (conv.kernel_w // conv.taps_per_run) + kw] = (
+                (kh * conv.dilation_h * conv.padded_w + kw * conv.dilation_w) * conv.pixel_stride)
     # Images go through in chunks of up to CHUNK_BYTES of copies, each chunk
     # one batched GEMM per group.
-    c.image_bytes = max(c.padded_h * c.padded_w * c.pixel_stride, 1)
-    c.chunk = max(1, min(c.batch, CHUNK_BYTES // c.image_bytes))
+    conv.image_bytes = max(conv.padded_h * conv.padded_w * conv.pixel_stride, 1)
+    conv.chunk = max(1, min(conv.batch, CHUNK_BYTES // conv.image_bytes))
     # A_SLACK bytes past the last run (gemm.a_slack).
-    c.buffer = workspace_bytes("channels last", c.chunk * c.image_bytes + A_SLACK, keep)
+    conv.buffer = workspace_bytes("channels last", conv.chunk * conv.image_bytes + A_SLACK, keep)
     # Written before they are read (ensure_row_sums).
-    c.sums = <int64_t*>workspace_bytes("row sums", c.chunk * c.pixels * sizeof(int64_t), keep)
+    conv.sums = <int64_t*>workspace_bytes("row sums", conv.chunk * conv.pixels * sizeof(int64_t),
+                                          keep)
     gemm.a_ready = NULL
-    if c.needs_row_sums:
+    if conv.needs_row_sums:
         # Summed by the units (ensure_row_sums), the states zeroed per GEMM.
-        gemm.a_sums = c.sums
-        gemm.a_sums_stride = c.pixels
-        gemm.a_row_bands = row_bands(c.pixels)
+        gemm.a_sums = conv.sums
+        gemm.a_sums_stride = conv.pixels
+        gemm.a_row_bands = row_bands(conv.pixels)
         gemm.a_ready = <int32_t*>workspace_bytes(
-            "row bands", c.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
+            "row bands", conv.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
     cdef const int64_t[::1] term_view = terms
-    c.image = &image[0, 0, 0, 0]
-    c.filter_packed = &filter_packed[0, 0]
-    c.packed_stride = filter_packed.shape[1]
-    c.filter_colsum = &filter_colsum[0, 0]
-    c.colsum_stride = filter_colsum.shape[1]
-    c.out = &out[0, 0, 0]
-    c.terms = &term_view[0] if bias is not None else NULL
+    conv.image = &image[0, 0, 0, 0]
+    conv.filter_packed = &filter_packed[0, 0]
+    conv.packed_stride = filter_packed.shape[1]
+    conv.filter_colsum = &filter_colsum[0, 0]
+    conv.colsum_stride = filter_colsum.shape[1]
+    conv.out = &out[0, 0, 0]
+    conv.terms = &term_view[0] if bias is not None else NULL
     gemm.row_offset = row_offset
     gemm.a_slack = A_SLACK
     gemm.lda = 0
-    gemm.m = c.pixels
+    gemm.m = conv.pixels
     gemm.step_offset = step_offset
-    gemm.steps = c.steps
-    gemm.step_length = c.fold * c.group_channels
-    gemm.groups = ceil_div(c.steps * gemm.step_length, 4)
+    gemm.steps = conv.steps
+    gemm.step_length = conv.taps_per_run * conv.group_channels
+    gemm.groups = ceil_div(conv.steps * gemm.step_length, 4)
     gemm.a_flip = 0  # the copy holds A'
     gemm.b_ready = NULL  # the filter comes packed
     gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
-    gemm.n = c.group_outputs
+    gemm.n = conv.group_outputs
     gemm.out_row_stride = 1
-    gemm.out_col_stride = c.pixels
+    gemm.out_col_stride = conv.pixels
     gemm.a_index = NULL
     gemm.b_index = NULL
-    gemm.a_batch_stride = c.image_bytes
+    gemm.a_batch_stride = conv.image_bytes
     gemm.b_batch_stride = 0
-    gemm.out_batch_stride = c.out_channels * c.pixels
-    e.row_sum_batch_stride = c.pixels
-    e.column_sum_batch_stride = 0
-    c.row_zero = zero_point
-    e.row_zero = &c.row_zero
-    e.row_zero_step = 0
-    e.k = c.group_channels * c.kernel_h * c.kernel_w
-    e.column_zero = &col_zero[0]
-    e.multiplier = &multiplier[0]
-    e.out_zero = &out_zero[0]
-    e.multiplier_step = 0
-    e.out_zero_step = 0
-    e.low = low
-    e.high = high
-    e.per_row = False
-    e.row_sums_given = False
-    e.narrow = fits_int32(e.k, largest_bias)
-    e.raw = raw
-    e.to_float = False
-    e.float_bias = NULL
-    if raw and not e.narrow:
+    gemm.out_batch_stride = conv.out_channels * conv.pixels
+    epilogue.row_sum_batch_stride = conv.pixels
+    epilogue.column_sum_batch_stride = 0
+    conv.row_zero = zero_point
+    epilogue.row_zero = &conv.row_zero
+    epilogue.row_zero_step = 0
+    epilogue.k = conv.group_channels * conv.kernel_h * conv.kernel_w
+    epilogue.column_zero = &col_zero[0]
+    epilogue.multiplier = &multiplier[0]
+    epilogue.out_zero = &out_zero[0]
+    epilogue.multiplier_step = 0
+    epilogue.out_zero_step = 0
+    epilogue.low = low
+    epilogue.high = high
+    epilogue.per_row = False
+    epilogue.row_sums_given = False
+    epilogue.sums_fit_int32 = fits_int32(epilogue.k, largest_bias)
+    epilogue.raw = raw
+    epilogue.to_float = False
+    epilogue.float_bias = NULL
+    if raw and not epilogue.sums_fit_int32:
         raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
     return terms, keep
 
 
-cdef void run_convolution(const Convolution* c, Gemm* gemm, Epilogue* e,
+cdef void run_convolution(const Convolution* conv, Gemm* gemm, Epilogue* epilogue,
                           int n_threads) noexcept nogil:
     """Chunk by chunk: the images' channels-last copies, then per group one
     batched GEMM over the chunk (whose units sum their pixels' rows, when a
     filter zero point asks for them)."""
     cdef Py_ssize_t first = 0, count, member, group
-    cdef Py_ssize_t plane = c.channels * c.height * c.width
-    cdef Py_ssize_t out_image = c.out_channels * c.pixels * (4 if e.raw else 1)
-    cdef const int32_t* column_zero = e.column_zero
-    cdef const float* multiplier = e.multiplier
-    cdef const int32_t* out_zero = e.out_zero
-    while first < c.batch:
-        count = min(c.chunk, c.batch - first)
+    cdef Py_ssize_t plane = conv.channels * conv.height * conv.width
+    cdef Py_ssize_t out_image = conv.out_channels * conv.pixels * (4 if epilogue.raw else 1)
+    cdef const int32_t* column_zero = epilogue.column_zero
+    cdef const float* multiplier = epilogue.multiplier
+    cdef const int32_t* out_zero = epilogue.out_zero
+    while first < conv.batch:
+        count = min(conv.chunk, conv.batch - first)
         for member in range(count):
-            fill_channels_last(c.image + (first + member) * plane, c.plane_runs, c.group_count,
-                               c.group_channels, 1 if c.tight else c.fold, c.block_padded,
-                               c.height, c.width,
-                               c.padded_h, c.padded_w, c.pad_top, c.pad_left, c.dilation_w,
-                               0x80 if c.input_flip else 0, c.pad_value,
-                               c.buffer + member * c.image_bytes, n_threads)
+            fill_channels_last(conv.image + (first + member) * plane, conv.plane_runs,
+                               conv.group_count, conv.group_channels,
+                               1 if conv.unpadded else conv.taps_per_run, conv.block_padded,
+                               conv.height, conv.width, conv.padded_h, conv.padded_w,
+                               conv.pad_top, conv.pad_left, conv.dilation_w,
+                               0x80 if conv.input_flip else 0, conv.pad_value,
+                               conv.buffer + member * conv.image_bytes, n_threads)
         gemm.batch = count
-        for group in range(c.group_count):
-            gemm.b = c.filter_packed + group * c.packed_stride
-            gemm.out = (c.out + first * out_image
-                        + group * c.group_outputs * c.pixels * (4 if e.raw else 1))
-            e.column_term = c.terms + group * c.group_outputs if c.terms != NULL else NULL
-            e.column_sum = c.filter_colsum + group * c.colsum_stride
-            e.column_zero = column_zero + group * c.group_outputs
-            e.multiplier = multiplier + group * c.group_outputs
-            e.out_zero = out_zero + group * c.group_outputs
-            e.row_sum = NULL
-            if c.needs_row_sums:
+        for group in range(conv.group_count):
+            gemm.b = conv.filter_packed + group * conv.packed_stride
+            gemm.out = (conv.out + first * out_image
+                        + group * conv.group_outputs * conv.pixels * (4 if epilogue.raw else 1))
+            epilogue.column_term = (conv.terms + group * conv.group_outputs
+                                    if conv.terms != NULL else NULL)
+            epilogue.column_sum = conv.filter_colsum + group * conv.colsum_stride
+            epilogue.column_zero = column_zero + group * conv.group_outputs
+            epilogue.multiplier = multiplier + group * conv.group_outputs
+            epilogue.out_zero = out_zero + group * conv.group_outputs
+            epilogue.row_sum = NULL
+            if conv.needs_row_sums:
                 memset(gemm.a_ready, 0, count * gemm.a_row_bands * sizeof(int32_t))
-                e.row_sum = c.sums
-            gemm.a = c.buffer + group * c.block_padded
-            run_gemm(gemm, e, n_threads)
+                epilogue.row_sum = conv.sums
+            gemm.a = conv.buffer + group * conv.block_padded
+            run_gemm(gemm, epilogue, n_threads)
         first = first + count
 
 
 cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t group_count,
-                             Py_ssize_t group_channels, Py_ssize_t fold, Py_ssize_t block_padded,
+                             Py_ssize_t group_channels, Py_ssize_t taps_per_run,
+                             Py_ssize_t block_padded,
                              Py_ssize_t height, Py_ssize_t width, Py_ssize_t padded_h,
                              Py_ssize_t padded_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
                              Py_ssize_t dilation_w, uint8_t flip, uint8_t pad_value,
@@ -695,7 +703,7 @@ cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t g
     job.image = image
     job.group_count = group_count
     job.group_channels = group_channels
-    job.fold = fold
+    job.taps_per_run = taps_per_run
     job.block_padded = block_padded
     job.height = height
     job.width = width
@@ -728,7 +736,7 @@ cdef struct ChannelsLast:
     const uint8_t* image
     Py_ssize_t group_count
     Py_ssize_t group_channels
-    Py_ssize_t fold
+    Py_ssize_t taps_per_run
     Py_ssize_t block_padded
     Py_ssize_t height
     Py_ssize_t width
@@ -751,7 +759,7 @@ cdef void fill_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
     for hp in range(start, stop):
         if j.padding_rows_only and j.pad_top <= hp < j.pad_top + j.height:
             continue
-        fill_channels_last_row(j.image, hp, j.group_count, j.group_channels, j.fold,
+        fill_channels_last_row(j.image, hp, j.group_count, j.group_channels, j.taps_per_run,
                                j.block_padded, j.height, j.width, j.pad_top, j.pad_left,
                                j.padded_w, j.dilation_w, j.flip, j.pad_value, j.buffer)
 

@@ -91,16 +91,17 @@ cdef struct UnitOutput:
     bint raw_tiles
 
 
-cdef inline bint tile_epilogue(const Epilogue* e) noexcept nogil:
+cdef inline bint tile_epilogue(const Epilogue* epilogue) noexcept nogil:
     """Whether requantize_tile's rule covers the epilogue: int32 values to
     bytes, one zero point of A, multipliers and output zero points per column
     (not per row), and at most 256 output integers."""
-    return (e.narrow and not e.raw and not e.per_row and e.row_zero_step == 0
-            and e.multiplier_step == 0 and e.out_zero_step == 0 and e.high - e.low <= 255)
+    return (epilogue.sums_fit_int32 and not epilogue.raw and not epilogue.per_row
+            and epilogue.row_zero_step == 0 and epilogue.multiplier_step == 0
+            and epilogue.out_zero_step == 0 and epilogue.high - epilogue.low <= 255)
 
 
 cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssize_t col0,
-                     Py_ssize_t cols, const Epilogue* e, uint8_t* corner,
+                     Py_ssize_t cols, const Epilogue* epilogue, uint8_t* corner,
                      Py_ssize_t out_row_stride, bint inside) noexcept nogil:
     """The unit's output and column vectors.  corner (or NULL): the unit's
     first byte in a row-major output, where the epilogue writes directly when
@@ -114,23 +115,25 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     cdef uint32_t row_zero
     unit.row0 = row0
     unit.col0 = col0
-    unit.by_tile = tile_epilogue(e)
-    unit.by_rows = (ROW_TILES and e.per_row and e.narrow and not e.raw
-                    and e.high - e.low <= 255)
+    unit.by_tile = tile_epilogue(epilogue)
+    unit.by_rows = (ROW_TILES and epilogue.per_row and epilogue.sums_fit_int32 and not epilogue.raw
+                    and epilogue.high - epilogue.low <= 255)
     # Written in place, the bytes skip a copy through the scratch: on a
     # 128 x 512 x 784 product, a thousand row copies of 128 bytes.
-    unit.in_place = (corner != NULL and not e.raw
+    unit.in_place = (corner != NULL and not epilogue.raw
                      and (inside or not (unit.by_tile or unit.by_rows)))
     unit.bytes = corner if unit.in_place else scratch + SLOT_UNIT_OFFSET
     unit.pitch = out_row_stride if unit.in_place else TILE_COLUMNS
-    unit.raw_tiles = e.raw and not e.per_row and e.row_zero_step == 0 and corner != NULL
-    if not e.narrow:
+    unit.raw_tiles = (epilogue.raw and not epilogue.per_row and epilogue.row_zero_step == 0
+                      and corner != NULL)
+    if not epilogue.sums_fit_int32:
         return
     # Per-column vectors (a per-row epilogue's bias, multipliers and zero
     # points are the rows': only the column sums are read then).
-    cdef const int64_t* column_term = (e.column_term + col0
-                                       if e.column_term != NULL and not e.per_row else NULL)
-    cdef const int64_t* column_sum = e.column_sum + col0
+    cdef const int64_t* column_term = (epilogue.column_term + col0
+                                       if epilogue.column_term != NULL and not epilogue.per_row
+                                       else NULL)
+    cdef const int64_t* column_sum = epilogue.column_sum + col0
     if column_term != NULL:
         for c in range(cols):
             unit.column_term[c] = <uint32_t>column_term[c]
@@ -142,14 +145,14 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
         memset(&unit.column_sum[cols], 0, (TILE_COLUMNS - cols) * sizeof(uint32_t))
     if unit.raw_tiles or unit.by_tile:
         # The bias less the one zero point of A's share, per column.
-        row_zero = <uint32_t>e.row_zero[0]
+        row_zero = <uint32_t>epilogue.row_zero[0]
         for c in range(cols):
             unit.tile_column[c] = unit.column_term[c] - row_zero * unit.column_sum[c]
     if not unit.by_tile:
         return
-    cdef const int32_t* column_zero = e.column_zero + col0
-    cdef const float* multiplier = e.multiplier + col0
-    cdef const int32_t* out_zero = e.out_zero + col0
+    cdef const int32_t* column_zero = epilogue.column_zero + col0
+    cdef const float* multiplier = epilogue.multiplier + col0
+    cdef const int32_t* out_zero = epilogue.out_zero + col0
     # |value| <= K * MAX_PRODUCT + |bias|.  The largest |multiplier| is taken
     # as the largest of the floats' bits less the sign: for finite floats
     # their order as unsigned integers is their order as numbers.
@@ -175,13 +178,14 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     unit.unit_column_zero = any_column_zero != 0 and other_column_zero == 0
     unit.column_zero = <uint32_t>column_zero[0]
     unit.packs_clamp = packs_clamp_exactly(
-        largest_multiplier * (<double>e.k * MAX_PRODUCT + <double>largest_bias), e.low, e.high)
+        largest_multiplier * (<double>epilogue.k * MAX_PRODUCT + <double>largest_bias),
+        epilogue.low, epilogue.high)
     for c in range(cols):
         unit.tile_column_zero[c] = 1 if unit.unit_column_zero else <uint32_t>column_zero[c]
         unit.tile_multiplier[c] = multiplier[c]
-        unit.tile_floor[c] = <float>(e.low - out_zero[c])
-        unit.tile_ceiling[c] = <float>(e.high - out_zero[c])
-        unit.tile_offset[c] = out_zero[c] - e.low
+        unit.tile_floor[c] = <float>(epilogue.low - out_zero[c])
+        unit.tile_ceiling[c] = <float>(epilogue.high - out_zero[c])
+        unit.tile_offset[c] = out_zero[c] - epilogue.low
     if cols < TILE_COLUMNS:
         # Zero past the unit's last column: whole micro-tiles read them.
         memset(&unit.tile_column[cols], 0, (TILE_COLUMNS - cols) * sizeof(uint32_t))
@@ -193,20 +197,20 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
 
 
 cdef void tile_terms_of_rows(TileTerms* terms, uint32_t* row_term, Py_ssize_t row0,
-                             const Epilogue* e, const Gemm* gemm,
+                             const Epilogue* epilogue, const Gemm* gemm,
                              const UnitOutput* unit) noexcept nogil:
     """The TileTerms of MR rows from row0 but their columns' vectors
     (tile_terms_at points those at a tile's columns): the row terms into
     row_term, which the terms then point at."""
     cdef Py_ssize_t i, r
-    cdef int64_t row_zero = e.row_zero[0]
+    cdef int64_t row_zero = epilogue.row_zero[0]
     cdef uint32_t scale = unit.column_zero if unit.unit_column_zero else 1
     for i in range(MR):
         r = row0 + i
-        row_term[i] = (<uint32_t>(e.row_sum[r] - e.k * row_zero) * scale
-                       if e.row_sum != NULL and r < gemm.m else 0)
+        row_term[i] = (<uint32_t>(epilogue.row_sum[r] - epilogue.k * row_zero) * scale
+                       if epilogue.row_sum != NULL and r < gemm.m else 0)
     terms.row_term = row_term
-    terms.low = e.low
+    terms.low = epilogue.low
     terms.no_column_zero = unit.no_column_zero
     terms.unit_column_zero = unit.unit_column_zero
     terms.packs_clamp = unit.packs_clamp
@@ -236,27 +240,30 @@ cdef void requantize_unit_tile_at(const int32_t* tile, TileTerms* terms, Py_ssiz
 
 
 cdef inline void requantize_unit_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                                      const Epilogue* e, const Gemm* gemm,
+                                      const Epilogue* epilogue, const Gemm* gemm,
                                       const UnitOutput* unit) noexcept nogil:
     """requantize_unit_tile_at with the terms of the tile's rows."""
     cdef uint32_t row_term[MR]
     cdef TileTerms terms
-    tile_terms_of_rows(&terms, row_term, row0, e, gemm, unit)
+    tile_terms_of_rows(&terms, row_term, row0, epilogue, gemm, unit)
     requantize_unit_tile_at(tile, &terms, row0, col0, unit)
 
 
-cdef inline uint32_t row_term_of(const Epilogue* e, Py_ssize_t r, int64_t row_zero) noexcept nogil:
+cdef inline uint32_t row_term_of(const Epilogue* epilogue, Py_ssize_t r,
+                                 int64_t row_zero) noexcept nogil:
     """rowsum(A'[r]) - K * a_zp'[r] modulo 2**32 (0 when no column zero point
     asks for row sums)."""
-    return <uint32_t>(e.row_sum[r] - e.k * row_zero) if e.row_sum != NULL else 0
+    if epilogue.row_sum == NULL:
+        return 0
+    return <uint32_t>(epilogue.row_sum[r] - epilogue.k * row_zero)
 
 
-cdef inline uint32_t per_row_term(const Epilogue* e, Py_ssize_t r,
+cdef inline uint32_t per_row_term(const Epilogue* epilogue, Py_ssize_t r,
                                   uint32_t row_term) noexcept nogil:
     """A per-row epilogue's term for row r: its bias less the one column zero
     point times the row term, modulo 2**32."""
-    return ((<uint32_t>e.column_term[r] if e.column_term != NULL else 0)
-            - (<uint32_t>e.column_zero[0]) * row_term)
+    return ((<uint32_t>epilogue.column_term[r] if epilogue.column_term != NULL else 0)
+            - (<uint32_t>epilogue.column_zero[0]) * row_term)
 
 
 cdef struct RowTermsStore:
@@ -270,7 +277,7 @@ cdef struct RowTermsStore:
 
 
 cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssize_t row0,
-                                   const Epilogue* e, const Gemm* gemm) noexcept nogil:
+                                   const Epilogue* epilogue, const Gemm* gemm) noexcept nogil:
     """The RowTerms of a micro-tile's rows from row0 (in store; rows past M
     take zero terms and the first row's zero point), and its shortcuts, but
     for column_sum, which belongs to its columns."""
@@ -289,31 +296,32 @@ cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssi
             store.multiplier[i] = store.floor[i] = store.ceiling[i] = 0.0
             store.offset[i] = 0
             continue
-        zero = e.row_zero[r * e.row_zero_step]
-        store.term[i] = per_row_term(e, r, row_term_of(e, r, zero))
+        zero = epilogue.row_zero[r * epilogue.row_zero_step]
+        store.term[i] = per_row_term(epilogue, r, row_term_of(epilogue, r, zero))
         store.row_zero[i] = <uint32_t>zero
         one_row_zero = one_row_zero and store.row_zero[i] == store.row_zero[0]
-        store.multiplier[i] = e.multiplier[r]
-        out_zero = e.out_zero[r]
-        store.floor[i] = <float>(e.low - out_zero)
-        store.ceiling[i] = <float>(e.high - out_zero)
-        store.offset[i] = out_zero - e.low
+        store.multiplier[i] = epilogue.multiplier[r]
+        out_zero = epilogue.out_zero[r]
+        store.floor[i] = <float>(epilogue.low - out_zero)
+        store.ceiling[i] = <float>(epilogue.high - out_zero)
+        store.offset[i] = out_zero - epilogue.low
         # The row's largest |value * multiplier|: the value, the sum of K
         # products of (A' - row zero) (B' - column zero) plus the bias, is
         # at most K * MAX_PRODUCT + |bias| (as start_unit bounds a unit's
         # columns).
-        bias = <double>e.column_term[r] if e.column_term != NULL else 0.0
-        scaled = fabs(<double>e.multiplier[r]) * (<double>e.k * MAX_PRODUCT + fabs(bias))
+        bias = <double>epilogue.column_term[r] if epilogue.column_term != NULL else 0.0
+        scaled = (fabs(<double>epilogue.multiplier[r])
+                  * (<double>epilogue.k * MAX_PRODUCT + fabs(bias)))
         largest_scaled = scaled if scaled > largest_scaled else largest_scaled
     terms.one_row_zero = one_row_zero
-    terms.packs_clamp = packs_clamp_exactly(largest_scaled, e.low, e.high)
+    terms.packs_clamp = packs_clamp_exactly(largest_scaled, epilogue.low, epilogue.high)
     terms.term = store.term
     terms.row_zero = store.row_zero
     terms.multiplier = store.multiplier
     terms.floor = store.floor
     terms.ceiling = store.ceiling
     terms.offset = store.offset
-    terms.low = e.low
+    terms.low = epilogue.low
 
 
 cdef inline uint8_t* row_terms_at(RowTerms* terms, Py_ssize_t row0, Py_ssize_t col0,
@@ -327,13 +335,13 @@ cdef inline uint8_t* row_terms_at(RowTerms* terms, Py_ssize_t row0, Py_ssize_t c
 
 
 cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                                      const Epilogue* e, const Gemm* gemm,
+                                      const Epilogue* epilogue, const Gemm* gemm,
                                       const UnitOutput* unit) noexcept nogil:
     """A micro-tile's int32 values into the unit's bytes by
     requantize_tile_rows (row_terms_of_rows, row_terms_at)."""
     cdef RowTermsStore store
     cdef RowTerms terms
-    row_terms_of_rows(&terms, &store, row0, e, gemm)
+    row_terms_of_rows(&terms, &store, row0, epilogue, gemm)
     requantize_tile_rows(tile, &terms, row_terms_at(&terms, row0, col0, unit), unit.pitch)
 
 
@@ -341,32 +349,35 @@ cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t
                              Py_ssize_t pitch, Py_ssize_t row0, Py_ssize_t rows,
                              Py_ssize_t col0, Py_ssize_t cols,
                              const uint32_t* column_term, const uint32_t* column_sum,
-                             const Epilogue* e) noexcept nogil:
+                             const Epilogue* epilogue) noexcept nogil:
     cdef Py_ssize_t i, r
     cdef int64_t row_zero
     cdef uint32_t row_term
     for i in range(rows):
         r = row0 + i
-        row_zero = e.row_zero[r * e.row_zero_step]
-        row_term = row_term_of(e, r, row_zero)
-        if e.per_row:
+        row_zero = epilogue.row_zero[r * epilogue.row_zero_step]
+        row_term = row_term_of(epilogue, r, row_zero)
+        if epilogue.per_row:
             # One bias, multiplier and output zero point for the row; one
             # column zero point for every column.
             requantize_row_line(
                 tile + i * tile_pitch, result + i * pitch, cols,
-                per_row_term(e, r, row_term), <uint32_t>row_zero, column_sum, e.multiplier[r],
-                e.out_zero[r], e.low, e.high)
+                per_row_term(epilogue, r,
+                             row_term), <uint32_t>row_zero, column_sum, epilogue.multiplier[r],
+                epilogue.out_zero[r], epilogue.low, epilogue.high)
         else:
             requantize_line(tile + i * tile_pitch, result + i * pitch, cols, column_term,
-                            e.column_zero + col0, column_sum, row_term,
-                            <uint32_t>row_zero, e.multiplier + r * e.multiplier_step + col0,
-                            e.out_zero + r * e.out_zero_step + col0, e.low, e.high)
+                            epilogue.column_zero + col0, column_sum, row_term,
+                            <uint32_t>row_zero,
+                            epilogue.multiplier + r * epilogue.multiplier_step + col0,
+                            epilogue.out_zero + r * epilogue.out_zero_step + col0,
+                            epilogue.low, epilogue.high)
 
 
 cdef inline void raw_rows(const int32_t* tile, Py_ssize_t tile_pitch, Py_ssize_t row0,
                           Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
                           const uint32_t* column_term, const uint32_t* column_sum,
-                          const Epilogue* e, const Gemm* gemm) noexcept nogil:
+                          const Epilogue* epilogue, const Gemm* gemm) noexcept nogil:
     """A tile's lines of a raw epilogue's exact values (cols <= NR) straight
     into the output, as int32 or, with to_float, as float32.  (Raw tiles
     take this per tile rather than run_unit's whole rows, so that a last
@@ -377,22 +388,24 @@ cdef inline void raw_rows(const int32_t* tile, Py_ssize_t tile_pitch, Py_ssize_t
     cdef uint32_t row_term
     for i in range(rows):
         r = row0 + i
-        row_zero = e.row_zero[r * e.row_zero_step]
-        row_term = row_term_of(e, r, row_zero)
-        if e.per_row:
-            exact_row_line(tile + i * tile_pitch, values, cols, per_row_term(e, r, row_term),
+        row_zero = epilogue.row_zero[r * epilogue.row_zero_step]
+        row_term = row_term_of(epilogue, r, row_zero)
+        if epilogue.per_row:
+            exact_row_line(tile + i * tile_pitch, values, cols, per_row_term(epilogue, r,
+                                                                             row_term),
                            <uint32_t>row_zero, column_sum)
         else:
-            exact_line(tile + i * tile_pitch, values, cols, column_term, e.column_zero + col0,
+            exact_line(tile + i * tile_pitch, values, cols, column_term,
+                       epilogue.column_zero + col0,
                        column_sum, row_term, <uint32_t>row_zero)
-        if e.to_float:
-            store_float_line(values, cols, r, col0, e, gemm)
+        if epilogue.to_float:
+            store_float_line(values, cols, r, col0, epilogue, gemm)
         else:
             store_int_line(values, cols, r, col0, gemm)
 
 
 cdef inline void raw_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
-                          Py_ssize_t col0, const Epilogue* e, const Gemm* gemm,
+                          Py_ssize_t col0, const Epilogue* epilogue, const Gemm* gemm,
                           const UnitOutput* unit) noexcept nogil:
     """raw_rows for a tile of NR columns inside a row-major output, from the
     unit's column vector (the bias less the one zero point of A times the
@@ -401,19 +414,19 @@ cdef inline void raw_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
     whole vectors.  (raw_rows' lines were a tenth of a 128 x 768 x 768
     MatMulIntegerToFloat with AVX-VNNI, this a twentieth.)"""
     cdef const uint32_t* column = unit.tile_column + (col0 - unit.col0)
-    cdef const int32_t* column_zero = e.column_zero + col0
+    cdef const int32_t* column_zero = epilogue.column_zero + col0
     cdef int32_t values[NR]
     cdef uint32_t row_term
     cdef Py_ssize_t i, c, r
-    cdef int64_t row_zero = e.row_zero[0]
+    cdef int64_t row_zero = epilogue.row_zero[0]
     for i in range(rows):
         r = row0 + i
-        row_term = row_term_of(e, r, row_zero)
+        row_term = row_term_of(epilogue, r, row_zero)
         for c in range(NR):
             values[c] = <int32_t>(<uint32_t>tile[i * NR + c] + column[c]
                                   - (<uint32_t>column_zero[c]) * row_term)
-        if e.to_float:
-            store_float_line(values, NR, r, col0, e, gemm)
+        if epilogue.to_float:
+            store_float_line(values, NR, r, col0, epilogue, gemm)
         else:
             store_int_line(values, NR, r, col0, gemm)
 
@@ -430,7 +443,7 @@ cdef inline void store_int_line(const int32_t* values, Py_ssize_t count, Py_ssiz
 
 
 cdef inline void store_float_line(const int32_t* values, Py_ssize_t count, Py_ssize_t r,
-                                  Py_ssize_t col0, const Epilogue* e,
+                                  Py_ssize_t col0, const Epilogue* epilogue,
                                   const Gemm* gemm) noexcept nogil:
     """count <= NR values as float32(value) * multiplier, then + bias: two
     roundings, as the rule (and NumPy) has them.  to_float is matmul's
@@ -438,8 +451,8 @@ cdef inline void store_float_line(const int32_t* values, Py_ssize_t count, Py_ss
     is made apart and then copied: written straight into the output, which
     the compiler cannot prove apart from the bias, the addition was
     scalar."""
-    cdef const float* multiplier = e.multiplier + r * e.multiplier_step + col0
-    cdef const float* bias = e.float_bias + col0 if e.float_bias != NULL else NULL
+    cdef const float* multiplier = epilogue.multiplier + r * epilogue.multiplier_step + col0
+    cdef const float* bias = epilogue.float_bias + col0 if epilogue.float_bias != NULL else NULL
     cdef float line[NR]
     cdef Py_ssize_t c
     for c in range(count):
@@ -451,7 +464,7 @@ cdef inline void store_float_line(const int32_t* values, Py_ssize_t count, Py_ss
 
 
 cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
-                            Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
+                            Py_ssize_t col0, Py_ssize_t cols, const Epilogue* epilogue,
                             const UnitOutput* unit) noexcept nogil:
     cdef Py_ssize_t at = col0 - unit.col0
     cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * unit.pitch + at
@@ -459,26 +472,28 @@ cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t row
     # vectorized line for.
     if cols == NR:
         narrow_rows(tile, NR, result, unit.pitch, row0, rows, col0, NR, unit.column_term + at,
-                    unit.column_sum + at, e)
+                    unit.column_sum + at, epilogue)
     else:
         narrow_rows(tile, NR, result, unit.pitch, row0, rows, col0, cols, unit.column_term + at,
-                    unit.column_sum + at, e)
+                    unit.column_sum + at, epilogue)
 
 
 cdef inline int64_t wide_value(const int64_t* tile, Py_ssize_t i, Py_ssize_t c, Py_ssize_t r,
-                               Py_ssize_t col, const Epilogue* e) noexcept nogil:
+                               Py_ssize_t col, const Epilogue* epilogue) noexcept nogil:
     """The exact value of tile element (i, c), output (r, col)."""
-    cdef int64_t row_zero = e.row_zero[r * e.row_zero_step]
-    cdef int64_t row_term = e.row_sum[r] - e.k * row_zero if e.row_sum != NULL else 0
+    cdef int64_t row_zero = epilogue.row_zero[r * epilogue.row_zero_step]
+    cdef int64_t row_term = (epilogue.row_sum[r] - epilogue.k * row_zero
+                             if epilogue.row_sum != NULL else 0)
     cdef int64_t term = 0
-    if e.column_term != NULL:
-        term = e.column_term[r if e.per_row else col]
-    return (tile[i * NR + c] + term - e.column_zero[0 if e.per_row else col] * row_term
-            - row_zero * e.column_sum[col])
+    if epilogue.column_term != NULL:
+        term = epilogue.column_term[r if epilogue.per_row else col]
+    return (tile[i * NR + c] + term
+            - epilogue.column_zero[0 if epilogue.per_row else col] * row_term
+            - row_zero * epilogue.column_sum[col])
 
 
 cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
-                          Py_ssize_t col0, Py_ssize_t cols, const Epilogue* e,
+                          Py_ssize_t col0, Py_ssize_t cols, const Epilogue* epilogue,
                           const UnitOutput* unit) noexcept nogil:
     cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * unit.pitch + col0 - unit.col0
     cdef Py_ssize_t i, r, c, col, at
@@ -486,40 +501,42 @@ cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
         r = row0 + i
         for c in range(cols):
             col = col0 + c
-            at = r if e.per_row else r * e.multiplier_step + col
+            at = r if epilogue.per_row else r * epilogue.multiplier_step + col
             result[i * unit.pitch + c] = <uint8_t>requantize(
-                wide_value(tile, i, c, r, col, e), e.multiplier[at],
-                e.out_zero[r if e.per_row else r * e.out_zero_step + col], e.low, e.high)
+                wide_value(tile, i, c, r, col, epilogue), epilogue.multiplier[at],
+                 epilogue.out_zero[r if epilogue.per_row else r * epilogue.out_zero_step + col],
+                 epilogue.low, epilogue.high)
 
 
 cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                      const Epilogue* e, const Gemm* gemm, const UnitOutput* unit) noexcept nogil:
+                      const Epilogue* epilogue, const Gemm* gemm,
+                      const UnitOutput* unit) noexcept nogil:
     """A micro-tile's sums S (the whole K, as int32: int32 values when the
     epilogue is narrow, else one block's) into the unit's bytes (the output,
     for raw sums)."""
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
     if unit.by_tile:
-        requantize_unit_tile(tile, row0, col0, e, gemm, unit)
+        requantize_unit_tile(tile, row0, col0, epilogue, gemm, unit)
         return
     if unit.by_rows:
-        requantize_unit_rows(tile, row0, col0, e, gemm, unit)
+        requantize_unit_rows(tile, row0, col0, epilogue, gemm, unit)
         return
     if unit.raw_tiles and cols == NR:
-        raw_tile(tile, row0, rows, col0, e, gemm, unit)
+        raw_tile(tile, row0, rows, col0, epilogue, gemm, unit)
         return
-    if e.raw:
+    if epilogue.raw:
         raw_rows(tile, NR, row0, rows, col0, cols, unit.column_term + col0 - unit.col0,
-                 unit.column_sum + col0 - unit.col0, e, gemm)
+                 unit.column_sum + col0 - unit.col0, epilogue, gemm)
         return
-    if e.narrow:
-        requantize_narrow(tile, row0, rows, col0, cols, e, unit)
+    if epilogue.sums_fit_int32:
+        requantize_narrow(tile, row0, rows, col0, cols, epilogue, unit)
         return
-    widen_and_finish(tile, row0, col0, e, gemm, unit)
+    widen_and_finish(tile, row0, col0, epilogue, gemm, unit)
 
 
 cdef void widen_and_finish(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                           const Epilogue* e, const Gemm* gemm,
+                           const Epilogue* epilogue, const Gemm* gemm,
                            const UnitOutput* unit) noexcept nogil:
     """A micro-tile's int32 sums through the int64 epilogue: out of
     finish_tile's line, whose every call (one per micro-tile) would
@@ -528,15 +545,15 @@ cdef void widen_and_finish(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0
     cdef Py_ssize_t i
     for i in range(MR * NR):
         wide[i] = tile[i]
-    finish_wide(wide, row0, col0, e, gemm, unit)
+    finish_wide(wide, row0, col0, epilogue, gemm, unit)
 
 
 cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t col0,
-                             const Epilogue* e, const Gemm* gemm,
+                             const Epilogue* epilogue, const Gemm* gemm,
                              const UnitOutput* unit) noexcept nogil:
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
-    requantize_wide(tile, row0, rows, col0, cols, e, unit)
+    requantize_wide(tile, row0, rows, col0, cols, epilogue, unit)
 
 
 cdef enum:

@@ -127,7 +127,7 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     constant A); else they are computed when a column zero point needs them.
     """
     cdef Gemm gemm
-    cdef Epilogue e
+    cdef Epilogue epilogue
     cdef Py_ssize_t step_offset[1]
     cdef const uint8_t[:, :, ::1] source
     cdef Py_ssize_t k = a.shape[2], b_batches, b_stride, colsum_stride
@@ -168,12 +168,12 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     check_matmul(a, a_index, b_batches, b_index, n, row_zero, col_zero, multiplier, out_zero,
                  out, raw, per_row, bias, a_row_sums, to_float, float_bias)
     cdef const float[::1] float_bias_view
-    e.to_float = to_float
-    e.float_bias = NULL
+    epilogue.to_float = to_float
+    epilogue.float_bias = NULL
     if float_bias is not None:
         float_bias_view = float_bias
-        e.float_bias = &float_bias_view[0]
-    buffers = setup_matmul(&gemm, &e, step_offset, a, a_flip, a_index, b_start, b_stride,
+        epilogue.float_bias = &float_bias_view[0]
+    buffers = setup_matmul(&gemm, &epilogue, step_offset, a, a_flip, a_index, b_start, b_stride,
                            colsum_start, colsum_stride, b_index, n, row_zero, col_zero,
                            multiplier, out_zero, out, low, high, raw, n_threads, per_row, bias,
                            a_row_sums, keep)
@@ -189,7 +189,7 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
         gemm.b_ready = ready
         gemm.b_column_tiles = ceil_div(n, TILE_COLUMNS)
     with nogil:
-        run_matmul(&gemm, &e, a.shape[0], n_threads)
+        run_matmul(&gemm, &epilogue, a.shape[0], n_threads)
     del buffers, keep  # what the run read through gemm and e
 
 
@@ -224,7 +224,7 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
     return 0
 
 
-cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
+cdef object setup_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offset,
                          const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
                          const int8_t* b_start, Py_ssize_t b_stride,
                          const int64_t* colsum_start, Py_ssize_t colsum_stride,
@@ -252,12 +252,12 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     sums = None
     cdef const int64_t[:, ::1] sums_view
     cdef const int64_t[::1] term_view
-    e.row_sum = NULL
-    e.row_sums_given = given
+    epilogue.row_sum = NULL
+    epilogue.row_sums_given = given
     if given:
         sums = np.ascontiguousarray(a_row_sums, np.int64)
         sums_view = sums
-        e.row_sum = &sums_view[0, 0]
+        epilogue.row_sum = &sums_view[0, 0]
     gemm.a_ready = NULL
     if needs_row_sums and k and not given:
         # Each band of rows summed by the first unit that needs it
@@ -267,14 +267,14 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
         gemm.a_row_bands = row_bands(m)
         gemm.a_ready = <int32_t*>workspace_bytes(
             "row bands", a_batches * gemm.a_row_bands * sizeof(int32_t), keep)
-        e.row_sum = gemm.a_sums
+        epilogue.row_sum = gemm.a_sums
     terms = None
-    e.column_term = NULL
+    epilogue.column_term = NULL
     if bias is not None:
         terms = np.ascontiguousarray(bias, np.int64)
         largest_bias = largest_magnitude(terms)
         term_view = terms
-        e.column_term = &term_view[0]
+        epilogue.column_term = &term_view[0]
     step_offset[0] = 0
     gemm.a = &source[0, 0, 0]
     gemm.row_offset = NULL
@@ -298,37 +298,37 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t* step_offset,
     gemm.b_batch_stride = b_stride
     gemm.out_batch_stride = m * n
     gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
-    e.row_sum_batch_stride = m
-    e.column_sum_batch_stride = colsum_stride
-    e.column_zero = &col_zero[0]
-    e.column_sum = colsum_start
-    e.row_zero = &row_zero[0]
+    epilogue.row_sum_batch_stride = m
+    epilogue.column_sum_batch_stride = colsum_stride
+    epilogue.column_zero = &col_zero[0]
+    epilogue.column_sum = colsum_start
+    epilogue.row_zero = &row_zero[0]
     # One zero point for every row (per-tensor A, the usual case) lets the
     # epilogue fold it into the unit's column vectors (tile_epilogue).
-    e.row_zero_step = 0
+    epilogue.row_zero_step = 0
     for j in range(m):
         if row_zero[j] != row_zero[0]:
-            e.row_zero_step = 1
+            epilogue.row_zero_step = 1
             break
-    e.k = k
-    e.multiplier = &multiplier[0, 0]
-    e.multiplier_step = multiplier.shape[1] if multiplier.shape[0] > 1 else 0
-    e.out_zero = &out_zero[0, 0]
-    e.out_zero_step = out_zero.shape[1] if out_zero.shape[0] > 1 else 0
-    e.low = low
-    e.high = high
-    e.per_row = per_row
-    e.narrow = fits_int32(k, largest_bias)
-    e.raw = raw
-    if raw and not e.narrow:
+    epilogue.k = k
+    epilogue.multiplier = &multiplier[0, 0]
+    epilogue.multiplier_step = multiplier.shape[1] if multiplier.shape[0] > 1 else 0
+    epilogue.out_zero = &out_zero[0, 0]
+    epilogue.out_zero_step = out_zero.shape[1] if out_zero.shape[0] > 1 else 0
+    epilogue.low = low
+    epilogue.high = high
+    epilogue.per_row = per_row
+    epilogue.sums_fit_int32 = fits_int32(k, largest_bias)
+    epilogue.raw = raw
+    if raw and not epilogue.sums_fit_int32:
         raise ValueError("matmul: raw products need K that keeps every value inside int32")
     return source_array, sums, terms
 
 
-cdef void run_matmul(Gemm* gemm, Epilogue* e, Py_ssize_t a_batches,
+cdef void run_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t a_batches,
                      int n_threads) noexcept nogil:
     """Every product of the batch as one job of units (which sum the rows of
     A as they need them, when a column zero point asks for them)."""
     if gemm.a_ready != NULL:
         memset(gemm.a_ready, 0, a_batches * gemm.a_row_bands * sizeof(int32_t))
-    run_gemm(gemm, e, n_threads)
+    run_gemm(gemm, epilogue, n_threads)

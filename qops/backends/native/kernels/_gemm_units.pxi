@@ -3,7 +3,7 @@
 # the unit's panels by the variant's micro-kernels, then the epilogue.
 # Needs the packers (_gemm_pack_a.pxi, _gemm_pack_b.pxi) and the epilogues.
 
-cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here,
+cdef inline const uint8_t* rows_in_a(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here,
                                       Py_ssize_t* stride) noexcept nogil:
     """The start of the first of MR rows of A' from row0 on (before the
     steps' offsets), where they lie evenly spaced in A (their spacing into
@@ -23,11 +23,11 @@ cdef inline const uint8_t* direct_rows(const Gemm* gemm, Py_ssize_t row0, Py_ssi
     return gemm.a + gemm.row_offset[row0]
 
 
-cdef inline void microkernel_direct(const Gemm* gemm, const uint8_t* rows, Py_ssize_t stride,
+cdef inline void microkernel_in_a(const Gemm* gemm, const uint8_t* rows, Py_ssize_t stride,
                                     Py_ssize_t k0, Py_ssize_t k1, const int8_t* panel,
                                     int32_t* tile) noexcept nogil:
     """The micro-kernel on values [k0, k1) of K of a block read where it lies
-    (direct_rows), a pass per step's run, from the panel's group of k0: the
+    (rows_in_a), a pass per step's run, from the panel's group of k0: the
     runs are whole groups (step_length % 4 == 0, k0 and k1 multiples of 4)."""
     cdef Py_ssize_t step = k0 // gemm.step_length, at = k0, stop
     while at < k1:
@@ -61,8 +61,8 @@ cdef enum:
     PANEL_PACKED = 0          # the packed block: a tile of sums
     PANEL_PACKED_COLUMNS = 1  # the same over a last panel of fewer than NR columns
     PANEL_PACKED_ROWS = 2     # a block of SHORT_BLOCK_ROWS rows or fewer
-    PANEL_DIRECT = 3          # rows read where they lie, a pass per step's run
-    PANEL_DIRECT_COLUMNS = 4  # one run read where it lies, over a narrow last panel
+    PANEL_IN_A = 3          # rows read where they lie, a pass per step's run
+    PANEL_IN_A_COLUMNS = 4  # one run read where it lies, over a narrow last panel
     PANEL_REQUANTIZE = 5      # by tile, from the micro-kernel's registers
     PANEL_REQUANTIZE_ROWS = 6  # by rows (the per-row epilogue), likewise
 
@@ -76,15 +76,15 @@ cdef enum:
 # How the tiles of several blocks of K add up in the scratch.
 cdef enum:
     GATHER_ROWS = 0    # int32, in rows of the unit's columns (narrow_rows)
-    GATHER_NARROW = 1  # int32, a tile at a time
-    GATHER_WIDE = 2    # int64, a tile at a time
+    GATHER_INT32 = 1  # int32, a tile at a time
+    GATHER_INT64 = 2    # int64, a tile at a time
 
 
 cdef struct RowBlock:
     # A block of up to MR rows of a unit, as the panel loop sweeps it.
     Py_ssize_t row0
     Py_ssize_t rows
-    const uint8_t* direct   # its rows where they lie (direct_rows), or NULL
+    const uint8_t* in_a   # its rows where they lie (rows_in_a), or NULL
     const uint8_t* operand  # what the one-run and packed forms read ...
     Py_ssize_t stride       # ... and its row stride
     int whole_form          # over panels of NR columns
@@ -95,11 +95,11 @@ cdef struct RowBlock:
 cdef struct UnitRun:
     # What every block of rows of a unit shares (run_unit).
     const Gemm* gemm
-    const Epilogue* e
+    const Epilogue* epilogue
     UnitOutput* unit
     Py_ssize_t p, p_end, q, q_end
     Py_ssize_t panel_size, k, last_whole, columns
-    bint direct        # rows may be read where they lie (A_BYTES 1, no flip, whole-group runs)
+    bint may_read_a  # rows may be read where they lie (A_BYTES 1, no flip, whole-group runs)
     bint whole_rows    # the epilogue takes the unit's rows whole (narrow_rows)
     bint by_tile
     bint by_rows
@@ -129,9 +129,9 @@ cdef inline void start_row_block(UnitRun* run, RowBlock* rows, Py_ssize_t ri, Py
     cdef uint8_t* swap
     rows.row0 = ri * MR
     rows.rows = min(<Py_ssize_t>MR, gemm.m - ri * MR)
-    rows.direct = direct_rows(gemm, rows.row0, rows.rows, &rows.stride) if run.direct else NULL
-    if rows.direct != NULL:
-        rows.operand = rows.direct + gemm.step_offset[0]
+    rows.in_a = rows_in_a(gemm, rows.row0, rows.rows, &rows.stride) if run.may_read_a else NULL
+    if rows.in_a != NULL:
+        rows.operand = rows.in_a + gemm.step_offset[0]
         return
     if run.ahead == ri:
         swap = run.block
@@ -143,7 +143,8 @@ cdef inline void start_row_block(UnitRun* run, RowBlock* rows, Py_ssize_t ri, Py
     rows.stride = BLOCK_ROW_BYTES
 
 
-cdef inline void pack_ahead(UnitRun* run, Py_ssize_t ri, Py_ssize_t k0, Py_ssize_t k1) noexcept nogil:
+cdef inline void pack_ahead(UnitRun* run, Py_ssize_t ri, Py_ssize_t k0,
+                            Py_ssize_t k1) noexcept nogil:
     """Block ri's rows packed into next_block, beside the micro-kernel's first
     pass over the block before (packed just before its own first pass, the
     block would hold that pass up for its loads, widening and stores)."""
@@ -159,15 +160,15 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
     its tiles; so do several blocks of K (not one_block), which gather."""
     cdef bint one_run = run.gemm.steps == 1
     cdef bint few = rows.rows <= SHORT_BLOCK_ROWS
-    cdef bint direct = rows.direct != NULL
+    cdef bint in_a = rows.in_a != NULL
     cdef bint by_tile = one_block and run.by_tile and not with_tail
     cdef bint by_rows = one_block and run.by_rows and not with_tail
-    if direct and by_tile and one_run:
+    if in_a and by_tile and one_run:
         rows.whole_form = PANEL_REQUANTIZE
-    elif by_rows and (one_run if direct else not few):
+    elif by_rows and (one_run if in_a else not few):
         rows.whole_form = PANEL_REQUANTIZE_ROWS
-    elif direct:
-        rows.whole_form = PANEL_DIRECT
+    elif in_a:
+        rows.whole_form = PANEL_IN_A
     elif by_tile and not few:
         rows.whole_form = PANEL_REQUANTIZE
     elif not few:
@@ -175,12 +176,12 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
     else:
         rows.whole_form = PANEL_PACKED_ROWS
     # A narrow last panel: one run read where it lies has its own form
-    # (microkernel_columns); in microkernel_direct, which every panel of a
+    # (microkernel_columns); in microkernel_in_a, which every panel of a
     # 3 x 3 convolution takes, the extra case cost the whole panels.
-    if direct and one_run and one_block:
-        rows.last_form = PANEL_DIRECT_COLUMNS
-    elif direct:
-        rows.last_form = PANEL_DIRECT
+    if in_a and one_run and one_block:
+        rows.last_form = PANEL_IN_A_COLUMNS
+    elif in_a:
+        rows.last_form = PANEL_IN_A
     elif not few:
         rows.last_form = PANEL_PACKED_COLUMNS
     else:
@@ -202,13 +203,13 @@ cdef inline void sweep_panel(const UnitRun* run, const RowBlock* rows, int form,
     cdef const int8_t* panel = gemm.b + qi * run.panel_size + g0 * GROUP_BYTES
     if form == PANEL_PACKED:
         microkernel(rows.operand, rows.stride, g1 - g0, panel, run.tile)
-    elif form == PANEL_PACKED_COLUMNS or form == PANEL_DIRECT_COLUMNS:
+    elif form == PANEL_PACKED_COLUMNS or form == PANEL_IN_A_COLUMNS:
         microkernel_columns(rows.operand, rows.stride, g1 - g0, panel, run.tile,
                             gemm.n - qi * NR)
     elif form == PANEL_PACKED_ROWS:
         microkernel_rows(rows.operand, rows.stride, g1 - g0, panel, run.tile, rows.rows)
-    elif form == PANEL_DIRECT:
-        microkernel_direct(gemm, rows.direct, rows.stride, 4 * g0, 4 * g1, panel, run.tile)
+    elif form == PANEL_IN_A:
+        microkernel_in_a(gemm, rows.in_a, rows.stride, 4 * g0, 4 * g1, panel, run.tile)
     elif form == PANEL_REQUANTIZE:
         microkernel_requantize(rows.operand, rows.stride, g1 - g0, panel, run.terms,
                                tile_terms_at(run.terms, rows.row0, qi * NR, run.unit),
@@ -226,16 +227,16 @@ cdef inline void end_tile(const UnitRun* run, const RowBlock* rows, Py_ssize_t q
     if rows.end == END_TILE_TERMS:
         requantize_unit_tile_at(tile, run.terms, rows.row0, qi * NR, run.unit)
     elif rows.end == END_FINISH:
-        finish_tile(tile, rows.row0, qi * NR, run.e, run.gemm, run.unit)
+        finish_tile(tile, rows.row0, qi * NR, run.epilogue, run.gemm, run.unit)
     elif rows.end == END_GATHER:
         for i in range(MR):
             memcpy(run.sums32 + i * TILE_COLUMNS + (qi - run.q) * NR, tile + i * NR,
                    NR * sizeof(int32_t))
     else:
-        finish_tile(tile, rows.row0, qi * NR, run.e, run.gemm, run.unit)
+        finish_tile(tile, rows.row0, qi * NR, run.epilogue, run.gemm, run.unit)
         microkernel_rows(run.tail_block, BLOCK_ROW_BYTES, run.gemm.groups,
                          run.gemm.b + qi * run.panel_size, tile, run.tail_rows)
-        finish_tile(tile, rows.row0 + MR, qi * NR, run.e, run.gemm, run.unit)
+        finish_tile(tile, rows.row0 + MR, qi * NR, run.epilogue, run.gemm, run.unit)
 
 
 cdef inline void run_split_tail(UnitRun* run, Py_ssize_t ri) noexcept nogil:
@@ -246,8 +247,8 @@ cdef inline void run_split_tail(UnitRun* run, Py_ssize_t ri) noexcept nogil:
     them twice, alike."""
     cdef const Gemm* gemm = run.gemm
     cdef Py_ssize_t qi, a_stride = 0
-    cdef const uint8_t* a_rows = (direct_rows(gemm, ri * MR, MR, &a_stride)
-                                  if run.direct and gemm.steps == 1 else NULL)
+    cdef const uint8_t* a_rows = (rows_in_a(gemm, ri * MR, MR, &a_stride)
+                                  if run.may_read_a and gemm.steps == 1 else NULL)
     if a_rows == NULL:
         pack_a_block(gemm, ri * MR, MR, 0, run.k, run.tail_block)
         a_stride = BLOCK_ROW_BYTES
@@ -258,8 +259,9 @@ cdef inline void run_split_tail(UnitRun* run, Py_ssize_t ri) noexcept nogil:
         microkernel_tail(a_rows, a_stride, run.tail_block + MR * BLOCK_ROW_BYTES,
                          BLOCK_ROW_BYTES, gemm.groups, gemm.b + qi * run.panel_size,
                          run.tail_tile, MR + run.tail_rows)
-        finish_tile(run.tail_tile, ri * MR, qi * NR, run.e, gemm, run.unit)
-        finish_tile(run.tail_tile + run.tail_rows * NR, ri * MR + run.tail_rows, qi * NR, run.e,
+        finish_tile(run.tail_tile, ri * MR, qi * NR, run.epilogue, gemm, run.unit)
+        finish_tile(run.tail_tile + run.tail_rows * NR, ri * MR + run.tail_rows, qi * NR,
+                    run.epilogue,
                     gemm, run.unit)
 
 
@@ -270,7 +272,7 @@ cdef inline void run_one_block(UnitRun* run) noexcept nogil:
     with the block above it, while that block's panels are in L1: alone,
     its pass reread them from L2."""
     cdef const Gemm* gemm = run.gemm
-    cdef const Epilogue* e = run.e
+    cdef const Epilogue* epilogue = run.epilogue
     cdef UnitOutput* unit = run.unit
     cdef RowBlock rows
     cdef Py_ssize_t ri, qi, p_end = run.p_end
@@ -291,10 +293,10 @@ cdef inline void run_one_block(UnitRun* run) noexcept nogil:
         choose_forms(run, &rows, True, run.fuse_tail and ri == p_end - 2)
         if run.by_tile:
             # The rows' terms once for all the unit's panels.
-            tile_terms_of_rows(run.terms, run.row_term, rows.row0, e, gemm, unit)
+            tile_terms_of_rows(run.terms, run.row_term, rows.row0, epilogue, gemm, unit)
         elif run.by_rows:
-            row_terms_of_rows(run.row_terms, run.row_store, rows.row0, e, gemm)
-        pack_next = (not run.direct and ri + 1 < p_end - run.fuse_tail
+            row_terms_of_rows(run.row_terms, run.row_store, rows.row0, epilogue, gemm)
+        pack_next = (not run.may_read_a and ri + 1 < p_end - run.fuse_tail
                      and not (run.split_tail and ri + 1 == p_end - 2))
         for qi in range(run.q, run.q_end):
             if pack_next and qi == run.q:
@@ -309,7 +311,8 @@ cdef inline void run_one_block(UnitRun* run) noexcept nogil:
         if run.whole_rows:
             narrow_rows(run.sums32, TILE_COLUMNS,
                         unit.bytes + (rows.row0 - unit.row0) * unit.pitch, unit.pitch, rows.row0,
-                        rows.rows, unit.col0, run.columns, unit.column_term, unit.column_sum, e)
+                        rows.rows, unit.col0, run.columns, unit.column_term, unit.column_sum,
+                        epilogue)
 
 
 cdef inline void gather_tile(const UnitRun* run, int gather, bint first, Py_ssize_t ri,
@@ -323,9 +326,9 @@ cdef inline void gather_tile(const UnitRun* run, int gather, bint first, Py_ssiz
         start = (ri - run.p) * MR * TILE_COLUMNS + (qi - run.q) * NR
         for i in range(MR):
             add_line(run.sums32 + start + i * TILE_COLUMNS, tile + i * NR, first)
-    elif gather == GATHER_NARROW and first:
+    elif gather == GATHER_INT32 and first:
         memcpy(run.sums32 + start, tile, MR * NR * sizeof(int32_t))
-    elif gather == GATHER_NARROW:
+    elif gather == GATHER_INT32:
         for i in range(MR * NR):
             run.sums32[start + i] += tile[i]
     elif first:
@@ -342,13 +345,13 @@ cdef inline void run_blocks(UnitRun* run) noexcept nogil:
     scratch (int32 where the whole value fits, else int64); the epilogue
     after the last."""
     cdef const Gemm* gemm = run.gemm
-    cdef const Epilogue* e = run.e
+    cdef const Epilogue* epilogue = run.epilogue
     cdef UnitOutput* unit = run.unit
     cdef RowBlock rows
     cdef Py_ssize_t ri, qi, g0 = 0, g1, start
     cdef Py_ssize_t width = run.q_end - run.q
     cdef int gather = (GATHER_ROWS if run.whole_rows
-                       else GATHER_NARROW if e.narrow else GATHER_WIDE)
+                       else GATHER_INT32 if epilogue.sums_fit_int32 else GATHER_INT64)
     while g0 < gemm.groups:
         g1 = min(g0 + K_BLOCK_GROUPS, gemm.groups)
         run.ahead = -1
@@ -356,7 +359,7 @@ cdef inline void run_blocks(UnitRun* run) noexcept nogil:
             start_row_block(run, &rows, ri, 4 * g0, min(run.k, 4 * g1))
             choose_forms(run, &rows, False, False)
             for qi in range(run.q, run.q_end):
-                if qi == run.q and not run.direct and ri + 1 < run.p_end:
+                if qi == run.q and not run.may_read_a and ri + 1 < run.p_end:
                     pack_ahead(run, ri + 1, 4 * g0, min(run.k, 4 * g1))
                 sweep_panel(run, &rows, rows.whole_form if qi < run.last_whole
                             else rows.last_form, qi, g0, g1)
@@ -367,14 +370,14 @@ cdef inline void run_blocks(UnitRun* run) noexcept nogil:
             narrow_rows(run.sums32 + (ri - run.p) * MR * TILE_COLUMNS, TILE_COLUMNS,
                         unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
                         min(<Py_ssize_t>MR, gemm.m - ri * MR), unit.col0, run.columns,
-                        unit.column_term, unit.column_sum, e)
+                        unit.column_term, unit.column_sum, epilogue)
             continue
         for qi in range(run.q, run.q_end):
             start = ((ri - run.p) * width + qi - run.q) * MR * NR
-            if e.narrow:
-                finish_tile(run.sums32 + start, ri * MR, qi * NR, e, gemm, unit)
+            if epilogue.sums_fit_int32:
+                finish_tile(run.sums32 + start, ri * MR, qi * NR, epilogue, gemm, unit)
             else:
-                finish_wide(run.sums64 + start, ri * MR, qi * NR, e, gemm, unit)
+                finish_wide(run.sums64 + start, ri * MR, qi * NR, epilogue, gemm, unit)
 
 
 cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
@@ -401,7 +404,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     if product.a_ready != NULL:
         ensure_row_sums(product, own, a_member, p, p_end)
     cdef const Gemm* gemm = own
-    cdef const Epilogue* e = own_epilogue
+    cdef const Epilogue* epilogue = own_epilogue
     cdef int32_t tile[MR * NR]
     cdef int32_t tail_tile[(MR + 2) * NR]
     cdef uint32_t row_term[MR]
@@ -411,7 +414,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef UnitOutput unit
     cdef UnitRun run
     run.gemm = gemm
-    run.e = e
+    run.epilogue = epilogue
     run.unit = &unit
     run.p = p
     run.p_end = p_end
@@ -423,7 +426,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     # have fewer than NR columns.
     run.last_whole = gemm.n // NR
     run.columns = min((q_end - q) * NR, gemm.n - q * NR)
-    run.direct = A_BYTES == 1 and gemm.a_flip == 0 and gemm.step_length % 4 == 0
+    run.may_read_a = A_BYTES == 1 and gemm.a_flip == 0 and gemm.step_length % 4 == 0
     run.block = scratch
     run.next_block = scratch + MR * BLOCK_ROW_BYTES
     run.ahead = -1
@@ -436,11 +439,12 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     run.row_term = row_term
     run.row_terms = &row_terms
     run.row_store = &row_store
-    start_unit(&unit, scratch, p * MR, q * NR, run.columns, e,
+    start_unit(&unit, scratch, p * MR, q * NR, run.columns, epilogue,
                gemm.out + p * MR * gemm.out_row_stride + q * NR
                if gemm.out_col_stride == 1 else NULL,
                gemm.out_row_stride, p_end * MR <= gemm.m and q_end * NR <= gemm.n)
-    run.whole_rows = e.narrow and not e.raw and not unit.by_tile and not unit.by_rows
+    run.whole_rows = (epilogue.sums_fit_int32 and not epilogue.raw and not unit.by_tile
+                      and not unit.by_rows)
     run.by_tile = unit.by_tile
     run.by_rows = unit.by_rows
     run.fuse_tail = False
@@ -454,13 +458,13 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
         run_one_block(&run)
     else:
         run_blocks(&run)
-    finish_unit(&unit, p_end, q_end, e, gemm)
+    finish_unit(&unit, p_end, q_end, epilogue, gemm)
 
 
 cdef inline void finish_unit(const UnitOutput* unit, Py_ssize_t p_end, Py_ssize_t q_end,
-                             const Epilogue* e, const Gemm* gemm) noexcept nogil:
+                             const Epilogue* epilogue, const Gemm* gemm) noexcept nogil:
     """The unit's bytes into the output (raw sums are there already)."""
-    if e.raw or unit.in_place:
+    if epilogue.raw or unit.in_place:
         return
     store_unit(unit.bytes, min(p_end * MR, gemm.m) - unit.row0,
                min(q_end * NR, gemm.n) - unit.col0,
@@ -468,7 +472,7 @@ cdef inline void finish_unit(const UnitOutput* unit, Py_ssize_t p_end, Py_ssize_
                gemm.out_row_stride, gemm.out_col_stride)
 
 
-cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept nogil:
+cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) noexcept nogil:
     """Every unit of every product of the batch, in parallel; each thread
     packs into its own slot of the scratch.
 
@@ -489,7 +493,7 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)
     cdef TileJobs jobs
     jobs.gemm = gemm
-    jobs.e = e
+    jobs.epilogue = epilogue
     jobs.tiles = tiles
     jobs.tiles_m = tiles_m
     jobs.m_panels = m_panels
@@ -508,7 +512,7 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* e, int n_threads) noexcept 
 
 cdef struct TileJobs:
     const Gemm* gemm
-    const Epilogue* e
+    const Epilogue* epilogue
     Py_ssize_t tiles
     Py_ssize_t tiles_m
     Py_ssize_t m_panels
@@ -520,13 +524,13 @@ cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
     """Units [start, stop): unit job % tiles of product job // tiles."""
     cdef const TileJobs* t = <const TileJobs*>context
     cdef Gemm own = t.gemm[0]
-    cdef Epilogue own_epilogue = t.e[0]
+    cdef Epilogue own_epilogue = t.epilogue[0]
     cdef Py_ssize_t job, tile, p, q
     for job in range(start, stop):
         tile = job % t.tiles
         p = (tile % t.tiles_m) * TILE_M_PANELS
         q = (tile // t.tiles_m) * t.tile_n_panels
-        run_unit(t.gemm, t.e, &own, &own_epilogue, job // t.tiles, p,
+        run_unit(t.gemm, t.epilogue, &own, &own_epilogue, job // t.tiles, p,
                  t.m_panels if tile % t.tiles_m == t.tiles_m - 1 else p + TILE_M_PANELS,
                  q, min(q + t.tile_n_panels, t.n_panels),
                  t.gemm.scratch + slot * SLOT_BYTES)
@@ -556,7 +560,8 @@ cdef void sum_rows(const Gemm* gemm, Py_ssize_t first, Py_ssize_t stop,
         sums[r] = total
 
 
-cdef void row_sums_range(void* context, Py_ssize_t first, Py_ssize_t stop, int slot) noexcept nogil:
+cdef void row_sums_range(void* context, Py_ssize_t first, Py_ssize_t stop,
+                         int slot) noexcept nogil:
     cdef const RowSums* job = <const RowSums*>context
     sum_rows(job.gemm, first, stop, job.sums)
 

@@ -164,7 +164,7 @@ cdef struct Epilogue:
     int32_t high
     bint per_row
     bint row_sums_given             # row_sum is the caller's: read, never computed
-    bint narrow                     # the whole value fits int32
+    bint sums_fit_int32             # the whole value fits int32
     # raw: write the exact value as int32, unrequantized (CONVOLUTION_INTEGER,
     # MATRIX_MULTIPLY_INTEGER; the glue runs them here only when K proves the
     # value fits).  The output is then int32: strides count elements of 4 bytes.

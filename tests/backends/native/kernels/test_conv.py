@@ -240,7 +240,7 @@ def test_first_convolution_shapes_match(variant, kernel, strides, padding, input
                  output_zero_point=np.uint8(100))
     attributes = dict(strides=strides, start_padding=padding, end_padding=padding)
     call = convolution.prepare(slots, attributes, "2_1")
-    assert _native.is_tight(call.attributes, _native.filter_fold(slots["filter"]))
+    assert _native.copies_unpadded(call.attributes, _native.filter_taps_per_run(slots["filter"]))
     for n_threads in (1, 2):
         assert np.array_equal(run_variant(_native.run_convolution, call, variant, n_threads),
                               reference(call))
@@ -317,8 +317,8 @@ def test_filters_pack_as_their_rows_of_b(variant, signed):
         if order == "shuffled":
             taps = rng.permutation(rows.shape[1]).astype(np.intp)
         else:
-            fold = shape[3] if order == "fold" else 1
-            taps = gemm.filter_taps(filter, fold)
+            taps_per_run = shape[3] if order == "fold" else 1
+            taps = gemm.filter_taps(filter, taps_per_run)
         outputs = shape[0] // group_count
         b = np.stack([rows[g * outputs:(g + 1) * outputs, taps].T for g in range(group_count)])
         expected_packed, expected_colsum = kernels.pack_b_batches(np.ascontiguousarray(b),
