@@ -1,3 +1,4 @@
+# Generated from _tile_shortcuts.pxi.tp by tools/generate_kernels.py: edit the template.
 # -- the tile epilogue's shortcuts -------------------------------------------------
 # Included by the variants whose requantize_tile is a vector loop
 # (requantize_rows(tile, terms, result, pitch, column_zero, clamp), defined
