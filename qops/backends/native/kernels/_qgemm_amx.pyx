@@ -18,20 +18,7 @@ cdef extern from "<immintrin.h>" nogil:
     void _tile_stored(int tile, void* base, long stride)
     void _tile_dpbusd(int sums, int a, int b)
 
-cdef extern from *:
-    """
-    #include <unistd.h>
-    #include <sys/syscall.h>
-    /* Linux hands a process the AMX tile state only when asked:
-       arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). */
-    static int qops_request_amx(void) {
-    #if defined(__linux__) && defined(SYS_arch_prctl)
-        return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-    #else
-        return 0;
-    #endif
-    }
-    """
+cdef extern from "qops_amx.h":
     int qops_request_amx() nogil
 
 if not qops_request_amx():

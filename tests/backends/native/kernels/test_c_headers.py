@@ -24,6 +24,7 @@ POSIX = "#define _POSIX_C_SOURCE 200809L"  # as Python.h (clock_gettime, pthread
 NEEDS = {
     "qops_pool.h": ([POSIX, "#include <omp.h>"], ["-fopenmp"]),
     "qops_depthwise_avx2.h": ([], ["-mavx2", "-mfma"]),
+    "qops_amx.h": (["#define _GNU_SOURCE"], []),  # as Python.h (syscall)
 }
 # What the Cython module uses of a header beyond its functions (statics the
 # C never reads in some build): the unit uses them as well.
