@@ -43,13 +43,19 @@ VARIANTS.append(pytest.param(
 # The GEMM's helpers as the AVX2 variants compile them (their AVX2 branches).
 for name in ("qops_gemm_pack_a.h", "qops_gemm_units.h"):
     VARIANTS.append(pytest.param(name, [], ["-mavx2", "-mfma"], id=f"{name}-avx2"))
+# The quantize kernels' helpers as their AVX2 and AVX-512 modules compile them.
+for name in ("qops_quantized_add.h", "qops_quantize_linear.h", "qops_average_pooling.h"):
+    VARIANTS.append(pytest.param(name, [], ["-mavx2", "-mfma"], id=f"{name}-avx2"))
+    VARIANTS.append(pytest.param(name, [], ["-mavx512f", "-mavx512bw", "-mavx512vl",
+                                            "-mavx512dq"], id=f"{name}-avx512"))
 # Where the target has no SSE2 the depthwise pair kernel is stubs (which
 # must compile, the driver being built either way).
 VARIANTS.append(pytest.param("qops_depthwise_sse2.h", [], ["-U__SSE2__"],
                              id="qops_depthwise_sse2.h-without-sse2"))
 VARIANTS.append(pytest.param("qops_portable.h", [], ["-U__SSE2__"],
                              id="qops_portable.h-without-sse2"))
-for name in ("qops_gemm_pack_a.h", "qops_gemm_epilogues.h", "qops_gemm_units.h"):
+for name in ("qops_gemm_pack_a.h", "qops_gemm_epilogues.h", "qops_gemm_units.h",
+             "qops_quantized_add.h", "qops_quantize_linear.h", "qops_average_pooling.h"):
     VARIANTS.append(pytest.param(name, [], ["-U__SSE2__"], id=f"{name}-without-sse2"))
 
 # A header of static functions that a test unit includes without calling
