@@ -23,10 +23,10 @@ def config(peak=False) -> dict:
     from qops.version import __version__
 
     try:
-        from qops.backends.native.kernels import _openmp
+        from qops.backends.native.kernels import _platform
     except ImportError:
-        _openmp = None
-    openmp = _openmp
+        _platform = None
+    openmp = _platform
     info = {
         "qops": __version__,
         "python": sys.version.split()[0],

@@ -10,7 +10,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 import qops
-from qops.backends.native.kernels import _openmp, _qops_pool
+from qops.backends.native.kernels import _platform, _qops_pool
 
 
 def most_threads_used(n_threads, attempts=5):
@@ -33,7 +33,7 @@ def test_kernels_are_compiled_and_report_openmp():
     assert ("openmp" in text.getvalue()) and str(qops.get_num_threads()) in text.getvalue()
 
 
-@pytest.mark.skipif(not _openmp.openmp_enabled(), reason="built without OpenMP")
+@pytest.mark.skipif(not _platform.openmp_enabled(), reason="built without OpenMP")
 def test_the_pool_runs_a_job_on_the_requested_threads():
     assert _qops_pool.threads_used(1) == 1
     assert most_threads_used(2) == 2
@@ -91,7 +91,7 @@ def test_the_kernels_build_without_openmp(tmp_path):
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             return module
-        openmp, pool = load("_openmp"), load("_qops_pool")
+        openmp, pool = load("_platform"), load("_qops_pool")
         print(openmp.openmp_enabled(), pool.threads_used(2), openmp.max_threads(), pool.enabled())
     """)
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "lib")], capture_output=True,

@@ -13,7 +13,7 @@ from calls import CALLS, IDS, expected, run
 import qops
 from qops import threads as _threads
 
-openmp = pytest.importorskip("qops.backends.native.kernels._openmp")
+openmp = pytest.importorskip("qops.backends.native.kernels._platform")
 pool = pytest.importorskip("qops.backends.native.kernels._qops_pool")
 
 

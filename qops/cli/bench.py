@@ -610,9 +610,9 @@ def has_dot_product():
     off x86-64.  Asked of CPUID in this process, as onnxruntime asks it (a
     process shown an AVX2-only CPU, benchmarks/avx2_cpu.py, is answered
     as onnxruntime is)."""
-    from qops.backends.native.kernels import _openmp
+    from qops.backends.native.kernels import _platform
 
-    return _openmp.cpu_dot_product()
+    return _platform.cpu_dot_product()
 
 
 def machine(threads, probe_seconds=0.3):
@@ -620,11 +620,11 @@ def machine(threads, probe_seconds=0.3):
     kernel variant in use and the measured ceiling of that variant's
     multiply-add instructions on ``threads`` threads."""
     from qops.backends.native import variants as _simd
-    from qops.backends.native.kernels import _openmp
+    from qops.backends.native.kernels import _platform
 
     variant = _simd.selected()
     module = _simd.module(variant)
-    features = _openmp.cpu_features()
+    features = _platform.cpu_features()
     dot_product = has_dot_product()
     # Without an 8-bit dot product onnxruntime runs a saturating step of its
     # own: its ceiling too, where the variant can measure it.

@@ -15,9 +15,9 @@ _modules = {}
 
 
 def _cpu_features():
-    from qops.backends.native.kernels import _openmp
+    from qops.backends.native.kernels import _platform
 
-    return _openmp.cpu_features()
+    return _platform.cpu_features()
 
 
 _available = None

@@ -111,12 +111,12 @@ def test_the_default_follows_openmp_until_set_and_again_after_reset():
     saved = pool.configured()
     try:
         qops.threads.reset_num_threads()
-        from qops.backends.native.kernels import _openmp
-        assert qops.get_num_threads() == max(1, _openmp.max_threads())
+        from qops.backends.native.kernels import _platform
+        assert qops.get_num_threads() == max(1, _platform.max_threads())
         qops.set_num_threads(3)
         assert qops.get_num_threads() == pool.get_num_threads() == 3
         qops.threads.reset_num_threads()
-        assert qops.get_num_threads() == max(1, _openmp.max_threads())
+        assert qops.get_num_threads() == max(1, _platform.max_threads())
     finally:
         pool.set_num_threads(saved)
 
@@ -125,11 +125,11 @@ def test_leaving_a_threadpoolctl_limit_restores_the_setting_it_found():
     """A count qops set stays set, and "follow OpenMP" stays that, even where
     the two give the same number."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
-    from qops.backends.native.kernels import _openmp
+    from qops.backends.native.kernels import _platform
 
     qops.quantize_linear(np.zeros(4, np.float32), 1.0)  # loads the kernels
     saved = pool.configured()
-    openmp_count = max(1, _openmp.max_threads())
+    openmp_count = max(1, _platform.max_threads())
     try:
         for setting in (0, openmp_count, openmp_count + 1):
             pool.set_num_threads(setting)

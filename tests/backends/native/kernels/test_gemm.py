@@ -157,7 +157,7 @@ import json, sys
 import numpy as np
 import qops
 from qops.backends.native import variants
-from qops.backends.native.kernels import _openmp
+from qops.backends.native.kernels import _platform
 from qops.cli import bench
 rng = np.random.default_rng(5)
 a = rng.integers(0, 256, (3, 70, 300), dtype=np.uint8)
@@ -167,7 +167,7 @@ out = qops.quantized_linear_matrix_multiply(
     np.float32(0.5), np.uint8(120))
 np.save(sys.argv[1], out)
 info = bench.machine(1, 0.03)
-print(json.dumps({"features": _openmp.cpu_features(), "selected": variants.selected(),
+print(json.dumps({"features": _platform.cpu_features(), "selected": variants.selected(),
                   "dot_product": bench.has_dot_product(), "line": bench.machine_line(info)}))
 """
 
