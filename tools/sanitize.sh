@@ -33,7 +33,7 @@ export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # ... and is the one Python imports (not an installed copy).
 loaded="$(cd "$work" && PYTHONPATH="$work" python -c \
-    'import qops.backends.native.kernels._openmp as m; print(m.__file__)')"
+    'import qops.backends.native.kernels._platform as m; print(m.__file__)')"
 case "$loaded" in
     "$work"/*) ;;
     *) echo "sanitize: the tests would import $loaded, not the instrumented build" >&2; exit 1 ;;
