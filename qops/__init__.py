@@ -41,7 +41,7 @@ from qops.packing import (
     unpack_6bit,
 )
 from qops.ops.quantize import dequantize_linear, quantize_linear
-from qops.ops.validate import Validated, validate
+from qops.ops.dry_run import Validated, validate
 from qops.ops.validation import TensorDesc
 from qops.registry.schema import FeatureLevel, Opset
 from qops.threads import get_num_threads, set_num_threads

@@ -1,4 +1,5 @@
-"""``qops.validate``: check a call without running it."""
+"""``qops.validate``: a dry run of a call, every check and no kernel (the
+checks themselves, which every call runs, are :mod:`qops.ops.validation`)."""
 
 from __future__ import annotations
 
