@@ -49,10 +49,12 @@ def _peak_text(threads):
     from qops.backends.native import variants as _simd
 
     try:
-        module = _simd.module()
+        from qops.backends.native.kernels import _peak_probes
+
+        probe = _peak_probes.probe(_simd.selected())
     except ImportError:
         return "not measured (kernels not built)"
-    return f"{module.peak_gops(threads, 0.3):.1f} GOPS on {threads} threads ({module.PROBE_MIX})"
+    return f"{probe.peak_gops(threads, 0.3):.1f} GOPS on {threads} threads ({probe.mix})"
 
 
 def _simd_text():

@@ -10,14 +10,14 @@ onnxruntime's alike: onnxruntime is a peer, and on CPUs without VNNI its
 u8 x s8 kernels saturate int16 pair sums.  The exit status depends on qops
 alone.  '% peak' divides the compiled GOPS by the ceiling of the kernel
 variant's own multiply-add instructions, measured by a probe in the same
-run (``peak_gops`` of the variant's module).  The constant pairing ('compiled',
+run (``qops.backends.native.kernels._peak_probes``).  The constant pairing ('compiled',
 'ORT const') gives each side every constant a quantized model has: the
 weights and every scale and zero point, initializers of onnxruntime's model
 and bound slots of ``qops.compile``.  'ORT const % peak' divides
 onnxruntime's constant GOPS by the same ceiling, so that their
 quotient bounds what the compiled pairing can reach.  Where the CPU has no
 8-bit dot product, onnxruntime runs a saturating AVX2 step of its own, whose
-ceiling the header gives beside the exact one (``peer_peak_gops``): on Intel
+ceiling the header gives beside the exact one (the peer's probe): on Intel
 cores and AMD Zen 4 it is about 30% higher, on AMD Zen 2 about the same.
 ``benchmarks/avx2_cpu.py`` runs the bench as such a CPU on one that has
 VNNI.  Needs the ``bench`` extra (onnx, onnxruntime, matplotlib).
@@ -620,15 +620,15 @@ def machine(threads, probe_seconds=0.3):
     kernel variant in use and the measured ceiling of that variant's
     multiply-add instructions on ``threads`` threads."""
     from qops.backends.native import variants as _simd
-    from qops.backends.native.kernels import _platform
+    from qops.backends.native.kernels import _peak_probes, _platform
 
     variant = _simd.selected()
-    module = _simd.module(variant)
+    probe = _peak_probes.probe(variant)
     features = _platform.cpu_features()
     dot_product = has_dot_product()
     # Without an 8-bit dot product onnxruntime runs a saturating step of its
-    # own: its ceiling too, where the variant can measure it.
-    peer = (getattr(module, "peer_peak_gops", None) if dot_product is False else None)
+    # own: its ceiling too, where the variant's instructions can measure it.
+    peer = _peak_probes.peer_probe(variant) if dot_product is False else None
     return {
         "cpu": cpu_name(),
         "instruction sets": [name for name in _simd.VARIANTS if features.get(name)],
@@ -636,10 +636,10 @@ def machine(threads, probe_seconds=0.3):
         "available": list(_simd.available()),
         "threads": threads,
         "dot product": dot_product,
-        "peak_gops": module.peak_gops(threads, probe_seconds),
-        "peak_mix": module.PROBE_MIX,
-        "peer_peak_gops": peer(threads, probe_seconds) if peer else None,
-        "peer_peak_mix": module.PEER_PROBE_MIX if peer else None,
+        "peak_gops": probe.peak_gops(threads, probe_seconds),
+        "peak_mix": probe.mix,
+        "peer_peak_gops": peer.peak_gops(threads, probe_seconds) if peer else None,
+        "peer_peak_mix": peer.mix if peer else None,
     }
 
 

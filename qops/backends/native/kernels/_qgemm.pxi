@@ -1,7 +1,7 @@
 # The quantized GEMM driver, the packers and the entry points, shared by every
 # SIMD variant.  A variant defines what the interface of _variant.pxd names
 # (its tile and block constants in its own .pxd; microkernel, pack_groups, the
-# depthwise hooks and probe_kernel in its .pyx) and then includes this file,
+# depthwise hooks in its .pyx) and then includes this file,
 # so each variant compiles with its own flags and its own micro-tile shape.
 # This file holds what every part shares (operands, the Gemm and Epilogue
 # structs, the scratch); the parts, by role, are included below it.
@@ -252,96 +252,4 @@ include "_gemm_epilogues.pxi"
 include "_gemm_units.pxi"
 include "_gemm_matmul.pxi"
 include "_gemm_convolution.pxi"
-
-
-# -- the peak probe ---------------------------------------------------------------------
-
-cdef enum:
-    # Probe tasks per thread: a thread that starts late still takes its
-    # share, so the time is the threads' throughput, not the latest start.
-    PROBE_TASKS = 16
-
-
-ctypedef long long (*ProbeLoop)(long long rounds, int placement) noexcept nogil
-
-
-cdef struct ProbeRun:
-    ProbeLoop loop
-    long long rounds                 # per task
-    int placement
-
-
-cdef void probe_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
-    cdef const ProbeRun* run = <const ProbeRun*>context
-    run.loop(run.rounds, run.placement)
-
-
-cdef void probe_on_threads(ProbeLoop loop, int placement, long long rounds,
-                           int n_threads) noexcept nogil:
-    """n_threads * rounds rounds of a probe loop, on n_threads threads of the pool."""
-    cdef ProbeRun run
-    run.loop = loop
-    run.rounds = max(1, rounds // PROBE_TASKS)
-    run.placement = placement
-    run_tasks(probe_task, &run, n_threads * PROBE_TASKS, n_threads)
-
-
-cdef object probe_gops(ProbeLoop loop, long long multiply_adds, int n_threads, double seconds):
-    """GOPS of a probe loop doing multiply_adds per round: the fastest of its
-    placements (_probe.pxd), each the best of three runs on n_threads
-    threads at once, all in about ``seconds``."""
-    import time
-
-    cdef long long rounds = 1024
-    cdef double elapsed = 0.0
-    cdef int placement
-    if n_threads < 1:
-        raise ValueError("n_threads must be at least 1")
-    while True:  # calibrate on one thread: runs long enough to time
-        start = time.perf_counter()
-        with nogil:
-            probe_on_threads(loop, 0, rounds, 1)
-        elapsed = time.perf_counter() - start
-        if elapsed > 0.005 or rounds > (1 << 40):
-            break
-        rounds = rounds * 4
-    rounds = <long long>(rounds * (seconds / (3.0 * PROBE_PLACEMENTS)) / max(elapsed, 1e-9))
-    rounds = max(PROBE_TASKS, rounds - rounds % PROBE_TASKS)
-    best = float("inf")
-    for placement in range(PROBE_PLACEMENTS):
-        for _ in range(3):
-            start = time.perf_counter()
-            with nogil:
-                probe_on_threads(loop, placement, rounds, n_threads)
-            best = min(best, time.perf_counter() - start)
-    return 2.0 * multiply_adds * rounds * n_threads / best / 1e9
-
-
-def peak_gops(int n_threads=1, double seconds=0.2):
-    """The variant's arithmetic ceiling, in GOPS (two operations per
-    multiply-add): a register-resident loop of its micro-kernel's own
-    multiply-add instructions (PROBE_MIX) on ``n_threads`` threads at once,
-    at each of its placements in the front end's lines, the best run of
-    all, in about ``seconds``.  A kernel's share of it is the '% peak' of
-    ``python -m qops bench``."""
-    return probe_gops(probe_kernel, PROBE_MULTIPLY_ADDS, n_threads, seconds)
-
-
-def check_placement(int placement):
-    if not 0 <= placement < PROBE_PLACEMENTS:
-        raise ValueError(f"placement must be 0 to {PROBE_PLACEMENTS - 1}, not {placement}")
-
-
-def probe_result(long long rounds, int placement=0):
-    """The probe loop's own result after ``rounds`` rounds on one thread, at
-    placement ``placement``: ``rounds * PROBE_RESULT_PER_ROUND`` (as int32)
-    when every chain of every round ran, the check that the loop timed is
-    the loop counted."""
-    cdef long long value
-    check_placement(placement)
-    with nogil:
-        value = probe_kernel(rounds, placement)
-    return value
-
-
 include "_depthwise.pxi"

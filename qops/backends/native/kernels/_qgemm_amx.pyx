@@ -6,7 +6,6 @@ unsigned A' bytes by a 64 x 16 tile of signed B' bytes (16 groups of 4 k by
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t
 from libc.string cimport memcpy, memset
 
-from qops.backends.native.kernels._probe cimport PROBE_PLACEMENTS
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms, requantize_tile_plain, requantize_tile_rows_plain)
 
@@ -103,44 +102,6 @@ cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
 
 include "_tail_as_tiles.pxi"
 include "_whole_panels.pxi"
-
-
-# The peak probe (peak_gops in _qgemm.pxi): the micro-kernel's four
-# tdpbusd per block on tiles loaded once, from bytes of 1 (each element of
-# a sum tile gains 64 a round).  A module-level buffer, filled when the
-# module loads: a local one, written only for the tile loads, was dropped
-# by the compiler as a dead store.  Compiled C, each tdpbusd 16 cycles: the
-# loop's placement (_probe.pxd) is the compiler's and does not matter.
-cdef uint8_t PROBE_ONES[16 * 64]
-memset(PROBE_ONES, 1, sizeof(PROBE_ONES))
-
-
-cdef long long probe_kernel(long long rounds, int placement) noexcept nogil:
-    cdef int32_t sums[16 * 16]
-    cdef long long i
-    configure_tiles()
-    _tile_zero(0)
-    _tile_zero(1)
-    _tile_zero(2)
-    _tile_zero(3)
-    _tile_loadd(4, PROBE_ONES, 64)
-    _tile_loadd(5, PROBE_ONES, 64)
-    _tile_loadd(6, PROBE_ONES, 64)
-    _tile_loadd(7, PROBE_ONES, 64)
-    for i in range(rounds):
-        _tile_dpbusd(0, 4, 6)
-        _tile_dpbusd(1, 4, 7)
-        _tile_dpbusd(2, 5, 6)
-        _tile_dpbusd(3, 5, 7)
-    _tile_stored(0, sums, 64)
-    return sums[0]
-
-
-# Multiply-adds per probe round: four tdpbusd of 16 x 16 x 64 byte products.
-PROBE_MULTIPLY_ADDS = 4 * 16 * 16 * 64
-PROBE_MIX = "tdpbusd (AMX-INT8 tiles, exact)"
-# What one round adds to the probe's result: one tdpbusd into tile 0, 64 per element.
-PROBE_RESULT_PER_ROUND = 64
 
 
 cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* result,

@@ -6,7 +6,6 @@ by the packers, and vpmaddwd adds exact int32 pairs."""
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
-from qops.backends.native.kernels._probe cimport PROBE_PLACEMENTS
 from qops.backends.native.kernels._registers cimport in_register
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
@@ -87,127 +86,6 @@ cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uin
     _mm256_storeu_si256(sums + 8, second_sums)
 
 
-# The peak probe (peak_gops in _qgemm.pxi): six independent vpmaddwd +
-# vpaddd chains on register-resident int16 operands, the micro-kernel's own
-# arithmetic without its loads.  Written in assembly with fixed registers:
-# compiled from intrinsics, the loop had accumulators spilled to the stack
-# and timed store forwarding instead of the multiplier.  At four places in
-# a line (_probe.pxd): at the one the linker gave it, AMD Zen 5 ran it 15%
-# slower, and the bench read the GEMM at 107% of its "peak".
-cdef extern from *:
-    """
-    /* What both probes share: six int32 chains (ymm0-5) zeroed and operands
-       of all ones bits (ymm6, ymm7) before the loop; after it, the round
-       counted down and the chains summed into the result. */
-    #define QOPS_PROBE_START \\
-        "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t" "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t" \\
-        "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t" "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t" \\
-        "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t" "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t" \\
-        "vpcmpeqd %%ymm6, %%ymm6, %%ymm6\\n\\t" "vpcmpeqd %%ymm7, %%ymm7, %%ymm7\\n\\t"
-    #define QOPS_PROBE_END \\
-        "dec %[rounds]\\n\\t" "jnz 1b\\n\\t" \\
-        "vpaddd %%ymm1, %%ymm0, %%ymm0\\n\\t" "vpaddd %%ymm3, %%ymm2, %%ymm2\\n\\t" \\
-        "vpaddd %%ymm5, %%ymm4, %%ymm4\\n\\t" "vpaddd %%ymm2, %%ymm0, %%ymm0\\n\\t" \\
-        "vpaddd %%ymm4, %%ymm0, %%ymm0\\n\\t" "vmovd %%xmm0, %[sink]\\n\\t" "vzeroupper\\n\\t"
-    #define QOPS_PROBE_CLOBBERS \\
-        "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \\
-        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "cc"
-    #define QOPS_PROBE_AVX2(name, at) \\
-    static long long name(long long rounds) { \\
-        int sink = 0; \\
-        if (rounds <= 0) return 0; \\
-        __asm__ volatile( \\
-            QOPS_PROBE_START \\
-            at "1:\\n\\t" \\
-            "vpmaddwd %%ymm7, %%ymm6, %%ymm8\\n\\t" "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t" \\
-            "vpmaddwd %%ymm7, %%ymm6, %%ymm9\\n\\t" "vpaddd %%ymm9, %%ymm1, %%ymm1\\n\\t" \\
-            "vpmaddwd %%ymm7, %%ymm6, %%ymm10\\n\\t" "vpaddd %%ymm10, %%ymm2, %%ymm2\\n\\t" \\
-            "vpmaddwd %%ymm7, %%ymm6, %%ymm11\\n\\t" "vpaddd %%ymm11, %%ymm3, %%ymm3\\n\\t" \\
-            "vpmaddwd %%ymm7, %%ymm6, %%ymm12\\n\\t" "vpaddd %%ymm12, %%ymm4, %%ymm4\\n\\t" \\
-            "vpmaddwd %%ymm7, %%ymm6, %%ymm13\\n\\t" "vpaddd %%ymm13, %%ymm5, %%ymm5\\n\\t" \\
-            QOPS_PROBE_END \\
-            : [rounds] "+r"(rounds), [sink] "=r"(sink) : : QOPS_PROBE_CLOBBERS); \\
-        return sink; \\
-    }
-    QOPS_PROBE_PLACED(qops_probe_avx2, QOPS_PROBE_AVX2)
-    """
-    long long probe_loop "qops_probe_avx2"(long long rounds, int placement) noexcept nogil
-
-cdef long long probe_kernel(long long rounds, int placement) noexcept nogil:
-    return probe_loop(rounds, placement)
-
-
-# Multiply-adds per probe round: six vpmaddwd of 16 int16 products each.
-PROBE_MULTIPLY_ADDS = 6 * 16
-PROBE_MIX = "vpmaddwd + vpaddd (int16 pairs, exact)"
-# What one round adds to the probe's result: six chains, (-1)(-1) * 2 in a lane each.
-PROBE_RESULT_PER_ROUND = 6 * 2
-
-
 include "_pack_pair_twice.pxi"
 include "_depthwise_avx2.pxi"
 include "_qgemm.pxi"
-
-
-# onnxruntime's AVX2 step for u8 x s8 (where the CPU has no 8-bit dot
-# product): vpmaddubsw adds pairs of byte products into int16, saturating,
-# vpmaddwd by ones widens them, vpaddd accumulates; 32 multiply-adds in
-# three instructions against the exact step's 16 in two.  Its ceiling beside
-# the exact one (benchmarks: the peer's ceiling) tells how much of a
-# comparison on an AVX2 CPU is the idiom rather than the kernel: on Intel
-# cores the saturating step has more issue slots, on AMD Zen 2 about the
-# same.  Six chains on register operands, like the exact probe.
-cdef extern from *:
-    """
-    #define QOPS_PEER_PROBE_AVX2(name, at) \\
-    static long long name(long long rounds) { \\
-        int sink = 0; \\
-        if (rounds <= 0) return 0; \\
-        __asm__ volatile( \\
-            QOPS_PROBE_START \\
-            "vpcmpeqd %%ymm14, %%ymm14, %%ymm14\\n\\t" \\
-            "vpsrlw $15, %%ymm14, %%ymm14\\n\\t" \\
-            at "1:\\n\\t" \\
-            "vpmaddubsw %%ymm7, %%ymm6, %%ymm8\\n\\t" "vpmaddwd %%ymm14, %%ymm8, %%ymm8\\n\\t" \\
-            "vpaddd %%ymm8, %%ymm0, %%ymm0\\n\\t" \\
-            "vpmaddubsw %%ymm7, %%ymm6, %%ymm9\\n\\t" "vpmaddwd %%ymm14, %%ymm9, %%ymm9\\n\\t" \\
-            "vpaddd %%ymm9, %%ymm1, %%ymm1\\n\\t" \\
-            "vpmaddubsw %%ymm7, %%ymm6, %%ymm10\\n\\t" "vpmaddwd %%ymm14, %%ymm10, %%ymm10\\n\\t" \\
-            "vpaddd %%ymm10, %%ymm2, %%ymm2\\n\\t" \\
-            "vpmaddubsw %%ymm7, %%ymm6, %%ymm11\\n\\t" "vpmaddwd %%ymm14, %%ymm11, %%ymm11\\n\\t" \\
-            "vpaddd %%ymm11, %%ymm3, %%ymm3\\n\\t" \\
-            "vpmaddubsw %%ymm7, %%ymm6, %%ymm12\\n\\t" "vpmaddwd %%ymm14, %%ymm12, %%ymm12\\n\\t" \\
-            "vpaddd %%ymm12, %%ymm4, %%ymm4\\n\\t" \\
-            "vpmaddubsw %%ymm7, %%ymm6, %%ymm13\\n\\t" "vpmaddwd %%ymm14, %%ymm13, %%ymm13\\n\\t" \\
-            "vpaddd %%ymm13, %%ymm5, %%ymm5\\n\\t" \\
-            QOPS_PROBE_END \\
-            : [rounds] "+r"(rounds), [sink] "=r"(sink) : : QOPS_PROBE_CLOBBERS); \\
-        return sink; \\
-    }
-    QOPS_PROBE_PLACED(qops_peer_probe_avx2, QOPS_PEER_PROBE_AVX2)
-    """
-    long long peer_probe_loop "qops_peer_probe_avx2"(long long rounds, int placement) noexcept nogil
-
-
-# Multiply-adds per round: six vpmaddubsw of 32 byte products each.
-PEER_PROBE_MULTIPLY_ADDS = 6 * 32
-PEER_PROBE_MIX = "vpmaddubsw + vpmaddwd + vpaddd (u8 x s8 pairs, saturating int16)"
-# What one round adds to the result: six chains, each two words of two (255 x -1)
-# byte products in a lane.
-PEER_PROBE_RESULT_PER_ROUND = 6 * -1020
-
-
-def peer_peak_gops(int n_threads=1, double seconds=0.2):
-    """The ceiling of onnxruntime's AVX2 u8 x s8 step (PEER_PROBE_MIX), as
-    peak_gops measures the variant's own: what the peer's kernels run on
-    where the CPU has no 8-bit dot product."""
-    return probe_gops(peer_probe_loop, PEER_PROBE_MULTIPLY_ADDS, n_threads, seconds)
-
-
-def peer_probe_result(long long rounds, int placement=0):
-    """The peer probe loop's result after ``rounds`` rounds (as probe_result)."""
-    cdef long long value
-    check_placement(placement)
-    with nogil:
-        value = peer_probe_loop(rounds, placement)
-    return value

@@ -5,7 +5,6 @@ A' by 4 signed bytes of B' and adds the four products into an int32 lane."""
 from libc.stdint cimport int8_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
-from qops.backends.native.kernels._probe cimport PROBE_PLACEMENTS
 from qops.backends.native.kernels._registers cimport in_register
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
@@ -236,67 +235,6 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
     else:
         half_rows(a, a_stride, tail, tail_stride, groups, b, tile, MR + 1)
         half_rows(a, a_stride, tail, tail_stride, groups, b + 128, tile + 32, MR + 1)
-
-
-# The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd
-# chains, enough to cover the instruction's latency at full throughput, on
-# register-resident operands (bytes of 1: each lane gains 4 a round).  In
-# assembly with fixed registers: from intrinsics the compiler merged the
-# twelve identical chains into one.  At four places in a line (_probe.pxd).
-cdef extern from *:
-    """
-    #define QOPS_PROBE_AVX512VNNI(name, at) \\
-    static long long name(long long rounds) { \\
-        int sink = 0; \\
-        if (rounds <= 0) return 0; \\
-        __asm__ volatile( \\
-            "mov $0x01010101, %%eax\\n\\t" \\
-            "vpbroadcastd %%eax, %%zmm12\\n\\t" \\
-            "vpbroadcastd %%eax, %%zmm13\\n\\t" \\
-            "vpxord %%zmm0, %%zmm0, %%zmm0\\n\\t" \\
-            "vpxord %%zmm1, %%zmm1, %%zmm1\\n\\t" \\
-            "vpxord %%zmm2, %%zmm2, %%zmm2\\n\\t" \\
-            "vpxord %%zmm3, %%zmm3, %%zmm3\\n\\t" \\
-            "vpxord %%zmm4, %%zmm4, %%zmm4\\n\\t" \\
-            "vpxord %%zmm5, %%zmm5, %%zmm5\\n\\t" \\
-            "vpxord %%zmm6, %%zmm6, %%zmm6\\n\\t" \\
-            "vpxord %%zmm7, %%zmm7, %%zmm7\\n\\t" \\
-            "vpxord %%zmm8, %%zmm8, %%zmm8\\n\\t" \\
-            "vpxord %%zmm9, %%zmm9, %%zmm9\\n\\t" \\
-            "vpxord %%zmm10, %%zmm10, %%zmm10\\n\\t" \\
-            "vpxord %%zmm11, %%zmm11, %%zmm11\\n\\t" \\
-            at "1:\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm0\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm1\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm2\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm3\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm4\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm5\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm6\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm7\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm8\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm9\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm10\\n\\t" \\
-            "vpdpbusd %%zmm13, %%zmm12, %%zmm11\\n\\t" \\
-            "dec %[rounds]\\n\\t" \\
-            "jnz 1b\\n\\t" \\
-            QOPS_PROBE_SUM_TWELVE("zmm") \\
-            QOPS_PROBE_TWELVE_OPERANDS); \\
-        return sink; \\
-    }
-    QOPS_PROBE_PLACED(qops_probe_avx512vnni, QOPS_PROBE_AVX512VNNI)
-    """
-    long long probe_loop "qops_probe_avx512vnni"(long long rounds, int placement) noexcept nogil
-
-cdef long long probe_kernel(long long rounds, int placement) noexcept nogil:
-    return probe_loop(rounds, placement)
-
-
-# Multiply-adds per probe round: twelve vpdpbusd of 64 byte products each.
-PROBE_MULTIPLY_ADDS = 12 * 64
-PROBE_MIX = "vpdpbusd (u8 x s8 quads, exact)"
-# What one round adds to the probe's result: twelve chains, 4 in a lane each.
-PROBE_RESULT_PER_ROUND = 12 * 4
 
 
 cdef inline __m512i output_integers(__m512i value, __m512 multiplier, __m512 floor,

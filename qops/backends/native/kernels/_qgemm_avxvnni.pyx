@@ -7,7 +7,6 @@ variant's 6 x 16 tile."""
 from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t
 from libc.string cimport memcpy
 
-from qops.backends.native.kernels._probe cimport PROBE_PLACEMENTS
 from qops.backends.native.kernels._registers cimport in_register
 from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 
@@ -156,68 +155,6 @@ cdef void pack_groups_pair(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count
     _mm256_storeu_si256(sums + 8, sums1)
     _mm256_storeu_si256(sums + 16, sums2)
     _mm256_storeu_si256(sums + 24, sums3)
-
-
-# The peak probe (peak_gops in _qgemm.pxi): twelve independent vpdpbusd
-# chains on register-resident operands, in assembly with fixed registers as
-# the other probes, at four places in a line (_probe.pxd).  The prefix {vex} (written %{vex%} in an asm string)
-# asks the assembler for the VEX encoding, which a CPU without AVX-512 runs:
-# the bare mnemonic on ymm may be given the EVEX one of AVX512-VNNI with VL.
-cdef extern from *:
-    """
-    #define QOPS_PROBE_AVXVNNI(name, at) \\
-    static long long name(long long rounds) { \\
-        int sink = 0; \\
-        if (rounds <= 0) return 0; \\
-        __asm__ volatile( \\
-            "mov $0x01010101, %%eax\\n\\t" \\
-            "vmovd %%eax, %%xmm12\\n\\t" \\
-            "vpbroadcastd %%xmm12, %%ymm12\\n\\t" \\
-            "vmovdqa %%ymm12, %%ymm13\\n\\t" \\
-            "vpxor %%xmm0, %%xmm0, %%xmm0\\n\\t" \\
-            "vpxor %%xmm1, %%xmm1, %%xmm1\\n\\t" \\
-            "vpxor %%xmm2, %%xmm2, %%xmm2\\n\\t" \\
-            "vpxor %%xmm3, %%xmm3, %%xmm3\\n\\t" \\
-            "vpxor %%xmm4, %%xmm4, %%xmm4\\n\\t" \\
-            "vpxor %%xmm5, %%xmm5, %%xmm5\\n\\t" \\
-            "vpxor %%xmm6, %%xmm6, %%xmm6\\n\\t" \\
-            "vpxor %%xmm7, %%xmm7, %%xmm7\\n\\t" \\
-            "vpxor %%xmm8, %%xmm8, %%xmm8\\n\\t" \\
-            "vpxor %%xmm9, %%xmm9, %%xmm9\\n\\t" \\
-            "vpxor %%xmm10, %%xmm10, %%xmm10\\n\\t" \\
-            "vpxor %%xmm11, %%xmm11, %%xmm11\\n\\t" \\
-            at "1:\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm0\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm1\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm2\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm3\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm4\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm5\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm6\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm7\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm8\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm9\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm10\\n\\t" \\
-            "%{vex%} vpdpbusd %%ymm13, %%ymm12, %%ymm11\\n\\t" \\
-            "dec %[rounds]\\n\\t" \\
-            "jnz 1b\\n\\t" \\
-            QOPS_PROBE_SUM_TWELVE("ymm") \\
-            QOPS_PROBE_TWELVE_OPERANDS); \\
-        return sink; \\
-    }
-    QOPS_PROBE_PLACED(qops_probe_avxvnni, QOPS_PROBE_AVXVNNI)
-    """
-    long long probe_loop "qops_probe_avxvnni"(long long rounds, int placement) noexcept nogil
-
-cdef long long probe_kernel(long long rounds, int placement) noexcept nogil:
-    return probe_loop(rounds, placement)
-
-
-# Multiply-adds per probe round: twelve vpdpbusd of 32 byte products each.
-PROBE_MULTIPLY_ADDS = 12 * 32
-PROBE_MIX = "vpdpbusd on ymm (AVX-VNNI, u8 x s8 quads, exact)"
-# What one round adds to the probe's result: twelve chains, 4 in a lane each.
-PROBE_RESULT_PER_ROUND = 12 * 4
 
 
 include "_depthwise_avx2.pxi"

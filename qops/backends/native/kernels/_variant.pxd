@@ -1,6 +1,6 @@
 # The kernel variant interface: what every _qgemm_<variant> module defines,
-# so that _qgemm.pxi (the shared driver, packers, entry points and peak
-# probe) and _depthwise.pxi compile against it with the variant's flags.
+# so that _qgemm.pxi (the shared driver, packers and entry points) and
+# _depthwise.pxi compile against it with the variant's flags.
 #
 # Each variant's own .pxd (_qgemm_<variant>.pxd) sets its constants, with
 # the reason for their sizes, and includes this file; Cython then checks the
@@ -34,9 +34,6 @@
 #                         _depthwise_sse2.pxi), 0 when
 #                         the variant has none and _depthwise.pxi runs its
 #                         row kernel
-#
-# and, at Python level, PROBE_MULTIPLY_ADDS, PROBE_MIX and
-# PROBE_RESULT_PER_ROUND, which describe probe_kernel (see peak_gops).
 
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
@@ -160,9 +157,3 @@ cdef void depthwise_widen_plane(const uint8_t* source, bint signed, Py_ssize_t w
                                 Py_ssize_t first_chunk, Py_ssize_t chunks,
                                 const uint32_t* masks, Py_ssize_t pitch, uint8_t zero,
                                 int16_t* plane) noexcept nogil
-
-# `rounds` rounds of the micro-kernel's own multiply-add instructions on
-# registers, the loop at placement `placement` (0 to PROBE_PLACEMENTS - 1,
-# _probe.pxd; a variant whose loop is not in assembly may ignore it);
-# returns their sum (rounds * PROBE_RESULT_PER_ROUND, as int32).
-cdef long long probe_kernel(long long rounds, int placement) noexcept nogil

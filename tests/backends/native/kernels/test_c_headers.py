@@ -29,6 +29,12 @@ NEEDS = {
 # What the Cython module uses of a header beyond its functions (statics the
 # C never reads in some build): the unit uses them as well.
 USES = {
+    "qops_peak_probes.h": ["long long qops_probes_used(void);",
+                           "long long qops_probes_used(void) {",
+                           "    return qops_probe_portable(1, 0) + qops_probe_avx2(1, 0)",
+                           "           + qops_peer_probe_avx2(1, 0) + qops_probe_avxvnni(1, 0)",
+                           "           + qops_probe_avx512vnni(1, 0) + qops_probe_amx(1, 0);",
+                           "}"],
     "qops_pool.h": ["long qops_pool_counters(void);",
                     "long qops_pool_counters(void) {",
                     "    return qops_pool_workers + qops_pool_jobs + qops_pool_worker_tasks;",

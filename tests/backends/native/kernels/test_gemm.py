@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run_variant
 
 from qops.backends.native import variants as _simd
+from qops.backends.native.kernels import _peak_probes
 from qops.backends.native.variants import VARIANTS as ALL_VARIANTS
 from qops.ops import matmul
 
@@ -117,39 +118,40 @@ def test_the_variants_that_run_are_the_ones_this_cpu_has_and_the_build_made():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_every_variant_probes_the_peak_of_its_own_instructions(variant):
-    kernels = _simd.module(variant)
+    _simd.module(variant)  # the variant loads (AMX: the process holds the tile state)
+    probe = _peak_probes.probe(variant)
     instruction = {"amx": "tdpbusd", "avx512vnni": "vpdpbusd", "avxvnni": "vpdpbusd on ymm",
                    "avx2": "vpmaddwd",
-                   "portable": "multiply-add" if "plain C" in kernels.PROBE_MIX else "pmaddwd"}
-    assert instruction[variant] in kernels.PROBE_MIX
-    gops = kernels.peak_gops(1, 0.03)
+                   "portable": "multiply-add" if "plain C" in probe.mix else "pmaddwd"}
+    assert instruction[variant] in probe.mix
+    gops = probe.peak_gops(1, 0.03)
     assert 0 < gops < float("inf")
     # Every chain of every round ran, at every placement of the loop that
     # peak_gops times: the loop's own sum counts them.
     for placement in range(4):
         for rounds in (1, 7, 1000):
-            expected = (rounds * kernels.PROBE_RESULT_PER_ROUND + 2**31) % 2**32 - 2**31
-            assert kernels.probe_result(rounds, placement) == expected, (rounds, placement)
+            expected = (rounds * probe.result_per_round + 2**31) % 2**32 - 2**31
+            assert probe.result(rounds, placement) == expected, (rounds, placement)
     with pytest.raises(ValueError, match="at least 1"):
-        kernels.peak_gops(0)
+        probe.peak_gops(0)
     for placement in (-1, 4):
         with pytest.raises(ValueError, match="placement must be 0 to 3"):
-            kernels.probe_result(1, placement)
+            probe.result(1, placement)
 
 
 @pytest.mark.skipif("avx2" not in VARIANTS, reason="this CPU runs no AVX2")
 def test_the_avx2_variant_probes_onnxruntimes_saturating_step_too():
-    kernels = _simd.module("avx2")
-    assert "vpmaddubsw" in kernels.PEER_PROBE_MIX and "saturating" in kernels.PEER_PROBE_MIX
-    assert 0 < kernels.peer_peak_gops(1, 0.03) < float("inf")
+    peer = _peak_probes.peer_probe("avx2")
+    assert "vpmaddubsw" in peer.mix and "saturating" in peer.mix
+    assert 0 < peer.peak_gops(1, 0.03) < float("inf")
     # Every chain of every round ran: per round, six chains each add in a
     # lane two words of two (unsigned 255) x (signed -1) byte products.
     for placement in range(4):
         for rounds in (1, 7, 1000):
             expected = (rounds * 6 * 2 * 2 * (255 * -1) + 2**31) % 2**32 - 2**31
-            assert kernels.peer_probe_result(rounds, placement) == expected, (rounds, placement)
+            assert peer.result(rounds, placement) == expected, (rounds, placement)
     with pytest.raises(ValueError, match="at least 1"):
-        kernels.peer_peak_gops(0)
+        peer.peak_gops(0)
 
 
 _ON_AN_AVX2_CPU = """
