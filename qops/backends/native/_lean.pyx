@@ -387,7 +387,7 @@ def lean_plan(dict slots, call):
 # -- QuantizeLinear, per tensor ------------------------------------------------------------
 #
 # float32 x to int8 or uint8 with one scale is the commonest QuantizeLinear,
-# and a large one still spends a tenth of its time in the validating path
+# and even a large one spends a measurable share of its time in the validating path
 # (slot dictionaries, plan signature, parameter arrays, kernel keywords).
 # Its form is fixed, so no learning is needed: a call whose every argument
 # has one of the forms below would pass validation except for values, which

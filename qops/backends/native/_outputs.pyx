@@ -4,10 +4,8 @@
 A new array of a few hundred kilobytes from np.empty is a fresh memory
 mapping whenever glibc's malloc decides to map it (from 128 KiB, a
 threshold the process's own earlier frees move), and its pages then fault
-in on the kernel's first writes, call after call.  Measured: a 144-channel
-56 x 56 depthwise convolution took 0.30 ms instead of 0.10 ms, and a
-batch of attention products 0.13 ms instead of 0.05 ms, depending only on
-what the process had allocated and freed before.
+in on the kernel's first writes, call after call: a call's time then
+depends on what the process allocated and freed before.
 
 An output made here is a NumPy array over an :class:`OutputBuffer` (its
 ``base``): 64-byte aligned, so that no cache line is shared by two threads'

@@ -109,8 +109,7 @@ cdef void start_unit(UnitOutput* unit, uint8_t* scratch, Py_ssize_t row0, Py_ssi
     and columns past N too) lies inside the output, or it writes only the
     values (the line forms)."""
     # Every loop below is a plain one the compiler vectorizes: on products
-    # with a short K (attention's 64) this setup is redone for each unit and
-    # was, as scalar code, a fifth of the epilogue's time.
+    # with a short K (attention's 64) this setup is redone for each unit.
     cdef Py_ssize_t c
     cdef uint32_t row_zero
     unit.row0 = row0
@@ -411,8 +410,7 @@ cdef inline void raw_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
     unit's column vector (the bias less the one zero point of A times the
     column sums): one product per value, the column zero point's, where
     raw_rows takes two, in loops of NR values that the compiler unrolls into
-    whole vectors.  (raw_rows' lines were a tenth of a 128 x 768 x 768
-    MatMulIntegerToFloat with AVX-VNNI, this a twentieth.)"""
+    whole vectors."""
     cdef const uint32_t* column = unit.tile_column + (col0 - unit.col0)
     cdef const int32_t* column_zero = epilogue.column_zero + col0
     cdef int32_t values[NR]
@@ -561,5 +559,5 @@ cdef enum:
     # more, on the full kernel over the zeroed block.  A pass of three to
     # five rows reads as many panel vectors per group as the full kernel for
     # fewer multiply-adds, and where the panel streams from L2 it is no
-    # faster (four rows at K = 768: 1.15 micro-tiles' time).
+    # faster.
     SHORT_BLOCK_ROWS = 2

@@ -39,9 +39,8 @@ cdef extern from "qops_gemm_pack_a.h":
 cdef inline void copy_widened(uint8_t* target, const uint8_t* source, Py_ssize_t count,
                               uint8_t flip) noexcept nogil:
     """copy_values for int16 A' (A_BYTES 2): whole runs of A_SLACK values by
-    copy_short, then the rest.  (With the compiler's loop, its head and tail
-    peeled, packing took 4.9% of the AVX2 attention product; this way
-    3.7%.)"""
+    copy_short, then the rest, rather than the compiler's loop, which peels
+    a head and a tail around each run."""
     while count >= A_SLACK:
         copy_short(target, source, flip, True)
         target = target + 2 * A_SLACK
@@ -52,8 +51,7 @@ cdef inline void copy_widened(uint8_t* target, const uint8_t* source, Py_ssize_t
 
 cdef inline void zero_row_end(uint8_t* target, Py_ssize_t count) noexcept nogil:
     """count (< 4) values of zeros: the padding of a packed row to a whole
-    group, in stores of known size (a memset call per row was about 1% of a
-    first convolution's time with AVX2)."""
+    group, in stores of known size rather than a memset call per row."""
     cdef uint64_t zeros = 0
     cdef Py_ssize_t nbytes = count * A_BYTES
     if nbytes >= 4:
@@ -104,8 +102,7 @@ cdef void pack_a_values(const Gemm* gemm, Py_ssize_t row0, Py_ssize_t rows_here,
     # Every step whole, each short enough for copy_short (a first
     # convolution's 7 runs of 21): a fixed loop over the steps, with the
     # fields it reads in locals (stores of bytes may alias the Gemm, so
-    # the general loop reloads them after each copy); about a third of
-    # the packing's time on a first convolution.
+    # the general loop reloads them after each copy).
     cdef const Py_ssize_t* step_offset = gemm.step_offset
     cdef Py_ssize_t steps = gemm.steps, step_length = gemm.step_length
     cdef uint8_t flip = gemm.a_flip

@@ -55,10 +55,8 @@ cdef void pack_b_columns(const uint8_t* b, Py_ssize_t ldb, Py_ssize_t k, Py_ssiz
     # those panels take their turns while the chunk's rows are in L1: 16
     # rows for NR = 16, whose lines a pass down the whole of K had lost
     # before the next panel's turn (a row stride of 3072 bytes puts every
-    # row's line in one of four L1 sets; B of 768 x 3072, 376 to 250 us
-    # with AVX-VNNI).  A panel of a whole line (NR = 64) takes one group at
-    # a time, each row's two lines read together (243 to 218 us); eight
-    # groups had cost it 10%.
+    # row's line in one of four L1 sets).  A panel of a whole line (NR = 64)
+    # takes one group at a time, each row's two lines read together.
     cdef Py_ssize_t chunk = max(64 // <Py_ssize_t>NR, 1)
     for c in range(panels * NR):
         sums[c] = 0
@@ -210,8 +208,7 @@ cdef void ensure_row_sums(const Gemm* gemm, const Gemm* own, Py_ssize_t a_member
     """The sums of A' over the rows of micro-tiles [p, p_end) of A member
     a_member (own.a), computed (by this thread, or waited for): in the
     units that need them, as B is packed, rather than in a pass of their
-    own before the product, which on attention's twelve 128 x 64 matrices
-    was one job each and took half as long as the product."""
+    own before the product (a job per matrix of a batch)."""
     cdef int32_t* state = gemm.a_ready + a_member * gemm.a_row_bands + p // TILE_M_PANELS
     if state_load(state) == PACKED:
         return

@@ -194,8 +194,8 @@ def scratch_bytes(int n_threads):
 # packed B, a convolution's channels-last copy and offsets) are kept per
 # Python thread and reused by its next call: a fresh buffer of more than
 # 128 KiB is a new mapping from the allocator, and its first touch of every
-# page is a page fault, which on attention's small products took as long as
-# the arithmetic.  Above WORKSPACE_LIMIT bytes a buffer is allocated afresh
+# page is a page fault, which on small products costs as much as the
+# arithmetic.  Above WORKSPACE_LIMIT bytes a buffer is allocated afresh
 # (the work then dwarfs the faults) and not kept.
 WORKSPACE_LIMIT = 16 << 20
 _workspace = threading.local()

@@ -22,10 +22,9 @@ cdef enum:
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     # The pair kernel of _depthwise_avx2.pxi.
-    # The per-row epilogue by the line forms: by whole micro-tiles, as
-    # AVX-VNNI has it, the 1 x 1 convolution over 28 x 28 pixels (filter x
-    # image) was no faster on Zen 5, where the epilogue is a smaller share
-    # of the slower exact AVX2 product.
+    # The per-row epilogue by the line forms: the exact AVX2 product is
+    # slower than AVX-VNNI's, so the epilogue is a smaller share of it and
+    # whole micro-tiles (ROW_TILES) gain nothing.
     ROW_TILES = 0
     DEPTHWISE_PAIRS = 1
 

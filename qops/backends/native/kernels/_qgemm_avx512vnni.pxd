@@ -12,9 +12,8 @@ cdef enum:
     # (3072 x 128 bytes, 384 KiB) stays in an L2 of 1 MiB or more (Intel's
     # server cores since Skylake, AMD Zen 4 and 5) while its micro-tiles take
     # turns.  BERT's K = 3072 and a 3 x 3 filter over 256 channels (K =
-    # 2304) then take one block, not three: on Zen 5, bert_ffn2 6% and
-    # r50_3x3_14_b8 4% faster than with blocks of 1024 k, whose sums each
-    # block but the first reloads and adds.
+    # 2304) then take one block, not three of 1024 k, whose sums each block
+    # but the first reloads and adds.
     K_BLOCK_GROUPS = 768
     # 8 micro-tiles (48 rows) by two panels (128 columns) per unit: each
     # packed block of A serves both panels, each block of B' the eight

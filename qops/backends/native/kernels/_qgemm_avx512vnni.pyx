@@ -226,9 +226,8 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
     """All MR + 1 or MR + 2 rows in each of two passes over half the panel's
     columns, so that the panel is read once for them all.  Passes of four
     rows over the whole panel (four vectors per sixteen vpdpbusd) each
-    streamed it from L2 faster than L2 delivers: on BERT's K = 768 two took
-    2.3 micro-tiles' time, and the block with a pass of two rows 2.4; these
-    take the micro-kernel's time per row."""
+    streamed it from L2 faster than L2 delivers; these take the
+    micro-kernel's time per row."""
     if rows == MR + 2:
         half_rows(a, a_stride, tail, tail_stride, groups, b, tile, MR + 2)
         half_rows(a, a_stride, tail, tail_stride, groups, b + 128, tile + 32, MR + 2)

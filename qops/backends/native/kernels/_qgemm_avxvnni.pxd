@@ -18,17 +18,15 @@ cdef enum:
     # unit's block of B' (3072 x 128 bytes, 384 KiB) stays in an L2 of 1 MiB
     # or more (Intel's client cores since Alder Lake, AMD Zen 5) while its
     # micro-tiles take turns.  BERT's K = 3072 and a 3 x 3 filter over 256
-    # channels (K = 2304) then take one block, not three: on Zen 5, 2.5% and
-    # 3.5% faster than with blocks of 1024 k, whose sums each block but the
-    # first reloads and adds.
+    # channels (K = 2304) then take one block, not three of 1024 k, whose
+    # sums each block but the first reloads and adds.
     K_BLOCK_GROUPS = 768
     # 8 micro-tiles (48 rows) by eight panels (128 columns) per unit.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
     # The per-row epilogue by whole micro-tiles (_epilogue_ymm.pxi), in one
-    # function with the micro-kernel: a 1 x 1 convolution over 28 x 28
-    # pixels, filter x image, 3.5% faster on Zen 5 than by the line forms;
-    # the AVX2 pair kernel for depthwise convolution.
+    # function with the micro-kernel, rather than the line forms; the AVX2
+    # pair kernel for depthwise convolution.
     ROW_TILES = 1
     DEPTHWISE_PAIRS = 1
 

@@ -42,8 +42,7 @@ include "_tile_rows_ymm.pxi"
 cdef inline void short_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                             const int8_t* b, int32_t* tile, int rows) noexcept nogil:
     """One or two rows for microkernel_rows (_short_rows.pxi): chained_rows,
-    as vpdpbusd adds into its accumulator (one row: 1 x 256 x 4096 with
-    B' packed, 43 to 30 us on one core)."""
+    as vpdpbusd adds into its accumulator."""
     chained_rows(a, a_stride, groups, b, tile, rows)
 
 
@@ -58,9 +57,7 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
     """The block, then its tail of one or two rows in a pass of three
     chains (chained_rows), the panel still in L1 from the block's pass.
     Two passes of four rows and three (AVX2's way, _tail_in_passes.pxi)
-    each waited out vpdpbusd's latency with eight or six chains, which
-    left a 1 x 1 convolution on 7 x 7 pixels (49 rows) a fifth of its time
-    in the tail."""
+    each waited out vpdpbusd's latency with eight or six chains."""
     microkernel(a, a_stride, groups, b, tile)
     if rows == MR + 2:
         chained_rows(tail, tail_stride, groups, b, tile + MR * NR, 2)
@@ -112,8 +109,7 @@ cdef void pack_groups_pair(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count
     128-bit half: columns 0-3 and 16-19 of the quads in one vector, 4-7 and
     20-23 in the next, ...), then vperm2i128 joins the halves of each
     panel's two vectors.  Per 16 columns six shuffles where pack_groups
-    takes ten, and half the loads (B' of an image, packed each call: 5% of
-    a 1 x 1 convolution's time on 28 x 28 pixels)."""
+    takes ten, and half the loads (B' of an image is packed each call)."""
     cdef __m256i mask = _mm256_set1_epi8(<char>flip)
     cdef __m256i ones = _mm256_set1_epi8(1)
     cdef __m256i sums0 = _mm256_loadu_si256(sums)

@@ -4,8 +4,7 @@
 An OpenMP parallel region ends at a barrier that every thread of its team
 must reach.  On a machine whose cores are busy with other processes a worker
 may wait milliseconds for a core, and the calling thread waits with it,
-although it has done all the work in the meantime: a 0.1 ms depthwise layer
-measured 10-20 ms a call that way.  Here the caller publishes a job of
+although it has done all the work in the meantime.  Here the caller publishes a job of
 `count` independent tasks and takes tasks from a shared counter; the pool's
 threads join while the job is open and take tasks the same way.  Once every
 task is taken the caller closes the job and waits only for the workers that

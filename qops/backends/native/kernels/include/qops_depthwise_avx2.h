@@ -65,12 +65,10 @@ static inline void qops_depthwise_rows4_avx2(const int16_t* a, const int16_t* b,
    when compiled: taps paired (term c at column 2c), dilation 1 down the
    columns, so plane row i feeds output row r with kernel row
    i - r * STRIDE_H.  With the trip counts constant GCC unrolls every
-   loop and the branches on the kernel row vanish (the generic loop
-   spends about a third of its instructions on them).  Two rows a call:
+   loop and the branches on the kernel row vanish.  Two rows a call:
    the calls' accumulators, the kernel's six weight pairs and the loads
-   stay in registers.  With four rows a call GCC reordered the sums into
-   trees and spilled (a third of the instructions were spills and
-   reloads), and the planes took 10 to 20% longer. */
+   stay in registers (with four, GCC reorders the sums into trees and
+   spills). */
 #define QOPS_DEPTHWISE_ROWS_FIXED(NAME, ROWS, SPAN, COLUMNS, STRIDE_H, KERNEL_H)         \
 static inline __attribute__((always_inline)) void NAME(                                \
     const int16_t* a, ptrdiff_t pitch, const int32_t* weights, int32_t start,          \

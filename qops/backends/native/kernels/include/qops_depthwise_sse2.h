@@ -205,9 +205,8 @@ static inline void qops_depthwise_store_blocks_packed_sse2(__m128i first, __m128
    sums, 8 outputs of four rows per pass; a row's last pass ends at its
    last output, overlapping the one before it, so that it stores whole
    8-byte lines.  The block form and the output type are constants of
-   each copy of the body, not tests in its loop (on 144 planes of 56 x 56,
-   one thread: 0.325 to 0.309 ms).  (Two rows per pass, which spills
-   fewer sums, took 7% longer.) */
+   each copy of the body, not tests in its loop.  Four rows per pass: two,
+   though they spill fewer sums, are slower. */
 #define QOPS_DEPTHWISE_PLANE_FIXED_SSE2(NAME, ROWS2, STRIDE_H)                           \
 static inline __attribute__((always_inline)) void NAME##_body(                         \
     const int16_t* plane, ptrdiff_t pitch, const int32_t* weights, ptrdiff_t out_h,    \

@@ -7,13 +7,11 @@
    run at target + c * stride, for the first `columns` columns; each run
    `height` bytes.  With SSE2 (every x86-64), the four rounds of byte
    interleaving that transpose 16 x 16 bytes in registers: 16 loads, 64 unpacks
-   and 16 stores where the 8 x 8 scalar transposes took about 350 operations; a
-   transposed store was a tenth of a 1 x 1 convolution on 7 x 7 pixels, the
-   channels-last copy of its image as much again. Nothing past row `height` is
+   and 16 stores where the 8 x 8 scalar transposes take about 350 operations.
+   Nothing past row `height` is
    read (it may be another unit's), nor past a row's `columns` bytes unless all
    16 lie within the first `readable` bytes from source (a short block of an
-   image's last positions, read whole where the next channel follows: a partial
-   read of each row was half the copy of a 7 x 7 image). */
+   image's last positions, read whole where the next channel follows). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>

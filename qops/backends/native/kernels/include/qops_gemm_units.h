@@ -4,8 +4,7 @@
 
 /* sum of p[j] ^ flip over count bytes: psadbw against zero sums eight bytes
    into a 64-bit lane, 32 (AVX2) or 16 (SSE2) bytes per step.  Row sums are
-   summed in the units now (ensure_row_sums), once per band of rows; as a byte
-   loop they were a fifth of attention's product. */
+   summed in the units (ensure_row_sums), once per band of rows. */
 #include <stddef.h>
 #include <stdint.h>
 #if defined(__AVX2__)

@@ -9,6 +9,16 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Where a probe's loop lies: a register-resident loop of a few dozen bytes
+   runs at a rate that depends on its place in the 64-byte lines the front
+   end fetches, and nothing in a build fixes the place the linker gives a
+   function.  So each probe is compiled at four places, 8, 24, 40 and 56
+   bytes into a line, and the timing takes the fastest: no loop length
+   straddles badly at all four.  Each variant writes its loop once as a
+   macro DEFINE(name, at) that defines `static long long name(long long
+   rounds)` with the asm string `at` before the loop's label;
+   QOPS_PROBE_PLACED makes the four and `name(rounds, placement)`, which
+   runs one of them. */
 #define QOPS_PROBE_AT(skip) ".p2align 6\n\t.skip " #skip ", 0x90\n\t"
 #define QOPS_PROBE_PLACEMENTS 4
 #define QOPS_PROBE_PLACED(name, DEFINE) \
@@ -126,8 +136,7 @@ static long long qops_probe_portable(long long rounds, int placement) {
    its loads.  Written in assembly with fixed registers: compiled from
    intrinsics, the loop had accumulators spilled to the stack and timed store
    forwarding instead of the multiplier.  At four places in a line
-   (QOPS_PROBE_PLACED): at the one the linker gave it, AMD Zen 5 ran it 15%
-   slower, and the bench read the GEMM at 107% of its "peak". */
+   (QOPS_PROBE_PLACED). */
 /* What both probes share: six int32 chains (ymm0-5) zeroed and operands
    of all ones bits (ymm6, ymm7) before the loop; after it, the round
    counted down and the chains summed into the result. */

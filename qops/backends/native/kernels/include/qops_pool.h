@@ -235,9 +235,8 @@ void qops_pool_configure(int n) {
    the caller's is the first and with two threads the worker's the
    second, so call after call each thread works on the same part of the range
    and finds that part's data in its own cache: a matrix product's B
-   columns stay in the L2 of the core that multiplies them (on a
-   128 x 768 x 768 product, 8% less time than chunks handed out in
-   turn, which sent the columns from core to core).  A thread that
+   columns stay in the L2 of the core that multiplies them (chunks handed
+   out in turn send the columns from core to core).  A thread that
    never joins only leaves its segment to the others.  Chunks are whole
    grains (but a range's last): a caller's grain is a unit that should
    not be split. */

@@ -99,9 +99,8 @@ QOPS_PORTABLE_INLINE void qops_portable_microkernel(const uint8_t* a, ptrdiff_t 
 }
 
 /* The first `rows` (1 to 5; any other count, the whole tile) rows of a
-   block at the cost of their rows: the tail of attention's and a 1 x 1
-   convolution's 128 rows (two past 21 blocks) took a whole micro-tile's
-   pass for its two rows.  The tile's other rows are zero, as tile_rows
+   block at the cost of their rows, not a whole micro-tile's pass (the
+   tail of 128 rows: two past 21 blocks).  The tile's other rows are zero, as tile_rows
    stores them. */
 static void qops_portable_microkernel_rows(const uint8_t* a, ptrdiff_t a_stride,
                                            ptrdiff_t groups, const int8_t* b,
@@ -258,8 +257,7 @@ static void qops_portable_requantize_tile(const int32_t* tile, const uint32_t* c
 /* The micro-kernel, then its tile requantized with the packs clamping,
    in one function: with SSE2 both are inlined here, and the sums go
    from the accumulators to the epilogue in registers rather than
-   through the tile (1 to 3% off attention's products and a first
-   convolution on one core).
+   through the tile.
    Not inlined into its caller, whose other live values would push the
    accumulators out of registers.  Without SSE2 the tile epilogue above
    is an empty stand-in: microkernel_requantize calls this only where
