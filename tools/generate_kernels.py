@@ -25,6 +25,15 @@ TEMPLATES = {
                           ("_tile_rows_512.pxi", {"width": 512})],
     # The tile epilogue's shortcut combinations, each a call with constant flags.
     "_tile_shortcuts.pxi.tp": [("_tile_shortcuts.pxi", {})],
+    # The depthwise pair kernels' C at 128 bits (SSE2) and 256 bits (AVX2).
+    "include/qops_depthwise.h.tp": [
+        ("include/qops_depthwise_sse2.h",
+         {"width": 128, "isa": "sse2", "ISA": "SSE2", "mm": "_mm", "vi": "__m128i",
+          "vf": "__m128", "si": "si128"}),
+        ("include/qops_depthwise_avx2.h",
+         {"width": 256, "isa": "avx2", "ISA": "AVX2", "mm": "_mm256", "vi": "__m256i",
+          "vf": "__m256", "si": "si256"}),
+    ],
 }
 
 
@@ -48,7 +57,7 @@ def main(argv=None) -> int:
     for path, text in rendered().items():
         if path.exists() and path.read_text() == text:
             continue
-        stale.append(path.name)
+        stale.append(str(path.relative_to(KERNELS)))
         if not args.check:
             path.write_text(text)
     if args.check and stale:

@@ -27,17 +27,19 @@ def test_a_generated_file_is_its_templates_rendering(path):
 
 
 def test_every_template_is_rendered():
-    templates = {path.name for path in GENERATOR.KERNELS.glob("*.tp")}
+    templates = {str(path.relative_to(GENERATOR.KERNELS))
+                 for path in GENERATOR.KERNELS.rglob("*.tp")}
     assert templates == set(GENERATOR.TEMPLATES)
 
 
 def test_the_check_fails_on_a_stale_file(tmp_path, monkeypatch):
     """--check reports a generated file that differs (here: a copy of the
     folder with one file edited) and writes nothing."""
-    for path in GENERATOR.KERNELS.glob("*.tp"):
-        (tmp_path / path.name).write_text(path.read_text())
+    (tmp_path / "include").mkdir()
+    for path in GENERATOR.KERNELS.rglob("*.tp"):
+        (tmp_path / path.relative_to(GENERATOR.KERNELS)).write_text(path.read_text())
     for path, text in GENERATOR.rendered().items():
-        (tmp_path / path.name).write_text(text)
+        (tmp_path / path.relative_to(GENERATOR.KERNELS)).write_text(text)
     monkeypatch.setattr(GENERATOR, "KERNELS", tmp_path)
     assert GENERATOR.main(["--check"]) == 0
     stale = tmp_path / "_tile_shortcuts.pxi"

@@ -1,8 +1,8 @@
+/* Generated from qops_depthwise.h.tp by tools/generate_kernels.py: edit the template. */
 /* qops_depthwise_avx2.h: the AVX2 depthwise pair kernel (the C behind
    _depthwise_avx2.pxi; the design is described there).  In C because,
    written in Cython, GCC copies the sums between registers on every
    iteration of the term loop.
-
    Kept as a real header, not a string in the .pxi, so that it is compiled
    and checked as C (tests/backends/native/kernels/test_c_headers.py).
    Needs AVX2 (and FMA's flags, as its variants are built): included only by
@@ -97,7 +97,6 @@ static inline __attribute__((always_inline)) void NAME(                         
 /* 3 x 3 filters, the depthwise layers of MobileNets and their kin. */
 QOPS_DEPTHWISE_ROWS_FIXED(qops_depthwise_rows2_3x3s1_avx2, 2, 4, 2, 1, 3)
 QOPS_DEPTHWISE_ROWS_FIXED(qops_depthwise_rows2_3x3s2_avx2, 2, 5, 2, 2, 3)
-
 /* The output integers of 8 sums (bias included), as `requantize` computes
    them, each masked to its low byte. */
 static inline __m256i qops_depthwise_requantize_avx2(__m256i sums, __m256 multiplier,
@@ -261,7 +260,6 @@ QOPS_DEPTHWISE_PLANE_FIXED(qops_depthwise_plane_3x3s1_avx2,
                            qops_depthwise_rows2_3x3s1_avx2, 1)
 QOPS_DEPTHWISE_PLANE_FIXED(qops_depthwise_plane_3x3s2_avx2,
                            qops_depthwise_rows2_3x3s2_avx2, 2)
-
 /* x[0 .. count) widened to int16 into line[0 .. count), loads and stores
    of 16 (or 8) values, the last one overlapping the one before it: no
    byte outside the run is read, no element outside it written. */
@@ -288,6 +286,4 @@ static inline void qops_depthwise_widen_run_avx2(const uint8_t* x, ptrdiff_t cou
         }
     }
 }
-
-
 #endif /* QOPS_DEPTHWISE_AVX2_H */

@@ -1,6 +1,6 @@
+/* Generated from qops_depthwise.h.tp by tools/generate_kernels.py: edit the template. */
 /* qops_depthwise_sse2.h: the SSE2 depthwise pair kernel (the C behind
    _depthwise_sse2.pxi; the design is described there).
-
    Kept as a real header, not a string in the .pxi, so that it is compiled
    and checked as C (tests/backends/native/kernels/test_c_headers.py).
    Included by the portable variant (_qgemm_portable.pyx); SSE2 is x86-64's
@@ -97,7 +97,6 @@ static inline __attribute__((always_inline)) void NAME(                         
 }
 QOPS_DEPTHWISE_ROWS_FIXED_SSE2(qops_depthwise_rows2_3x3s1_sse2, 2, 4, 2, 1, 3)
 QOPS_DEPTHWISE_ROWS_FIXED_SSE2(qops_depthwise_rows2_3x3s2_sse2, 2, 5, 2, 2, 3)
-
 /* The output integers of 4 sums (bias included), as `requantize` computes
    them, each masked to its low byte. */
 static inline __m128i qops_depthwise_requantize_sse2(__m128i sums, __m128 multiplier,
@@ -267,7 +266,6 @@ QOPS_DEPTHWISE_PLANE_FIXED_SSE2(qops_depthwise_plane_3x3s1_sse2,
                                 qops_depthwise_rows2_3x3s1_sse2, 1)
 QOPS_DEPTHWISE_PLANE_FIXED_SSE2(qops_depthwise_plane_3x3s2_sse2,
                                 qops_depthwise_rows2_3x3s2_sse2, 2)
-
 /* 16 (or 8) bytes widened to int16: unsigned against zero, signed
    against themselves, the copy in the high byte shifted down
    arithmetically. */
@@ -368,5 +366,4 @@ static inline void qops_depthwise_widen_run_sse2(const uint8_t* x, ptrdiff_t cou
     (void)x; (void)count; (void)is_signed; (void)line;
 }
 #endif
-
 #endif /* QOPS_DEPTHWISE_SSE2_H */
