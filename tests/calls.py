@@ -7,7 +7,7 @@ import numpy as np
 
 import qops
 from qops.backends import dispatch as _dispatch
-from qops.ops.validate import PREPARE as _PREPARE
+from qops.ops.dry_run import PREPARE as _PREPARE
 
 u8, i8 = np.uint8, np.int8
 

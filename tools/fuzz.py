@@ -32,7 +32,7 @@ with atheris.instrument_imports():
     import qops
     from qops import reference
     from qops.backends import dispatch as _dispatch
-    from qops.ops.validate import PREPARE as _PREPARE
+    from qops.ops.dry_run import PREPARE as _PREPARE
 
 DTYPES = [np.uint8, np.int8, np.int16, np.uint16, np.int32, np.int64, np.float16, np.float32,
           np.float64, np.bool_, ml_dtypes.int4, ml_dtypes.uint4, ml_dtypes.float8_e4m3fn,

@@ -238,7 +238,7 @@ def test_declared_combinations_write_every_output_byte(case, monkeypatch):
 
 
 def _prepare(op, kwargs):
-    from qops.ops.validate import PREPARE as _PREPARE
+    from qops.ops.dry_run import PREPARE as _PREPARE
 
     kwargs = dict(kwargs)
     version = kwargs.pop("feature_level", None) or kwargs.pop("opset", None)

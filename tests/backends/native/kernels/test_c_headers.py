@@ -25,6 +25,12 @@ NEEDS = {
     "qops_pool.h": ([POSIX, "#include <omp.h>"], ["-fopenmp"]),
     "qops_depthwise_avx2.h": ([], ["-mavx2", "-mfma"]),
     "qops_amx.h": (["#define _GNU_SOURCE"], []),  # as Python.h (syscall)
+    "qops_ymm.h": ([], ["-mavx2", "-mfma"]),
+    "qops_pack_avx2.h": ([], ["-mavx2", "-mfma"]),
+    "qops_depthwise_avx512.h": ([], ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
+                                     "-mavx512vnni"]),
+    "qops_depthwise_pairs.h": ([], []),
+    "qops_openmp.h": ([], ["-fopenmp"]),
 }
 # What the Cython module uses of a header beyond its functions (statics the
 # C never reads in some build): the unit uses them as well.
@@ -54,6 +60,8 @@ for name in ("qops_quantized_add.h", "qops_quantize_linear.h", "qops_average_poo
     VARIANTS.append(pytest.param(name, [], ["-mavx2", "-mfma"], id=f"{name}-avx2"))
     VARIANTS.append(pytest.param(name, [], ["-mavx512f", "-mavx512bw", "-mavx512vl",
                                             "-mavx512dq"], id=f"{name}-avx512"))
+# The OpenMP shim where the build has no OpenMP.
+VARIANTS.append(pytest.param("qops_openmp.h", [], [], id="qops_openmp.h-without-openmp"))
 # Where the target has no SSE2 the depthwise pair kernel is stubs (which
 # must compile, the driver being built either way).
 VARIANTS.append(pytest.param("qops_depthwise_sse2.h", [], ["-U__SSE2__"],
