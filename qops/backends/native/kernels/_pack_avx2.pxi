@@ -19,14 +19,7 @@ cdef extern from "<immintrin.h>" nogil:
     pack_vector quad_sums "_mm256_madd_epi16"(pack_vector a, pack_vector b)
     pack_vector add_lanes "_mm256_add_epi32"(pack_vector a, pack_vector b)
 
-cdef extern from *:
-    # The unaligned 256-bit load and store on any pointer (their C
-    # declarations take __m256i pointers).
-    """
-    #include <immintrin.h>
-    #define qops_pack_load(p) _mm256_loadu_si256((const __m256i*)(p))
-    #define qops_pack_store(p, value) _mm256_storeu_si256((__m256i*)(p), (value))
-    """
+cdef extern from "qops_pack_avx2.h":
     pack_vector pack_load "qops_pack_load"(const void* p) nogil
     void pack_store "qops_pack_store"(void* p, pack_vector value) nogil
 

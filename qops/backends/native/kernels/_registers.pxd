@@ -5,8 +5,5 @@
 # three rows of AVX-512 VNNI issued 15 loads per 12 vpdpbusd, more than the
 # two load ports take while the multipliers do 12.
 
-cdef extern from *:
-    """
-    #define qops_in_register(value) __asm__("" : "+v"(value))
-    """
+cdef extern from "qops_registers.h":
     void in_register "qops_in_register"(...) noexcept nogil

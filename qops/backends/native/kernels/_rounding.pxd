@@ -6,10 +6,7 @@
 # narrow-float conversions); the AVX-512 depthwise kernel rounds with
 # vcvtps2dq in the default mode, the same rule.
 
-cdef extern from *:
-    """
-    #define QOPS_ROUNDING_MAGIC 12582912.0f
-    """
+cdef extern from "qops_rounding.h":
     float ROUNDING_MAGIC "QOPS_ROUNDING_MAGIC"
 
 

@@ -37,17 +37,7 @@ cdef extern from "<immintrin.h>" nogil:
     __m128i _mm256_castsi256_si128(__m256i a)
     __m128i _mm256_extracti128_si256(__m256i a, int index)
 
-cdef extern from *:
-    # The unaligned loads and the store on any pointer (their C
-    # declarations take __m256i pointers).
-    """
-    #include <immintrin.h>
-    #define qops_load_128(p) _mm_loadu_si128((const __m128i*)(p))
-    #define qops_load_256(p) _mm256_loadu_si256((const __m256i*)(p))
-    #define qops_store_256(p, value) _mm256_storeu_si256((__m256i*)(p), (value))
-    #define qops_store_128(p, value) _mm_storeu_si128((__m128i*)(p), (value))
-    #define qops_load_ps(p) _mm256_loadu_ps((const float*)(p))
-    """
+cdef extern from "qops_ymm.h":
     __m128i _mm_loadu_si128 "qops_load_128"(const void* p) nogil
     __m256i _mm256_loadu_si256 "qops_load_256"(const void* p) nogil
     void _mm256_storeu_si256 "qops_store_256"(void* p, __m256i value) nogil
