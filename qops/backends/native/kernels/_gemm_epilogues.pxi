@@ -57,8 +57,8 @@ cdef void store_unit(const uint8_t* result, Py_ssize_t rows, Py_ssize_t cols,
 
 cdef struct UnitOutput:
     # Where a unit's requantized bytes gather before store_unit writes them
-    # out, and the unit's column vectors modulo 2**32 (narrow epilogues),
-    # computed once per unit rather than once per micro-tile.
+    # out, and the unit's column vectors modulo 2**32 (epilogues whose sums
+    # fit int32), computed once per unit rather than once per micro-tile.
     uint8_t* bytes                 # row i, column c at bytes[i * pitch + c]
     Py_ssize_t pitch               # TILE_COLUMNS in the scratch; the output's row stride
     # in_place: bytes is the unit's corner of a row-major output, written
@@ -344,11 +344,11 @@ cdef inline void requantize_unit_rows(const int32_t* tile, Py_ssize_t row0, Py_s
     requantize_tile_rows(tile, &terms, row_terms_at(&terms, row0, col0, unit), unit.pitch)
 
 
-cdef inline void narrow_rows(const int32_t* tile, Py_ssize_t tile_pitch, uint8_t* result,
-                             Py_ssize_t pitch, Py_ssize_t row0, Py_ssize_t rows,
-                             Py_ssize_t col0, Py_ssize_t cols,
-                             const uint32_t* column_term, const uint32_t* column_sum,
-                             const Epilogue* epilogue) noexcept nogil:
+cdef inline void requantize_int32_rows(const int32_t* tile, Py_ssize_t tile_pitch,
+                                       uint8_t* result, Py_ssize_t pitch, Py_ssize_t row0,
+                                       Py_ssize_t rows, Py_ssize_t col0, Py_ssize_t cols,
+                                       const uint32_t* column_term, const uint32_t* column_sum,
+                                       const Epilogue* epilogue) noexcept nogil:
     cdef Py_ssize_t i, r
     cdef int64_t row_zero
     cdef uint32_t row_term
@@ -461,19 +461,19 @@ cdef inline void store_float_line(const int32_t* values, Py_ssize_t count, Py_ss
     memcpy(<float*>gemm.out + r * gemm.out_row_stride + col0, line, count * sizeof(float))
 
 
-cdef void requantize_narrow(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
-                            Py_ssize_t col0, Py_ssize_t cols, const Epilogue* epilogue,
-                            const UnitOutput* unit) noexcept nogil:
+cdef void requantize_int32_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t rows,
+                                Py_ssize_t col0, Py_ssize_t cols, const Epilogue* epilogue,
+                                const UnitOutput* unit) noexcept nogil:
     cdef Py_ssize_t at = col0 - unit.col0
     cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * unit.pitch + at
     # A whole tile's lines are NR long: a constant the compiler unrolls the
     # vectorized line for.
     if cols == NR:
-        narrow_rows(tile, NR, result, unit.pitch, row0, rows, col0, NR, unit.column_term + at,
-                    unit.column_sum + at, epilogue)
+        requantize_int32_rows(tile, NR, result, unit.pitch, row0, rows, col0, NR,
+                              unit.column_term + at, unit.column_sum + at, epilogue)
     else:
-        narrow_rows(tile, NR, result, unit.pitch, row0, rows, col0, cols, unit.column_term + at,
-                    unit.column_sum + at, epilogue)
+        requantize_int32_rows(tile, NR, result, unit.pitch, row0, rows, col0, cols,
+                              unit.column_term + at, unit.column_sum + at, epilogue)
 
 
 cdef inline int64_t wide_value(const int64_t* tile, Py_ssize_t i, Py_ssize_t c, Py_ssize_t r,
@@ -490,9 +490,9 @@ cdef inline int64_t wide_value(const int64_t* tile, Py_ssize_t i, Py_ssize_t c, 
             - row_zero * epilogue.column_sum[col])
 
 
-cdef void requantize_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
-                          Py_ssize_t col0, Py_ssize_t cols, const Epilogue* epilogue,
-                          const UnitOutput* unit) noexcept nogil:
+cdef void requantize_int64_tile(const int64_t* tile, Py_ssize_t row0, Py_ssize_t rows,
+                                Py_ssize_t col0, Py_ssize_t cols, const Epilogue* epilogue,
+                                const UnitOutput* unit) noexcept nogil:
     cdef uint8_t* result = unit.bytes + (row0 - unit.row0) * unit.pitch + col0 - unit.col0
     cdef Py_ssize_t i, r, c, col, at
     for i in range(rows):
@@ -510,7 +510,7 @@ cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
                       const Epilogue* epilogue, const Gemm* gemm,
                       const UnitOutput* unit) noexcept nogil:
     """A micro-tile's sums S (the whole K, as int32: int32 values when the
-    epilogue is narrow, else one block's) into the unit's bytes (the output,
+    sums fit int32, else one block's) into the unit's bytes (the output,
     for raw sums)."""
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
@@ -528,7 +528,7 @@ cdef void finish_tile(const int32_t* tile, Py_ssize_t row0, Py_ssize_t col0,
                  unit.column_sum + col0 - unit.col0, epilogue, gemm)
         return
     if epilogue.sums_fit_int32:
-        requantize_narrow(tile, row0, rows, col0, cols, epilogue, unit)
+        requantize_int32_tile(tile, row0, rows, col0, cols, epilogue, unit)
         return
     widen_and_finish(tile, row0, col0, epilogue, gemm, unit)
 
@@ -551,7 +551,7 @@ cdef inline void finish_wide(const int64_t* tile, Py_ssize_t row0, Py_ssize_t co
                              const UnitOutput* unit) noexcept nogil:
     cdef Py_ssize_t rows = min(<Py_ssize_t>MR, gemm.m - row0)
     cdef Py_ssize_t cols = min(<Py_ssize_t>NR, gemm.n - col0)
-    requantize_wide(tile, row0, rows, col0, cols, epilogue, unit)
+    requantize_int64_tile(tile, row0, rows, col0, cols, epilogue, unit)
 
 
 cdef enum:

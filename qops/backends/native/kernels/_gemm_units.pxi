@@ -58,33 +58,33 @@ cdef inline void add_line(int32_t* sums, const int32_t* line, bint first) noexce
 # they take the sums from the micro-kernel's registers to the epilogue and
 # leave no tile behind.
 cdef enum:
-    PANEL_PACKED = 0          # the packed block: a tile of sums
-    PANEL_PACKED_COLUMNS = 1  # the same over a last panel of fewer than NR columns
-    PANEL_PACKED_ROWS = 2     # a block of SHORT_BLOCK_ROWS rows or fewer
-    PANEL_IN_A = 3          # rows read where they lie, a pass per step's run
-    PANEL_IN_A_COLUMNS = 4  # one run read where it lies, over a narrow last panel
-    PANEL_REQUANTIZE = 5      # by tile, from the micro-kernel's registers
+    PANEL_PACKED = 0           # the packed block: a tile of sums
+    PANEL_PACKED_COLUMNS = 1   # the same over a last panel of fewer than NR columns
+    PANEL_PACKED_ROWS = 2      # a block of SHORT_BLOCK_ROWS rows or fewer
+    PANEL_IN_A = 3             # rows read where they lie, a pass per step's run
+    PANEL_IN_A_COLUMNS = 4     # one run read where it lies, over a narrow last panel
+    PANEL_REQUANTIZE = 5       # by tile, from the micro-kernel's registers
     PANEL_REQUANTIZE_ROWS = 6  # by rows (the per-row epilogue), likewise
 
 # What becomes of the tile of sums a form leaves, one block of K.
 cdef enum:
     END_TILE_TERMS = 0  # requantize_unit_tile_at, with the rows' terms
     END_FINISH = 1      # finish_tile
-    END_GATHER = 2      # into the unit's rows of sums, for narrow_rows
+    END_GATHER = 2      # into the unit's rows of sums (requantize_int32_rows)
     END_WITH_TAIL = 3   # finish_tile, then the fused tail's rows below it
 
 # How the tiles of several blocks of K add up in the scratch.
 cdef enum:
-    GATHER_ROWS = 0    # int32, in rows of the unit's columns (narrow_rows)
+    GATHER_ROWS = 0   # int32, in rows of the unit's columns (requantize_int32_rows)
     GATHER_INT32 = 1  # int32, a tile at a time
-    GATHER_INT64 = 2    # int64, a tile at a time
+    GATHER_INT64 = 2  # int64, a tile at a time
 
 
 cdef struct RowBlock:
     # A block of up to MR rows of a unit, as the panel loop sweeps it.
     Py_ssize_t row0
     Py_ssize_t rows
-    const uint8_t* in_a   # its rows where they lie (rows_in_a), or NULL
+    const uint8_t* in_a     # its rows where they lie (rows_in_a), or NULL
     const uint8_t* operand  # what the one-run and packed forms read ...
     Py_ssize_t stride       # ... and its row stride
     int whole_form          # over panels of NR columns
@@ -99,8 +99,8 @@ cdef struct UnitRun:
     UnitOutput* unit
     Py_ssize_t p, p_end, q, q_end
     Py_ssize_t panel_size, k, last_whole, columns
-    bint may_read_a  # rows may be read where they lie (A_BYTES 1, no flip, whole-group runs)
-    bint whole_rows    # the epilogue takes the unit's rows whole (narrow_rows)
+    bint may_read_a    # rows may be read where they lie (A_BYTES 1, no flip, whole-group runs)
+    bint whole_rows    # the epilogue takes the unit's rows whole (requantize_int32_rows)
     bint by_tile
     bint by_rows
     uint8_t* block       # the current block's packed rows ...
@@ -176,8 +176,8 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
     else:
         rows.whole_form = PANEL_PACKED_ROWS
     # A narrow last panel: one run read where it lies has its own form
-    # (microkernel_columns); in microkernel_in_a, which every panel of a
-    # 3 x 3 convolution takes, the extra case cost the whole panels.
+    # (microkernel_columns), so that microkernel_in_a, which every panel of
+    # a 3 x 3 convolution takes, carries no case for it.
     if in_a and one_run and one_block:
         rows.last_form = PANEL_IN_A_COLUMNS
     elif in_a:
@@ -309,10 +309,10 @@ cdef inline void run_one_block(UnitRun* run) noexcept nogil:
                 sweep_panel(run, &rows, rows.last_form, qi, 0, gemm.groups)
                 end_tile(run, &rows, qi)
         if run.whole_rows:
-            narrow_rows(run.sums32, TILE_COLUMNS,
-                        unit.bytes + (rows.row0 - unit.row0) * unit.pitch, unit.pitch, rows.row0,
-                        rows.rows, unit.col0, run.columns, unit.column_term, unit.column_sum,
-                        epilogue)
+            requantize_int32_rows(run.sums32, TILE_COLUMNS,
+                                  unit.bytes + (rows.row0 - unit.row0) * unit.pitch,
+                                  unit.pitch, rows.row0, rows.rows, unit.col0, run.columns,
+                                  unit.column_term, unit.column_sum, epilogue)
 
 
 cdef inline void gather_tile(const UnitRun* run, int gather, bint first, Py_ssize_t ri,
@@ -367,10 +367,10 @@ cdef inline void run_blocks(UnitRun* run) noexcept nogil:
         g0 = g1
     for ri in range(run.p, run.p_end):
         if run.whole_rows:
-            narrow_rows(run.sums32 + (ri - run.p) * MR * TILE_COLUMNS, TILE_COLUMNS,
-                        unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch, ri * MR,
-                        min(<Py_ssize_t>MR, gemm.m - ri * MR), unit.col0, run.columns,
-                        unit.column_term, unit.column_sum, epilogue)
+            requantize_int32_rows(run.sums32 + (ri - run.p) * MR * TILE_COLUMNS, TILE_COLUMNS,
+                                  unit.bytes + (ri * MR - unit.row0) * unit.pitch, unit.pitch,
+                                  ri * MR, min(<Py_ssize_t>MR, gemm.m - ri * MR), unit.col0,
+                                  run.columns, unit.column_term, unit.column_sum, epilogue)
             continue
         for qi in range(run.q, run.q_end):
             start = ((ri - run.p) * width + qi - run.q) * MR * NR

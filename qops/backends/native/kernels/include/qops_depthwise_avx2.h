@@ -3,6 +3,7 @@
    _depthwise_avx2.pxi; the design is described there).  In C because,
    written in Cython, GCC copies the sums between registers on every
    iteration of the term loop.
+
    Kept as a real header, not a string in the .pxi, so that it is compiled
    and checked as C (tests/backends/native/kernels/test_c_headers.py).
    Needs AVX2 (and FMA's flags, as its variants are built): included only by

@@ -1,6 +1,7 @@
 /* Generated from qops_depthwise.h.tp by tools/generate_kernels.py: edit the template. */
 /* qops_depthwise_sse2.h: the SSE2 depthwise pair kernel (the C behind
    _depthwise_sse2.pxi; the design is described there).
+
    Kept as a real header, not a string in the .pxi, so that it is compiled
    and checked as C (tests/backends/native/kernels/test_c_headers.py).
    Included by the portable variant (_qgemm_portable.pyx); SSE2 is x86-64's

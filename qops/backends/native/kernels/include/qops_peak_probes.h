@@ -177,8 +177,8 @@ QOPS_PROBE_PLACED(qops_probe_avx2, QOPS_PROBE_AVX2)
    vpmaddwd by ones widens them, vpaddd accumulates; 32 multiply-adds in three
    instructions against the exact step's 16 in two.  Its ceiling beside the
    exact one (benchmarks: the peer's ceiling) tells how much of a comparison on
-   an AVX2 CPU is the idiom rather than the kernel: on Intel cores the
-   saturating step has more issue slots, on AMD Zen 2 about the same.  Six
+   an AVX2 CPU is the idiom rather than the kernel (the two steps' ceilings
+   differ from core to core: docs/benchmarks.rst).  Six
    chains on register operands, like the exact probe. */
 #define QOPS_PEER_PROBE_AVX2(name, at) \
 static long long name(long long rounds) { \
