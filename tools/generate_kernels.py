@@ -25,7 +25,21 @@ TEMPLATES = {
                           ("_tile_rows_512.pxi", {"width": 512})],
     # The tile epilogue's shortcut combinations, each a call with constant flags.
     "_tile_shortcuts.pxi.tp": [("_tile_shortcuts.pxi", {})],
-    # The depthwise pair kernels' C at 128 bits (SSE2) and 256 bits (AVX2).
+    # The depthwise pair kernels' term loop at 128 (SSE2), 256 (AVX2) and 512
+    # bits (AVX-512, VNNI where built with it).
+    "include/qops_depthwise_terms.h.tp": [
+        ("include/qops_depthwise_terms_sse2.h",
+         {"width": 128, "isa": "sse2", "ISA": "SSE2", "label": "SSE2", "mm": "_mm",
+          "vi": "__m128i", "si": "si128"}),
+        ("include/qops_depthwise_terms_avx2.h",
+         {"width": 256, "isa": "avx2", "ISA": "AVX2", "label": "AVX2", "mm": "_mm256",
+          "vi": "__m256i", "si": "si256"}),
+        ("include/qops_depthwise_terms_avx512.h",
+         {"width": 512, "isa": "avx512", "ISA": "AVX512", "label": "AVX-512", "mm": "_mm512",
+          "vi": "__m512i", "si": "si512"}),
+    ],
+    # The rest of the depthwise pair kernels' C at 128 bits (SSE2) and 256 bits
+    # (AVX2); the AVX-512 kernel's masked stores are in _depthwise_avx512.pxi.
     "include/qops_depthwise.h.tp": [
         ("include/qops_depthwise_sse2.h",
          {"width": 128, "isa": "sse2", "ISA": "SSE2", "mm": "_mm", "vi": "__m128i",

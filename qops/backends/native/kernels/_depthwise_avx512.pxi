@@ -66,13 +66,13 @@ cdef extern from "<immintrin.h>" nogil:
     dw_int dw_widen_bytes "_mm512_cvtepu8_epi16"(dw_half a)
     dw_int dw_widen_signed "_mm512_cvtepi8_epi16"(dw_half a)
 
-cdef extern from "qops_depthwise_avx512.h":
-    void depthwise_rows4 "qops_depthwise_rows4"(const int16_t* a, const int16_t* b,
-                                                 Py_ssize_t pitch, Py_ssize_t span,
-                                                 const int32_t* kernel_rows,
-                                                 const Py_ssize_t* offsets, Py_ssize_t columns,
-                                                 const int32_t* weights, dw_int start,
-                                                 dw_int* sums) nogil
+# The term loop: include/qops_depthwise_terms_avx512.h, rendered from the
+# template that renders the SSE2 and AVX2 ones.
+cdef extern from "qops_depthwise_terms_avx512.h":
+    void depthwise_rows4 "qops_depthwise_rows4_avx512"(
+        const int16_t* a, const int16_t* b, Py_ssize_t pitch, Py_ssize_t span,
+        const int32_t* kernel_rows, const Py_ssize_t* offsets, Py_ssize_t columns,
+        const int32_t* weights, int32_t start, dw_int* sums) nogil
 
 cdef struct DepthwiseRequantization:
     dw_float multiplier
@@ -128,7 +128,6 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
     cdef const int16_t* a
     cdef uint8_t* target
     cdef dw_int sums[8]
-    cdef dw_int start = dw_broadcast(bias)
     r.multiplier = dw_broadcast_float(multiplier)
     r.floor_value = dw_broadcast_float(<float>(low - zero_point))
     r.ceiling_value = dw_broadcast_float(<float>(high - zero_point))
@@ -138,7 +137,7 @@ cdef void depthwise_pairs_plane(const int16_t* plane, Py_ssize_t pitch, Py_ssize
         while block < per_row:
             a = plane + oh * stride_h * pitch + block * 32
             depthwise_rows4(a, a + (1 if interleaved else 32), pitch, span, kernel_rows,
-                            offsets, columns, weights, start, sums)
+                            offsets, columns, weights, bias, sums)
             for i in range(min(<Py_ssize_t>4, out_h - oh)):
                 target = out + (oh + i) * out_w + block * width
                 count = min(width, out_w - block * width)

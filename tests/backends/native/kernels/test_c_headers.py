@@ -27,8 +27,9 @@ NEEDS = {
     "qops_amx.h": (["#define _GNU_SOURCE"], []),  # as Python.h (syscall)
     "qops_ymm.h": ([], ["-mavx2", "-mfma"]),
     "qops_pack_avx2.h": ([], ["-mavx2", "-mfma"]),
-    "qops_depthwise_avx512.h": ([], ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
-                                     "-mavx512vnni"]),
+    "qops_depthwise_terms_avx2.h": ([], ["-mavx2", "-mfma"]),
+    "qops_depthwise_terms_avx512.h": ([], ["-mavx512f", "-mavx512bw", "-mavx512vl",
+                                           "-mavx512dq", "-mavx512vnni"]),
     "qops_depthwise_pairs.h": ([], []),
     "qops_openmp.h": ([], ["-fopenmp"]),
 }
@@ -60,6 +61,9 @@ for name in ("qops_quantized_add.h", "qops_quantize_linear.h", "qops_average_poo
     VARIANTS.append(pytest.param(name, [], ["-mavx2", "-mfma"], id=f"{name}-avx2"))
     VARIANTS.append(pytest.param(name, [], ["-mavx512f", "-mavx512bw", "-mavx512vl",
                                             "-mavx512dq"], id=f"{name}-avx512"))
+# The AVX-512 term loop without VNNI (its vpmaddwd branch).
+VARIANTS.append(pytest.param("qops_depthwise_terms_avx512.h", [],
+                             ["-mavx512f", "-mavx512bw"], id="qops_depthwise_terms_avx512.h-no-vnni"))
 # The OpenMP shim where the build has no OpenMP.
 VARIANTS.append(pytest.param("qops_openmp.h", [], [], id="qops_openmp.h-without-openmp"))
 # Where the target has no SSE2 the depthwise pair kernel is stubs (which

@@ -27,8 +27,10 @@ def build(code, directory, mode, warnings=()):
     library = directory / "kernels.so"
     # The inlined kernels made external, to call them through ctypes.
     flags = ["-DQOPS_PORTABLE_INLINE="] + (["-U__SSE2__"] if mode == "plain" else [])
-    subprocess.run([COMPILER, "-O2", *warnings, "-shared", "-fPIC", *flags, "-o",
-                    str(library), str(source)], check=True, capture_output=True)
+    # The headers' own includes are found beside them.
+    subprocess.run([COMPILER, "-O2", *warnings, "-shared", "-fPIC", *flags,
+                    f"-I{SOURCE.with_name('include')}", "-o", str(library), str(source)],
+                   check=True, capture_output=True)
     return ctypes.CDLL(str(library))
 
 

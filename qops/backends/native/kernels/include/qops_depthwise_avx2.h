@@ -15,52 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <immintrin.h>
-/* sums[2r + v] <- start + the sum over plane rows i < span with
-   kh = kernel_rows[4i + r] >= 0, and term columns c < columns, of the pairs at
-   (a or b) + i * pitch + offsets[c] (v = 0 or 1) times weights[kh * columns + c]. */
-static inline void qops_depthwise_rows4_avx2(const int16_t* a, const int16_t* b,
-                                             ptrdiff_t pitch, ptrdiff_t span,
-                                             const int32_t* kernel_rows,
-                                             const ptrdiff_t* offsets, ptrdiff_t columns,
-                                             const int32_t* weights, int32_t start,
-                                             __m256i* sums) {
-    const __m256i first = _mm256_set1_epi32(start);
-    __m256i s0 = first, s1 = first, s2 = first, s3 = first;
-    __m256i s4 = first, s5 = first, s6 = first, s7 = first;
-    for (ptrdiff_t i = 0; i < span; i++) {
-        const int16_t* row_a = a + i * pitch;
-        const int16_t* row_b = b + i * pitch;
-        const int32_t k0 = kernel_rows[4 * i], k1 = kernel_rows[4 * i + 1];
-        const int32_t k2 = kernel_rows[4 * i + 2], k3 = kernel_rows[4 * i + 3];
-        for (ptrdiff_t c = 0; c < columns; c++) {
-            const __m256i x = _mm256_loadu_si256((const __m256i*)(row_a + offsets[c]));
-            const __m256i y = _mm256_loadu_si256((const __m256i*)(row_b + offsets[c]));
-            __m256i w;
-            if (k0 >= 0) {
-                w = _mm256_set1_epi32(weights[k0 * columns + c]);
-                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(x, w));
-                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(y, w));
-            }
-            if (k1 >= 0) {
-                w = _mm256_set1_epi32(weights[k1 * columns + c]);
-                s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(x, w));
-                s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(y, w));
-            }
-            if (k2 >= 0) {
-                w = _mm256_set1_epi32(weights[k2 * columns + c]);
-                s4 = _mm256_add_epi32(s4, _mm256_madd_epi16(x, w));
-                s5 = _mm256_add_epi32(s5, _mm256_madd_epi16(y, w));
-            }
-            if (k3 >= 0) {
-                w = _mm256_set1_epi32(weights[k3 * columns + c]);
-                s6 = _mm256_add_epi32(s6, _mm256_madd_epi16(x, w));
-                s7 = _mm256_add_epi32(s7, _mm256_madd_epi16(y, w));
-            }
-        }
-    }
-    sums[0] = s0; sums[1] = s1; sums[2] = s2; sums[3] = s3;
-    sums[4] = s4; sums[5] = s5; sums[6] = s6; sums[7] = s7;
-}
+/* The term loop (the sums of four output rows), as at every width. */
+#include "qops_depthwise_terms_avx2.h"
 
 /* One vector of each of ROWS output rows, for one filter shape known
    when compiled: taps paired (term c at column 2c), dilation 1 down the
@@ -87,7 +43,7 @@ static inline __attribute__((always_inline)) void NAME(                         
                 const int kh = i - r * (STRIDE_H);                                     \
                 if (kh >= 0 && kh < (KERNEL_H)) {                                      \
                     const __m256i w = _mm256_set1_epi32(weights[kh * (COLUMNS) + c]);  \
-                    s[r] = _mm256_add_epi32(s[r], _mm256_madd_epi16(x, w));            \
+                    s[r] = qops_depthwise_term_avx2(s[r], x, w);                       \
                 }                                                                      \
             }                                                                          \
         }                                                                              \

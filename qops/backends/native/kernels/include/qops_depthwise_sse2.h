@@ -20,52 +20,8 @@ typedef __m128 qops_dw_float;
 #define qops_dw_broadcast(value) _mm_set1_epi32(value)
 #define qops_dw_broadcast_float(value) _mm_set1_ps(value)
 
-/* sums[2r + v] <- start + the sum over plane rows i < span with
-   kh = kernel_rows[4i + r] >= 0, and term columns c < columns, of the pairs at
-   (a or b) + i * pitch + offsets[c] (v = 0 or 1) times weights[kh * columns + c]. */
-static inline void qops_depthwise_rows4_sse2(const int16_t* a, const int16_t* b,
-                                             ptrdiff_t pitch, ptrdiff_t span,
-                                             const int32_t* kernel_rows,
-                                             const ptrdiff_t* offsets, ptrdiff_t columns,
-                                             const int32_t* weights, int32_t start,
-                                             __m128i* sums) {
-    const __m128i first = _mm_set1_epi32(start);
-    __m128i s0 = first, s1 = first, s2 = first, s3 = first;
-    __m128i s4 = first, s5 = first, s6 = first, s7 = first;
-    for (ptrdiff_t i = 0; i < span; i++) {
-        const int16_t* row_a = a + i * pitch;
-        const int16_t* row_b = b + i * pitch;
-        const int32_t k0 = kernel_rows[4 * i], k1 = kernel_rows[4 * i + 1];
-        const int32_t k2 = kernel_rows[4 * i + 2], k3 = kernel_rows[4 * i + 3];
-        for (ptrdiff_t c = 0; c < columns; c++) {
-            const __m128i x = _mm_loadu_si128((const __m128i*)(row_a + offsets[c]));
-            const __m128i y = _mm_loadu_si128((const __m128i*)(row_b + offsets[c]));
-            __m128i w;
-            if (k0 >= 0) {
-                w = _mm_set1_epi32(weights[k0 * columns + c]);
-                s0 = _mm_add_epi32(s0, _mm_madd_epi16(x, w));
-                s1 = _mm_add_epi32(s1, _mm_madd_epi16(y, w));
-            }
-            if (k1 >= 0) {
-                w = _mm_set1_epi32(weights[k1 * columns + c]);
-                s2 = _mm_add_epi32(s2, _mm_madd_epi16(x, w));
-                s3 = _mm_add_epi32(s3, _mm_madd_epi16(y, w));
-            }
-            if (k2 >= 0) {
-                w = _mm_set1_epi32(weights[k2 * columns + c]);
-                s4 = _mm_add_epi32(s4, _mm_madd_epi16(x, w));
-                s5 = _mm_add_epi32(s5, _mm_madd_epi16(y, w));
-            }
-            if (k3 >= 0) {
-                w = _mm_set1_epi32(weights[k3 * columns + c]);
-                s6 = _mm_add_epi32(s6, _mm_madd_epi16(x, w));
-                s7 = _mm_add_epi32(s7, _mm_madd_epi16(y, w));
-            }
-        }
-    }
-    sums[0] = s0; sums[1] = s1; sums[2] = s2; sums[3] = s3;
-    sums[4] = s4; sums[5] = s5; sums[6] = s6; sums[7] = s7;
-}
+/* The term loop (the sums of four output rows), as at every width. */
+#include "qops_depthwise_terms_sse2.h"
 
 /* One vector of each of ROWS output rows for a filter shape fixed when
    compiled (paired taps, dilation 1; plane row i feeds output row r with
@@ -88,7 +44,7 @@ static inline __attribute__((always_inline)) void NAME(                         
                 const int kh = i - r * (STRIDE_H);                                     \
                 if (kh >= 0 && kh < (KERNEL_H)) {                                      \
                     const __m128i w = _mm_set1_epi32(weights[kh * (COLUMNS) + c]);     \
-                    s[r] = _mm_add_epi32(s[r], _mm_madd_epi16(x, w));                  \
+                    s[r] = qops_depthwise_term_sse2(s[r], x, w);                       \
                 }                                                                      \
             }                                                                          \
         }                                                                              \
