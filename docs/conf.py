@@ -67,4 +67,4 @@ html_sidebars = {page: [] for page in ("index", "quickstart", "feature_levels", 
 # standard library; and docstrings may name the modules that hold the
 # registry's tables and the operator glue, which are not part of the API.
 nitpick_ignore = [("py:class", "enum.Enum")]
-nitpick_ignore_regex = [("py:mod", r"qops\.(registry\.(directml|onnx|schema)|ops)")]
+nitpick_ignore_regex = [("py:mod", r"qops\.(registry\.(directml|onnx|contrib|schema)|ops)")]

@@ -28,6 +28,7 @@ from qops.ops.elementwise import element_wise_quantized_linear_add
 from qops.ops.integer import convolution_integer, dynamic_quantize_linear, matrix_multiply_integer
 from qops.ops.integer_to_float import matrix_multiply_integer_to_float
 from qops.ops.matmul import quantized_linear_matrix_multiply
+from qops.ops.matmul_n_bits import matmul_n_bits
 from qops.ops.pooling import quantized_linear_average_pooling
 from qops.packing import (
     Packed2Bit,
@@ -65,6 +66,7 @@ __all__ = [
     "element_wise_dequantize_linear",
     "quantize",
     "dequantize",
+    "matmul_n_bits",
     "pack_4bit",
     "unpack_4bit",
     "Packed4Bit",

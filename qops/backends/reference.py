@@ -114,6 +114,13 @@ def _add(call, out, n_threads):
                                                            output_dtype=call.output_dtype)
 
 
+def _matmul_n_bits(call, out, n_threads):
+    arrays, attributes = call.arrays, call.attributes
+    out[...] = reference.matmul_n_bits(
+        arrays["a"], arrays["b"], arrays["scales"], arrays["zero_points"], arrays["bias"],
+        **{name: attributes[name] for name in ("k", "n", "bits", "block_size")})
+
+
 def register_all(register):
     """Put every operator's reference at the dispatch point, priority 0."""
     for operator, run in (("QUANTIZED_LINEAR_CONVOLUTION", _convolution),
@@ -129,5 +136,6 @@ def register_all(register):
                           ("DYNAMIC_QUANTIZE_LINEAR", _dynamic_quantize),
                           ("ELEMENT_WISE_QUANTIZED_LINEAR_ADD", _add),
                           ("DequantizeLinear", _dequantize),
-                          ("QuantizeLinear", _quantize)):
+                          ("QuantizeLinear", _quantize),
+                          ("MatMulNBits", _matmul_n_bits)):
         register(operator, "reference", run, priority=0)

@@ -103,13 +103,13 @@ def _command_ops(args):
     try:
         if args.feature_level is not None:
             if op.source != "DirectML":
-                raise ValueError(f"{op.name} is an ONNX operator: use --opset")
+                raise ValueError(f"{op.name} is an {op.source} operator: use --opset")
             version = FeatureLevel.parse(args.feature_level)
         if args.opset is not None:
-            if op.source != "ONNX":
+            if op.source == "DirectML":
                 raise ValueError(f"{op.name} is a DirectML operator: use --feature-level")
-            version = Opset(args.opset)
-            if registry.NEWEST_OPSET < version:
+            version = Opset(args.opset, registry.SOURCES[op.source])
+            if not version.domain and registry.NEWEST_OPSET < version:
                 raise ValueError(f"{version} is newer than the newest opset qops describes "
                                  f"({registry.NEWEST_OPSET.number})")
     except ValueError as error:
@@ -147,6 +147,10 @@ def _command_validate(args):
 
 
 def _command_bench(args):
+    if getattr(args, "n_bits", False):
+        from qops.cli import bench_n_bits
+
+        return bench_n_bits.main(args)
     if getattr(args, "models", False):
         from qops.cli import bench_models
 
@@ -228,6 +232,10 @@ def build_parser():
                        help="time whole example models (qops.onnx.examples) in a "
                             "qops.onnx.InferenceSession against onnxruntime instead; CASES then "
                             "name models or architectures (resnet50, mobilenet_v2, bert_layer)")
+    bench.add_argument("--n-bits", action="store_true", dest="n_bits",
+                       help="time MatMulNBits (4-bit weights in blocks) against onnxruntime's; "
+                            "cases are matched by words of their names (4096x11008, m1, "
+                            "level4, ...)")
     bench.add_argument("--small", action="store_true",
                        help="with --models: the small versions of the models")
     bench.set_defaults(run=_command_bench)

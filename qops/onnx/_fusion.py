@@ -34,6 +34,7 @@ import qops as api
 from qops.errors import QopsError, UnsupportedError
 from qops.onnx import _nodes
 from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
+from qops.registry import dtypes as _dtypes
 
 _BYTES = (np.dtype(np.uint8), np.dtype(np.int8))
 
@@ -72,6 +73,27 @@ class Quantization:
         return (self.per_tensor and other.per_tensor and self.dtype == other.dtype
                 and self.scalar_scale() == other.scalar_scale()
                 and self.scalar_zero_point() == other.scalar_zero_point())
+
+
+#: The weight types a DequantizeLinear -> MatMul pair runs as MatMulNBits, and their bits.
+_N_BITS = {"INT2": 2, "UINT2": 2, "INT4": 4, "UINT4": 4, "INT8": 8, "UINT8": 8}
+
+
+def _blobs(codes, bits, block_size):
+    """Unsigned ``codes`` (rows x count) packed as MatMulNBits packs B: each
+    row in blocks of ``block_size`` (the last padded with 0), ``bits`` each,
+    low bits first: (rows, blocks, block_size * bits // 8) uint8.  With
+    ``block_size`` 1, one blob of all the row's codes (zero points)."""
+    rows, count = codes.shape
+    per_byte = 8 // bits
+    if block_size == 1:
+        block_size = -(-count // per_byte) * per_byte
+    blocks = -(-count // block_size)
+    padded = np.zeros((rows, blocks * block_size), np.uint32)
+    padded[:, :count] = codes
+    grouped = padded.reshape(rows, -1, per_byte) << (np.arange(per_byte, dtype=np.uint32) * bits)
+    return np.ascontiguousarray(
+        grouped.sum(axis=2).astype(np.uint8).reshape(rows, blocks, block_size * bits // 8))
 
 
 @dataclasses.dataclass
@@ -200,6 +222,8 @@ class Matcher:
                 group = self._dynamic_matmul(index, node)
             elif _is(node, "Split"):
                 group = self._split(index, node)
+            elif _is(node, "MatMul"):
+                group = self._weight_only_matmul(index, node)
             if group is not None:
                 self.claimed |= group.consumed
                 found.append(group)
@@ -241,6 +265,55 @@ class Matcher:
         kind, inputs, call = made
         return Group(kind, q_index, frozenset(consumed), inputs, [q_node.output[0]], call,
                      f"{middle.name or middle.op_type} ({kind})")
+
+    def _weight_only_matmul(self, index, node):
+        """MatMul(float32 A, DequantizeLinear(a constant 2-, 4- or 8-bit
+        weight blocked along K)): MatMulNBits on the weight as it is stored,
+        never dequantized whole (within float32 rounding of the two nodes:
+        the weights are DEQUANTIZE's, the sums the MatMulNBits rule's)."""
+        inputs = list(node.input)
+        if len(inputs) != 2 or self.graph.types.get(inputs[0]) != np.float32:
+            return None
+        dq_index, dq = self.sole_producer(inputs[1], index)
+        if dq is None or not _is(dq, "DequantizeLinear"):
+            return None
+        attributes = attribute_values(dq)
+        block_size = int(attributes.get("block_size", 0))
+        if (block_size < 16 or block_size & (block_size - 1) or attributes.get("axis", 1) not in
+                (0, -2) or attributes.get("output_dtype", 1) != 1):
+            return None
+        names = list(dq.input) + ["", ""]
+        weight, scale = self.constant(names[0]), self.constant(names[1])
+        zero_point = self.constant(names[2]) if names[2] else None
+        if weight is None or scale is None or (names[2] and zero_point is None):
+            return None
+        bits = _N_BITS.get(_dtypes.name_of(weight.dtype))
+        if bits is None or weight.ndim != 2 or scale.dtype != np.float32:
+            return None
+        k, n = weight.shape
+        k_blocks = -(-k // block_size)
+        if scale.shape != (k_blocks, n) or (zero_point is not None and (
+                zero_point.shape != scale.shape or zero_point.dtype != weight.dtype)):
+            return None
+        # Signed codes move up by 2**(bits - 1), and their zero points with them.
+        offset = 2 ** (bits - 1) if _dtypes.name_of(weight.dtype).startswith("INT") else 0
+        codes = weight.astype(np.int64) + offset
+        zeros = (np.zeros(scale.shape, np.int64) if zero_point is None
+                 else zero_point.astype(np.int64)) + offset
+        try:
+            compiled = api.compile(
+                "MatMulNBits", b=_blobs(codes.T, bits, block_size),
+                scales=np.ascontiguousarray(scale.T), zero_points=_blobs(zeros.T, bits, 1)[:, 0],
+                k=k, n=n, bits=bits, block_size=block_size)
+        except QopsError:
+            return None
+
+        def call(arguments, n_threads):
+            return [compiled(arguments[0], n_threads=n_threads)]
+
+        return Group("DQ MatMul (MatMulNBits)", index, frozenset({index, dq_index}),
+                     [inputs[0]], [node.output[0]], call,
+                     f"{node.name or node.op_type} (DQ MatMul as MatMulNBits)")
 
     def _activation_range(self, node, output):
         """The integer range a Relu or Clip before ``output``'s quantizer leaves."""

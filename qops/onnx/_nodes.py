@@ -437,6 +437,27 @@ def qlinear_global_average_pool(inputs, attributes, opset):
     return [back(y)]
 
 
+#: MatMulNBits' attributes: the node's names and qops.matmul_n_bits' keywords.
+N_BITS_ATTRIBUTES = {"K": "k", "N": "n", "bits": "bits", "block_size": "block_size",
+                     "accuracy_level": "accuracy_level", "weight_prepacked": "weight_prepacked"}
+
+
+def matmul_n_bits(inputs, attributes, opset):
+    """com.microsoft MatMulNBits: A, B, scales, zero_points, g_idx, bias;
+    ``K``, ``N``, ``bits``, ``block_size``, ``accuracy_level``,
+    ``weight_prepacked`` (:func:`qops.matmul_n_bits`)."""
+    unknown = sorted(set(attributes) - set(N_BITS_ATTRIBUTES))
+    if unknown:
+        raise ValidationError(f"MatMulNBits: {unknown[0]} is not an attribute of MatMulNBits "
+                              f"(it has {', '.join(N_BITS_ATTRIBUTES)})", slot=unknown[0])
+    a, b, scales, zero_points, g_idx, bias = (list(inputs) + [None] * 6)[:6]
+    keywords = {N_BITS_ATTRIBUTES[name]: value for name, value in attributes.items()}
+    keywords.setdefault("k", None)
+    keywords.setdefault("n", None)
+    keywords.setdefault("block_size", None)
+    return [api.matmul_n_bits(a, b, scales, zero_points, g_idx, bias, **keywords)]
+
+
 #: op_type -> adapter(inputs, attributes, opset) -> outputs
 ADAPTERS = {
     "QLinearConv": qlinear_conv,
@@ -456,6 +477,7 @@ CONTRIB_ADAPTERS = {
     "MatMulIntegerToFloat": matmul_integer_to_float,
     "QLinearAveragePool": qlinear_average_pool,
     "QLinearGlobalAveragePool": qlinear_global_average_pool,
+    "MatMulNBits": matmul_n_bits,
 }
 
 # onnxruntime's other QOperator-format nodes (qops/onnx/_qoperator.py); its

@@ -689,14 +689,37 @@ def _prepared_qgemm(node, graph):
     return "qops QGemm (compiled)", call
 
 
+def _prepared_n_bits(node, graph):
+    """com.microsoft MatMulNBits with B and its parameters constant: compiled
+    once (B interleaved, the parameters made once on the first run); else None."""
+    names = list(node.input) + [""] * 6
+    constants = graph.constants
+    if any(names[i] and names[i] not in constants for i in range(1, 6)) or not names[1]:
+        return None
+    bound = {slot: constants[names[i]] for i, slot in
+             enumerate(("a", "b", "scales", "zero_points", "g_idx", "bias")) if i and names[i]}
+    attributes = attribute_values(node)
+    if set(attributes) - set(_nodes.N_BITS_ATTRIBUTES):
+        return None  # the adapter names the attribute
+    keywords = {_nodes.N_BITS_ATTRIBUTES[name]: value for name, value in attributes.items()}
+    try:
+        compiled = api.compile("MatMulNBits", **bound, **keywords)
+    except QopsError as error:
+        raise node_error(node, str(error)) from None
+    return "qops MatMulNBits (compiled)", lambda arguments, n_threads: [
+        compiled(arguments[0], n_threads=n_threads)]
+
+
 def _prepared_qlinear(node, graph):
-    """QLinearConv or QLinearMatMul with every parameter but the data
-    constant, compiled once, or QLinearAdd with its parameters bound; None
-    for any other node."""
+    """QLinearConv, QLinearMatMul, QGemm or MatMulNBits with every parameter
+    but the data constant, compiled once, or QLinearAdd with its parameters
+    bound; None for any other node."""
     if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QLinearAdd":
         return _prepared_add(node, graph)
     if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QGemm":
         return _prepared_qgemm(node, graph)
+    if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "MatMulNBits":
+        return _prepared_n_bits(node, graph)
     if node.domain not in ("", "ai.onnx") or node.op_type not in ("QLinearConv", "QLinearMatMul"):
         return None
     names = list(node.input) + [""] * 9

@@ -38,6 +38,7 @@ from qops.ops import (
     integer,
     integer_to_float,
     matmul,
+    matmul_n_bits,
     pooling,
     quantize,
 )
@@ -257,6 +258,23 @@ def _integer_to_float_stand_ins(op, version, bound, attributes):
     return stand_ins
 
 
+def _n_bits_stand_ins(op, version, bound, attributes):
+    """One row of A (and, when the call gives them, B and its scales) in the
+    shapes the attributes give, in the type of the bound scales or bias."""
+    k, n, bits, block_size = (_ints((attributes.get(name),), 1, 1)[0]
+                              for name in ("k", "n", "bits", "block_size"))
+    k, n, bits, block_size = max(k, 1), max(n, 1), max(bits, 1), max(block_size, 1)
+    paired = bound.get("scales") if bound.get("scales") is not None else bound.get("bias")
+    float_type = _data_type(op, version, "a", paired, default="FLOAT32")
+    k_blocks = -(-k // block_size)
+    stand_ins = {"a": TensorDesc(float_type, (1, k))}
+    if "b" not in bound:
+        stand_ins["b"] = TensorDesc(np.uint8, (n, k_blocks, max(1, block_size * bits // 8)))
+    if "scales" not in bound:
+        stand_ins["scales"] = TensorDesc(float_type, (n, k_blocks))
+    return stand_ins
+
+
 def _add_stand_ins(op, version, bound, attributes):
     """A (and B when the call gives it) of ones at B's or the parameters'
     dimension count: it broadcasts against any B."""
@@ -444,6 +462,13 @@ COMPILABLE = {
         data=("x",), stand_ins=_quantize_linear_stand_ins,
         fast_attributes=(("axis", 1), ("block_size", 0), ("output_dtype", None),
                          ("precision", None))),
+    "MatMulNBits": Compilable(
+        prepare=matmul_n_bits.prepare, check_values=matmul_n_bits.check_values,
+        value_slots=matmul_n_bits.VALUE_SLOTS,
+        attributes=(("k", None), ("n", None), ("bits", 4), ("block_size", None),
+                    ("accuracy_level", 0), ("weight_prepacked", 0)),
+        data=("a",), stand_ins=_n_bits_stand_ins, weight="b",
+        weight_group=("b", "scales", "zero_points", "g_idx", "bias")),
     "DequantizeLinear": Compilable(
         prepare=quantize.prepare_dequantize, check_values=quantize.recheck_values,
         value_slots=("x_scale", "x_zero_point"),

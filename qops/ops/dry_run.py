@@ -17,6 +17,7 @@ from qops.ops import (
     integer,
     integer_to_float,
     matmul,
+    matmul_n_bits,
     pooling,
     quantize,
 )
@@ -41,6 +42,7 @@ PREPARE = {
     "ELEMENT_WISE_DEQUANTIZE_LINEAR": element_wise_quantize.prepare_dequantize,
     "QUANTIZE": dml_quantize.prepare_quantize,
     "DEQUANTIZE": dml_quantize.prepare_dequantize,
+    "MatMulNBits": matmul_n_bits.prepare,
 }
 
 
@@ -96,8 +98,8 @@ def validate(name, *, feature_level=None, opset=None, **slots):
     attributes = {k: v for k, v in slots.items() if k not in slot_names}
     if op.source == "DirectML" and opset is not None:
         fail(op, f"opset={opset!r} given; a DirectML operator takes feature_level", slot="opset")
-    if op.source == "ONNX" and feature_level is not None:
-        fail(op, f"feature_level={feature_level!r} given; an ONNX operator takes opset",
+    if op.source != "DirectML" and feature_level is not None:
+        fail(op, f"feature_level={feature_level!r} given; an {op.source} operator takes opset",
              slot="feature_level")
     call = PREPARE[op.name](tensors, attributes,
                             feature_level if op.source == "DirectML" else opset)

@@ -32,6 +32,7 @@ from qops.registry.schema import (
     FeatureLevel,
     Operator,
     Opset,
+    SOURCES,
     SlotKind,
     dtype_label,
 )
@@ -128,18 +129,21 @@ def resolve_version(op: Operator, feature_level=None, opset=None):
                 fail(op, str(error), slot="feature_level", given=feature_level)
     else:
         if feature_level is not None:
-            fail(op, f"feature_level={feature_level!r} given; an ONNX operator takes opset",
+            fail(op, f"feature_level={feature_level!r} given; an {op.source} operator takes opset",
                  slot="feature_level")
+        domain = SOURCES[op.source]
         if opset is None:
-            version = NEWEST_OPSET
+            version = Opset(NEWEST_OPSET.number) if not domain else op.versions[-1].version
         else:
-            if isinstance(opset, Opset):
+            if isinstance(opset, Opset) and opset.domain == domain:
                 version = opset
             elif isinstance(opset, (int, np.integer)) and not isinstance(opset, bool) and opset >= 1:
-                version = Opset(int(opset))
+                version = Opset(int(opset), domain)
             else:
                 fail(op, f"opset must be a positive integer, not {opset!r}", slot="opset", given=opset)
-    if isinstance(version, Opset) and NEWEST_OPSET < version:
+    if isinstance(version, Opset) and version.domain:
+        pass  # a contrib domain: its table is all qops knows of it
+    elif isinstance(version, Opset) and NEWEST_OPSET < version:
         in_effect = _version_in_effect(op.name, version.number)
         if in_effect is None:
             fail(op, f"{version} is newer than the newest opset qops describes "

@@ -22,6 +22,7 @@ from qops.reference.integer import (
     sum_bound,
 )
 from qops.reference.matmul import quantized_linear_matrix_multiply
+from qops.reference.n_bits import matmul_n_bits
 from qops.reference.pooling import quantized_linear_average_pooling
 from qops.reference.quantize import (
     dequantize_blocks,
@@ -36,6 +37,7 @@ from qops.reference.quantize import (
 __all__ = [
     "quantized_linear_convolution",
     "quantized_linear_matrix_multiply",
+    "matmul_n_bits",
     "dequantize_linear",
     "quantize_linear",
     "convolution_integer",

@@ -1,6 +1,7 @@
 """The operator registry: what each operator accepts, per feature level or opset.
 
-The tables are data (:mod:`qops.registry.directml`, :mod:`qops.registry.onnx`)
+The tables are data (:mod:`qops.registry.directml`, :mod:`qops.registry.onnx`,
+:mod:`qops.registry.contrib` for onnxruntime's ``com.microsoft`` operators)
 built from the schema types of :mod:`qops.registry.schema`.  Validation,
 dispatch, the command line and the documentation all read them; nothing else
 restates them.
@@ -11,14 +12,14 @@ restates them.
  'MATRIX_MULTIPLY_INTEGER', 'DYNAMIC_QUANTIZE_LINEAR', 'ELEMENT_WISE_QUANTIZED_LINEAR_ADD',
  'MATRIX_MULTIPLY_INTEGER_TO_FLOAT', 'QUANTIZED_LINEAR_AVERAGE_POOLING',
  'ELEMENT_WISE_QUANTIZE_LINEAR', 'ELEMENT_WISE_DEQUANTIZE_LINEAR', 'QUANTIZE', 'DEQUANTIZE',
- 'DequantizeLinear', 'QuantizeLinear']
+ 'DequantizeLinear', 'QuantizeLinear', 'MatMulNBits']
 >>> registry.get("QUANTIZED_LINEAR_MATRIX_MULTIPLY").introduced
 <FeatureLevel.FL_2_1: (2, 1)>
 """
 
 from __future__ import annotations
 
-from qops.registry import directml, onnx
+from qops.registry import contrib, directml, onnx
 from qops.registry.schema import (
     DATA_TYPES,
     Attribute,
@@ -26,6 +27,7 @@ from qops.registry.schema import (
     ConstraintKind,
     FeatureLevel,
     Operator,
+    SOURCES,
     Opset,
     ShapePattern,
     Slot,
@@ -44,6 +46,7 @@ __all__ = [
     "FeatureLevel",
     "Operator",
     "Opset",
+    "SOURCES",
     "ShapePattern",
     "Slot",
     "SlotKind",
@@ -51,7 +54,7 @@ __all__ = [
     "VersionSupport",
 ]
 
-_OPERATORS = directml.OPERATORS + onnx.OPERATORS
+_OPERATORS = directml.OPERATORS + onnx.OPERATORS + contrib.OPERATORS
 
 
 def _index():
@@ -68,7 +71,7 @@ _BY_NAME = _index()
 
 
 def operators() -> tuple:
-    """Every operator the registry knows, DirectML first, in table order."""
+    """Every operator the registry knows: DirectML's, ONNX's, then onnxruntime's, in table order."""
     return _OPERATORS
 
 

@@ -56,7 +56,7 @@ def table(rows, header=HEADER, style="text"):
 def version_heading(op: Operator, version):
     if op.source == "DirectML":
         return f"{version} and above"
-    return f"opset {version.number} and above"
+    return f"{version} and above"
 
 
 def describe(op: Operator, version=None, style="text"):
@@ -106,6 +106,9 @@ def overview(style="text"):
     for op in registry.operators():
         versions = ", ".join(row.version.label for row in op.versions)
         kind = "feature levels" if op.source == "DirectML" else "opsets"
+        domain = getattr(op.versions[0].version, "domain", "")
+        if domain:
+            kind = f"{domain} opset" if len(op.versions) == 1 else f"{domain} opsets"
         newest = op.versions[-1]
         first_input = newest.tensor(op.inputs[0].name)
         output = newest.tensor(op.output.name)

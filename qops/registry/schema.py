@@ -137,17 +137,23 @@ class FeatureLevel(enum.Enum):
 @functools.total_ordering
 @dataclass(frozen=True)
 class Opset:
-    """An ONNX opset number (of the default domain)."""
+    """An ONNX opset number: of the default domain, or of a contrib operator
+    domain (``"com.microsoft"``, onnxruntime's), whose numbers are its own."""
 
     number: int
+    domain: str = ""
 
     def __post_init__(self):
         if not isinstance(self.number, int) or isinstance(self.number, bool) or self.number < 1:
             raise ValueError(f"an opset is a positive integer, not {self.number!r}")
+        if self.domain in ("ai.onnx",):
+            raise ValueError("the default domain is written \"\", not 'ai.onnx'")
 
     def __lt__(self, other):
         if not isinstance(other, Opset):
             return NotImplemented
+        if other.domain != self.domain:
+            raise TypeError(f"{self} and {other} belong to different domains")
         return self.number < other.number
 
     @property
@@ -156,7 +162,7 @@ class Opset:
         return str(self.number)
 
     def __str__(self) -> str:
-        return f"opset {self.number}"
+        return f"{self.domain} opset {self.number}" if self.domain else f"opset {self.number}"
 
 
 Version = Union[FeatureLevel, Opset]
@@ -390,6 +396,11 @@ class VersionSupport:
         raise KeyError(slot)
 
 
+#: Where an operator's text comes from, and the ONNX domain of its opsets
+#: (None: DirectML's feature levels).
+SOURCES = {"DirectML": None, "ONNX": "", "onnxruntime": "com.microsoft"}
+
+
 @dataclass(frozen=True, kw_only=True)
 class Operator:
     """An operator's schema: its slots, attributes and per-version support.
@@ -412,8 +423,12 @@ class Operator:
     _support_at: dict = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.source not in ("DirectML", "ONNX"):
+        if self.source not in SOURCES:
             raise ValueError(f"{self.name}: unknown source {self.source!r}")
+        if any(isinstance(row.version, Opset) and row.version.domain != SOURCES[self.source]
+               for row in self.versions):
+            raise ValueError(f"{self.name}: a {self.source} operator's opsets are of domain "
+                             f"{SOURCES[self.source]!r}")
         if not self.versions:
             raise ValueError(f"{self.name}: no versions")
         names = [s.name for s in self.slots]

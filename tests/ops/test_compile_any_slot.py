@@ -250,7 +250,32 @@ def block_quantize_cases(draw, dequantize=False, element_wise=False):
                 dict(scale=scale, zero_point=zero_point), attributes, {})
 
 
+@st.composite
+def n_bits_cases(draw):
+    """MatMulNBits: 2-, 4- or 8-bit weights in blocks, zero points packed,
+    float or absent, a bias and a trivial g_idx or not."""
+    rng = np.random.default_rng(draw(seeds))
+    bits, block_size = draw(st.sampled_from([2, 4, 8])), draw(st.sampled_from([16, 32]))
+    k, n = draw(st.integers(1, 70)), draw(st.integers(1, 20))
+    k_blocks = -(-k // block_size)
+    b = rng.integers(0, 256, (n, k_blocks, block_size * bits // 8), dtype=u8)
+    zero_form = draw(st.sampled_from(["none", "packed", "float"]))
+    zero_points = {"none": None,
+                   "packed": rng.integers(0, 256, (n, -(-k_blocks * bits // 8)), dtype=u8),
+                   "float": rng.uniform(0, 2 ** bits, (n, k_blocks)).astype(f32)}[zero_form]
+    slots = dict(b=b, scales=rng.uniform(-0.1, 0.1, (n, k_blocks)).astype(f32),
+                 zero_points=zero_points,
+                 g_idx=(np.arange(k) // block_size).astype(np.int32) if draw(st.booleans())
+                 else None,
+                 bias=rng.standard_normal(n).astype(f32) if draw(st.booleans()) else None)
+    return Case("MatMulNBits", qops.matmul_n_bits,
+                dict(a=rng.standard_normal((draw(st.integers(1, 5)), k)).astype(f32)), slots,
+                dict(k=k, n=n, bits=bits, block_size=block_size), {},
+                ("b", "scales", "zero_points", "g_idx", "bias"))
+
+
 CASES = {
+    "MatMulNBits": n_bits_cases(),
     "QUANTIZED_LINEAR_CONVOLUTION": convolution_cases(),
     "CONVOLUTION_INTEGER": convolution_cases(integer=True),
     "QUANTIZED_LINEAR_MATRIX_MULTIPLY": matmul_cases(),

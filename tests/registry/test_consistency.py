@@ -130,6 +130,14 @@ def build_call(op, version, dtypes):
     if op.name == "DYNAMIC_QUANTIZE_LINEAR":
         return dict(input=values(dtypes["input"], (2, 3)),
                     output_dtype=_dtypes.to_numpy(dtypes["output"]), feature_level=version)
+    if op.name == "MatMulNBits":
+        # K = 32 in two blocks of 16 four-bit weights, N = 3.
+        zero_shape = (3, 1) if dtypes["zero_points"] == "UINT8" else (3, 2)
+        return dict(a=values(dtypes["a"], (2, 32)), b=values(dtypes["b"], (3, 2, 8), 0x97),
+                    scales=values(dtypes["scales"], (3, 2), 0.5),
+                    zero_points=values(dtypes["zero_points"], zero_shape, 7),
+                    g_idx=(np.arange(32) // 16).astype(_dtypes.to_numpy(dtypes["g_idx"])),
+                    bias=values(dtypes["bias"], (3,), 2), k=32, n=3, bits=4, block_size=16)
     scale, zero_point = op.inputs[1].name, op.inputs[2].name
     # Zero points of int32 and float types must be 0; 0 is valid everywhere.
     # An int32 scale (QuantizeLinear, opset 19 on) must be a positive whole number.
@@ -180,9 +188,9 @@ def test_declared_combinations_run_and_undeclared_raise(case):
     function = getattr(qops, op.function)
     output = op.output.name
     if output in group and op.name not in ("DequantizeLinear", "DYNAMIC_QUANTIZE_LINEAR"):
-        # The output type is the output zero point's, or (integer to float)
-        # the scales': either is in the same group.
-        assert any(s.endswith("zero_point") or s.endswith("scale") for s in group)
+        # The output type is the output zero point's, (integer to float) the
+        # scales', or (MatMulNBits) A's: each is in the same group.
+        assert any(s.endswith("zero_point") or s.endswith("scale") or s == "a" for s in group)
 
     if not declared:
         with pytest.raises(TypeError) as error:

@@ -1148,7 +1148,8 @@ NAMES = [(CONV, "quantized_linear_convolution"), (MATMUL, "quantized_linear_matr
          ("ELEMENT_WISE_QUANTIZE_LINEAR", "element_wise_quantize_linear"),
          ("ELEMENT_WISE_DEQUANTIZE_LINEAR", "element_wise_dequantize_linear"),
          ("QUANTIZE", "quantize"), ("DEQUANTIZE", "dequantize"),
-         ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear")]
+         ("DequantizeLinear", "dequantize_linear"), ("QuantizeLinear", "quantize_linear"),
+         ("MatMulNBits", "matmul_n_bits")]
 
 
 def test_integer_operator_availability_and_constraints():

@@ -17,7 +17,15 @@ import numpy as np
 
 from qops import registry
 from qops.backends.contract import Prepared, run_prepared
-from qops.backends.native import _lean, elementwise, gemm, pooling, quantize, variants
+from qops.backends.native import (
+    _lean,
+    elementwise,
+    gemm,
+    matmul_n_bits,
+    pooling,
+    quantize,
+    variants,
+)
 from qops.registry import dtypes as _dtypes
 
 __all__ = ["register_all"]
@@ -233,3 +241,5 @@ def register_all(register):
     register("DequantizeLinear", "kernels", run_prepared(quantize.prepare_dequantize),
              priority=KERNELS, supports=quantize.dequantize_supported,
              prepare=quantize.prepare_dequantize)
+    register("MatMulNBits", "kernels", run_prepared(matmul_n_bits.prepare), priority=KERNELS,
+             supports=matmul_n_bits.supported, prepare=matmul_n_bits.prepare)

@@ -1,5 +1,6 @@
 # QuantizeLinear and DequantizeLinear, the quantized add (whose last step is
-# QuantizeLinear's) and the quantized average pooling: typed loops over raw
+# QuantizeLinear's), the quantized average pooling and MatMulNBits (its
+# weights dequantized a panel at a time): typed loops over raw
 # bytes, included by one module per instruction set (_quantize_<variant>.pyx),
 # each compiled with its variant's flags so the same loops vectorize for it.
 #
@@ -89,3 +90,4 @@ include "_dequantize_linear.pxi"
 include "_quantize_linear.pxi"
 include "_quantized_add.pxi"
 include "_average_pooling.pxi"
+include "_matmul_n_bits.pxi"

@@ -64,6 +64,11 @@ for name in ("qops_quantized_add.h", "qops_quantize_linear.h", "qops_average_poo
 # The AVX-512 term loop without VNNI (its vpmaddwd branch).
 VARIANTS.append(pytest.param("qops_depthwise_terms_avx512.h", [],
                              ["-mavx512f", "-mavx512bw"], id="qops_depthwise_terms_avx512.h-no-vnni"))
+# MatMulNBits' kernels at each of their widths.
+VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx2", "-mfma"],
+                             id="qops_matmul_n_bits.h-avx2"))
+VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx512f"],
+                             id="qops_matmul_n_bits.h-avx512"))
 # The OpenMP shim where the build has no OpenMP.
 VARIANTS.append(pytest.param("qops_openmp.h", [], [], id="qops_openmp.h-without-openmp"))
 # Where the target has no SSE2 the depthwise pair kernel is stubs (which

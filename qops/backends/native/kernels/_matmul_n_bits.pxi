@@ -1,0 +1,118 @@
+# MatMulNBits: float32 rows of A times 2-, 4- or 8-bit weights in blocks
+# along K, a panel of 16 columns at a time (the C and its rule:
+# include/qops_matmul_n_bits.h).  Tasks are (panel, group of rows) pairs:
+# each writes its own outputs, and every output's sum runs in one task in
+# the rule's order, so the thread count never changes a result.
+
+cdef extern from "qops_matmul_n_bits.h":
+    enum:
+        NBITS_COLUMNS "QOPS_NBITS_COLUMNS"
+        NBITS_ROWS "QOPS_NBITS_ROWS"
+    void nbits_interleave "qops_nbits_interleave"(
+        const uint8_t* b, Py_ssize_t n, Py_ssize_t k_blocks, Py_ssize_t blob,
+        Py_ssize_t row_stride, Py_ssize_t first_panel, Py_ssize_t count,
+        uint8_t* panels) noexcept nogil
+    void nbits_panel "qops_nbits_panel"(
+        const float* a, Py_ssize_t a_stride, Py_ssize_t rows, const uint8_t* panel,
+        Py_ssize_t k, int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
+        const float* scales, const float* bias, Py_ssize_t columns, float* out,
+        Py_ssize_t out_stride) noexcept nogil
+
+from qops.backends.native.kernels._qops_pool cimport run_tasks
+
+#: Columns per panel of the interleaved weights.
+PANEL_COLUMNS = NBITS_COLUMNS
+
+
+cdef struct NBitsInterleave:
+    const uint8_t* b
+    Py_ssize_t n, k_blocks, blob, row_stride
+    uint8_t* panels
+
+
+cdef void nbits_interleave_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const NBitsInterleave* job = <const NBitsInterleave*>context
+    nbits_interleave(job.b, job.n, job.k_blocks, job.blob, job.row_stride, index, 1,
+                     job.panels)
+
+
+def matmul_n_bits_interleave(const uint8_t[:, :, ::1] b, int n_threads):
+    """B (N, k_blocks, blob) as panels of 16 columns: (panels, k_blocks * blob * 16)
+    bytes, byte i of column c of a panel at i * 16 + c; columns past N zero."""
+    cdef NBitsInterleave job
+    cdef Py_ssize_t n = b.shape[0]
+    cdef Py_ssize_t panels = (n + NBITS_COLUMNS - 1) // NBITS_COLUMNS
+    cdef Py_ssize_t bytes = b.shape[1] * b.shape[2]
+    result = np.empty((panels, bytes * NBITS_COLUMNS), np.uint8)
+    cdef uint8_t[:, ::1] view = result
+    if panels == 0 or bytes == 0:
+        return result
+    job.b = &b[0, 0, 0]
+    job.n = n
+    job.k_blocks = b.shape[1]
+    job.blob = b.shape[2]
+    job.row_stride = bytes
+    job.panels = &view[0, 0]
+    with nogil:
+        run_tasks(nbits_interleave_task, &job, panels, max(1, n_threads))
+    return result
+
+
+cdef struct NBitsProduct:
+    const float* a
+    Py_ssize_t rows, k, n, block_size, blob, panel_bytes, k_blocks, panels
+    int bits
+    const uint8_t* weights
+    const float* zeros
+    const float* scales
+    const float* bias
+    float* out
+
+
+cdef void nbits_product_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const NBitsProduct* job = <const NBitsProduct*>context
+    cdef Py_ssize_t panel = index % job.panels
+    cdef Py_ssize_t first_row = (index // job.panels) * NBITS_ROWS
+    cdef Py_ssize_t rows = min(<Py_ssize_t>NBITS_ROWS, job.rows - first_row)
+    cdef Py_ssize_t first_column = panel * NBITS_COLUMNS
+    cdef Py_ssize_t parameters = job.k_blocks * NBITS_COLUMNS
+    nbits_panel(job.a + first_row * job.k, job.k, rows, job.weights + panel * job.panel_bytes,
+                job.k, job.bits, job.block_size, job.blob, job.zeros + panel * parameters,
+                job.scales + panel * parameters,
+                NULL if job.bias == NULL else job.bias + first_column,
+                min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column),
+                job.out + first_row * job.n + first_column, job.n)
+
+
+def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
+                  const float[:, ::1] zeros, const float[:, ::1] scales, bias,
+                  Py_ssize_t n, int bits, Py_ssize_t block_size, float[:, ::1] out,
+                  int n_threads):
+    """out (M x N) <- a (M x K) times the interleaved weights by the rule of
+    include/qops_matmul_n_bits.h.  zeros and scales: (panels, k_blocks * 16)
+    float32, each panel's 16 columns per block; bias: N float32 or None."""
+    cdef NBitsProduct job
+    cdef const float[::1] bias_view
+    cdef Py_ssize_t groups = (a.shape[0] + NBITS_ROWS - 1) // NBITS_ROWS
+    job.rows = a.shape[0]
+    job.k = a.shape[1]
+    job.n = n
+    job.bits = bits
+    job.block_size = block_size
+    job.blob = block_size * bits // 8
+    job.panels = panels.shape[0]
+    job.panel_bytes = panels.shape[1]
+    job.k_blocks = (job.k + block_size - 1) // block_size
+    if job.rows == 0 or n == 0 or job.k == 0:
+        return
+    job.a = &a[0, 0]
+    job.weights = &panels[0, 0]
+    job.zeros = &zeros[0, 0]
+    job.scales = &scales[0, 0]
+    job.bias = NULL
+    if bias is not None:
+        bias_view = bias
+        job.bias = &bias_view[0]
+    job.out = &out[0, 0]
+    with nogil:
+        run_tasks(nbits_product_task, &job, job.panels * groups, max(1, n_threads))

@@ -1,0 +1,218 @@
+/* MatMulNBits: float32 rows of A times a weight matrix of 2-, 4- or 8-bit
+   codes in blocks along K, the weights dequantized a panel at a time and
+   never whole.
+
+   The rule (qops/reference/n_bits.py): w = (float32(q) - zp) * s,
+   rounded; each output the chain acc = fma(a[k], w[k], acc) over k
+   ascending from 0; then acc + bias.  The kernels keep it by giving each
+   output one lane of a 16-column vector and walking k in order, so the
+   width a CPU multiplies at (16 lanes, two 8-lane halves, or one at a
+   time) never changes a result, nor does the thread count (threads take
+   whole panels).
+
+   B is first interleaved by panels of 16 columns (qops_nbits_interleave):
+   byte i of block j of columns n0 .. n0 + 15 at
+   panels + ((panel * k_blocks + j) * blob + i) * 16 + c, so that one
+   16-byte load holds a byte of each column.  Columns past N are zero. */
+#ifndef QOPS_MATMUL_N_BITS_H
+#define QOPS_MATMUL_N_BITS_H
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define QOPS_NBITS_COLUMNS 16
+/* k per dequantized tile: 64 x 16 float32, 4 KiB, stays in L1. */
+#define QOPS_NBITS_TILE_K 64
+/* Rows whose sums a task keeps between tiles: 64 x 16 float32. */
+#define QOPS_NBITS_ROWS 64
+
+/* Sixteen float32 lanes, one per column of a panel, as each width holds them. */
+#if defined(__AVX512F__)
+typedef __m512 qops_nbits_v16;
+#elif defined(__AVX2__) && defined(__FMA__)
+typedef struct { __m256 low, high; } qops_nbits_v16;
+#else
+typedef struct { float lane[QOPS_NBITS_COLUMNS]; } qops_nbits_v16;
+#endif
+
+static inline qops_nbits_v16 qops_nbits_load(const float* values) {
+#if defined(__AVX512F__)
+    return _mm512_loadu_ps(values);
+#elif defined(__AVX2__) && defined(__FMA__)
+    qops_nbits_v16 v = {_mm256_loadu_ps(values), _mm256_loadu_ps(values + 8)};
+    return v;
+#else
+    qops_nbits_v16 v;
+    memcpy(v.lane, values, sizeof v.lane);
+    return v;
+#endif
+}
+
+static inline void qops_nbits_store(float* target, qops_nbits_v16 v) {
+#if defined(__AVX512F__)
+    _mm512_storeu_ps(target, v);
+#elif defined(__AVX2__) && defined(__FMA__)
+    _mm256_storeu_ps(target, v.low);
+    _mm256_storeu_ps(target + 8, v.high);
+#else
+    memcpy(target, v.lane, sizeof v.lane);
+#endif
+}
+
+/* acc + a * w in each lane, rounded once (fmaf). */
+static inline qops_nbits_v16 qops_nbits_fma(qops_nbits_v16 acc, float a, qops_nbits_v16 w) {
+#if defined(__AVX512F__)
+    return _mm512_fmadd_ps(_mm512_set1_ps(a), w, acc);
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256 broadcast = _mm256_set1_ps(a);
+    qops_nbits_v16 r = {_mm256_fmadd_ps(broadcast, w.low, acc.low),
+                        _mm256_fmadd_ps(broadcast, w.high, acc.high)};
+    return r;
+#else
+    for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) acc.lane[c] = fmaf(a, w.lane[c], acc.lane[c]);
+    return acc;
+#endif
+}
+
+/* Panels first_panel .. first_panel + count - 1 of B (n rows of k_blocks
+   blobs of `blob` bytes, rows `row_stride` bytes apart) interleaved as
+   above; columns past n are zero. */
+static inline void qops_nbits_interleave(const uint8_t* b, ptrdiff_t n, ptrdiff_t k_blocks,
+                                         ptrdiff_t blob, ptrdiff_t row_stride,
+                                         ptrdiff_t first_panel, ptrdiff_t count,
+                                         uint8_t* panels) {
+    const ptrdiff_t bytes = k_blocks * blob;
+    for (ptrdiff_t p = first_panel; p < first_panel + count; p++) {
+        uint8_t* target = panels + p * bytes * QOPS_NBITS_COLUMNS;
+        const uint8_t* source[QOPS_NBITS_COLUMNS];
+        int present = 0;
+        while (present < QOPS_NBITS_COLUMNS && p * QOPS_NBITS_COLUMNS + present < n) {
+            source[present] = b + (p * QOPS_NBITS_COLUMNS + present) * row_stride;
+            present++;
+        }
+        if (present < QOPS_NBITS_COLUMNS) {
+            memset(target, 0, (size_t)(bytes * QOPS_NBITS_COLUMNS));
+        }
+        /* Sixteen read streams, one write stream. */
+        for (ptrdiff_t i = 0; i < bytes; i++) {
+            for (int c = 0; c < present; c++) target[i * QOPS_NBITS_COLUMNS + c] = source[c][i];
+        }
+    }
+}
+
+/* The weights k = k0 .. k0 + count - 1 of one block of one panel (k0 a
+   multiple of the codes a byte holds), dequantized: tile[k - k0] holds the
+   16 columns' (q - zero) * scale, zeros and scales the block's 16 values. */
+static inline void qops_nbits_dequantize(const uint8_t* block, int bits, ptrdiff_t k0,
+                                         ptrdiff_t count, const float* zeros,
+                                         const float* scales, qops_nbits_v16* tile) {
+    const int per_byte = 8 / bits;
+    const int mask = (1 << bits) - 1;
+    const uint8_t* bytes = block + (k0 / per_byte) * QOPS_NBITS_COLUMNS;
+#if defined(__AVX512F__)
+    const __m512 zero = _mm512_loadu_ps(zeros), scale = _mm512_loadu_ps(scales);
+    const __m512i masks = _mm512_set1_epi32(mask);
+    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
+        const __m512i codes = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS)));
+        for (int t = 0; t < per_byte; t++) {
+            const __m512i q = _mm512_and_si512(
+                _mm512_srl_epi32(codes, _mm_cvtsi32_si128(t * bits)), masks);
+            tile[i * per_byte + t] = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(q), zero),
+                                                   scale);
+        }
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256 zero_low = _mm256_loadu_ps(zeros), zero_high = _mm256_loadu_ps(zeros + 8);
+    const __m256 scale_low = _mm256_loadu_ps(scales), scale_high = _mm256_loadu_ps(scales + 8);
+    const __m256i masks = _mm256_set1_epi32(mask);
+    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
+        const __m128i row = _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS));
+        const __m256i low = _mm256_cvtepu8_epi32(row);
+        const __m256i high = _mm256_cvtepu8_epi32(_mm_srli_si128(row, 8));
+        for (int t = 0; t < per_byte; t++) {
+            const __m128i shift = _mm_cvtsi32_si128(t * bits);
+            const __m256i q_low = _mm256_and_si256(_mm256_srl_epi32(low, shift), masks);
+            const __m256i q_high = _mm256_and_si256(_mm256_srl_epi32(high, shift), masks);
+            qops_nbits_v16 w = {
+                _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q_low), zero_low), scale_low),
+                _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q_high), zero_high),
+                              scale_high)};
+            tile[i * per_byte + t] = w;
+        }
+    }
+#else
+    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
+        for (int t = 0; t < per_byte; t++) {
+            for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
+                const int q = (bytes[i * QOPS_NBITS_COLUMNS + c] >> (t * bits)) & mask;
+                tile[i * per_byte + t].lane[c] = ((float)q - zeros[c]) * scales[c];
+            }
+        }
+    }
+#endif
+}
+
+/* One panel of 16 columns for rows 0 .. rows - 1 of A (float32, rows
+   a_stride apart), K = k: out[r * out_stride + c] for the first `columns`
+   columns.  zeros and scales: the panel's 16 columns' values for each
+   block in turn (k_blocks x 16 float32); bias: 16 values or NULL. */
+static inline void qops_nbits_panel(const float* a, ptrdiff_t a_stride, ptrdiff_t rows,
+                                    const uint8_t* panel, ptrdiff_t k, int bits,
+                                    ptrdiff_t block_size, ptrdiff_t blob, const float* zeros,
+                                    const float* scales, const float* bias, ptrdiff_t columns,
+                                    float* out, ptrdiff_t out_stride) {
+    static const float no_sums[QOPS_NBITS_COLUMNS];
+    qops_nbits_v16 tile[QOPS_NBITS_TILE_K];
+    qops_nbits_v16 sums[QOPS_NBITS_ROWS];
+    /* A tile never straddles two blocks: both are powers of two. */
+    const ptrdiff_t step = block_size < QOPS_NBITS_TILE_K ? block_size : QOPS_NBITS_TILE_K;
+    for (ptrdiff_t r0 = 0; r0 < rows; r0 += QOPS_NBITS_ROWS) {
+        const ptrdiff_t height = rows - r0 < QOPS_NBITS_ROWS ? rows - r0 : QOPS_NBITS_ROWS;
+        for (ptrdiff_t r = 0; r < height; r++) sums[r] = qops_nbits_load(no_sums);
+        for (ptrdiff_t k0 = 0; k0 < k; k0 += step) {
+            const ptrdiff_t j = k0 / block_size;
+            const ptrdiff_t count = k - k0 < step ? k - k0 : step;
+            qops_nbits_dequantize(panel + j * blob * QOPS_NBITS_COLUMNS, bits,
+                                  k0 - j * block_size, count, zeros + j * QOPS_NBITS_COLUMNS,
+                                  scales + j * QOPS_NBITS_COLUMNS, tile);
+            ptrdiff_t r = 0;
+            /* Four rows at a time: each tile row loaded once for four sums. */
+            for (; r + 4 <= height; r += 4) {
+                const float* row = a + (r0 + r) * a_stride + k0;
+                qops_nbits_v16 s0 = sums[r], s1 = sums[r + 1], s2 = sums[r + 2];
+                qops_nbits_v16 s3 = sums[r + 3];
+                for (ptrdiff_t t = 0; t < count; t++) {
+                    const qops_nbits_v16 w = tile[t];
+                    s0 = qops_nbits_fma(s0, row[t], w);
+                    s1 = qops_nbits_fma(s1, row[a_stride + t], w);
+                    s2 = qops_nbits_fma(s2, row[2 * a_stride + t], w);
+                    s3 = qops_nbits_fma(s3, row[3 * a_stride + t], w);
+                }
+                sums[r] = s0;
+                sums[r + 1] = s1;
+                sums[r + 2] = s2;
+                sums[r + 3] = s3;
+            }
+            for (; r < height; r++) {
+                const float* row = a + (r0 + r) * a_stride + k0;
+                qops_nbits_v16 acc = sums[r];
+                for (ptrdiff_t t = 0; t < count; t++) acc = qops_nbits_fma(acc, row[t], tile[t]);
+                sums[r] = acc;
+            }
+        }
+        for (ptrdiff_t r = 0; r < height; r++) {
+            float line[QOPS_NBITS_COLUMNS];
+            float* target = out + (r0 + r) * out_stride;
+            qops_nbits_store(line, sums[r]);
+            for (ptrdiff_t c = 0; c < columns; c++) target[c] = bias ? line[c] + bias[c] : line[c];
+        }
+    }
+}
+
+#endif /* QOPS_MATMUL_N_BITS_H */

@@ -1,0 +1,88 @@
+"""MatMulNBits on the compiled kernels (kernels/_matmul_n_bits.pxi).
+
+Nothing here validates (:mod:`qops.ops.matmul_n_bits` has) and nothing loops
+over elements: this layer interleaves B by panels of 16 columns (once, for a
+compiled operator), turns the scales and zero points into float32 vectors per
+panel and block, and widens A to float32 (exact from float16 and bfloat16).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qops.backends.contract import Prepared
+from qops.backends.native import variants as _simd
+from qops.reference.n_bits import unpack_bits
+
+__all__ = ["prepare", "supported"]
+
+_COLUMNS = 16
+
+
+def supported(call):
+    """Every validated call: an empty B is zeros plus the bias here too."""
+    return True
+
+
+def _per_panel(values, n, k_blocks):
+    """(N, k_blocks) float32 values as (panels, k_blocks * 16): each panel's
+    16 columns per block, columns past N zero."""
+    panels = -(-n // _COLUMNS)
+    padded = np.zeros((panels * _COLUMNS, k_blocks), np.float32)
+    padded[:n] = values
+    return np.ascontiguousarray(
+        padded.reshape(panels, _COLUMNS, k_blocks).transpose(0, 2, 1)).reshape(panels, -1)
+
+
+def prepare(call, variant=None):
+    """``run(call, out, n_threads)`` for MatMulNBits calls of this signature.
+
+    A compiled operator's B, scales and zero points are bound together: its
+    interleaved B and per-panel parameters are made on its first call and
+    kept (``call.packed``); a plain call makes them each time."""
+    attributes = call.attributes
+    k, n, bits, block_size = (attributes[name] for name in ("k", "n", "bits", "block_size"))
+    k_blocks = -(-k // block_size)
+    empty = attributes["empty"]
+    kernels = _simd.quantize_module(variant)
+
+    def parameters(arrays):
+        scale = np.asarray(arrays["scales"]).astype(np.float32).reshape(n, k_blocks)
+        zero_points = arrays["zero_points"]
+        if zero_points is None:
+            zero = np.full((n, k_blocks), 2 ** (bits - 1), np.float32)
+        elif zero_points.dtype == np.uint8:
+            zero = unpack_bits(zero_points.reshape(n, -1), bits, k_blocks).astype(np.float32)
+        else:
+            zero = np.asarray(zero_points).astype(np.float32).reshape(n, k_blocks)
+        return _per_panel(zero, n, k_blocks), _per_panel(scale, n, k_blocks)
+
+    def operands(call, n_threads):
+        arrays = call.arrays
+
+        def make():
+            b = kernels.matmul_n_bits_interleave(np.ascontiguousarray(arrays["b"]), n_threads)
+            return (b, *parameters(arrays))
+
+        if call.packed is None:
+            return make()
+        return call.packed.get(("B and its parameters by panels", variant), make)
+
+    def run(call, out, n_threads):
+        arrays = call.arrays
+        bias = arrays["bias"]
+        bias32 = None if bias is None else np.ascontiguousarray(bias, np.float32).reshape(n)
+        result = out.reshape(-1, n)
+        target = result if result.dtype == np.float32 else np.empty(result.shape, np.float32)
+        if empty:
+            target[...] = 0 if bias32 is None else bias32
+        else:
+            rows = np.ascontiguousarray(np.asarray(arrays["a"]).reshape(-1, k), np.float32)
+            weights, zeros, scales = operands(call, n_threads)
+            kernels.matmul_n_bits(rows, weights, zeros, scales, bias32, n, bits, block_size,
+                                  target, n_threads)
+        if target is not result:
+            result[...] = target  # one rounding, from float32 to A's type
+        return out
+
+    return Prepared(run)

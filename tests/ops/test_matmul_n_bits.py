@@ -1,0 +1,391 @@
+"""MatMulNBits: its stated rule, its kernels on every variant and thread
+count, its validation, and onnxruntime as a peer.
+
+The oracles are independent of the code under test: C's fmaf (through
+ctypes) for the reference's fused multiply-add, a float64 product of A and
+weights unpacked here bit by bit for the rule's error bound, and the rule
+itself for the kernels (bit for bit)."""
+
+import ctypes
+import ctypes.util
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qops
+from qops.backends import dispatch
+from qops.backends.native import matmul_n_bits as native
+from qops.backends.native import variants
+from qops.ops import matmul_n_bits as front
+from qops.reference.n_bits import fused_multiply_add
+
+FLOATS = (np.float32, np.float16, ml_dtypes.bfloat16)
+
+
+def codes_of(b, bits, k):
+    """The K x N codes of packed B, unpacked here value by value."""
+    n, k_blocks, blob = b.shape
+    per_byte = 8 // bits
+    codes = np.zeros((n, k_blocks * blob * per_byte), np.int64)
+    for index in range(codes.shape[1]):
+        byte = b.reshape(n, -1)[:, index // per_byte].astype(np.int64)
+        codes[:, index] = (byte >> (bits * (index % per_byte))) & ((1 << bits) - 1)
+    return codes[:, :k].T
+
+
+def zero_points_of(zero_points, bits, n, k_blocks):
+    if zero_points is None:
+        return np.full((n, k_blocks), 2 ** (bits - 1), np.float64)
+    if zero_points.dtype == np.uint8:
+        return codes_of(zero_points.reshape(n, 1, -1), bits, k_blocks).T.astype(np.float64)
+    return zero_points.astype(np.float64).reshape(n, k_blocks)
+
+
+def case(rng, m, k, n, bits, block_size, zero_kind, with_bias, dtype=np.float32):
+    k_blocks = -(-k // block_size)
+    b = rng.integers(0, 256, (n, k_blocks, block_size * bits // 8), dtype=np.uint8)
+    scales = (rng.random((n, k_blocks)) * 0.2 - 0.1).astype(dtype)
+    zero_points = None
+    if zero_kind == "packed":
+        zero_points = rng.integers(0, 256, (n, -(-k_blocks * bits // 8)), dtype=np.uint8)
+    elif zero_kind == "float":
+        zero_points = (rng.random((n, k_blocks)) * 2 ** bits).astype(dtype)
+    bias = rng.standard_normal(n).astype(dtype) if with_bias else None
+    a = rng.standard_normal((m, k)).astype(dtype)
+    return a, b, scales, zero_points, bias
+
+
+def call_of(a, b, scales, zero_points, bias, **attributes):
+    slots = dict(a=a, b=b, scales=scales, zero_points=zero_points, g_idx=None, bias=bias)
+    return front.prepare(slots, dict(accuracy_level=0, weight_prepacked=0, **attributes))
+
+
+# -- the rule's parts ---------------------------------------------------------------------
+
+
+def test_fused_multiply_add_is_fmaf():
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm.fmaf.restype = ctypes.c_float
+    libm.fmaf.argtypes = [ctypes.c_float] * 3
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(3000).astype(np.float32)
+    b = rng.standard_normal(3000).astype(np.float32)
+    c = (rng.standard_normal(3000) * 10.0 ** rng.integers(-9, 9, 3000)).astype(np.float32)
+    # Addends that cancel the product: the ties and near-ties of the rounding.
+    c[::2] = -(a[::2].astype(np.float64) * b[::2]).astype(np.float32)
+    c[1::4] = np.nextafter(c[::2][:c[1::4].size], np.float32(np.inf))
+    want = np.array([libm.fmaf(*values) for values in zip(a.tolist(), b.tolist(), c.tolist())],
+                    np.float32)
+    got = fused_multiply_add(a, b, c)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_a_tie_goes_where_the_exact_sum_lies():
+    # (1 + 2**-12)**2 = 1 + 2**-11 + 2**-24: halfway between two float32
+    # values; the addend's sign decides.
+    a = np.float32(1 + 2 ** -12)
+    up = fused_multiply_add(a, a, np.float32(2 ** -40))
+    down = fused_multiply_add(a, a, np.float32(-(2 ** -40)))
+    assert up == np.float32(1 + 2 ** -11 + 2 ** -23)
+    assert down == np.float32(1 + 2 ** -11)
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("zero_kind", ["none", "packed", "float"])
+def test_the_rule_is_within_its_bound_of_the_exact_product(bits, zero_kind):
+    """The rule against a float64 product of A and weights dequantized here:
+    within K * 2**-24 of the products' magnitudes (each weight's own rounding
+    included, a relative 2**-24 of its product)."""
+    rng = np.random.default_rng(bits)
+    k, n, block_size = 200, 24, 32
+    a, b, scales, zero_points, bias = case(rng, 5, k, n, bits, block_size, zero_kind, True)
+    k_blocks = -(-k // block_size)
+    block_of = np.arange(k) // block_size
+    weights = ((codes_of(b, bits, k) - zero_points_of(zero_points, bits, n, k_blocks).T[block_of])
+               * scales.astype(np.float64).T[block_of])
+    exact = a.astype(np.float64) @ weights + bias
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(weights) + np.abs(bias)
+    got = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
+                                       block_size=block_size)
+    assert np.all(np.abs(got - exact) <= (k + 2) * 2.0 ** -24 * magnitude)
+
+
+def test_the_rule_is_a_chain_of_fmas_in_order():
+    """One output, stated step by step here with fmaf's emulation."""
+    rng = np.random.default_rng(3)
+    a, b, scales, zero_points, bias = case(rng, 1, 48, 1, 4, 16, "packed", True)
+    weights = ((codes_of(b, 4, 48)[:, 0].astype(np.float32)
+                - zero_points_of(zero_points, 4, 1, 3)[0, np.arange(48) // 16].astype(np.float32))
+               * scales[0, np.arange(48) // 16]).astype(np.float32)
+    acc = np.float32(0)
+    for index in range(48):
+        acc = fused_multiply_add(a[0, index], weights[index], acc)
+    want = np.float32(acc + bias[0])
+    got = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=48, n=1, bits=4,
+                                       block_size=16)
+    assert got[0, 0].view(np.uint32) == want.view(np.uint32)
+
+
+# -- the kernels -----------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 70), k=st.integers(1, 300), n=st.integers(1, 40),
+       bits=st.sampled_from([2, 4, 8]), block_log=st.integers(4, 7),
+       zero_kind=st.sampled_from(["none", "packed", "float"]), with_bias=st.booleans(),
+       dtype=st.sampled_from(FLOATS), seed=st.integers(0, 2 ** 32 - 1))
+def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits, block_log,
+                                                                   zero_kind, with_bias, dtype,
+                                                                   seed):
+    rng = np.random.default_rng(seed)
+    block_size = 2 ** block_log
+    a, b, scales, zero_points, bias = case(rng, m, k, n, bits, block_size, zero_kind, with_bias,
+                                           dtype)
+    call = call_of(a, b, scales, zero_points, bias, k=k, n=n, bits=bits, block_size=block_size)
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
+                                        block_size=block_size)
+    assert want.dtype == np.dtype(dtype)
+    for variant in variants.quantize_variants():
+        for threads in (1, 2):
+            prepared = native.prepare(call, variant)
+            got = np.empty(call.output_shape, call.output_dtype)
+            prepared.run_once(call, got, threads)
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (variant, threads)
+
+
+def test_the_function_runs_the_kernels_and_keeps_batch_dimensions():
+    rng = np.random.default_rng(11)
+    a, b, scales, zero_points, bias = case(rng, 6, 64, 20, 4, 32, "packed", True)
+    a = a.reshape(2, 3, 64)
+    call = call_of(a, b, scales, zero_points, bias, k=64, n=20, bits=4, block_size=32)
+    assert dispatch.select(call).name == "kernels"
+    got = qops.matmul_n_bits(a, b, scales, zero_points, None, bias, k=64, n=20, block_size=32)
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=64, n=20, bits=4,
+                                        block_size=32)
+    assert got.shape == (2, 3, 20) and np.array_equal(got, want)
+    out = np.empty((2, 3, 20), np.float32)
+    assert qops.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=64, n=20, block_size=32,
+                              out=out) is out
+    assert np.array_equal(out, want)
+
+
+def test_a_one_dimensional_a_gives_one_row():
+    rng = np.random.default_rng(12)
+    a, b, scales, _, _ = case(rng, 1, 32, 5, 4, 16, "none", False)
+    got = qops.matmul_n_bits(a[0], b, scales, k=32, n=5, block_size=16)
+    assert got.shape == (5,)
+    assert np.array_equal(got, qops.matmul_n_bits(a, b, scales, k=32, n=5, block_size=16)[0])
+
+
+@pytest.mark.parametrize("empty_shape", [(0, 2, 8), (3, 0, 8), (3, 2, 0), (0, 0, 0)])
+def test_an_empty_b_gives_zeros_plus_the_bias(empty_shape):
+    a = np.ones((4, 32), np.float32)
+    bias = np.array([1.5, -2.0, 0.25], np.float32)
+    b = np.zeros(empty_shape, np.uint8)
+    got = qops.matmul_n_bits(a, b, np.zeros((0,), np.float32), bias=bias, k=32, n=3,
+                             block_size=16)
+    assert np.array_equal(got, np.broadcast_to(bias, (4, 3)))
+    assert np.array_equal(qops.matmul_n_bits(a, b, np.zeros((0,), np.float32), k=32, n=3,
+                                             block_size=16), np.zeros((4, 3), np.float32))
+
+
+def test_flat_scales_and_zero_points_are_the_same_values():
+    rng = np.random.default_rng(13)
+    a, b, scales, zero_points, _ = case(rng, 3, 64, 7, 4, 16, "packed", False)
+    shaped = qops.matmul_n_bits(a, b, scales, zero_points, k=64, n=7, block_size=16)
+    flat = qops.matmul_n_bits(a, b, scales.reshape(-1), zero_points.reshape(-1), k=64, n=7,
+                              block_size=16)
+    assert np.array_equal(shaped, flat)
+
+
+def test_trivial_g_idx_is_the_blocks_in_order():
+    rng = np.random.default_rng(14)
+    a, b, scales, _, _ = case(rng, 2, 64, 4, 4, 32, "none", False)
+    g_idx = (np.arange(64) // 32).astype(np.int32)
+    assert np.array_equal(qops.matmul_n_bits(a, b, scales, g_idx=g_idx, k=64, n=4, block_size=32),
+                          qops.matmul_n_bits(a, b, scales, k=64, n=4, block_size=32))
+
+
+# -- validation ------------------------------------------------------------------------------
+
+
+def _valid():
+    rng = np.random.default_rng(15)
+    a, b, scales, zero_points, bias = case(rng, 2, 64, 4, 4, 32, "packed", True)
+    return dict(a=a, b=b, scales=scales, zero_points=zero_points, bias=bias, k=64, n=4,
+                block_size=32)
+
+
+@pytest.mark.parametrize("change, slot, words", [
+    (dict(a=np.ones((2, 63), np.float32)), "a", "last dimension must be K = 64"),
+    (dict(a=np.ones((2, 64), np.float64)), "a", "float64"),
+    (dict(b=np.zeros((4, 2, 15), np.uint8)), "b", "(4, 2, 16)"),
+    (dict(b=np.zeros((4, 2, 16), np.int8)), "b", "int8"),
+    (dict(scales=np.ones((4, 3), np.float32)), "scales", "(4, 2) or (8,)"),
+    (dict(scales=np.ones((4, 2), np.float16)), "scales", "same data type"),
+    (dict(zero_points=np.zeros((4, 2), np.uint8)), "zero_points", "(4, 1) or (4,)"),
+    (dict(zero_points=np.zeros((4, 2), np.int32)), "zero_points", "int32"),
+    (dict(bias=np.ones(5, np.float32)), "bias", "(4,)"),
+    (dict(g_idx=np.zeros(64, np.int32)), "g_idx", "only the blocks in order"),
+    (dict(g_idx=np.zeros(63, np.int32)), "g_idx", "(64,)"),
+    (dict(block_size=48), "block_size", "power of two"),
+    (dict(block_size=8, b=np.zeros((4, 8, 4), np.uint8)), "block_size", "16"),
+    (dict(bits=3), "bits", "3"),
+    (dict(accuracy_level=5), "accuracy_level", "5"),
+    (dict(weight_prepacked=1), "weight_prepacked", "1"),
+    (dict(k=None), "k", "k is required"),
+    (dict(scales=np.full((4, 2), np.nan, np.float32)), "scales", "NaN"),
+    (dict(zero_points=np.full((4, 2), np.inf, np.float32)), "zero_points", "infinite"),
+])
+def test_bad_calls_name_the_operator_and_the_slot(change, slot, words):
+    arguments = dict(_valid(), **change)
+    with pytest.raises(qops.ValidationError) as error:
+        qops.matmul_n_bits(**arguments)
+    message = str(error.value)
+    assert message.startswith("MatMulNBits:") and slot in message and words in message, message
+
+
+def test_out_is_checked():
+    arguments = _valid()
+    with pytest.raises(qops.ValidationError, match="out"):
+        qops.matmul_n_bits(**arguments, out=np.empty((2, 4), np.float16))
+
+
+# -- onnxruntime, a peer -------------------------------------------------------------------
+
+
+def _onnxruntime_result(a, b, scales, zero_points, bias, k, n, bits, block_size):
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+
+    initializers = [numpy_helper.from_array(b, "B"), numpy_helper.from_array(scales, "scales")]
+    names = ["A", "B", "scales"]
+    if zero_points is not None:
+        initializers.append(numpy_helper.from_array(zero_points, "zero_points"))
+        names.append("zero_points")
+    if bias is not None:
+        names += [""] * (4 - len(names)) + ["", "bias"]
+        initializers.append(numpy_helper.from_array(bias, "bias"))
+    node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n,
+                            bits=bits, block_size=block_size)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, a.shape)],
+        [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"A": a})[0]
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("zero_kind", ["none", "packed", "float"])
+def test_onnxruntime_agrees_within_float32_rounding(bits, zero_kind):
+    """onnxruntime's level 0 sums in its own order: within the rule's bound."""
+    if bits == 8 and zero_kind == "float":
+        pytest.skip("onnxruntime's CPU MatMulNBits refuses 8-bit weights with float zero points")
+    rng = np.random.default_rng(100 + bits)
+    k, n, block_size = 160, 24, 32
+    a, b, scales, zero_points, bias = case(rng, 3, k, n, bits, block_size, zero_kind, True)
+    ours = qops.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n, bits=bits,
+                              block_size=block_size)
+    theirs = _onnxruntime_result(a, b, scales, zero_points, bias, k, n, bits, block_size)
+    k_blocks = -(-k // block_size)
+    block_of = np.arange(k) // block_size
+    weights = ((codes_of(b, bits, k) - zero_points_of(zero_points, bits, n, k_blocks).T[block_of])
+               * scales.astype(np.float64).T[block_of])
+    magnitude = np.abs(a.astype(np.float64)) @ np.abs(weights) + np.abs(bias)
+    assert np.all(np.abs(ours - theirs) <= 2 * (k + 2) * 2.0 ** -24 * magnitude)
+
+
+# -- the C at each width, on this CPU ------------------------------------------------------
+
+HARNESS = """
+#include "qops_matmul_n_bits.h"
+void interleave(const uint8_t* b, ptrdiff_t n, ptrdiff_t k_blocks, ptrdiff_t blob,
+                uint8_t* panels) {
+    qops_nbits_interleave(b, n, k_blocks, blob, k_blocks * blob, 0,
+                          (n + QOPS_NBITS_COLUMNS - 1) / QOPS_NBITS_COLUMNS, panels);
+}
+void panel(const float* a, ptrdiff_t rows, const uint8_t* weights, ptrdiff_t k, int bits,
+           ptrdiff_t block_size, const float* zeros, const float* scales, const float* bias,
+           ptrdiff_t columns, float* out, ptrdiff_t out_stride) {
+    qops_nbits_panel(a, k, rows, weights, k, bits, block_size, block_size * bits / 8, zeros,
+                     scales, bias, columns, out, out_stride);
+}
+"""
+
+#: Each width of the header's three, the flags that select it and what the CPU needs.
+WIDTHS = {"scalar": ([], "1"),
+          "avx2": (["-mavx2", "-mfma"],
+                   '__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")'),
+          "avx512": (["-mavx512f"], '__builtin_cpu_supports("avx512f")')}
+
+
+@pytest.fixture(scope="module", params=sorted(WIDTHS))
+def c_kernels(request, tmp_path_factory):
+    """The header compiled alone at one width (the AVX-512 one runs here
+    wherever the CPU has AVX-512F, VNNI or not)."""
+    import subprocess
+
+    from tests.backends.native.kernels.test_c_headers import INCLUDE, compiler
+
+    cc = compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    flags, condition = WIDTHS[request.param]
+    folder = tmp_path_factory.mktemp(request.param)
+    (folder / "check.c").write_text(f"int supported(void) {{ __builtin_cpu_init(); "
+                                    f"return {condition}; }}\n")
+    (folder / "kernel.c").write_text(HARNESS)
+    objects = []
+    for name, extra in (("kernel", flags), ("check", [])):
+        subprocess.run([*cc, "-O2", "-fPIC", "-std=c11", "-ffp-contract=off", *extra,
+                        f"-I{INCLUDE}", "-c", str(folder / f"{name}.c"), "-o",
+                        str(folder / f"{name}.o")], check=True, capture_output=True)
+        objects.append(str(folder / f"{name}.o"))
+    subprocess.run([*cc, "-shared", *objects, "-o", str(folder / "n_bits.so"), "-lm"],
+                   check=True, capture_output=True)
+    library = ctypes.CDLL(str(folder / "n_bits.so"))
+    if not library.supported():
+        pytest.skip(f"this CPU cannot run the {request.param} width")
+    return library
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(1, 9), k=st.integers(1, 200), n=st.integers(1, 35),
+       bits=st.sampled_from([2, 4, 8]), block_log=st.integers(4, 7), seed=st.integers(0, 2 ** 16))
+def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block_log, seed):
+    rng = np.random.default_rng(seed)
+    block_size = 2 ** block_log
+    a, b, scales, zero_points, bias = case(rng, m, k, n, bits, block_size, "float", True)
+    k_blocks = -(-k // block_size)
+    panels = -(-n // 16)
+    interleaved = np.zeros((panels, k_blocks * b.shape[2] * 16), np.uint8)
+    pointer = ctypes.c_void_p
+    c_kernels.interleave.argtypes = [pointer, ctypes.c_ssize_t, ctypes.c_ssize_t,
+                                     ctypes.c_ssize_t, pointer]
+    c_kernels.interleave(np.ascontiguousarray(b).ctypes.data, n, k_blocks, b.shape[2],
+                         interleaved.ctypes.data)
+    c_kernels.panel.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
+                                ctypes.c_int, ctypes.c_ssize_t, pointer, pointer, pointer,
+                                ctypes.c_ssize_t, pointer, ctypes.c_ssize_t]
+    out = np.zeros((m, n), np.float32)
+    for panel in range(panels):
+        columns = slice(panel * 16, min(n, panel * 16 + 16))
+        width = columns.stop - columns.start
+        zeros = np.zeros((k_blocks, 16), np.float32)
+        block_scales = np.zeros((k_blocks, 16), np.float32)
+        zeros[:, :width] = zero_points[columns].T
+        block_scales[:, :width] = scales[columns].T
+        panel_bias = np.zeros(16, np.float32)
+        panel_bias[:width] = bias[columns]
+        c_kernels.panel(a.ctypes.data, m, interleaved[panel].ctypes.data, k, bits, block_size,
+                        zeros.ctypes.data, block_scales.ctypes.data, panel_bias.ctypes.data,
+                        width, out[:, columns.start:].ctypes.data, n)
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
+                                        block_size=block_size)
+    assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
