@@ -158,6 +158,58 @@ static inline void qops_nbits_dequantize(const uint8_t* block, int bits, ptrdiff
 #endif
 }
 
+/* One row of A (row[t] for the tile's k, t < count: never past K) times
+   the weights qops_nbits_dequantize would write, each used as it is made:
+   the tile is never stored (one row of A is decoding's whole product). */
+static inline qops_nbits_v16 qops_nbits_dequantize_row(const uint8_t* block, int bits,
+                                                       ptrdiff_t k0, ptrdiff_t count,
+                                                       const float* zeros, const float* scales,
+                                                       const float* row, qops_nbits_v16 acc) {
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+    const int per_byte = 8 / bits;
+    const int mask = (1 << bits) - 1;
+    const uint8_t* bytes = block + (k0 / per_byte) * QOPS_NBITS_COLUMNS;
+#endif
+#if defined(__AVX512F__)
+    const __m512 zero = _mm512_loadu_ps(zeros), scale = _mm512_loadu_ps(scales);
+    const __m512i masks = _mm512_set1_epi32(mask);
+    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
+        const __m512i codes = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS)));
+        for (int t = 0; t < per_byte && i * per_byte + t < count; t++) {
+            const __m512i q = _mm512_and_si512(
+                _mm512_srl_epi32(codes, _mm_cvtsi32_si128(t * bits)), masks);
+            acc = qops_nbits_fma(acc, row[i * per_byte + t], _mm512_mul_ps(
+                _mm512_sub_ps(_mm512_cvtepi32_ps(q), zero), scale));
+        }
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256 zero_low = _mm256_loadu_ps(zeros), zero_high = _mm256_loadu_ps(zeros + 8);
+    const __m256 scale_low = _mm256_loadu_ps(scales), scale_high = _mm256_loadu_ps(scales + 8);
+    const __m256i masks = _mm256_set1_epi32(mask);
+    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
+        const __m128i line = _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS));
+        const __m256i low = _mm256_cvtepu8_epi32(line);
+        const __m256i high = _mm256_cvtepu8_epi32(_mm_srli_si128(line, 8));
+        for (int t = 0; t < per_byte && i * per_byte + t < count; t++) {
+            const __m128i shift = _mm_cvtsi32_si128(t * bits);
+            const __m256i q_low = _mm256_and_si256(_mm256_srl_epi32(low, shift), masks);
+            const __m256i q_high = _mm256_and_si256(_mm256_srl_epi32(high, shift), masks);
+            const __m256 a = _mm256_set1_ps(row[i * per_byte + t]);
+            acc.low = _mm256_fmadd_ps(a, _mm256_mul_ps(
+                _mm256_sub_ps(_mm256_cvtepi32_ps(q_low), zero_low), scale_low), acc.low);
+            acc.high = _mm256_fmadd_ps(a, _mm256_mul_ps(
+                _mm256_sub_ps(_mm256_cvtepi32_ps(q_high), zero_high), scale_high), acc.high);
+        }
+    }
+#else
+    qops_nbits_v16 tile[QOPS_NBITS_TILE_K];
+    qops_nbits_dequantize(block, bits, k0, count, zeros, scales, tile);
+    for (ptrdiff_t t = 0; t < count; t++) acc = qops_nbits_fma(acc, row[t], tile[t]);
+#endif
+    return acc;
+}
+
 /* One panel of 16 columns for rows 0 .. rows - 1 of A (float32, rows
    a_stride apart), K = k: out[r * out_stride + c] for the first `columns`
    columns.  zeros and scales: the panel's 16 columns' values for each
@@ -178,6 +230,13 @@ static inline void qops_nbits_panel(const float* a, ptrdiff_t a_stride, ptrdiff_
         for (ptrdiff_t k0 = 0; k0 < k; k0 += step) {
             const ptrdiff_t j = k0 / block_size;
             const ptrdiff_t count = k - k0 < step ? k - k0 : step;
+            if (height == 1) {
+                sums[0] = qops_nbits_dequantize_row(
+                    panel + j * blob * QOPS_NBITS_COLUMNS, bits, k0 - j * block_size, count,
+                    zeros + j * QOPS_NBITS_COLUMNS, scales + j * QOPS_NBITS_COLUMNS,
+                    a + r0 * a_stride + k0, sums[0]);
+                continue;
+            }
             qops_nbits_dequantize(panel + j * blob * QOPS_NBITS_COLUMNS, bits,
                                   k0 - j * block_size, count, zeros + j * QOPS_NBITS_COLUMNS,
                                   scales + j * QOPS_NBITS_COLUMNS, tile);
