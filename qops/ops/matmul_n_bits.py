@@ -57,8 +57,11 @@ def matmul_n_bits(a=None, b=None, scales=None, zero_points=None, g_idx=None, bia
     block_size : int
         A power of two, at least 16; required.
     accuracy_level : int, 0 to 4
-        The least accuracy A may be computed in.  Every level is computed
-        by the float32 rule below, which is at least as accurate as each.
+        The least accuracy A may be computed in.  Levels 0 to 3 take the
+        float32 rule below; level 4 quantizes A to int8 per block and sums
+        each block exactly (:mod:`qops.reference` states it), where the zero
+        points are integers, blocks at most 4096 and A finite, else it too
+        takes the float32 rule.
     weight_prepacked : 0
         Prepacked layouts belong to CUDA; only 0 is accepted.
     out : ndarray, optional

@@ -12,13 +12,29 @@ The rule, for accuracy levels 0 to 3:
 3. The bias is added (one float32 rounding), then the float32 result is
    rounded once to A's type (float16, bfloat16).
 
-The fused multiply-add is stated exactly (:func:`fused_multiply_add`), so
-that any kernel that keeps this order matches it bit for bit.
+At accuracy level 4 (the least accuracy a runtime may take: A in int8), with
+integer zero points (packed uint8 or absent), blocks of at most 4096 and a
+finite A, A is quantized instead (:func:`quantize_a_blocks`):
+
+1. Each row of A, per block of K: ``amax = max |a|``; ``a_scale =
+   float32(amax / 127)``; ``code = round_half_even(float32(a *
+   float32(127 / amax)))`` clamped to [-127, 127] (all 0 where amax is 0).
+2. Each block's sum is exact: ``s = sum(code * q) - zp * sum(code)``.
+3. ``acc = fma(float32(s), float32(a_scale * scale), acc)`` over the blocks
+   in order from 0; then the bias and the rounding to A's type as above.
+
+Other level-4 calls (float zero points, longer blocks, NaN or infinity in A)
+take the float32 rule.  The fused multiply-add is stated exactly
+(:func:`fused_multiply_add`), so that any kernel that keeps these orders
+matches them bit for bit.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+#: The longest block the level-4 rule takes: its sums fit int32 (127 * 255 * 4096).
+INT8_BLOCK_LIMIT = 4096
 
 
 def unpack_bits(packed, bits, count):
@@ -81,8 +97,63 @@ def dequantized_weights(b, scales, zero_points, *, k, n, bits, block_size):
     return np.ascontiguousarray(weights.T, dtype=np.float32)
 
 
-def matmul_n_bits(a, b, scales, zero_points=None, bias=None, *, k, n, bits, block_size):
-    """``a @ dequantized(b) + bias`` by the rule above, in A's type.
+def takes_int8_rule(rows, zero_points, block_size, accuracy_level):
+    """Whether a call is computed by the level-4 rule (see above)."""
+    return (accuracy_level == 4 and block_size <= INT8_BLOCK_LIMIT
+            and (zero_points is None or np.asarray(zero_points).dtype == np.uint8)
+            and bool(np.isfinite(rows).all()))
+
+
+def quantize_a_blocks(rows, block_size):
+    """Rows of A (M x K float32) in int8 per block of K, by the level-4 rule:
+    ``(codes, scales, sums)``: codes (M, k_blocks * block_size) int8, zero
+    past K; each block's scale (M, k_blocks) float32 and sum of codes (M,
+    k_blocks) int32."""
+    m, k = rows.shape
+    k_blocks = -(-k // block_size)
+    padded = np.zeros((m, k_blocks * block_size), np.float32)
+    padded[:, :k] = rows
+    blocks = padded.reshape(m, k_blocks, block_size)
+    amax = np.abs(blocks).max(axis=2)
+    nonzero = amax > 0
+    safe = np.where(nonzero, amax, np.float32(1))
+    inverse = np.where(nonzero, np.float32(127) / safe, np.float32(0)).astype(np.float32)
+    scales = np.where(nonzero, safe / np.float32(127), np.float32(0)).astype(np.float32)
+    products = (blocks * inverse[..., None]).astype(np.float32)
+    codes = np.clip(np.rint(products), -127, 127).astype(np.int8)
+    return (codes.reshape(m, -1), scales,
+            codes.astype(np.int32).sum(axis=2, dtype=np.int32))
+
+
+def _int8_rule(rows, b, scales, zero_points, *, k, n, bits, block_size):
+    """The level-4 sums (M x N float32, before the bias)."""
+    k_blocks = -(-k // block_size)
+    codes, a_scales, a_sums = quantize_a_blocks(rows, block_size)
+    q = unpack_bits(np.asarray(b).reshape(n, k_blocks, -1), bits, block_size).astype(np.int64)
+    if zero_points is None:
+        zero = np.full((n, k_blocks), 2 ** (bits - 1), np.int64)
+    else:
+        zero = unpack_bits(np.asarray(zero_points).reshape(n, -1), bits,
+                           k_blocks).astype(np.int64)
+    blocks = codes.reshape(-1, k_blocks, block_size).astype(np.int64)
+    exact = (np.einsum("mjt,njt->mjn", blocks, q)
+             - zero.T[None, :, :] * a_sums.astype(np.int64)[:, :, None])
+    block_scales = scales_of(scales, n, k_blocks)
+    total = np.zeros((rows.shape[0], n), np.float32)
+    for j in range(k_blocks):
+        scale = (a_scales[:, j:j + 1] * block_scales[:, j][None, :]).astype(np.float32)
+        total = fused_multiply_add(exact[:, j, :].astype(np.float32), scale, total)
+    return total
+
+
+def scales_of(scales, n, k_blocks):
+    """The scales as float32 (N, k_blocks)."""
+    return np.asarray(scales).astype(np.float32).reshape(n, k_blocks)
+
+
+def matmul_n_bits(a, b, scales, zero_points=None, bias=None, *, k, n, bits, block_size,
+                  accuracy_level=0):
+    """``a @ dequantized(b) + bias`` by the rules above, in A's type.
 
     ``a`` is (..., K) float32, float16 or bfloat16; the result (..., N) has
     its type.  An empty ``b`` (a projection left out) gives zeros plus the
@@ -93,7 +164,10 @@ def matmul_n_bits(a, b, scales, zero_points=None, bias=None, *, k, n, bits, bloc
     lead = a.shape[:-1]
     rows = a.reshape(-1, k).astype(np.float32)
     total = np.zeros((rows.shape[0], n), np.float32)
-    if np.asarray(b).size:
+    if np.asarray(b).size and takes_int8_rule(rows, zero_points, block_size, accuracy_level):
+        total = _int8_rule(rows, b, scales, zero_points, k=k, n=n, bits=bits,
+                           block_size=block_size)
+    elif np.asarray(b).size:
         weights = dequantized_weights(b, scales, zero_points, k=k, n=n, bits=bits,
                                       block_size=block_size)
         for index in range(k):

@@ -60,7 +60,7 @@ def case(rng, m, k, n, bits, block_size, zero_kind, with_bias, dtype=np.float32)
 
 def call_of(a, b, scales, zero_points, bias, **attributes):
     slots = dict(a=a, b=b, scales=scales, zero_points=zero_points, g_idx=None, bias=bias)
-    return front.prepare(slots, dict(accuracy_level=0, weight_prepacked=0, **attributes))
+    return front.prepare(slots, dict(dict(accuracy_level=0, weight_prepacked=0), **attributes))
 
 
 # -- the rule's parts ---------------------------------------------------------------------
@@ -129,24 +129,65 @@ def test_the_rule_is_a_chain_of_fmas_in_order():
     assert got[0, 0].view(np.uint32) == want.view(np.uint32)
 
 
+def test_level_four_quantizes_a_block_as_stated():
+    """A block's codes and scale, worked by hand: amax 2.54, so the scale is
+    float32(2.54 / 127) and each code round_half_even(float32(a * float32(127 / 2.54)))."""
+    from qops.reference.n_bits import quantize_a_blocks
+
+    row = np.zeros((1, 16), np.float32)
+    row[0, :4] = [2.54, -1.27, 0.01, -0.03]
+    codes, scales, sums = quantize_a_blocks(row, 16)
+    inverse = np.float32(127) / np.float32(2.54)
+    assert scales[0, 0] == np.float32(2.54) / np.float32(127)
+    assert codes[0, :4].tolist() == [int(np.rint(np.float32(v) * inverse))
+                                     for v in (2.54, -1.27, 0.01, -0.03)] == [127, -64, 0, -2]
+    assert sums[0, 0] == 127 - 64 - 2 and not codes[0, 4:].any()
+    empty_codes, empty_scales, _ = quantize_a_blocks(np.zeros((1, 16), np.float32), 16)
+    assert not empty_codes.any() and empty_scales[0, 0] == 0
+
+
+def test_level_four_is_exact_block_sums_then_fmas_in_order():
+    """One output by the level-4 rule, stated here with Python integers."""
+    from qops.reference.n_bits import quantize_a_blocks
+
+    rng = np.random.default_rng(21)
+    a, b, scales, zero_points, _ = case(rng, 1, 40, 1, 4, 16, "packed", False)
+    codes, a_scales, _ = quantize_a_blocks(a, 16)
+    q = codes_of(b, 4, 40)[:, 0]
+    zero = zero_points_of(zero_points, 4, 1, 3)[0]
+    acc = np.float32(0)
+    for j in range(3):
+        exact = sum(int(codes[0, k]) * (int(q[k]) - int(zero[j]))
+                    for k in range(16 * j, min(40, 16 * j + 16)))
+        acc = fused_multiply_add(np.float32(exact), np.float32(a_scales[0, j] * scales[0, j]),
+                                 acc)
+    got = qops.matmul_n_bits(a, b, scales, zero_points, k=40, n=1, block_size=16,
+                             accuracy_level=4)
+    assert got[0, 0].view(np.uint32) == acc.view(np.uint32)
+
+
 # -- the kernels -----------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(m=st.integers(1, 70), k=st.integers(1, 300), n=st.integers(1, 40),
        bits=st.sampled_from([2, 4, 8]), block_log=st.integers(4, 7),
        zero_kind=st.sampled_from(["none", "packed", "float"]), with_bias=st.booleans(),
-       dtype=st.sampled_from(FLOATS), seed=st.integers(0, 2 ** 32 - 1))
+       dtype=st.sampled_from(FLOATS), level=st.sampled_from([0, 4]),
+       seed=st.integers(0, 2 ** 32 - 1))
 def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits, block_log,
                                                                    zero_kind, with_bias, dtype,
-                                                                   seed):
+                                                                   level, seed):
     rng = np.random.default_rng(seed)
     block_size = 2 ** block_log
     a, b, scales, zero_points, bias = case(rng, m, k, n, bits, block_size, zero_kind, with_bias,
                                            dtype)
-    call = call_of(a, b, scales, zero_points, bias, k=k, n=n, bits=bits, block_size=block_size)
+    if level == 4 and seed % 5 == 0:
+        a[:, :16] = 0  # a block of zeros: scale 0, codes 0
+    call = call_of(a, b, scales, zero_points, bias, k=k, n=n, bits=bits, block_size=block_size,
+                   accuracy_level=level)
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
-                                        block_size=block_size)
+                                        block_size=block_size, accuracy_level=level)
     assert want.dtype == np.dtype(dtype)
     for variant in variants.quantize_variants():
         for threads in (1, 2):
@@ -257,7 +298,7 @@ def test_out_is_checked():
 # -- onnxruntime, a peer -------------------------------------------------------------------
 
 
-def _onnxruntime_result(a, b, scales, zero_points, bias, k, n, bits, block_size):
+def _onnxruntime_result(a, b, scales, zero_points, bias, k, n, bits, block_size, level=0):
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     from onnx import TensorProto, helper, numpy_helper
@@ -271,7 +312,7 @@ def _onnxruntime_result(a, b, scales, zero_points, bias, k, n, bits, block_size)
         names += [""] * (4 - len(names)) + ["", "bias"]
         initializers.append(numpy_helper.from_array(bias, "bias"))
     node = helper.make_node("MatMulNBits", names, ["Y"], domain="com.microsoft", K=k, N=n,
-                            bits=bits, block_size=block_size)
+                            bits=bits, block_size=block_size, accuracy_level=level)
     graph = helper.make_graph(
         [node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, a.shape)],
         [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)], initializers)
@@ -389,3 +430,24 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
                                         block_size=block_size)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("zero_kind", ["none", "packed"])
+def test_onnxruntime_level_four_agrees_within_its_quantization_of_a(zero_kind):
+    """Both quantize A to int8 per block (their roundings may differ by one
+    code): within half a code of each block of A times the weights'
+    magnitudes, plus float32 rounding."""
+    rng = np.random.default_rng(300)
+    k, n, block_size = 256, 32, 32
+    a, b, scales, zero_points, _ = case(rng, 2, k, n, 4, block_size, zero_kind, False)
+    ours = qops.matmul_n_bits(a, b, scales, zero_points, k=k, n=n, block_size=block_size,
+                              accuracy_level=4)
+    theirs = _onnxruntime_result(a, b, scales, zero_points, None, k, n, 4, block_size, level=4)
+    k_blocks = k // block_size
+    block_of = np.arange(k) // block_size
+    weights = ((codes_of(b, 4, k) - zero_points_of(zero_points, 4, n, k_blocks).T[block_of])
+               * scales.astype(np.float64).T[block_of])
+    a_step = np.abs(a).reshape(2, k_blocks, block_size).max(axis=2) / 127
+    bound = (a_step[:, block_of] @ np.abs(weights)) + (k + 2) * 2.0 ** -22 * (
+        np.abs(a.astype(np.float64)) @ np.abs(weights))
+    assert np.all(np.abs(ours - theirs) <= bound)

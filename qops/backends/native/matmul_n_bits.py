@@ -12,7 +12,7 @@ import numpy as np
 
 from qops.backends.contract import Prepared
 from qops.backends.native import variants as _simd
-from qops.reference.n_bits import unpack_bits
+from qops.reference.n_bits import quantize_a_blocks, takes_int8_rule, unpack_bits
 
 __all__ = ["prepare", "supported"]
 
@@ -46,6 +46,8 @@ def prepare(call, variant=None):
     empty = attributes["empty"]
     kernels = _simd.quantize_module(variant)
 
+    level = attributes["accuracy_level"]
+
     def parameters(arrays):
         scale = np.asarray(arrays["scales"]).astype(np.float32).reshape(n, k_blocks)
         zero_points = arrays["zero_points"]
@@ -55,7 +57,9 @@ def prepare(call, variant=None):
             zero = unpack_bits(zero_points.reshape(n, -1), bits, k_blocks).astype(np.float32)
         else:
             zero = np.asarray(zero_points).astype(np.float32).reshape(n, k_blocks)
-        return _per_panel(zero, n, k_blocks), _per_panel(scale, n, k_blocks)
+        zeros = _per_panel(zero, n, k_blocks)
+        # The level-4 rule's zero points are integers (float ones take the float rule).
+        return zeros, _per_panel(scale, n, k_blocks), zeros.astype(np.int32)
 
     def operands(call, n_threads):
         arrays = call.arrays
@@ -78,9 +82,15 @@ def prepare(call, variant=None):
             target[...] = 0 if bias32 is None else bias32
         else:
             rows = np.ascontiguousarray(np.asarray(arrays["a"]).reshape(-1, k), np.float32)
-            weights, zeros, scales = operands(call, n_threads)
-            kernels.matmul_n_bits(rows, weights, zeros, scales, bias32, n, bits, block_size,
-                                  target, n_threads)
+            weights, zeros, scales, integer_zeros = operands(call, n_threads)
+            if takes_int8_rule(rows, arrays["zero_points"], block_size, level):
+                codes, a_scales, a_sums = quantize_a_blocks(rows, block_size)
+                kernels.matmul_n_bits_int8(codes, a_scales, a_sums, weights, integer_zeros,
+                                           scales, bias32, n, bits, block_size, target,
+                                           n_threads)
+            else:
+                kernels.matmul_n_bits(rows, weights, zeros, scales, bias32, n, bits,
+                                      block_size, target, n_threads)
         if target is not result:
             result[...] = target  # one rounding, from float32 to A's type
         return out

@@ -1,6 +1,6 @@
-# MatMulNBits: float32 rows of A times 2-, 4- or 8-bit weights in blocks
-# along K, a panel of 16 columns at a time (the C and its rule:
-# include/qops_matmul_n_bits.h).  Tasks are (panel, group of rows) pairs:
+# MatMulNBits: float32 rows of A (or, at accuracy level 4, their int8 codes
+# per block) times 2-, 4- or 8-bit weights in blocks along K, a panel of 16
+# columns at a time (the C and its rules: include/qops_matmul_n_bits.h).  Tasks are (panel, group of rows) pairs:
 # each writes its own outputs, and every output's sum runs in one task in
 # the rule's order, so the thread count never changes a result.
 
@@ -15,6 +15,13 @@ cdef extern from "qops_matmul_n_bits.h":
     void nbits_panel "qops_nbits_panel"(
         const float* a, Py_ssize_t a_stride, Py_ssize_t rows, const uint8_t* panel,
         Py_ssize_t k, int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
+        const float* scales, const float* bias, Py_ssize_t columns, float* out,
+        Py_ssize_t out_stride) noexcept nogil
+
+    void nbits_panel_int8 "qops_nbits_panel_int8"(
+        const int8_t* a_codes, Py_ssize_t padded_k, const float* a_scales,
+        const int32_t* a_sums, Py_ssize_t rows, const uint8_t* panel, Py_ssize_t k_blocks,
+        int bits, Py_ssize_t block_size, Py_ssize_t blob, const int32_t* zeros,
         const float* scales, const float* bias, Py_ssize_t columns, float* out,
         Py_ssize_t out_stride) noexcept nogil
 
@@ -116,3 +123,71 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
     job.out = &out[0, 0]
     with nogil:
         run_tasks(nbits_product_task, &job, job.panels * groups, max(1, n_threads))
+
+
+cdef struct NBitsInt8Product:
+    const int8_t* codes
+    const float* a_scales
+    const int32_t* a_sums
+    Py_ssize_t rows, padded_k, n, block_size, blob, panel_bytes, k_blocks, panels
+    int bits
+    const uint8_t* weights
+    const int32_t* zeros
+    const float* scales
+    const float* bias
+    float* out
+
+
+cdef void nbits_int8_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const NBitsInt8Product* job = <const NBitsInt8Product*>context
+    cdef Py_ssize_t panel = index % job.panels
+    cdef Py_ssize_t first_row = (index // job.panels) * NBITS_ROWS
+    cdef Py_ssize_t rows = min(<Py_ssize_t>NBITS_ROWS, job.rows - first_row)
+    cdef Py_ssize_t first_column = panel * NBITS_COLUMNS
+    cdef Py_ssize_t parameters = job.k_blocks * NBITS_COLUMNS
+    nbits_panel_int8(job.codes + first_row * job.padded_k, job.padded_k,
+                     job.a_scales + first_row * job.k_blocks,
+                     job.a_sums + first_row * job.k_blocks, rows,
+                     job.weights + panel * job.panel_bytes, job.k_blocks, job.bits,
+                     job.block_size, job.blob, job.zeros + panel * parameters,
+                     job.scales + panel * parameters,
+                     NULL if job.bias == NULL else job.bias + first_column,
+                     min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column),
+                     job.out + first_row * job.n + first_column, job.n)
+
+
+def matmul_n_bits_int8(const int8_t[:, ::1] codes, const float[:, ::1] a_scales,
+                       const int32_t[:, ::1] a_sums, const uint8_t[:, ::1] panels,
+                       const int32_t[:, ::1] zeros, const float[:, ::1] scales, bias,
+                       Py_ssize_t n, int bits, Py_ssize_t block_size, float[:, ::1] out,
+                       int n_threads):
+    """out (M x N) by the level-4 rule (include/qops_matmul_n_bits.h): A as
+    int8 codes per block (M x k_blocks * block_size) with each block's scale
+    and sum of codes; zeros: integer zero points, (panels, k_blocks * 16)."""
+    cdef NBitsInt8Product job
+    cdef const float[::1] bias_view
+    cdef Py_ssize_t groups = (codes.shape[0] + NBITS_ROWS - 1) // NBITS_ROWS
+    job.rows = codes.shape[0]
+    job.padded_k = codes.shape[1]
+    job.n = n
+    job.bits = bits
+    job.block_size = block_size
+    job.blob = block_size * bits // 8
+    job.panels = panels.shape[0]
+    job.panel_bytes = panels.shape[1]
+    job.k_blocks = a_scales.shape[1]
+    if job.rows == 0 or n == 0 or job.padded_k == 0:
+        return
+    job.codes = &codes[0, 0]
+    job.a_scales = &a_scales[0, 0]
+    job.a_sums = &a_sums[0, 0]
+    job.weights = &panels[0, 0]
+    job.zeros = &zeros[0, 0]
+    job.scales = &scales[0, 0]
+    job.bias = NULL
+    if bias is not None:
+        bias_view = bias
+        job.bias = &bias_view[0]
+    job.out = &out[0, 0]
+    with nogil:
+        run_tasks(nbits_int8_task, &job, job.panels * groups, max(1, n_threads))

@@ -274,4 +274,131 @@ static inline void qops_nbits_panel(const float* a, ptrdiff_t a_stride, ptrdiff_
     }
 }
 
+/* Accuracy level 4: A quantized to int8 per block (the caller's, with its
+   scales and each block's sum of codes, rows padded with zero codes to whole
+   blocks), and each block's integer sum exact:
+       s = sum over the block of a_q[k] * q[k] - zp * sum of a_q   (int32)
+       acc = fmaf(float32(s), float32(a_scale * scale), acc)   blocks in order
+   then acc + bias.  Integers are exact whatever the compiler vectorizes, and
+   the one float step a block is the same fmaf at every width.  Blocks are at
+   most QOPS_NBITS_INT8_BLOCK, so that s fits int32 (127 * 255 * 4096). */
+#define QOPS_NBITS_INT8_BLOCK 4096
+
+/* The codes of `count` k (even) from their interleaved bytes at `lines`,
+   as pairs of k per column: pairs[k / 2][c] = (code k, code k + 1). */
+static inline void qops_nbits_int8_pairs(const uint8_t* lines, ptrdiff_t count, int bits,
+                                         int16_t (*pairs)[QOPS_NBITS_COLUMNS][2]) {
+    const int per_byte = 8 / bits;
+    const int mask = (1 << bits) - 1;
+    /* per_byte is 1, 2 or 4: shifts, not divisions, in the loops. */
+    const int byte_shift = bits == 8 ? 0 : bits == 4 ? 1 : 2;
+#if defined(__AVX2__)
+    const __m256i masks = _mm256_set1_epi32(mask);
+    for (ptrdiff_t p = 0; p < count / 2; p++) {
+        const ptrdiff_t first = 2 * p, second = 2 * p + 1;
+        const __m128i first_bytes = _mm_loadu_si128(
+            (const __m128i*)(lines + (first >> byte_shift) * QOPS_NBITS_COLUMNS));
+        const __m128i second_bytes = _mm_loadu_si128(
+            (const __m128i*)(lines + (second >> byte_shift) * QOPS_NBITS_COLUMNS));
+        const __m128i first_shift = _mm_cvtsi32_si128((int)(first & (per_byte - 1)) * bits);
+        const __m128i second_shift = _mm_cvtsi32_si128((int)(second & (per_byte - 1)) * bits);
+        for (int half = 0; half < 2; half++) {
+            const __m256i a = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(first_bytes, 8)
+                                                        : first_bytes);
+            const __m256i b = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(second_bytes, 8)
+                                                        : second_bytes);
+            const __m256i low = _mm256_and_si256(_mm256_srl_epi32(a, first_shift), masks);
+            const __m256i high = _mm256_and_si256(_mm256_srl_epi32(b, second_shift), masks);
+            _mm256_storeu_si256((__m256i*)pairs[p][8 * half],
+                                _mm256_or_si256(low, _mm256_slli_epi32(high, 16)));
+        }
+    }
+#else
+    for (ptrdiff_t k = 0; k < count; k++) {
+        const uint8_t* line = lines + (k >> byte_shift) * QOPS_NBITS_COLUMNS;
+        for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
+            pairs[k / 2][c][k % 2] = (int16_t)((line[c] >> ((k & (per_byte - 1)) * bits)) & mask);
+        }
+    }
+#endif
+}
+
+/* rows x 16 exact sums of one tile of `count` k (even: a block is at least
+   16): sums[r][c] += sum over k of codes[k][c] * row_r[k], the codes held as
+   pairs of k per column (pairs[k / 2][c][k % 2]) so that one vpmaddwd makes
+   eight columns' two products, exactly (|code| <= 255, |row| <= 127). */
+static inline void qops_nbits_int8_sums(const int16_t (*pairs)[QOPS_NBITS_COLUMNS][2],
+                                        ptrdiff_t count, const int8_t* row,
+                                        int32_t* sums) {
+#if defined(__AVX2__)
+    __m256i low = _mm256_loadu_si256((const __m256i*)sums);
+    __m256i high = _mm256_loadu_si256((const __m256i*)(sums + 8));
+    for (ptrdiff_t p = 0; p < count / 2; p++) {
+        const int32_t pair = (int32_t)(uint16_t)(int16_t)row[2 * p]
+                             | (int32_t)((uint32_t)(uint16_t)(int16_t)row[2 * p + 1] << 16);
+        const __m256i a = _mm256_set1_epi32(pair);
+        low = _mm256_add_epi32(low, _mm256_madd_epi16(
+            _mm256_loadu_si256((const __m256i*)pairs[p][0]), a));
+        high = _mm256_add_epi32(high, _mm256_madd_epi16(
+            _mm256_loadu_si256((const __m256i*)pairs[p][8]), a));
+    }
+    _mm256_storeu_si256((__m256i*)sums, low);
+    _mm256_storeu_si256((__m256i*)(sums + 8), high);
+#else
+    for (ptrdiff_t p = 0; p < count / 2; p++) {
+        const int32_t first = row[2 * p], second = row[2 * p + 1];
+        for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
+            sums[c] += pairs[p][c][0] * first + pairs[p][c][1] * second;
+        }
+    }
+#endif
+}
+
+static inline void qops_nbits_panel_int8(const int8_t* a_codes, ptrdiff_t padded_k,
+                                         const float* a_scales, const int32_t* a_sums,
+                                         ptrdiff_t rows, const uint8_t* panel, ptrdiff_t k_blocks,
+                                         int bits, ptrdiff_t block_size, ptrdiff_t blob,
+                                         const int32_t* zeros, const float* scales,
+                                         const float* bias, ptrdiff_t columns, float* out,
+                                         ptrdiff_t out_stride) {
+    const int per_byte = 8 / bits;
+    int16_t pairs[QOPS_NBITS_TILE_K / 2][QOPS_NBITS_COLUMNS][2];
+    float sums[QOPS_NBITS_ROWS][QOPS_NBITS_COLUMNS];
+    int32_t block_sums[QOPS_NBITS_ROWS][QOPS_NBITS_COLUMNS];
+    const ptrdiff_t step = block_size < QOPS_NBITS_TILE_K ? block_size : QOPS_NBITS_TILE_K;
+    for (ptrdiff_t r0 = 0; r0 < rows; r0 += QOPS_NBITS_ROWS) {
+        const ptrdiff_t height = rows - r0 < QOPS_NBITS_ROWS ? rows - r0 : QOPS_NBITS_ROWS;
+        memset(sums, 0, sizeof sums[0] * (size_t)height);
+        for (ptrdiff_t j = 0; j < k_blocks; j++) {
+            memset(block_sums, 0, sizeof block_sums[0] * (size_t)height);
+            const uint8_t* block = panel + j * blob * QOPS_NBITS_COLUMNS;
+            for (ptrdiff_t k0 = 0; k0 < block_size; k0 += step) {
+                qops_nbits_int8_pairs(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step,
+                                      bits, pairs);
+                for (ptrdiff_t r = 0; r < height; r++) {
+                    qops_nbits_int8_sums((const int16_t (*)[QOPS_NBITS_COLUMNS][2])pairs, step,
+                                         a_codes + (r0 + r) * padded_k + j * block_size + k0,
+                                         block_sums[r]);
+                }
+            }
+            for (ptrdiff_t r = 0; r < height; r++) {
+                const float a_scale = a_scales[(r0 + r) * k_blocks + j];
+                const int32_t a_sum = a_sums[(r0 + r) * k_blocks + j];
+                for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
+                    const int32_t exact = block_sums[r][c]
+                                          - zeros[j * QOPS_NBITS_COLUMNS + c] * a_sum;
+                    const float scale = a_scale * scales[j * QOPS_NBITS_COLUMNS + c];
+                    sums[r][c] = fmaf((float)exact, scale, sums[r][c]);
+                }
+            }
+        }
+        for (ptrdiff_t r = 0; r < height; r++) {
+            float* target = out + (r0 + r) * out_stride;
+            for (ptrdiff_t c = 0; c < columns; c++) {
+                target[c] = bias ? sums[r][c] + bias[c] : sums[r][c];
+            }
+        }
+    }
+}
+
 #endif /* QOPS_MATMUL_N_BITS_H */
