@@ -372,7 +372,7 @@ def c_kernels(request, tmp_path_factory):
     wherever the CPU has AVX-512F, VNNI or not)."""
     import subprocess
 
-    from tests.backends.native.kernels.test_c_headers import INCLUDE, compiler
+    from c_compiler import INCLUDE, compiler
 
     cc = compiler()
     if cc is None:

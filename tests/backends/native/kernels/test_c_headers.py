@@ -3,18 +3,10 @@ cleanly on their own: each in a translation unit of its own, with what it
 needs before it, under -Wall -Wextra -Werror -std=c11, so that a warning
 in the moved C fails here rather than hides in Cython's output."""
 
-import os
-import shlex
-import shutil
 import subprocess
-import sysconfig
-from pathlib import Path
 
 import pytest
-
-import qops.backends.native.kernels as kernels
-
-INCLUDE = Path(kernels.__file__).parent / "include"
+from c_compiler import INCLUDE, compiler
 HEADERS = sorted(path.name for path in INCLUDE.glob("*.h"))
 
 # What each header needs beyond itself: the lines before its #include (what
@@ -84,14 +76,6 @@ for name in ("qops_gemm_pack_a.h", "qops_gemm_epilogues.h", "qops_gemm_units.h",
 # A header of static functions that a test unit includes without calling
 # them: "defined but not used" is the only warning allowed.
 FLAGS = ["-Wall", "-Wextra", "-Werror", "-std=c11", "-Wno-unused-function", "-c"]
-
-
-def compiler():
-    command = os.environ.get("CC") or sysconfig.get_config_var("CC")
-    if not command:
-        return None
-    words = shlex.split(command)
-    return words if shutil.which(words[0]) else None
 
 
 def test_every_header_is_checked():

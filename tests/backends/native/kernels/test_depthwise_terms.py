@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.backends.native.kernels.test_c_headers import INCLUDE, compiler
+from c_compiler import INCLUDE, compiler
 
 # width -> (the ISA's name in the header, the compiler's flags, the CPU
 # feature names __builtin_cpu_supports checks)
