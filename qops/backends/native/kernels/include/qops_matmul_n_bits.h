@@ -105,6 +105,79 @@ static inline void qops_nbits_interleave(const uint8_t* b, ptrdiff_t n, ptrdiff_
     }
 }
 
+/* One block's dequantization at the width: its 16 zero points and scales,
+   the code mask; one byte of each of 16 columns widened; and the weights of
+   one code of those bytes, (q - zero) * scale. */
+#if defined(__AVX512F__)
+typedef struct { __m512 zero, scale; __m512i mask; } qops_nbits_block;
+typedef __m512i qops_nbits_codes;
+#elif defined(__AVX2__) && defined(__FMA__)
+typedef struct { __m256 zero_low, zero_high, scale_low, scale_high; __m256i mask; }
+    qops_nbits_block;
+typedef struct { __m256i low, high; } qops_nbits_codes;
+#else
+typedef struct { const float* zero; const float* scale; int mask; } qops_nbits_block;
+typedef struct { uint8_t byte[QOPS_NBITS_COLUMNS]; } qops_nbits_codes;
+#endif
+
+static inline qops_nbits_block qops_nbits_block_of(const float* zeros, const float* scales,
+                                                   int bits) {
+    const int mask = (1 << bits) - 1;
+#if defined(__AVX512F__)
+    qops_nbits_block block = {_mm512_loadu_ps(zeros), _mm512_loadu_ps(scales),
+                              _mm512_set1_epi32(mask)};
+#elif defined(__AVX2__) && defined(__FMA__)
+    qops_nbits_block block = {_mm256_loadu_ps(zeros), _mm256_loadu_ps(zeros + 8),
+                              _mm256_loadu_ps(scales), _mm256_loadu_ps(scales + 8),
+                              _mm256_set1_epi32(mask)};
+#else
+    qops_nbits_block block = {zeros, scales, mask};
+#endif
+    return block;
+}
+
+static inline qops_nbits_codes qops_nbits_codes_of(const uint8_t* line) {
+#if defined(__AVX512F__)
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)line));
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m128i bytes = _mm_loadu_si128((const __m128i*)line);
+    qops_nbits_codes codes = {_mm256_cvtepu8_epi32(bytes),
+                              _mm256_cvtepu8_epi32(_mm_srli_si128(bytes, 8))};
+    return codes;
+#else
+    qops_nbits_codes codes;
+    memcpy(codes.byte, line, sizeof codes.byte);
+    return codes;
+#endif
+}
+
+/* The weights of the code `shift` bits up in each column's byte. */
+static inline qops_nbits_v16 qops_nbits_weights(qops_nbits_codes codes, int shift,
+                                                const qops_nbits_block* block) {
+#if defined(__AVX512F__)
+    const __m512i q = _mm512_and_si512(_mm512_srl_epi32(codes, _mm_cvtsi32_si128(shift)),
+                                       block->mask);
+    return _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(q), block->zero), block->scale);
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m128i count = _mm_cvtsi32_si128(shift);
+    const __m256i low = _mm256_and_si256(_mm256_srl_epi32(codes.low, count), block->mask);
+    const __m256i high = _mm256_and_si256(_mm256_srl_epi32(codes.high, count), block->mask);
+    qops_nbits_v16 w = {
+        _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(low), block->zero_low),
+                      block->scale_low),
+        _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(high), block->zero_high),
+                      block->scale_high)};
+    return w;
+#else
+    qops_nbits_v16 w;
+    for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
+        const int q = (codes.byte[c] >> shift) & block->mask;
+        w.lane[c] = ((float)q - block->zero[c]) * block->scale[c];
+    }
+    return w;
+#endif
+}
+
 /* The weights k = k0 .. k0 + count - 1 of one block of one panel (k0 a
    multiple of the codes a byte holds), dequantized: tile[k - k0] holds the
    16 columns' (q - zero) * scale, zeros and scales the block's 16 values. */
@@ -112,50 +185,14 @@ static inline void qops_nbits_dequantize(const uint8_t* block, int bits, ptrdiff
                                          ptrdiff_t count, const float* zeros,
                                          const float* scales, qops_nbits_v16* tile) {
     const int per_byte = 8 / bits;
-    const int mask = (1 << bits) - 1;
+    const qops_nbits_block parameters = qops_nbits_block_of(zeros, scales, bits);
     const uint8_t* bytes = block + (k0 / per_byte) * QOPS_NBITS_COLUMNS;
-#if defined(__AVX512F__)
-    const __m512 zero = _mm512_loadu_ps(zeros), scale = _mm512_loadu_ps(scales);
-    const __m512i masks = _mm512_set1_epi32(mask);
     for (ptrdiff_t i = 0; i * per_byte < count; i++) {
-        const __m512i codes = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS)));
-        for (int t = 0; t < per_byte; t++) {
-            const __m512i q = _mm512_and_si512(
-                _mm512_srl_epi32(codes, _mm_cvtsi32_si128(t * bits)), masks);
-            tile[i * per_byte + t] = _mm512_mul_ps(_mm512_sub_ps(_mm512_cvtepi32_ps(q), zero),
-                                                   scale);
+        const qops_nbits_codes codes = qops_nbits_codes_of(bytes + i * QOPS_NBITS_COLUMNS);
+        for (int t = 0; t < per_byte && i * per_byte + t < count; t++) {
+            tile[i * per_byte + t] = qops_nbits_weights(codes, t * bits, &parameters);
         }
     }
-#elif defined(__AVX2__) && defined(__FMA__)
-    const __m256 zero_low = _mm256_loadu_ps(zeros), zero_high = _mm256_loadu_ps(zeros + 8);
-    const __m256 scale_low = _mm256_loadu_ps(scales), scale_high = _mm256_loadu_ps(scales + 8);
-    const __m256i masks = _mm256_set1_epi32(mask);
-    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
-        const __m128i row = _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS));
-        const __m256i low = _mm256_cvtepu8_epi32(row);
-        const __m256i high = _mm256_cvtepu8_epi32(_mm_srli_si128(row, 8));
-        for (int t = 0; t < per_byte; t++) {
-            const __m128i shift = _mm_cvtsi32_si128(t * bits);
-            const __m256i q_low = _mm256_and_si256(_mm256_srl_epi32(low, shift), masks);
-            const __m256i q_high = _mm256_and_si256(_mm256_srl_epi32(high, shift), masks);
-            qops_nbits_v16 w = {
-                _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q_low), zero_low), scale_low),
-                _mm256_mul_ps(_mm256_sub_ps(_mm256_cvtepi32_ps(q_high), zero_high),
-                              scale_high)};
-            tile[i * per_byte + t] = w;
-        }
-    }
-#else
-    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
-        for (int t = 0; t < per_byte; t++) {
-            for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
-                const int q = (bytes[i * QOPS_NBITS_COLUMNS + c] >> (t * bits)) & mask;
-                tile[i * per_byte + t].lane[c] = ((float)q - zeros[c]) * scales[c];
-            }
-        }
-    }
-#endif
 }
 
 /* One row of A (row[t] for the tile's k, t < count: never past K) times
@@ -165,48 +202,16 @@ static inline qops_nbits_v16 qops_nbits_dequantize_row(const uint8_t* block, int
                                                        ptrdiff_t k0, ptrdiff_t count,
                                                        const float* zeros, const float* scales,
                                                        const float* row, qops_nbits_v16 acc) {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     const int per_byte = 8 / bits;
-    const int mask = (1 << bits) - 1;
+    const qops_nbits_block parameters = qops_nbits_block_of(zeros, scales, bits);
     const uint8_t* bytes = block + (k0 / per_byte) * QOPS_NBITS_COLUMNS;
-#endif
-#if defined(__AVX512F__)
-    const __m512 zero = _mm512_loadu_ps(zeros), scale = _mm512_loadu_ps(scales);
-    const __m512i masks = _mm512_set1_epi32(mask);
     for (ptrdiff_t i = 0; i * per_byte < count; i++) {
-        const __m512i codes = _mm512_cvtepu8_epi32(
-            _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS)));
+        const qops_nbits_codes codes = qops_nbits_codes_of(bytes + i * QOPS_NBITS_COLUMNS);
         for (int t = 0; t < per_byte && i * per_byte + t < count; t++) {
-            const __m512i q = _mm512_and_si512(
-                _mm512_srl_epi32(codes, _mm_cvtsi32_si128(t * bits)), masks);
-            acc = qops_nbits_fma(acc, row[i * per_byte + t], _mm512_mul_ps(
-                _mm512_sub_ps(_mm512_cvtepi32_ps(q), zero), scale));
+            acc = qops_nbits_fma(acc, row[i * per_byte + t],
+                                 qops_nbits_weights(codes, t * bits, &parameters));
         }
     }
-#elif defined(__AVX2__) && defined(__FMA__)
-    const __m256 zero_low = _mm256_loadu_ps(zeros), zero_high = _mm256_loadu_ps(zeros + 8);
-    const __m256 scale_low = _mm256_loadu_ps(scales), scale_high = _mm256_loadu_ps(scales + 8);
-    const __m256i masks = _mm256_set1_epi32(mask);
-    for (ptrdiff_t i = 0; i * per_byte < count; i++) {
-        const __m128i line = _mm_loadu_si128((const __m128i*)(bytes + i * QOPS_NBITS_COLUMNS));
-        const __m256i low = _mm256_cvtepu8_epi32(line);
-        const __m256i high = _mm256_cvtepu8_epi32(_mm_srli_si128(line, 8));
-        for (int t = 0; t < per_byte && i * per_byte + t < count; t++) {
-            const __m128i shift = _mm_cvtsi32_si128(t * bits);
-            const __m256i q_low = _mm256_and_si256(_mm256_srl_epi32(low, shift), masks);
-            const __m256i q_high = _mm256_and_si256(_mm256_srl_epi32(high, shift), masks);
-            const __m256 a = _mm256_set1_ps(row[i * per_byte + t]);
-            acc.low = _mm256_fmadd_ps(a, _mm256_mul_ps(
-                _mm256_sub_ps(_mm256_cvtepi32_ps(q_low), zero_low), scale_low), acc.low);
-            acc.high = _mm256_fmadd_ps(a, _mm256_mul_ps(
-                _mm256_sub_ps(_mm256_cvtepi32_ps(q_high), zero_high), scale_high), acc.high);
-        }
-    }
-#else
-    qops_nbits_v16 tile[QOPS_NBITS_TILE_K];
-    qops_nbits_dequantize(block, bits, k0, count, zeros, scales, tile);
-    for (ptrdiff_t t = 0; t < count; t++) acc = qops_nbits_fma(acc, row[t], tile[t]);
-#endif
     return acc;
 }
 
