@@ -357,6 +357,13 @@ void panel(const float* a, ptrdiff_t rows, const uint8_t* weights, ptrdiff_t k, 
     qops_nbits_panel(a, k, rows, weights, k, bits, block_size, block_size * bits / 8, zeros,
                      scales, bias, columns, out, out_stride);
 }
+void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t panel_bytes,
+                int bits, ptrdiff_t block_size, const float* zeros, const float* scales,
+                ptrdiff_t parameters, const float* bias, ptrdiff_t columns, float* out) {
+    qops_nbits_row_two_panels(row, k, weights, panel_bytes, bits, block_size,
+                              block_size * bits / 8, zeros, scales, parameters, bias, columns,
+                              out);
+}
 """
 
 #: Each width of the header's three, the flags that select it and what the CPU needs.
@@ -430,6 +437,27 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
                                         block_size=block_size)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
+    if panels < 2:
+        return
+    # One row over two panels at once (the kernels' path for one row of A).
+    all_zeros = np.zeros((panels, k_blocks, 16), np.float32)
+    all_scales = np.zeros((panels, k_blocks, 16), np.float32)
+    padded_bias = np.zeros(panels * 16, np.float32)
+    for panel in range(panels):
+        columns = slice(panel * 16, min(n, panel * 16 + 16))
+        all_zeros[panel, :, :columns.stop - columns.start] = zero_points[columns].T
+        all_scales[panel, :, :columns.stop - columns.start] = scales[columns].T
+    padded_bias[:n] = bias
+    c_kernels.two_panels.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
+                                     ctypes.c_int, ctypes.c_ssize_t, pointer, pointer,
+                                     ctypes.c_ssize_t, pointer, ctypes.c_ssize_t, pointer]
+    pair = np.zeros(32, np.float32)
+    second = min(16, n - 16)
+    c_kernels.two_panels(a[0].ctypes.data, k, interleaved.ctypes.data, interleaved.shape[1],
+                         bits, block_size, all_zeros.ctypes.data, all_scales.ctypes.data,
+                         k_blocks * 16, padded_bias.ctypes.data, second, pair.ctypes.data)
+    assert np.array_equal(pair[:16 + second].view(np.uint32),
+                          want[0, :16 + second].view(np.uint32))
 
 
 @pytest.mark.parametrize("zero_kind", ["none", "packed"])

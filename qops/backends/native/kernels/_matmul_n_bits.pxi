@@ -18,6 +18,11 @@ cdef extern from "qops_matmul_n_bits.h":
         const float* scales, const float* bias, Py_ssize_t columns, float* out,
         Py_ssize_t out_stride) noexcept nogil
 
+    void nbits_row_two_panels "qops_nbits_row_two_panels"(
+        const float* row, Py_ssize_t k, const uint8_t* panel, Py_ssize_t panel_bytes,
+        int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
+        const float* scales, Py_ssize_t parameters, const float* bias, Py_ssize_t columns,
+        float* out) noexcept nogil
     void nbits_panel_int8 "qops_nbits_panel_int8"(
         const int8_t* a_codes, Py_ssize_t padded_k, const float* a_scales,
         const int32_t* a_sums, Py_ssize_t rows, const uint8_t* panel, Py_ssize_t k_blocks,
@@ -91,6 +96,23 @@ cdef void nbits_product_task(void* context, Py_ssize_t index, int slot) noexcept
                 job.out + first_row * job.n + first_column, job.n)
 
 
+cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    """One row of A: panels 2 index and 2 index + 1 together, or the last alone."""
+    cdef const NBitsProduct* job = <const NBitsProduct*>context
+    cdef Py_ssize_t panel = 2 * index
+    cdef Py_ssize_t first_column = panel * NBITS_COLUMNS
+    cdef Py_ssize_t parameters = job.k_blocks * NBITS_COLUMNS
+    if panel + 1 >= job.panels:
+        nbits_product_task(context, panel, slot)
+        return
+    nbits_row_two_panels(job.a, job.k, job.weights + panel * job.panel_bytes, job.panel_bytes,
+                         job.bits, job.block_size, job.blob, job.zeros + panel * parameters,
+                         job.scales + panel * parameters, parameters,
+                         NULL if job.bias == NULL else job.bias + first_column,
+                         min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column - NBITS_COLUMNS),
+                         job.out + first_column)
+
+
 def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
                   const float[:, ::1] zeros, const float[:, ::1] scales, bias,
                   Py_ssize_t n, int bits, Py_ssize_t block_size, float[:, ::1] out,
@@ -122,7 +144,10 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
         job.bias = &bias_view[0]
     job.out = &out[0, 0]
     with nogil:
-        run_tasks(nbits_product_task, &job, job.panels * groups, max(1, n_threads))
+        if job.rows == 1:
+            run_tasks(nbits_row_task, &job, (job.panels + 1) // 2, max(1, n_threads))
+        else:
+            run_tasks(nbits_product_task, &job, job.panels * groups, max(1, n_threads))
 
 
 cdef struct NBitsInt8Product:

@@ -215,6 +215,50 @@ static inline qops_nbits_v16 qops_nbits_dequantize_row(const uint8_t* block, int
     return acc;
 }
 
+/* One row of A over two neighbouring panels (the second panel_bytes after
+   the first, its parameters `parameters` floats after the first's): the
+   two panels' chains of FMAs are independent, so each waits less on its
+   last FMA.  Outputs as qops_nbits_panel gives them: 16 of the first panel,
+   `columns` of the second, at out and out + 16. */
+static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
+                                             const uint8_t* panel, ptrdiff_t panel_bytes,
+                                             int bits, ptrdiff_t block_size, ptrdiff_t blob,
+                                             const float* zeros, const float* scales,
+                                             ptrdiff_t parameters, const float* bias,
+                                             ptrdiff_t columns, float* out) {
+    static const float no_sums[QOPS_NBITS_COLUMNS];
+    const int per_byte = 8 / bits;
+    qops_nbits_v16 first = qops_nbits_load(no_sums), second = first;
+    for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
+        const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
+        const qops_nbits_block first_block = qops_nbits_block_of(
+            zeros + j * QOPS_NBITS_COLUMNS, scales + j * QOPS_NBITS_COLUMNS, bits);
+        const qops_nbits_block second_block = qops_nbits_block_of(
+            zeros + parameters + j * QOPS_NBITS_COLUMNS,
+            scales + parameters + j * QOPS_NBITS_COLUMNS, bits);
+        const uint8_t* bytes = panel + j * blob * QOPS_NBITS_COLUMNS;
+        for (ptrdiff_t i = 0; i * per_byte < count; i++) {
+            const qops_nbits_codes first_codes = qops_nbits_codes_of(
+                bytes + i * QOPS_NBITS_COLUMNS);
+            const qops_nbits_codes second_codes = qops_nbits_codes_of(
+                bytes + panel_bytes + i * QOPS_NBITS_COLUMNS);
+            for (int t = 0; t < per_byte && i * per_byte + t < count; t++) {
+                const float value = row[k0 + i * per_byte + t];
+                first = qops_nbits_fma(first, value,
+                                       qops_nbits_weights(first_codes, t * bits, &first_block));
+                second = qops_nbits_fma(second, value, qops_nbits_weights(
+                    second_codes, t * bits, &second_block));
+            }
+        }
+    }
+    float line[2 * QOPS_NBITS_COLUMNS];
+    qops_nbits_store(line, first);
+    qops_nbits_store(line + QOPS_NBITS_COLUMNS, second);
+    for (ptrdiff_t c = 0; c < QOPS_NBITS_COLUMNS + columns; c++) {
+        out[c] = bias ? line[c] + bias[c] : line[c];
+    }
+}
+
 /* One panel of 16 columns for rows 0 .. rows - 1 of A (float32, rows
    a_stride apart), K = k: out[r * out_stride + c] for the first `columns`
    columns.  zeros and scales: the panel's 16 columns' values for each
