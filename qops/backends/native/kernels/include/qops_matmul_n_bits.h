@@ -333,40 +333,61 @@ static inline void qops_nbits_panel(const float* a, ptrdiff_t a_stride, ptrdiff_
    most QOPS_NBITS_INT8_BLOCK, so that s fits int32 (127 * 255 * 4096). */
 #define QOPS_NBITS_INT8_BLOCK 4096
 
+#if defined(__AVX2__)
+/* Codes k = 2p and 2p + 1 of 16 columns (their bytes interleaved at
+   `lines`) as int16 pairs, eight columns a vector. */
+typedef struct { __m256i half[2]; } qops_nbits_code_pairs;
+
+static inline qops_nbits_code_pairs qops_nbits_code_pairs_of(const uint8_t* lines, ptrdiff_t p,
+                                                             int bits, __m256i masks) {
+    const int per_byte = 8 / bits;
+    /* per_byte is 1, 2 or 4: shifts, not divisions. */
+    const int byte_shift = bits == 8 ? 0 : bits == 4 ? 1 : 2;
+    const ptrdiff_t first = 2 * p, second = 2 * p + 1;
+    const __m128i first_bytes = _mm_loadu_si128(
+        (const __m128i*)(lines + (first >> byte_shift) * QOPS_NBITS_COLUMNS));
+    const __m128i second_bytes = _mm_loadu_si128(
+        (const __m128i*)(lines + (second >> byte_shift) * QOPS_NBITS_COLUMNS));
+    const __m128i first_shift = _mm_cvtsi32_si128((int)(first & (per_byte - 1)) * bits);
+    const __m128i second_shift = _mm_cvtsi32_si128((int)(second & (per_byte - 1)) * bits);
+    qops_nbits_code_pairs pairs;
+    for (int half = 0; half < 2; half++) {
+        const __m256i a = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(first_bytes, 8)
+                                                    : first_bytes);
+        const __m256i b = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(second_bytes, 8)
+                                                    : second_bytes);
+        const __m256i low = _mm256_and_si256(_mm256_srl_epi32(a, first_shift), masks);
+        const __m256i high = _mm256_and_si256(_mm256_srl_epi32(b, second_shift), masks);
+        pairs.half[half] = _mm256_or_si256(low, _mm256_slli_epi32(high, 16));
+    }
+    return pairs;
+}
+
+/* Row codes 2p and 2p + 1 as one int32 of two int16, broadcast. */
+static inline __m256i qops_nbits_row_pair(const int8_t* row, ptrdiff_t p) {
+    return _mm256_set1_epi32((int32_t)(uint16_t)(int16_t)row[2 * p]
+                             | (int32_t)((uint32_t)(uint16_t)(int16_t)row[2 * p + 1] << 16));
+}
+#endif
+
 /* The codes of `count` k (even) from their interleaved bytes at `lines`,
    as pairs of k per column: pairs[k / 2][c] = (code k, code k + 1). */
 static inline void qops_nbits_int8_pairs(const uint8_t* lines, ptrdiff_t count, int bits,
                                          int16_t (*pairs)[QOPS_NBITS_COLUMNS][2]) {
-    const int per_byte = 8 / bits;
-    const int mask = (1 << bits) - 1;
-    /* per_byte is 1, 2 or 4: shifts, not divisions, in the loops. */
-    const int byte_shift = bits == 8 ? 0 : bits == 4 ? 1 : 2;
 #if defined(__AVX2__)
-    const __m256i masks = _mm256_set1_epi32(mask);
+    const __m256i masks = _mm256_set1_epi32((1 << bits) - 1);
     for (ptrdiff_t p = 0; p < count / 2; p++) {
-        const ptrdiff_t first = 2 * p, second = 2 * p + 1;
-        const __m128i first_bytes = _mm_loadu_si128(
-            (const __m128i*)(lines + (first >> byte_shift) * QOPS_NBITS_COLUMNS));
-        const __m128i second_bytes = _mm_loadu_si128(
-            (const __m128i*)(lines + (second >> byte_shift) * QOPS_NBITS_COLUMNS));
-        const __m128i first_shift = _mm_cvtsi32_si128((int)(first & (per_byte - 1)) * bits);
-        const __m128i second_shift = _mm_cvtsi32_si128((int)(second & (per_byte - 1)) * bits);
-        for (int half = 0; half < 2; half++) {
-            const __m256i a = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(first_bytes, 8)
-                                                        : first_bytes);
-            const __m256i b = _mm256_cvtepu8_epi32(half ? _mm_srli_si128(second_bytes, 8)
-                                                        : second_bytes);
-            const __m256i low = _mm256_and_si256(_mm256_srl_epi32(a, first_shift), masks);
-            const __m256i high = _mm256_and_si256(_mm256_srl_epi32(b, second_shift), masks);
-            _mm256_storeu_si256((__m256i*)pairs[p][8 * half],
-                                _mm256_or_si256(low, _mm256_slli_epi32(high, 16)));
-        }
+        const qops_nbits_code_pairs codes = qops_nbits_code_pairs_of(lines, p, bits, masks);
+        _mm256_storeu_si256((__m256i*)pairs[p][0], codes.half[0]);
+        _mm256_storeu_si256((__m256i*)pairs[p][8], codes.half[1]);
     }
 #else
+    const int per_byte = 8 / bits;
+    const int mask = (1 << bits) - 1;
     for (ptrdiff_t k = 0; k < count; k++) {
-        const uint8_t* line = lines + (k >> byte_shift) * QOPS_NBITS_COLUMNS;
+        const uint8_t* line = lines + (k / per_byte) * QOPS_NBITS_COLUMNS;
         for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
-            pairs[k / 2][c][k % 2] = (int16_t)((line[c] >> ((k & (per_byte - 1)) * bits)) & mask);
+            pairs[k / 2][c][k % 2] = (int16_t)((line[c] >> ((k % per_byte) * bits)) & mask);
         }
     }
 #endif
@@ -383,9 +404,7 @@ static inline void qops_nbits_int8_sums(const int16_t (*pairs)[QOPS_NBITS_COLUMN
     __m256i low = _mm256_loadu_si256((const __m256i*)sums);
     __m256i high = _mm256_loadu_si256((const __m256i*)(sums + 8));
     for (ptrdiff_t p = 0; p < count / 2; p++) {
-        const int32_t pair = (int32_t)(uint16_t)(int16_t)row[2 * p]
-                             | (int32_t)((uint32_t)(uint16_t)(int16_t)row[2 * p + 1] << 16);
-        const __m256i a = _mm256_set1_epi32(pair);
+        const __m256i a = qops_nbits_row_pair(row, p);
         low = _mm256_add_epi32(low, _mm256_madd_epi16(
             _mm256_loadu_si256((const __m256i*)pairs[p][0]), a));
         high = _mm256_add_epi32(high, _mm256_madd_epi16(
@@ -400,6 +419,30 @@ static inline void qops_nbits_int8_sums(const int16_t (*pairs)[QOPS_NBITS_COLUMN
             sums[c] += pairs[p][c][0] * first + pairs[p][c][1] * second;
         }
     }
+#endif
+}
+
+/* One row's 16 exact sums of `count` k straight from the interleaved bytes
+   (AVX2: the pairs never stored; elsewhere through the pair tile). */
+static inline void qops_nbits_int8_row(const uint8_t* lines, ptrdiff_t count, int bits,
+                                       const int8_t* row,
+                                       int16_t (*pairs)[QOPS_NBITS_COLUMNS][2], int32_t* sums) {
+#if defined(__AVX2__)
+    (void)pairs;
+    const __m256i masks = _mm256_set1_epi32((1 << bits) - 1);
+    __m256i low = _mm256_loadu_si256((const __m256i*)sums);
+    __m256i high = _mm256_loadu_si256((const __m256i*)(sums + 8));
+    for (ptrdiff_t p = 0; p < count / 2; p++) {
+        const qops_nbits_code_pairs codes = qops_nbits_code_pairs_of(lines, p, bits, masks);
+        const __m256i a = qops_nbits_row_pair(row, p);
+        low = _mm256_add_epi32(low, _mm256_madd_epi16(codes.half[0], a));
+        high = _mm256_add_epi32(high, _mm256_madd_epi16(codes.half[1], a));
+    }
+    _mm256_storeu_si256((__m256i*)sums, low);
+    _mm256_storeu_si256((__m256i*)(sums + 8), high);
+#else
+    qops_nbits_int8_pairs(lines, count, bits, pairs);
+    qops_nbits_int8_sums((const int16_t (*)[QOPS_NBITS_COLUMNS][2])pairs, count, row, sums);
 #endif
 }
 
@@ -422,6 +465,12 @@ static inline void qops_nbits_panel_int8(const int8_t* a_codes, ptrdiff_t padded
             memset(block_sums, 0, sizeof block_sums[0] * (size_t)height);
             const uint8_t* block = panel + j * blob * QOPS_NBITS_COLUMNS;
             for (ptrdiff_t k0 = 0; k0 < block_size; k0 += step) {
+                if (height == 1) {
+                    qops_nbits_int8_row(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step, bits,
+                                        a_codes + r0 * padded_k + j * block_size + k0, pairs,
+                                        block_sums[0]);
+                    continue;
+                }
                 qops_nbits_int8_pairs(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step,
                                       bits, pairs);
                 for (ptrdiff_t r = 0; r < height; r++) {
