@@ -446,16 +446,19 @@ def matmul_n_bits(inputs, attributes, opset):
     """com.microsoft MatMulNBits: A, B, scales, zero_points, g_idx, bias;
     ``K``, ``N``, ``bits``, ``block_size``, ``accuracy_level``,
     ``weight_prepacked`` (:func:`qops.matmul_n_bits`)."""
+    a, b, scales, zero_points, g_idx, bias = (list(inputs) + [None] * 6)[:6]
+    return [api.matmul_n_bits(a, b, scales, zero_points, g_idx, bias,
+                              **n_bits_keywords(attributes))]
+
+
+def n_bits_keywords(attributes):
+    """A MatMulNBits node's attributes as qops.matmul_n_bits' keywords; an
+    unknown one is named."""
     unknown = sorted(set(attributes) - set(N_BITS_ATTRIBUTES))
     if unknown:
         raise ValidationError(f"MatMulNBits: {unknown[0]} is not an attribute of MatMulNBits "
                               f"(it has {', '.join(N_BITS_ATTRIBUTES)})", slot=unknown[0])
-    a, b, scales, zero_points, g_idx, bias = (list(inputs) + [None] * 6)[:6]
-    keywords = {N_BITS_ATTRIBUTES[name]: value for name, value in attributes.items()}
-    keywords.setdefault("k", None)
-    keywords.setdefault("n", None)
-    keywords.setdefault("block_size", None)
-    return [api.matmul_n_bits(a, b, scales, zero_points, g_idx, bias, **keywords)]
+    return {N_BITS_ATTRIBUTES[name]: value for name, value in attributes.items()}
 
 
 #: op_type -> adapter(inputs, attributes, opset) -> outputs
@@ -471,7 +474,7 @@ ADAPTERS = {
 
 #: The operators of onnxruntime's com.microsoft domain (version 1) that
 #: onnxruntime's quantizer writes into models, as adapters of the same form.
-CONTRIB_DOMAIN = "com.microsoft"
+CONTRIB_DOMAIN = registry.SOURCES["onnxruntime"]
 CONTRIB_ADAPTERS = {
     "QLinearAdd": qlinear_add,
     "MatMulIntegerToFloat": matmul_integer_to_float,

@@ -698,12 +698,9 @@ def _prepared_n_bits(node, graph):
         return None
     bound = {slot: constants[names[i]] for i, slot in
              enumerate(("a", "b", "scales", "zero_points", "g_idx", "bias")) if i and names[i]}
-    attributes = attribute_values(node)
-    if set(attributes) - set(_nodes.N_BITS_ATTRIBUTES):
-        return None  # the adapter names the attribute
-    keywords = {_nodes.N_BITS_ATTRIBUTES[name]: value for name, value in attributes.items()}
     try:
-        compiled = api.compile("MatMulNBits", **bound, **keywords)
+        compiled = api.compile("MatMulNBits", **bound,
+                               **_nodes.n_bits_keywords(attribute_values(node)))
     except QopsError as error:
         raise node_error(node, str(error)) from None
     return "qops MatMulNBits (compiled)", lambda arguments, n_threads: [

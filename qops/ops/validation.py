@@ -133,7 +133,7 @@ def resolve_version(op: Operator, feature_level=None, opset=None):
                  slot="feature_level")
         domain = SOURCES[op.source]
         if opset is None:
-            version = Opset(NEWEST_OPSET.number) if not domain else op.versions[-1].version
+            version = NEWEST_OPSET if not domain else op.versions[-1].version
         else:
             if isinstance(opset, Opset) and opset.domain == domain:
                 version = opset
@@ -141,9 +141,9 @@ def resolve_version(op: Operator, feature_level=None, opset=None):
                 version = Opset(int(opset), domain)
             else:
                 fail(op, f"opset must be a positive integer, not {opset!r}", slot="opset", given=opset)
-    if isinstance(version, Opset) and version.domain:
-        pass  # a contrib domain: its table is all qops knows of it
-    elif isinstance(version, Opset) and NEWEST_OPSET < version:
+    # A contrib domain's versions are its table's alone; the default domain's
+    # may run past the tables.
+    if isinstance(version, Opset) and not version.domain and NEWEST_OPSET < version:
         in_effect = _version_in_effect(op.name, version.number)
         if in_effect is None:
             fail(op, f"{version} is newer than the newest opset qops describes "

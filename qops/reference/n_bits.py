@@ -74,6 +74,23 @@ def fused_multiply_add(a, b, c):
     return np.where(past, toward, rounded).astype(np.float32)
 
 
+def scales_of(scales, n, k_blocks):
+    """The scales as float32 (N, k_blocks)."""
+    return np.asarray(scales).astype(np.float32).reshape(n, k_blocks)
+
+
+def zero_points_of(zero_points, n, k_blocks, bits):
+    """The zero points as float32 (N, k_blocks): absent, 2**(bits - 1);
+    packed uint8 (N, ceil(k_blocks * bits / 8)) unpacked; float ones as they
+    are (each exact in float32)."""
+    if zero_points is None:
+        return np.full((n, k_blocks), 2 ** (bits - 1), np.float32)
+    zero_points = np.asarray(zero_points)
+    if zero_points.dtype == np.uint8:
+        return unpack_bits(zero_points.reshape(n, -1), bits, k_blocks).astype(np.float32)
+    return zero_points.astype(np.float32).reshape(n, k_blocks)
+
+
 def dequantized_weights(b, scales, zero_points, *, k, n, bits, block_size):
     """The float32 weight matrix, K x N, each value ``(q - zp) * scale`` in float32.
 
@@ -84,14 +101,8 @@ def dequantized_weights(b, scales, zero_points, *, k, n, bits, block_size):
     k_blocks = -(-k // block_size)
     q = unpack_bits(np.asarray(b).reshape(n, k_blocks, -1), bits, block_size)
     q = q.reshape(n, k_blocks * block_size)[:, :k].astype(np.float32)
-    scale = np.asarray(scales).astype(np.float32).reshape(n, k_blocks)
-    if zero_points is None:
-        zero = np.full((n, k_blocks), 2 ** (bits - 1), np.float32)
-    elif np.asarray(zero_points).dtype == np.uint8:
-        zero = unpack_bits(np.asarray(zero_points).reshape(n, -1), bits, k_blocks)
-        zero = zero.astype(np.float32)
-    else:
-        zero = np.asarray(zero_points).astype(np.float32).reshape(n, k_blocks)
+    scale = scales_of(scales, n, k_blocks)
+    zero = zero_points_of(zero_points, n, k_blocks, bits)
     block_of = np.arange(k) // block_size
     weights = (q - zero[:, block_of]) * scale[:, block_of]
     return np.ascontiguousarray(weights.T, dtype=np.float32)
@@ -130,11 +141,8 @@ def _int8_rule(rows, b, scales, zero_points, *, k, n, bits, block_size):
     k_blocks = -(-k // block_size)
     codes, a_scales, a_sums = quantize_a_blocks(rows, block_size)
     q = unpack_bits(np.asarray(b).reshape(n, k_blocks, -1), bits, block_size).astype(np.int64)
-    if zero_points is None:
-        zero = np.full((n, k_blocks), 2 ** (bits - 1), np.int64)
-    else:
-        zero = unpack_bits(np.asarray(zero_points).reshape(n, -1), bits,
-                           k_blocks).astype(np.int64)
+    # Integers here (the rule takes packed or default zero points only).
+    zero = zero_points_of(zero_points, n, k_blocks, bits).astype(np.int64)
     blocks = codes.reshape(-1, k_blocks, block_size).astype(np.int64)
     exact = (np.einsum("mjt,njt->mjn", blocks, q)
              - zero.T[None, :, :] * a_sums.astype(np.int64)[:, :, None])
@@ -144,11 +152,6 @@ def _int8_rule(rows, b, scales, zero_points, *, k, n, bits, block_size):
         scale = (a_scales[:, j:j + 1] * block_scales[:, j][None, :]).astype(np.float32)
         total = fused_multiply_add(exact[:, j, :].astype(np.float32), scale, total)
     return total
-
-
-def scales_of(scales, n, k_blocks):
-    """The scales as float32 (N, k_blocks)."""
-    return np.asarray(scales).astype(np.float32).reshape(n, k_blocks)
 
 
 def matmul_n_bits(a, b, scales, zero_points=None, bias=None, *, k, n, bits, block_size,

@@ -13,6 +13,7 @@ text says 2 to 8), ``block_size`` a power of two of at least 16.
 from __future__ import annotations
 
 from qops.registry.schema import (
+    SOURCES,
     Attribute,
     Constraint,
     ConstraintKind,
@@ -24,7 +25,7 @@ from qops.registry.schema import (
     VersionSupport,
 )
 
-DOMAIN = "com.microsoft"
+DOMAIN = SOURCES["onnxruntime"]
 
 #: T1: A, the scales, the bias and Y.
 FLOAT_TYPES = ("FLOAT32", "FLOAT16", "BFLOAT16")

@@ -146,7 +146,7 @@ class Opset:
     def __post_init__(self):
         if not isinstance(self.number, int) or isinstance(self.number, bool) or self.number < 1:
             raise ValueError(f"an opset is a positive integer, not {self.number!r}")
-        if self.domain in ("ai.onnx",):
+        if self.domain == "ai.onnx":
             raise ValueError("the default domain is written \"\", not 'ai.onnx'")
 
     def __lt__(self, other):

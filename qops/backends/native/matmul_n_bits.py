@@ -12,7 +12,12 @@ import numpy as np
 
 from qops.backends.contract import Prepared
 from qops.backends.native import variants as _simd
-from qops.reference.n_bits import quantize_a_blocks, takes_int8_rule, unpack_bits
+from qops.reference.n_bits import (
+    quantize_a_blocks,
+    scales_of,
+    takes_int8_rule,
+    zero_points_of,
+)
 
 __all__ = ["prepare", "supported"]
 
@@ -45,21 +50,14 @@ def prepare(call, variant=None):
     k_blocks = -(-k // block_size)
     empty = attributes["empty"]
     kernels = _simd.quantize_module(variant)
-
     level = attributes["accuracy_level"]
 
     def parameters(arrays):
-        scale = np.asarray(arrays["scales"]).astype(np.float32).reshape(n, k_blocks)
-        zero_points = arrays["zero_points"]
-        if zero_points is None:
-            zero = np.full((n, k_blocks), 2 ** (bits - 1), np.float32)
-        elif zero_points.dtype == np.uint8:
-            zero = unpack_bits(zero_points.reshape(n, -1), bits, k_blocks).astype(np.float32)
-        else:
-            zero = np.asarray(zero_points).astype(np.float32).reshape(n, k_blocks)
-        zeros = _per_panel(zero, n, k_blocks)
+        zeros = _per_panel(zero_points_of(arrays["zero_points"], n, k_blocks, bits), n,
+                           k_blocks)
+        scales = _per_panel(scales_of(arrays["scales"], n, k_blocks), n, k_blocks)
         # The level-4 rule's zero points are integers (float ones take the float rule).
-        return zeros, _per_panel(scale, n, k_blocks), zeros.astype(np.int32)
+        return zeros, scales, zeros.astype(np.int32)
 
     def operands(call, n_threads):
         arrays = call.arrays
