@@ -804,13 +804,15 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
     compiled_by_padding = {}
 
     def compiled_for(padding):
-        compiled = compiled_by_padding.get(padding)
-        if compiled is None:
-            compiled = compiled_by_padding[padding] = api.compile(
+        """run(n_threads, image) of the convolution with this padding."""
+        run = compiled_by_padding.get(padding)
+        if run is None:
+            # Every slot but the image is bound, so the runner exists.
+            run = compiled_by_padding[padding] = api.compile(
                 "QUANTIZED_LINEAR_CONVOLUTION", strides=strides, dilations=dilations,
                 start_padding=padding[0], end_padding=padding[1], group_count=group,
-                **constants)
-        return compiled
+                **constants).data_runner()
+        return run
 
     fixed_padding = None
     if auto_pad == "NOTSET":
@@ -823,8 +825,7 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         # one call on the smallest image the filter takes.
         extent = [(k - 1) * d + 1 for k, d in zip(filter_.shape[2:], dilations)]
         compiled_for(fixed_padding)(
-            np.zeros((1, filter_.shape[1] * group, *extent), np.dtype(input_zero_point.dtype)),
-            n_threads=1)
+            1, np.zeros((1, filter_.shape[1] * group, *extent), np.dtype(input_zero_point.dtype)))
 
     def call(arguments, n_threads):
         x = arguments[0]
@@ -836,7 +837,7 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
             start, end = _nodes.conv_padding(auto_pad, None, sizes, filter_.shape[2:],
                                              strides, dilations)
             padding = (tuple(start), tuple(end))
-        y = compiled_for(padding)(np.ascontiguousarray(x), n_threads=n_threads)
+        y = compiled_for(padding)(n_threads, np.ascontiguousarray(x))
         y = _clamped(y, clamp)
         return [y[:, :, 0, :] if squeeze else y]
 

@@ -638,6 +638,39 @@ class CompiledOperator:
                 return result
         return self._planned(slots, out, n_threads, self._fast.get())
 
+    def data_runner(self):
+        """``run(n_threads, *data)``: this operator's call for a caller whose
+        every call brings the data operands only (by position, in slot
+        order) and no ``out``, as a session's steps do; ``None`` when its
+        calls bring parameters as well.
+
+        A call of the recent bound form (see :meth:`_run_bound`) goes
+        straight to its kernel run, after a check of each operand's type,
+        dtype and shape; any other is this operator's plain call.
+        """
+        if self._parameter_names:
+            return None
+        names = self._data_names
+        binder = self._binder
+        generation = dispatch.generation
+
+        def run(n_threads, *data):
+            bound = binder.bound
+            if bound is not None and bound.generation == generation():
+                form = bound.form
+                index = 0
+                for operand in data:
+                    if not (type(operand) is np.ndarray and operand.dtype == form[index]
+                            and operand.shape == form[index + 1]):
+                        break
+                    index += 2
+                else:
+                    if index == len(form):
+                        return bound.run(n_threads, *data)
+            return self(n_threads=n_threads, **dict(zip(names, data)))
+
+        return run
+
     def _run_bound(self, slots, n_threads):
         """The call on the bound kernel run when it is of the bound form
         (data of its dtypes and shapes, the very parameter objects), else ``None``."""

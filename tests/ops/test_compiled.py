@@ -364,3 +364,37 @@ def test_a_convolution_like_the_last_runs_its_bound_kernel(form, input_type, mon
     assert np.array_equal(compiled(input=image, **dict(parameters, output_scale=f32(2.0))),
                           plain(image))
     assert planned == [1]
+
+
+def test_a_data_runner_takes_the_bound_run_and_falls_back_to_the_call(monkeypatch):
+    """data_runner (a session's way in): calls of the bound form go to the
+    bound kernel run without the plans, any other form (another shape or
+    dtype) through the operator's call, every result the plain function's;
+    an operator whose calls bring parameters has none."""
+    rng = np.random.default_rng(5)
+    constants = dict(filter=ints(rng, (24, 16, 1, 1), i8),
+                     filter_scale=rng.uniform(0.01, 0.03, 24).astype(f32),
+                     bias=rng.integers(-2000, 2000, 24).astype(np.int32), input_scale=f32(0.05),
+                     input_zero_point=u8(120), output_scale=f32(2.0), output_zero_point=u8(128))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    run = compiled.data_runner()
+
+    def plain(image):
+        return qops.quantized_linear_convolution(input=image, **constants)
+
+    planned = []
+    real_run = compiled._plans.run
+    monkeypatch.setattr(compiled._plans, "run",
+                        lambda *args, **kwargs: planned.append(1) or real_run(*args, **kwargs))
+    images = [ints(rng, (1, 16, 8, 8), u8) for _ in range(4)]
+    for n_threads, image in zip((1, 1, 2, 2), images):
+        assert np.array_equal(run(n_threads, image), plain(image))
+    assert len(planned) == 2  # the first two calls bind the form
+    other = ints(rng, (1, 16, 4, 16), u8)
+    assert np.array_equal(run(1, other), plain(other))
+    assert len(planned) == 3
+    with pytest.raises(qops.ValidationError, match="input"):
+        run(1, ints(rng, (1, 16, 8, 8), i8))
+    open_scale = qops.compile("QUANTIZED_LINEAR_CONVOLUTION",
+                              **{k: v for k, v in constants.items() if k != "input_scale"})
+    assert open_scale.data_runner() is None

@@ -502,17 +502,19 @@ def prepare_pointwise(call, variant=None):
             # rows once per unit of pixels.
             a_rows = call.packed.get(("filter as A'", variant), lambda: rows ^ np.uint8(_FLIP))
             flip = False
-        matmul, most_threads = kernels.matmul, max(1, work // WORK_PER_THREAD)
+        most_threads = max(1, work // WORK_PER_THREAD)
+        # Checked and described once; each image is packed during the
+        # product, by the threads that multiply it.
+        product = kernels.BoundProduct(
+            a_rows, flip, a_index, None, None, b_index, pixels, row_zero, column_zero,
+            multiplier, out_zero, batch, low, high, raw, True, bias, row_sums,
+            (batch, channels, pixels), b_flip)
 
         def run_data(image, out, n_threads):
             if strided:
                 image = image[subsample]
-            # Each image is packed during the product, by the threads that
-            # multiply it.
-            matmul(a_rows, flip, a_index, None, None, b_index, pixels, row_zero, column_zero,
-                   multiplier, out_zero, out.view(np.uint8).reshape(out_shape), low, high,
-                   min(n_threads, most_threads), raw, True, bias, row_sums,
-                   _bytes(image).reshape(batch, channels, pixels), b_flip)
+            product.run(None, _bytes(image).reshape(batch, channels, pixels),
+                        out.view(np.uint8).reshape(out_shape), min(n_threads, most_threads))
 
         return run_data
 

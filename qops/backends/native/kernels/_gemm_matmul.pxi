@@ -126,86 +126,172 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     a_batches x M) are the sums of A' per row when the caller keeps them (a
     constant A); else they are computed when a column zero point needs them.
     """
+    product = BoundProduct(a, a_flip, a_index, b_packed, b_colsum, b_index, n, row_zero,
+                           col_zero, multiplier, out_zero, out.shape[0], low, high, raw,
+                           per_row, bias, a_row_sums,
+                           None if b_source is None else np.shape(b_source), b_source_flip,
+                           to_float, float_bias, False)
+    product.run(None, b_source, out, n_threads)
+
+
+cdef class BoundProduct:
+    """A batch of products as :func:`matmul` runs it, everything but the
+    operand a call brings (A, or B's source) and the output checked and
+    described once: the Gemm and Epilogue are kept, so that a call costs its
+    run, a few pointers and this thread's workspaces (a network's pointwise
+    convolution, whose filter and parameters never change, spent about 20
+    microseconds a call making them again).
+
+    The arguments are matmul's, with ``out_batches`` for out (the products
+    in the batch) and ``b_source_shape`` for b_source; with ``a_per_call``
+    each call brings an A of a's shape (a is then only its shape's model,
+    and a_row_sums must be None).  A call's operands are checked against
+    the bound shapes (ValueError); each call works on a copy of the
+    descriptions, so one bound product may run in several threads at once.
+    """
     cdef Gemm gemm
     cdef Epilogue epilogue
     cdef Py_ssize_t step_offset[1]
-    cdef const uint8_t[:, :, ::1] source
-    cdef Py_ssize_t k = a.shape[2], b_batches, b_stride, colsum_stride
-    cdef const int8_t* b_start
-    cdef const int64_t* colsum_start
-    cdef int32_t* ready = NULL
-    if out.shape[0] == 0 or a.shape[1] == 0 or n == 0:
-        return
-    n_threads = max(n_threads, 1)
-    keep = []
-    during = b_source is not None
-    if during:
-        source = b_source
-        if source.shape[1] != k or source.shape[2] != n:
-            raise ValueError("matmul: b_source is not K x N")
-        if k == 0:
-            b_packed, b_colsum = pack_b_batches(source, b_source_flip, 1)  # zeros
-            during = False
-    if during:
-        # Packed during the run, into this thread's workspace.
-        b_batches = source.shape[0]
-        b_stride = packed_b_bytes(k, n)
-        colsum_stride = ceil_div(n, NR) * NR
-        b_start = <int8_t*>workspace_bytes("packed b", b_batches * b_stride, keep)
-        colsum_start = <int64_t*>workspace_bytes(
-            "column sums", b_batches * colsum_stride * sizeof(int64_t), keep)
-        ready = <int32_t*>workspace_bytes(
-            "b column tiles", b_batches * ceil_div(n, TILE_COLUMNS) * sizeof(int32_t), keep)
-    else:
-        if (b_packed is None or b_colsum is None or b_colsum.shape[0] != b_packed.shape[0]
-                or b_packed.shape[1] < packed_b_bytes(k, n) or b_colsum.shape[1] < n):
-            raise ValueError("matmul: arguments do not cover the output")
-        b_batches = b_packed.shape[0]
-        b_stride = b_packed.shape[1]
-        colsum_stride = b_colsum.shape[1]
-        b_start = &b_packed[0, 0]
-        colsum_start = &b_colsum[0, 0]
-    check_matmul(a, a_index, b_batches, b_index, n, row_zero, col_zero, multiplier, out_zero,
-                 out, raw, per_row, bias, a_row_sums, to_float, float_bias)
-    cdef const float[::1] float_bias_view
-    epilogue.to_float = to_float
-    epilogue.float_bias = NULL
-    if float_bias is not None:
-        float_bias_view = float_bias
-        epilogue.float_bias = &float_bias_view[0]
-    buffers = setup_matmul(&gemm, &epilogue, step_offset, a, a_flip, a_index, b_start, b_stride,
-                           colsum_start, colsum_stride, b_index, n, row_zero, col_zero,
-                           multiplier, out_zero, out, low, high, raw, n_threads, per_row, bias,
-                           a_row_sums, keep)
-    gemm.b_ready = NULL
-    if during:
-        memset(ready, 0, b_batches * ceil_div(n, TILE_COLUMNS) * sizeof(int32_t))
-        # The run's own workspace, written by ensure_packed.
-        gemm.b_source = &source[0, 0, 0]
-        gemm.b_source_flip = 0x80 if b_source_flip else 0
-        gemm.b_panels = <int8_t*>b_start
-        gemm.b_sums = <int64_t*>colsum_start
-        gemm.b_sums_stride = colsum_stride
-        gemm.b_ready = ready
-        gemm.b_column_tiles = ceil_div(n, TILE_COLUMNS)
-    with nogil:
-        run_matmul(&gemm, &epilogue, a.shape[0], n_threads)
-    del buffers, keep  # what the run read through gemm and e
+    cdef object kept           # the arrays the descriptions point into
+    cdef Py_ssize_t a_batches, m, k, n, batches, out_columns
+    cdef Py_ssize_t b_batches, b_stride, colsum_stride, column_tiles
+    cdef bint during, a_per_call, sums_in_run, empty
+
+    def __init__(self, const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
+                 const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
+                 const int64_t[::1] b_index, Py_ssize_t n,
+                 const int32_t[::1] row_zero, const int32_t[::1] col_zero,
+                 const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
+                 Py_ssize_t out_batches, int32_t low, int32_t high, bint raw=False,
+                 bint per_row=False, bias=None, a_row_sums=None, b_source_shape=None,
+                 bint b_source_flip=False, bint to_float=False, float_bias=None,
+                 bint a_per_call=False):
+        cdef Py_ssize_t k = a.shape[2]
+        self.a_batches, self.m, self.k, self.n = a.shape[0], a.shape[1], k, n
+        self.batches = out_batches
+        self.out_columns = n * (4 if raw else 1)
+        self.a_per_call = a_per_call
+        if a_per_call and a_row_sums is not None:
+            raise ValueError("matmul: row sums are given for an A that each call brings")
+        # An empty product runs nothing (its output has no values).
+        self.empty = out_batches <= 0 or a.shape[1] == 0 or n <= 0
+        if self.empty:
+            return
+        packed_zeros = None
+        self.during = b_source_shape is not None
+        if self.during:
+            if tuple(b_source_shape)[1:] != (k, n):
+                raise ValueError("matmul: b_source is not K x N")
+            if k == 0:
+                b_packed, b_colsum = packed_zeros = pack_b_batches(
+                    np.zeros(b_source_shape, np.uint8), b_source_flip, 1)
+                self.during = False
+        if self.during:
+            self.b_batches = b_source_shape[0]
+            self.b_stride = packed_b_bytes(k, n)
+            self.colsum_stride = ceil_div(n, NR) * NR
+            self.column_tiles = ceil_div(n, TILE_COLUMNS)
+            self.gemm.b = NULL
+            self.epilogue.column_sum = NULL
+            self.gemm.b_source_flip = 0x80 if b_source_flip else 0
+        else:
+            if (b_packed is None or b_colsum is None or b_colsum.shape[0] != b_packed.shape[0]
+                    or b_packed.shape[1] < packed_b_bytes(k, n) or b_colsum.shape[1] < n):
+                raise ValueError("matmul: arguments do not cover the output")
+            self.b_batches = b_packed.shape[0]
+            self.b_stride = b_packed.shape[1]
+            self.colsum_stride = b_colsum.shape[1]
+        check_matmul(a, a_index, self.b_batches, b_index, n, row_zero, col_zero, multiplier,
+                     out_zero, out_batches, raw, per_row, bias, a_row_sums,
+                     to_float, float_bias)
+        cdef const float[::1] float_bias_view
+        self.epilogue.to_float = to_float
+        self.epilogue.float_bias = NULL
+        if float_bias is not None:
+            float_bias_view = float_bias
+            self.epilogue.float_bias = &float_bias_view[0]
+        described = describe_matmul(
+            &self.gemm, &self.epilogue, self.step_offset, a, a_flip, a_index,
+            NULL if self.during else &b_packed[0, 0], self.b_stride,
+            NULL if self.during else &b_colsum[0, 0], self.colsum_stride, b_index, n,
+            row_zero, col_zero, multiplier, out_zero, out_batches, low, high, raw, per_row,
+            bias, a_row_sums)
+        self.sums_in_run = described[3]
+        self.kept = (described, a_index, b_packed, b_colsum, b_index, row_zero, col_zero,
+                     multiplier, out_zero, float_bias, packed_zeros)
+
+    def run(self, a, b_source, uint8_t[:, :, ::1] out, int n_threads):
+        """out <- the products, with ``a`` (with a_per_call, else None) and
+        ``b_source`` (when bound with b_source_shape, else None)."""
+        cdef Gemm gemm = self.gemm
+        cdef Epilogue epilogue = self.epilogue
+        cdef const uint8_t[:, :, ::1] a_view
+        cdef const uint8_t[:, :, ::1] source
+        cdef int32_t* ready = NULL
+        keep = []
+        n_threads = max(n_threads, 1)
+        if self.empty:
+            return
+        if (out.shape[0] != self.batches or out.shape[1] != self.m
+                or out.shape[2] != self.out_columns):
+            raise ValueError("matmul: arguments do not cover the output "
+                             "(out is not of the bound shape)")
+        if self.a_per_call and self.k:
+            a_view = a
+            if (a_view.shape[0] != self.a_batches or a_view.shape[1] != self.m
+                    or a_view.shape[2] != self.k):
+                raise ValueError("matmul: arguments do not cover the output "
+                                 "(a is not of the bound shape)")
+            gemm.a = &a_view[0, 0, 0]
+        gemm.out = &out[0, 0, 0]
+        gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
+        if self.sums_in_run:
+            # Each band of rows summed by the first unit that needs it
+            # (ensure_row_sums), its state zeroed by run_matmul.
+            gemm.a_sums = <int64_t*>workspace_bytes(
+                "row sums", self.a_batches * self.m * sizeof(int64_t), keep)
+            gemm.a_ready = <int32_t*>workspace_bytes(
+                "row bands", self.a_batches * gemm.a_row_bands * sizeof(int32_t), keep)
+            epilogue.row_sum = gemm.a_sums
+        gemm.b_ready = NULL
+        if self.during:
+            source = b_source
+            if (source.shape[0] != self.b_batches or source.shape[1] != self.k
+                    or source.shape[2] != self.n):
+                raise ValueError("matmul: arguments do not cover the output "
+                                 "(b_source is not of the bound shape)")
+            # Packed during the run, into this thread's workspace, by the
+            # first unit that reads each column tile (ensure_packed).
+            gemm.b = <int8_t*>workspace_bytes("packed b", self.b_batches * self.b_stride, keep)
+            epilogue.column_sum = <int64_t*>workspace_bytes(
+                "column sums", self.b_batches * self.colsum_stride * sizeof(int64_t), keep)
+            ready = <int32_t*>workspace_bytes(
+                "b column tiles", self.b_batches * self.column_tiles * sizeof(int32_t), keep)
+            memset(ready, 0, self.b_batches * self.column_tiles * sizeof(int32_t))
+            gemm.b_source = &source[0, 0, 0]
+            gemm.b_panels = <int8_t*>gemm.b
+            gemm.b_sums = <int64_t*>epilogue.column_sum
+            gemm.b_sums_stride = self.colsum_stride
+            gemm.b_ready = ready
+            gemm.b_column_tiles = self.column_tiles
+        with nogil:
+            run_matmul(&gemm, &epilogue, self.a_batches, n_threads)
+        del keep  # what the run read through gemm and epilogue
 
 
 cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
                       Py_ssize_t b_batches, const int64_t[::1] b_index, Py_ssize_t n,
                       const int32_t[::1] row_zero, const int32_t[::1] col_zero,
                       const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
-                      uint8_t[:, :, ::1] out, bint raw, bint per_row, bias,
+                      Py_ssize_t batches, bint raw, bint per_row, bias,
                       a_row_sums, bint to_float, float_bias) except -1:
     """The glue's contract, checked once: indices and vectors cover the
-    output (ValueError otherwise: the run trusts it for every access)."""
+    output of ``batches`` products (ValueError otherwise: the run trusts it
+    for every access; BoundProduct.run checks each output's shape)."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2]
-    cdef Py_ssize_t batches = out.shape[0], index
+    cdef Py_ssize_t index
     cdef Py_ssize_t columns = 1 if per_row else n
     if (a_index.shape[0] != batches or b_index.shape[0] != batches
-            or out.shape[1] != m or out.shape[2] != n * (4 if raw else 1)
             or row_zero.shape[0] < m or col_zero.shape[0] < columns
             or not (multiplier.shape[0] == m or (multiplier.shape[0] == 1 and not per_row))
             or multiplier.shape[1] < columns
@@ -224,18 +310,20 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
     return 0
 
 
-cdef object setup_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offset,
-                         const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
-                         const int8_t* b_start, Py_ssize_t b_stride,
-                         const int64_t* colsum_start, Py_ssize_t colsum_stride,
-                         const int64_t[::1] b_index, Py_ssize_t n,
-                         const int32_t[::1] row_zero, const int32_t[::1] col_zero,
-                         const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
-                         uint8_t[:, :, ::1] out, int32_t low, int32_t high, bint raw,
-                         int n_threads, bint per_row, bias, a_row_sums, list keep):
-    """The row-sum buffer, the scratch and the GEMM and epilogue
-    descriptions of a checked product; returns the arrays they point into
-    (the caller keeps them, and `keep`, until the run ends)."""
+cdef tuple describe_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offset,
+                           const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
+                           const int8_t* b_start, Py_ssize_t b_stride,
+                           const int64_t* colsum_start, Py_ssize_t colsum_stride,
+                           const int64_t[::1] b_index, Py_ssize_t n,
+                           const int32_t[::1] row_zero, const int32_t[::1] col_zero,
+                           const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
+                           Py_ssize_t batches, int32_t low, int32_t high, bint raw,
+                           bint per_row, bias, a_row_sums):
+    """The GEMM and epilogue descriptions of a checked product, all but the
+    output and this call's workspaces (the scratch, and the row sums when
+    the run makes them: BoundProduct.run); returns the arrays they point
+    into (the caller keeps them while it runs) and whether the run sums
+    A's rows."""
     cdef Py_ssize_t a_batches = a.shape[0], m = a.shape[1], k = a.shape[2], j
     cdef bint needs_row_sums = False
     cdef int64_t largest_bias = 0
@@ -259,15 +347,11 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offset
         sums_view = sums
         epilogue.row_sum = &sums_view[0, 0]
     gemm.a_ready = NULL
-    if needs_row_sums and k and not given:
-        # Each band of rows summed by the first unit that needs it
-        # (ensure_row_sums), its state zeroed by run_matmul.
-        gemm.a_sums = <int64_t*>workspace_bytes("row sums", a_batches * m * sizeof(int64_t), keep)
+    gemm.a_sums = NULL
+    sums_in_run = bool(needs_row_sums and k and not given)
+    if sums_in_run:
         gemm.a_sums_stride = m
         gemm.a_row_bands = row_bands(m)
-        gemm.a_ready = <int32_t*>workspace_bytes(
-            "row bands", a_batches * gemm.a_row_bands * sizeof(int32_t), keep)
-        epilogue.row_sum = gemm.a_sums
     terms = None
     epilogue.column_term = NULL
     if bias is not None:
@@ -288,16 +372,16 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offset
     gemm.groups = ceil_div(k, 4)
     gemm.b = b_start
     gemm.n = n
-    gemm.out = &out[0, 0, 0]
+    gemm.out = NULL
     gemm.out_row_stride = n
     gemm.out_col_stride = 1
-    gemm.batch = out.shape[0]
+    gemm.batch = batches
     gemm.a_index = &a_index[0]
     gemm.b_index = &b_index[0]
     gemm.a_batch_stride = m * k
     gemm.b_batch_stride = b_stride
     gemm.out_batch_stride = m * n
-    gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
+    gemm.scratch = NULL
     epilogue.row_sum_batch_stride = m
     epilogue.column_sum_batch_stride = colsum_stride
     epilogue.column_zero = &col_zero[0]
@@ -322,7 +406,7 @@ cdef object setup_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offset
     epilogue.raw = raw
     if raw and not epilogue.sums_fit_int32:
         raise ValueError("matmul: raw products need K that keeps every value inside int32")
-    return source_array, sums, terms
+    return source_array, sums, terms, sums_in_run
 
 
 cdef void run_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t a_batches,

@@ -21,11 +21,12 @@ cdef enum:
     # micro-tiles, so packing is a small share of the unit's work.
     TILE_M_PANELS = 8
     TILE_COLUMNS = 128
+    # The per-row epilogue (a pointwise convolution's, filter x image) by
+    # whole micro-tiles, requantized in registers: with few channels per
+    # sum the epilogue is much of the work, and the line forms store every
+    # sum and read it back.
+    ROW_TILES = 1
     # The pair kernel of _depthwise_avx2.pxi.
-    # The per-row epilogue by the line forms: the exact AVX2 product is
-    # slower than AVX-VNNI's, so the epilogue is a smaller share of it and
-    # whole micro-tiles (ROW_TILES) gain nothing.
-    ROW_TILES = 0
     DEPTHWISE_PAIRS = 1
 
 include "_variant.pxd"

@@ -607,3 +607,72 @@ def test_the_epilogue_shortcuts_hold_to_their_bound(variant, out_type, b_zero, r
     for n_threads in (1, 2):
         got = run_variant(_native.run_matmul, call, variant, n_threads)
         assert np.array_equal(got.astype(np.int64), expected.astype(np.int64))
+
+
+def _per_row_statement(a, row_zero, b, column_zero, bias, multiplier, out_zero):
+    """A pointwise product's bytes, stated in NumPy: A' (M x K, uint8) less its
+    row's zero point times B' (K x N, the bytes as int8) less the one column
+    zero point, plus the row's bias, float32 times the row's multiplier,
+    rounded half to even, plus the row's zero point, saturated to uint8."""
+    sums = ((a.astype(np.int64) - row_zero[:, None])
+            @ (b.view(np.int8).astype(np.int64) - column_zero[0]) + bias[:, None])
+    scaled = sums.astype(np.float32) * multiplier.reshape(-1, 1)
+    return np.clip(np.rint(scaled) + out_zero.reshape(-1, 1), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_bound_product_runs_each_new_operand_and_checks_its_shape(variant):
+    """BoundProduct (a product checked and described once): each call's B
+    source, or each call's A, gives the stated product, on one and two
+    threads and from two Python threads at once; an operand or output of
+    another shape is refused before the run."""
+    from conftest import run_in_threads
+
+    kernels = _simd.module(variant)
+    rng = np.random.default_rng(21)
+    m, k, n = 40, 37, 150
+    a = rng.integers(0, 256, (1, m, k), dtype=np.uint8)
+    row_zero = rng.integers(0, 256, m).astype(np.int32)
+    column_zero = np.array([-5], np.int32)
+    multiplier = rng.uniform(1e-4, 3e-4, (m, 1)).astype(np.float32)
+    out_zero = rng.integers(0, 256, (m, 1)).astype(np.int32)
+    bias = rng.integers(-5000, 5000, m).astype(np.int64)
+    index = np.zeros(1, np.int64)
+    per_row = (row_zero, column_zero, multiplier, out_zero)
+    product = kernels.BoundProduct(a, False, index, None, None, index, n, *per_row, 1, 0, 255,
+                                   False, True, bias, None, (1, k, n), False)
+    images = [rng.integers(0, 256, (1, k, n), dtype=np.uint8) for _ in range(4)]
+    for n_threads, image in zip((1, 2, 1, 2), images):
+        out = np.empty((1, m, n), np.uint8)
+        product.run(None, image, out, n_threads)
+        assert np.array_equal(out[0], _per_row_statement(a[0], row_zero, image[0], column_zero,
+                                                         bias, multiplier, out_zero))
+    outs = [np.empty((1, m, n), np.uint8) for _ in images]
+    run_in_threads(lambda i: [product.run(None, images[i], outs[i], 2) for _ in range(20)], 4)
+    for image, out in zip(images, outs):
+        assert np.array_equal(out[0], _per_row_statement(a[0], row_zero, image[0], column_zero,
+                                                         bias, multiplier, out_zero))
+    for image, out in (((1, k + 1, n), (1, m, n)), ((1, k, n), (1, m, n - 1)),
+                       ((1, k, n), (2, m, n))):
+        with pytest.raises(ValueError, match="do not cover"):
+            product.run(None, np.zeros(image, np.uint8), np.zeros(out, np.uint8), 1)
+    # Each call's A against a constant B, its row sums made in the run.
+    b = rng.integers(0, 256, (1, k, n), dtype=np.uint8)
+    packed_b, colsum = kernels.pack_b_batches(b, False, 1)
+    column = np.zeros(n, np.int32) + column_zero[0]
+    by_a = kernels.BoundProduct(a, False, index, packed_b, colsum, index, n, np.zeros(m, np.int32),
+                                column, np.full((1, n), 2e-4, np.float32),
+                                np.full((1, n), 7, np.int32), 1, 0, 255, a_per_call=True)
+    for n_threads in (1, 2):
+        rows = rng.integers(0, 256, (1, m, k), dtype=np.uint8)
+        out = np.empty((1, m, n), np.uint8)
+        by_a.run(rows, None, out, n_threads)
+        expected = _per_row_statement(rows[0], np.zeros(m, np.int32), b[0],
+                                      column_zero, np.zeros(m, np.int64),
+                                      np.full(m, 2e-4, np.float32), np.full(m, 7, np.int32))
+        assert np.array_equal(out[0], expected)
+    with pytest.raises(ValueError, match="do not cover"):
+        by_a.run(np.zeros((1, m, k + 1), np.uint8), None, np.empty((1, m, n), np.uint8), 1)
+    with pytest.raises(ValueError, match="row sums"):
+        kernels.BoundProduct(a, False, index, packed_b, colsum, index, n, *per_row, 1, 0, 255,
+                             False, True, bias, np.zeros((1, m), np.int64), a_per_call=True)
