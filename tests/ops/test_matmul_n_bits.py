@@ -366,39 +366,16 @@ void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t
 }
 """
 
-#: Each width of the header's three, the flags that select it and what the CPU needs.
-WIDTHS = {"scalar": ([], "1"),
-          "avx2": (["-mavx2", "-mfma"],
-                   '__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")'),
-          "avx512": (["-mavx512f"], '__builtin_cpu_supports("avx512f")')}
-
-
-@pytest.fixture(scope="module", params=sorted(WIDTHS))
+@pytest.fixture(scope="module", params=["scalar", "avx2", "avx512"])
 def c_kernels(request, tmp_path_factory):
     """The header compiled alone at one width (the AVX-512 one runs here
     wherever the CPU has AVX-512F, VNNI or not)."""
-    import subprocess
+    from c_compiler import compiler, library_at_width
 
-    from c_compiler import INCLUDE, compiler
-
-    cc = compiler()
-    if cc is None:
+    if compiler() is None:
         pytest.skip("no C compiler")
-    flags, condition = WIDTHS[request.param]
-    folder = tmp_path_factory.mktemp(request.param)
-    (folder / "check.c").write_text(f"int supported(void) {{ __builtin_cpu_init(); "
-                                    f"return {condition}; }}\n")
-    (folder / "kernel.c").write_text(HARNESS)
-    objects = []
-    for name, extra in (("kernel", flags), ("check", [])):
-        subprocess.run([*cc, "-O2", "-fPIC", "-std=c11", "-ffp-contract=off", *extra,
-                        f"-I{INCLUDE}", "-c", str(folder / f"{name}.c"), "-o",
-                        str(folder / f"{name}.o")], check=True, capture_output=True)
-        objects.append(str(folder / f"{name}.o"))
-    subprocess.run([*cc, "-shared", *objects, "-o", str(folder / "n_bits.so"), "-lm"],
-                   check=True, capture_output=True)
-    library = ctypes.CDLL(str(folder / "n_bits.so"))
-    if not library.supported():
+    library = library_at_width(HARNESS, request.param, tmp_path_factory.mktemp(request.param))
+    if library is None:
         pytest.skip(f"this CPU cannot run the {request.param} width")
     return library
 

@@ -43,6 +43,7 @@ import numpy as np
 from qops.backends.native.kernels._qops_pool cimport MAX_WORKERS, run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms,
+    clamped_round,
     exact_line,
     exact_row_line,
     packs_clamp_exactly,
@@ -253,3 +254,4 @@ include "_gemm_units.pxi"
 include "_gemm_matmul.pxi"
 include "_gemm_convolution.pxi"
 include "_depthwise.pxi"
+include "_depthwise_channels_last.pxi"

@@ -61,6 +61,12 @@ VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx2", "-mfma"],
                              id="qops_matmul_n_bits.h-avx2"))
 VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx512f"],
                              id="qops_matmul_n_bits.h-avx512"))
+# The channels-last depthwise pixel at each of its widths.
+VARIANTS.append(pytest.param("qops_depthwise_channels_last.h", [], ["-mavx2", "-mfma"],
+                             id="qops_depthwise_channels_last.h-avx2"))
+VARIANTS.append(pytest.param("qops_depthwise_channels_last.h", [],
+                             ["-mavx512f", "-mavx512bw", "-mavx512vl"],
+                             id="qops_depthwise_channels_last.h-avx512"))
 # The OpenMP shim where the build has no OpenMP.
 VARIANTS.append(pytest.param("qops_openmp.h", [], [], id="qops_openmp.h-without-openmp"))
 # Where the target has no SSE2 the depthwise pair kernel is stubs (which

@@ -708,3 +708,36 @@ def test_pointwise_products_take_the_pointwise_kernels():
     assert not _native.is_pointwise(call((8, 4, 1, 1), start_padding=(1, 0)))
     assert not _native.is_pointwise(call((8, 2, 1, 1), group_count=2))
     assert not _native.is_pointwise(call((8, 4, 1, 3)))
+
+
+@st.composite
+def small_depthwise_calls(draw):
+    """Depthwise convolutions the channels-last kernel takes: 128 channels or
+    more (whole and partial blocks of 64, partial groups of 16), images of
+    at most 256 outputs and 400 padded pixels, any kernel, stride, dilation
+    and padding, every type, zero points, biases and per-channel scales."""
+    channels = draw(st.sampled_from((128, 136, 200, 257)))
+    kernel = (draw(st.integers(1, 5)), draw(st.integers(1, 5)))
+    strides = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilations = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    start = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    end = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
+    span = [d * (k - 1) + 1 for d, k in zip(dilations, kernel)]
+    height = draw(st.integers(max(1, span[0] - start[0] - end[0]), 16))
+    width = draw(st.integers(max(1, span[1] - start[1] - end[1]), 16))
+    types = tuple(draw(st.sampled_from(TYPES)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    return _convolution_call(draw, rng, (draw(st.integers(1, 2)), channels, height, width),
+                             (channels, 1) + kernel, types, (channels,),
+                             dict(strides=strides, dilations=dilations, start_padding=start,
+                                  end_padding=end, group_count=channels))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=40, deadline=None)
+@given(call=small_depthwise_calls())
+def test_depthwise_on_small_images_channels_last_matches_the_reference(call, n_threads):
+    """The channels-last kernel of small images (copies transposed 16 x 16,
+    taps in pairs or one at a time, sums across channel lanes), on every
+    variant, equals the reference bit for bit."""
+    assert_every_variant_exact(_native.run_depthwise, call, n_threads)

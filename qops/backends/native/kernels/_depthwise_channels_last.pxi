@@ -1,0 +1,234 @@
+# The depthwise convolution of small images, channels-last: a block of
+# channels per task, copied channels-last (16 x 16 byte transposes), each
+# output pixel's sums in int32 lanes across the block's channels and
+# requantized there (qops_depthwise_channels_last.h, in loops the compiler
+# vectorizes at the variant's width), then transposed back into the
+# channels' planes.  The plane kernel
+# (depthwise_pairs) walks one channel at a time, vectorized along a row:
+# a 7 x 7 image gives it rows of 7 values and a padded plane, weights and
+# constants to make per 49 outputs.
+# Included after _depthwise.pxi (sums_fit_int32, filter_tap).
+
+cdef extern from "qops_depthwise_channels_last.h":
+    # Channels per task: the lanes of every loop of the pixel kernel.
+    enum: CHANNEL_BLOCK "QOPS_CHANNEL_BLOCK"
+    void lay_weights "qops_depthwise_channels_last_lay_weights"(
+        const int32_t* weights, Py_ssize_t count, int16_t* target) noexcept nogil
+    void channels_last_pixel "qops_depthwise_channels_last_pixel"(
+        const uint8_t* copy, const Py_ssize_t* tap_offset, Py_ssize_t count,
+        const void* laid_weights, const uint32_t* terms, const float* multiplier,
+        const float* floor_value, const float* ceiling_value, const int32_t* out_zero,
+        uint8_t* result) noexcept nogil
+
+
+cdef enum:
+    # The images it takes: outputs and padded input pixels per channel (the
+    # block's copy and results then stay in L1).
+    CHANNELS_LAST_OUTPUTS = 256
+    CHANNELS_LAST_PADDED = 400
+
+
+cdef struct ChannelsLastJob:
+    const uint8_t* image
+    Py_ssize_t image_bytes       # bytes per image (channels x height x width)
+    Py_ssize_t height
+    Py_ssize_t width
+    Py_ssize_t padded_w
+    Py_ssize_t padded_pixels
+    Py_ssize_t pad_top
+    Py_ssize_t pad_left
+    const uint8_t* taps          # `count` bytes per channel
+    Py_ssize_t count
+    bint filter_signed
+    const int32_t* filter_zero
+    const Py_ssize_t* tap_offset # per tap, its pixel in the padded copy from the output's first
+    Py_ssize_t channels
+    Py_ssize_t blocks            # channel blocks per image
+    Py_ssize_t stride_h
+    Py_ssize_t stride_w
+    uint8_t flip_input
+    int32_t centre_zero
+    const int32_t* bias
+    const float* multiplier
+    const int32_t* out_zero
+    int32_t low
+    int32_t high
+    uint8_t* out
+    Py_ssize_t out_h
+    Py_ssize_t out_w
+    uint8_t* scratch
+    Py_ssize_t per_slot          # scratch bytes per slot
+
+
+cdef inline bint takes_channels_last(Py_ssize_t per_channel, Py_ssize_t channels,
+                                     Py_ssize_t out_pixels,
+                                     Py_ssize_t padded_pixels) noexcept nogil:
+    """Whether depthwise2d runs channels-last: one output channel per input
+    channel, an image small enough, and channels for two blocks at least
+    (fewer leave a thread idle, and the block's lanes past them empty)."""
+    return (per_channel == 1 and channels >= 2 * CHANNEL_BLOCK
+            and out_pixels <= CHANNELS_LAST_OUTPUTS and padded_pixels <= CHANNELS_LAST_PADDED)
+
+
+cdef int channels_last(const uint8_t[:, :, :, ::1] image, bint input_signed,
+                       int32_t centre_zero, const uint8_t[:, ::1] taps, bint filter_signed,
+                       const int32_t[::1] filter_zero, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
+                       Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h,
+                       Py_ssize_t dilation_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
+                       Py_ssize_t padded_w, Py_ssize_t padded_pixels,
+                       const float[::1] multiplier, const int32_t[::1] out_zero,
+                       const int32_t* bias, uint8_t[:, :, :, ::1] out, int32_t low,
+                       int32_t high, int n_threads) except -1:
+    """depthwise2d channels-last, its arguments checked by it (one output
+    channel per input channel, every sum inside int32)."""
+    cdef ChannelsLastJob job
+    cdef Py_ssize_t t, batch = out.shape[0], count = kernel_h * kernel_w
+    offsets = np.empty(count, np.intp)
+    cdef Py_ssize_t[::1] tap_offset = offsets
+    for t in range(count):
+        tap_offset[t] = (t // kernel_w) * dilation_h * padded_w + (t % kernel_w) * dilation_w
+    job.image = &image[0, 0, 0, 0]
+    job.image_bytes = image.shape[1] * image.shape[2] * image.shape[3]
+    job.height = image.shape[2]
+    job.width = image.shape[3]
+    job.padded_w = padded_w
+    job.padded_pixels = padded_pixels
+    job.pad_top = pad_top
+    job.pad_left = pad_left
+    job.taps = &taps[0, 0]
+    job.count = count
+    job.filter_signed = filter_signed
+    job.filter_zero = &filter_zero[0]
+    job.tap_offset = &tap_offset[0]
+    job.channels = out.shape[1]
+    job.blocks = ceil_div(job.channels, CHANNEL_BLOCK)
+    job.stride_h = stride_h
+    job.stride_w = stride_w
+    job.flip_input = 0x80 if input_signed else 0
+    job.centre_zero = centre_zero
+    job.bias = bias
+    job.multiplier = &multiplier[0]
+    job.out_zero = &out_zero[0]
+    job.low = low
+    job.high = high
+    job.out = &out[0, 0, 0, 0]
+    job.out_h = out.shape[2]
+    job.out_w = out.shape[3]
+    return run_channels_last(&job, batch, n_threads)
+
+
+cdef int run_channels_last(ChannelsLastJob* job, Py_ssize_t batch, int n_threads) except -1:
+    """Every (image, block of channels) as tasks on the pool."""
+    # Per slot: the padded copy (bytes), the weights (int32) and as the pixel
+    # kernel reads them, the results (bytes), each channel's terms.
+    job.per_slot = (job.padded_pixels * CHANNEL_BLOCK
+                    + (2 * job.count + 1) * CHANNEL_BLOCK * sizeof(int32_t)
+                    + job.out_h * job.out_w * CHANNEL_BLOCK + 64
+                    + CHANNEL_BLOCK * (sizeof(uint32_t) + 3 * sizeof(float) + sizeof(int32_t)))
+    job.per_slot = (job.per_slot + 63) & ~63
+    cdef int threads = slots_for(n_threads, batch * job.blocks)
+    job.scratch = <uint8_t*>malloc(threads * job.per_slot + 64)
+    if job.scratch == NULL:
+        raise MemoryError()
+    with nogil:
+        run_range(channels_last_tasks, job, batch * job.blocks, 1, threads)
+    free(job.scratch)
+    return 0
+
+
+cdef void channels_last_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
+                              int slot) noexcept nogil:
+    cdef ChannelsLastJob* job = <ChannelsLastJob*>context
+    cdef Py_ssize_t task
+    for task in range(start, stop):
+        channels_last_block(job, task // job.blocks, (task % job.blocks) * CHANNEL_BLOCK, slot)
+
+
+cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_ssize_t first,
+                              int slot) noexcept nogil:
+    """Channels [first, first + CHANNEL_BLOCK) (or to the last) of image
+    `index`."""
+    cdef Py_ssize_t count = job.count, pixels = job.out_h * job.out_w
+    cdef Py_ssize_t block = min(<Py_ssize_t>CHANNEL_BLOCK, job.channels - first)
+    cdef uint8_t* base = <uint8_t*>(((<size_t>(job.scratch + slot * job.per_slot)) + 63)
+                                    & ~(<size_t>63))
+    cdef uint8_t* copy = base
+    cdef int32_t* weights = <int32_t*>(copy + job.padded_pixels * CHANNEL_BLOCK)
+    cdef int16_t* laid = <int16_t*>(weights + count * CHANNEL_BLOCK)
+    cdef uint8_t* results = <uint8_t*>(weights + (2 * count + 1) * CHANNEL_BLOCK)
+    cdef uint32_t* terms = <uint32_t*>(results + pixels * CHANNEL_BLOCK + 64)
+    cdef float* multiplier = <float*>(terms + CHANNEL_BLOCK)
+    cdef float* floor_value = multiplier + CHANNEL_BLOCK
+    cdef float* ceiling_value = floor_value + CHANNEL_BLOCK
+    cdef int32_t* out_zero = <int32_t*>(ceiling_value + CHANNEL_BLOCK)
+    cdef const uint8_t* image = job.image + index * job.image_bytes
+    cdef Py_ssize_t c, t, oh, ow, pixel
+    cdef int64_t weight_sum
+    cdef int32_t zero
+    # The channels' weights (w - w_zp; 0 past the block, so that those lanes
+    # sum to 0 whatever the copy holds there) and terms: the bias less the
+    # input zero point times the weights' sum, modulo 2**32.
+    for c in range(CHANNEL_BLOCK):
+        if c < block:
+            weight_sum = 0
+            for t in range(count):
+                weights[t * CHANNEL_BLOCK + c] = filter_tap(
+                    job.taps + (first + c) * count, t, job.filter_signed,
+                    job.filter_zero[first + c])
+                weight_sum = weight_sum + weights[t * CHANNEL_BLOCK + c]
+            terms[c] = <uint32_t>((job.bias[first + c] if job.bias != NULL else 0)
+                                  - job.centre_zero * weight_sum)
+            multiplier[c] = job.multiplier[first + c]
+            zero = job.out_zero[first + c]
+            out_zero[c] = zero
+            floor_value[c] = <float>(job.low - zero)
+            ceiling_value[c] = <float>(job.high - zero)
+        else:
+            for t in range(count):
+                weights[t * CHANNEL_BLOCK + c] = 0
+            terms[c] = 0
+            multiplier[c] = 0
+            out_zero[c] = 0
+            floor_value[c] = 0
+            ceiling_value[c] = 0
+    lay_weights(weights, count, laid)
+    copy_block_channels_last(job, image, first, block, copy)
+    pixel = 0
+    for oh in range(job.out_h):
+        for ow in range(job.out_w):
+            channels_last_pixel(
+                copy + (oh * job.stride_h * job.padded_w + ow * job.stride_w) * CHANNEL_BLOCK,
+                job.tap_offset, count, laid, terms, multiplier, floor_value, ceiling_value,
+                out_zero, results + pixel * CHANNEL_BLOCK)
+            pixel = pixel + 1
+    # Back into the channels' planes: 16 pixels by 16 channels a transpose.
+    cdef Py_ssize_t p0, c0
+    cdef uint8_t* out = job.out + (index * job.channels + first) * pixels
+    for c0 in range(0, block, 16):
+        for p0 in range(0, pixels, 16):
+            transpose_block16(results + p0 * CHANNEL_BLOCK + c0, CHANNEL_BLOCK,
+                              min(<Py_ssize_t>16, pixels - p0), min(<Py_ssize_t>16, block - c0),
+                              out + c0 * pixels + p0, pixels, 0,
+                              (pixels - p0) * CHANNEL_BLOCK - c0)
+
+
+cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* image,
+                             Py_ssize_t first, Py_ssize_t block, uint8_t* copy) noexcept nogil:
+    """The padded copy of channels [first, first + block): pixel (h, w) of
+    the padded image at copy + (h * padded_w + w) * CHANNEL_BLOCK, a byte
+    per channel (^ flip), the padding the centred zero point (its
+    difference 0)."""
+    cdef Py_ssize_t plane = job.height * job.width, h, c0, w0
+    cdef const uint8_t* source
+    cdef uint8_t* target
+    cdef Py_ssize_t end = job.channels * plane  # the image's bytes from its start
+    memset(copy, <uint8_t>job.centre_zero, job.padded_pixels * CHANNEL_BLOCK)
+    for h in range(job.height):
+        target = copy + ((h + job.pad_top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
+        for c0 in range(0, block, 16):
+            for w0 in range(0, job.width, 16):
+                source = image + (first + c0) * plane + h * job.width + w0
+                transpose_block16(source, plane, min(<Py_ssize_t>16, block - c0),
+                                  min(<Py_ssize_t>16, job.width - w0),
+                                  target + w0 * CHANNEL_BLOCK + c0, CHANNEL_BLOCK,
+                                  job.flip_input, end - (source - image))
