@@ -644,9 +644,10 @@ class CompiledOperator:
         order) and no ``out``, as a session's steps do; ``None`` when its
         calls bring parameters as well.
 
-        A call of the recent bound form (see :meth:`_run_bound`) goes
-        straight to its kernel run, after a check of each operand's type,
-        dtype and shape; any other is this operator's plain call.
+        A call of the form the operator has bound (data of the recent
+        calls' dtypes and shapes) goes straight to its kernel run, after a
+        check of each operand's type, dtype and shape; any other is this
+        operator's call, whose results it equals.
         """
         if self._parameter_names:
             return None
