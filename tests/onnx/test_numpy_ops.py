@@ -330,3 +330,72 @@ def test_float_matmul_of_strided_views_equals_numpy_and_leaves_blas_threads_as_t
     integers = np.arange(6, dtype=np.int32).reshape(2, 3)
     (product,) = _blas.matmul(node, {}, 21)([integers, integers.T])
     np.testing.assert_array_equal(product, integers @ integers.T)
+
+
+# -- Flatten, Reshape and Transpose ----------------------------------------------------------
+
+def _tensor(data, rank):
+    shape = tuple(data.draw(st.integers(0 if rank > 1 else 1, 4)) for _ in range(rank))
+    return np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+
+
+@given(data=st.data(), rank=st.integers(0, 4))
+def test_flatten_against_onnx_reference(data, rank):
+    x = _tensor(data, rank)
+    axis = data.draw(st.integers(-rank, rank))
+    node = helper.make_node("Flatten", ["x"], ["y"], axis=axis)
+    (actual,) = _numpy_ops.flatten(node, attribute_values(node), 21)([x])
+    at = axis % rank if rank and axis < 0 else axis
+    assert actual.shape == (math.prod(x.shape[:at]), math.prod(x.shape[at:]))
+    if x.size:  # onnx.reference's reshape of (rows, -1) fails on empty tensors
+        (expected,) = _reference(node, [x])
+        assert actual.shape == expected.shape and np.array_equal(actual, expected)
+
+
+@given(data=st.data(), rank=st.integers(1, 4), allowzero=st.sampled_from([None, 0, 1]))
+def test_reshape_against_onnx_reference(data, rank, allowzero):
+    """Shapes that keep, copy (0), infer (-1) and, with allowzero, set a
+    dimension to 0."""
+    x = _tensor(data, rank)
+    shape = list(x.shape)
+    data.draw(st.randoms()).shuffle(shape)  # the same sizes in another order
+    shape = [size for size in shape if size != 1] or [1]
+    if x.size and data.draw(st.booleans()):
+        shape = shape[:-1] + [-1] if len(shape) > 1 else [-1]
+    if allowzero != 1 and data.draw(st.booleans()) and len(shape) <= rank:
+        at = data.draw(st.integers(0, len(shape) - 1))
+        if shape[at] == x.shape[at]:
+            shape[at] = 0  # copied from x
+    if math.prod(size for size in shape if size > 0) != x.size and -1 not in shape and (
+            0 not in shape or allowzero == 1):
+        shape = [x.size]
+    attributes = {} if allowzero is None else {"allowzero": allowzero}
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], **attributes)
+    shape = np.array(shape, np.int64)
+    try:
+        (expected,) = _reference(node, [x, shape])
+    except Exception:  # noqa: BLE001 - a shape onnx.reference refuses
+        with pytest.raises(ValueError):
+            _numpy_ops.reshape(node, attribute_values(node), 21)([x, shape])
+        return
+    (actual,) = _numpy_ops.reshape(node, attribute_values(node), 21)([x, shape])
+    assert actual.shape == expected.shape and np.array_equal(actual, expected)
+
+
+def test_reshape_before_opset_5_is_left_to_onnx_reference():
+    node = helper.make_node("Reshape", ["x"], ["y"], shape=[2, 2])
+    assert _numpy_ops.reshape(node, attribute_values(node), 4) is None
+
+
+@given(data=st.data(), rank=st.integers(0, 4), with_perm=st.booleans())
+def test_transpose_against_onnx_reference(data, rank, with_perm):
+    x = _tensor(data, rank)
+    attributes = {}
+    if with_perm and rank:  # an empty perm cannot be written as an attribute
+        perm = list(range(rank))
+        data.draw(st.randoms()).shuffle(perm)
+        attributes = {"perm": perm}
+    node = helper.make_node("Transpose", ["x"], ["y"], **attributes)
+    (expected,) = _reference(node, [x])
+    (actual,) = _numpy_ops.transpose(node, attribute_values(node), 21)([x])
+    assert actual.shape == expected.shape and np.array_equal(actual, expected)
