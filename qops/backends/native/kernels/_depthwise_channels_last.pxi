@@ -1,12 +1,11 @@
 # The depthwise convolution of small images, channels-last: a block of
 # channels per task, copied channels-last (16 x 16 byte transposes), each
 # output pixel's sums in int32 lanes across the block's channels and
-# requantized there (qops_depthwise_channels_last.h, in loops the compiler
-# vectorizes at the variant's width), then transposed back into the
-# channels' planes.  The plane kernel
-# (depthwise_pairs) walks one channel at a time, vectorized along a row:
-# a 7 x 7 image gives it rows of 7 values and a padded plane, weights and
-# constants to make per 49 outputs.
+# requantized there (qops_depthwise_channels_last.h), then transposed back
+# into the channels' planes.  The plane kernel (depthwise_pairs) walks one
+# channel at a time, vectorized along a row: a 7 x 7 image gives it rows of
+# 7 values, and a padded plane, weights and constants to make per 49
+# outputs.
 # Included after _depthwise.pxi (sums_fit_int32, filter_tap).
 
 cdef extern from "qops_depthwise_channels_last.h":
@@ -41,7 +40,7 @@ cdef struct ChannelsLastJob:
     Py_ssize_t count
     bint filter_signed
     const int32_t* filter_zero
-    const Py_ssize_t* tap_offset # per tap, its pixel in the padded copy from the output's first
+    const Py_ssize_t* tap_offset # per tap, its pixel in the copy from the output's first
     Py_ssize_t channels
     Py_ssize_t blocks            # channel blocks per image
     Py_ssize_t stride_h
@@ -213,7 +212,8 @@ cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_s
 
 
 cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* image,
-                             Py_ssize_t first, Py_ssize_t block, uint8_t* copy) noexcept nogil:
+                                   Py_ssize_t first, Py_ssize_t block,
+                                   uint8_t* copy) noexcept nogil:
     """The padded copy of channels [first, first + block): pixel (h, w) of
     the padded image at copy + (h * padded_w + w) * CHANNEL_BLOCK, a byte
     per channel (^ flip), the padding the centred zero point (its

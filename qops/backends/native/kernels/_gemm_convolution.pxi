@@ -590,6 +590,7 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     conv.sums = <int64_t*>workspace_bytes("row sums", conv.chunk * conv.pixels * sizeof(int64_t),
                                           keep)
     gemm.a_ready = NULL
+    gemm.a_packed = NULL
     if conv.needs_row_sums:
         # Summed by the units (ensure_row_sums), the states zeroed per GEMM.
         gemm.a_sums = conv.sums

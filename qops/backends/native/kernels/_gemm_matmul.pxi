@@ -217,8 +217,14 @@ cdef class BoundProduct:
             row_zero, col_zero, multiplier, out_zero, out_batches, low, high, raw, per_row,
             bias, a_row_sums)
         self.sums_in_run = described[3]
+        packed_a = None
+        if (not a_per_call and 0 < k <= PREPACKED_A_MAX_K
+                and not (A_BYTES == 1 and self.gemm.a_flip == 0)):
+            # A constant A the units would pack block by block, unit after
+            # unit: packed here once.
+            packed_a = prepack_a(&self.gemm, self.a_batches)
         self.kept = (described, a_index, b_packed, b_colsum, b_index, row_zero, col_zero,
-                     multiplier, out_zero, float_bias, packed_zeros)
+                     multiplier, out_zero, float_bias, packed_zeros, packed_a)
 
     def run(self, a, b_source, uint8_t[:, :, ::1] out, int n_threads):
         """out <- the products, with ``a`` (with a_per_call, else None) and
@@ -277,6 +283,51 @@ cdef class BoundProduct:
         with nogil:
             run_matmul(&gemm, &epilogue, self.a_batches, n_threads)
         del keep  # what the run read through gemm and epilogue
+
+
+cdef enum:
+    # A constant A is packed once where K is at most this: with few values
+    # per row the units' packing is much of their work.  With more, a unit
+    # packs each block into L1 just before its first panel, the next block
+    # beside that panel's pass, and reading packed rows from L2 instead was
+    # slower (docs/performance_notes.rst).
+    PREPACKED_A_MAX_K = 48
+
+
+cdef object prepack_a(Gemm* gemm, Py_ssize_t a_batches):
+    """Every row of every member of A packed as the units pack it (pack_a_block,
+    a block of K at a time), whole rows of K end to end, into an array of
+    its own, which gemm.a_packed then points into; returns the array."""
+    cdef Py_ssize_t m = gemm.m, k = gemm.steps * gemm.step_length
+    cdef Py_ssize_t stride = round_up(k, 4) * A_BYTES * A_SPREAD
+    cdef Py_ssize_t blocks = ceil_div(m, MR), member, ri, r, k0, k1
+    cdef Py_ssize_t member_bytes = blocks * MR * stride
+    packed = np.zeros(a_batches * member_bytes + 64, np.uint8)
+    block = np.empty(MR * BLOCK_ROW_BYTES, np.uint8)
+    cdef uint8_t[::1] packed_view = packed
+    cdef uint8_t[::1] block_view = block
+    cdef uint8_t* start = &packed_view[0] + (-(<Py_ssize_t>&packed_view[0]) & 63)
+    cdef const uint8_t* a = gemm.a
+    with nogil:
+        for member in range(a_batches):
+            gemm.a = a + member * gemm.a_batch_stride
+            for ri in range(blocks):
+                k0 = 0
+                while k0 < k:
+                    k1 = min(k, k0 + 4 * K_BLOCK_GROUPS)
+                    pack_a_block(gemm, ri * MR, min(<Py_ssize_t>MR, m - ri * MR), k0, k1,
+                                 &block_view[0])
+                    for r in range(MR):
+                        memcpy(start + member * member_bytes + (ri * MR + r) * stride
+                               + k0 * A_BYTES * A_SPREAD,
+                               &block_view[0] + r * BLOCK_ROW_BYTES,
+                               round_up(k1 - k0, 4) * A_BYTES * A_SPREAD)
+                    k0 = k1
+        gemm.a = a
+    gemm.a_packed = start
+    gemm.a_packed_stride = stride
+    gemm.a_packed_batch_stride = member_bytes
+    return packed
 
 
 cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
@@ -348,6 +399,7 @@ cdef tuple describe_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offs
         epilogue.row_sum = &sums_view[0, 0]
     gemm.a_ready = NULL
     gemm.a_sums = NULL
+    gemm.a_packed = NULL
     sums_in_run = bool(needs_row_sums and k and not given)
     if sums_in_run:
         gemm.a_sums_stride = m

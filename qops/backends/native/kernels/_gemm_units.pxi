@@ -100,6 +100,7 @@ cdef struct UnitRun:
     Py_ssize_t p, p_end, q, q_end
     Py_ssize_t panel_size, k, last_whole, columns
     bint may_read_a    # rows may be read where they lie (A_BYTES 1, no flip, whole-group runs)
+    bint packs_a       # blocks of rows are packed by the unit (not read in place or prepacked)
     bint whole_rows    # the epilogue takes the unit's rows whole (requantize_int32_rows)
     bint by_tile
     bint by_rows
@@ -129,6 +130,11 @@ cdef inline void start_row_block(UnitRun* run, RowBlock* rows, Py_ssize_t ri, Py
     cdef uint8_t* swap
     rows.row0 = ri * MR
     rows.rows = min(<Py_ssize_t>MR, gemm.m - ri * MR)
+    if gemm.a_packed != NULL:
+        rows.in_a = NULL
+        rows.operand = gemm.a_packed + rows.row0 * gemm.a_packed_stride + k0 * A_BYTES * A_SPREAD
+        rows.stride = gemm.a_packed_stride
+        return
     rows.in_a = rows_in_a(gemm, rows.row0, rows.rows, &rows.stride) if run.may_read_a else NULL
     if rows.in_a != NULL:
         rows.operand = rows.in_a + gemm.step_offset[0]
@@ -296,7 +302,7 @@ cdef inline void run_one_block(UnitRun* run) noexcept nogil:
             tile_terms_of_rows(run.terms, run.row_term, rows.row0, epilogue, gemm, unit)
         elif run.by_rows:
             row_terms_of_rows(run.row_terms, run.row_store, rows.row0, epilogue, gemm)
-        pack_next = (not run.may_read_a and ri + 1 < p_end - run.fuse_tail
+        pack_next = (run.packs_a and ri + 1 < p_end - run.fuse_tail
                      and not (run.split_tail and ri + 1 == p_end - 2))
         for qi in range(run.q, run.q_end):
             if pack_next and qi == run.q:
@@ -359,7 +365,7 @@ cdef inline void run_blocks(UnitRun* run) noexcept nogil:
             start_row_block(run, &rows, ri, 4 * g0, min(run.k, 4 * g1))
             choose_forms(run, &rows, False, False)
             for qi in range(run.q, run.q_end):
-                if qi == run.q and not run.may_read_a and ri + 1 < run.p_end:
+                if qi == run.q and run.packs_a and ri + 1 < run.p_end:
                     pack_ahead(run, ri + 1, 4 * g0, min(run.k, 4 * g1))
                 sweep_panel(run, &rows, rows.whole_form if qi < run.last_whole
                             else rows.last_form, qi, g0, g1)
@@ -394,6 +400,8 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     cdef Py_ssize_t a_member = product.a_index[index] if product.a_index != NULL else index
     cdef Py_ssize_t b_member = product.b_index[index] if product.b_index != NULL else index
     own.a = product.a + a_member * product.a_batch_stride
+    if product.a_packed != NULL:
+        own.a_packed = product.a_packed + a_member * product.a_packed_batch_stride
     own.b = product.b + b_member * product.b_batch_stride
     own.out = product.out + index * product.out_batch_stride * (4 if common.raw else 1)
     own_epilogue.column_sum = common.column_sum + b_member * common.column_sum_batch_stride
@@ -427,6 +435,7 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     run.last_whole = gemm.n // NR
     run.columns = min((q_end - q) * NR, gemm.n - q * NR)
     run.may_read_a = A_BYTES == 1 and gemm.a_flip == 0 and gemm.step_length % 4 == 0
+    run.packs_a = not run.may_read_a and gemm.a_packed == NULL
     run.block = scratch
     run.next_block = scratch + MR * BLOCK_ROW_BYTES
     run.ahead = -1

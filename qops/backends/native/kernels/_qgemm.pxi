@@ -116,6 +116,12 @@ cdef struct Gemm:
     Py_ssize_t a_batch_stride
     Py_ssize_t b_batch_stride
     Py_ssize_t out_batch_stride
+    # A constant A packed once (BoundProduct), whole rows of K at a_packed +
+    # row * a_packed_stride (the rows past M zero, to a whole block), member
+    # a_i a_packed_batch_stride on; NULL when each unit packs its blocks.
+    const uint8_t* a_packed
+    Py_ssize_t a_packed_stride
+    Py_ssize_t a_packed_batch_stride
     uint8_t* scratch               # SLOT_BYTES per thread, 64-byte aligned
     # B packed during the run (b_ready NULL when it comes packed): each
     # unit's column tile of B member b_i (K x N bytes at b_source + b_i * K
