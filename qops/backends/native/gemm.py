@@ -508,7 +508,7 @@ def prepare_pointwise(call, variant=None):
         product = kernels.BoundProduct(
             a_rows, flip, a_index, None, None, b_index, pixels, row_zero, column_zero,
             multiplier, out_zero, batch, low, high, raw, True, bias, row_sums,
-            (batch, channels, pixels), b_flip)
+            (batch, channels, pixels), b_flip, a_packed_once=call.packed is not None)
 
         def run_data(image, out, n_threads):
             if strided:

@@ -145,7 +145,8 @@ cdef class BoundProduct:
     The arguments are matmul's, with ``out_batches`` for out (the products
     in the batch) and ``b_source_shape`` for b_source; with ``a_per_call``
     each call brings an A of a's shape (a is then only its shape's model,
-    and a_row_sums must be None).  A call's operands are checked against
+    and a_row_sums must be None); with ``a_packed_once`` a constant A of
+    short rows is packed here rather than by the units of every run.  A call's operands are checked against
     the bound shapes (ValueError); each call works on a copy of the
     descriptions, so one bound product may run in several threads at once.
     """
@@ -165,7 +166,7 @@ cdef class BoundProduct:
                  Py_ssize_t out_batches, int32_t low, int32_t high, bint raw=False,
                  bint per_row=False, bias=None, a_row_sums=None, b_source_shape=None,
                  bint b_source_flip=False, bint to_float=False, float_bias=None,
-                 bint a_per_call=False):
+                 bint a_per_call=False, bint a_packed_once=False):
         cdef Py_ssize_t k = a.shape[2]
         self.a_batches, self.m, self.k, self.n = a.shape[0], a.shape[1], k, n
         self.batches = out_batches
@@ -218,10 +219,11 @@ cdef class BoundProduct:
             bias, a_row_sums)
         self.sums_in_run = described[3]
         packed_a = None
-        if (not a_per_call and 0 < k <= PREPACKED_A_MAX_K
+        if (a_packed_once and not a_per_call and 0 < k <= PREPACKED_A_MAX_K
                 and not (A_BYTES == 1 and self.gemm.a_flip == 0)):
             # A constant A the units would pack block by block, unit after
-            # unit: packed here once.
+            # unit, call after call: packed here once (by this thread alone,
+            # which only a product run many times repays).
             packed_a = prepack_a(&self.gemm, self.a_batches)
         self.kept = (described, a_index, b_packed, b_colsum, b_index, row_zero, col_zero,
                      multiplier, out_zero, float_bias, packed_zeros, packed_a)

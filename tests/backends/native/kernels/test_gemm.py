@@ -640,7 +640,8 @@ def test_a_bound_product_runs_each_new_operand_and_checks_its_shape(variant):
     index = np.zeros(1, np.int64)
     per_row = (row_zero, column_zero, multiplier, out_zero)
     product = kernels.BoundProduct(a, False, index, None, None, index, n, *per_row, 1, 0, 255,
-                                   False, True, bias, None, (1, k, n), False)
+                                   False, True, bias, None, (1, k, n), False,
+                                   a_packed_once=True)
     images = [rng.integers(0, 256, (1, k, n), dtype=np.uint8) for _ in range(4)]
     for n_threads, image in zip((1, 2, 1, 2), images):
         out = np.empty((1, m, n), np.uint8)
