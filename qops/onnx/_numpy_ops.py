@@ -349,8 +349,9 @@ def layer_normalization(node, attributes, opset):
 # -- Flatten, Reshape and Transpose ---------------------------------------------------------
 # Pure data movement, so NumPy's reshape and transpose are the definition
 # (views where NumPy makes them, as onnx.reference returns); here rather
-# than on onnx.reference for its cost per node, about 20 microseconds, on
-# the graphs' reshapes between attention heads and before a classifier.
+# than on onnx.reference for its fixed cost per node, which the graphs'
+# reshapes between attention heads and before a classifier pay on tiny
+# tensors.
 
 def flatten(node, attributes, opset):
     """Flatten: the dimensions before ``axis`` (default 1, negative from

@@ -139,8 +139,8 @@ cdef class BoundProduct:
     operand a call brings (A, or B's source) and the output checked and
     described once: the Gemm and Epilogue are kept, so that a call costs its
     run, a few pointers and this thread's workspaces (a network's pointwise
-    convolution, whose filter and parameters never change, spent about 20
-    microseconds a call making them again).
+    convolution, whose filter and parameters never change, made them again
+    on every call: more than its kernels' own time on small images).
 
     The arguments are matmul's, with ``out_batches`` for out (the products
     in the batch) and ``b_source_shape`` for b_source; with ``a_per_call``

@@ -10,23 +10,20 @@ AVX2 and SSE2 loops are also covered through the depthwise kernels
 only on a CPU with AVX-512 VNNI."""
 
 import ctypes
-import subprocess
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from c_compiler import INCLUDE, compiler
+from c_compiler import compiler, library_at_width
 
-# width -> (the ISA's name in the header, the compiler's flags, the CPU
-# feature names __builtin_cpu_supports checks)
+# build -> (vector bits, the ISA's name in the header, c_compiler's width)
 BUILDS = {
-    "sse2": (128, "sse2", [], ["sse2"]),
-    "avx2": (256, "avx2", ["-mavx2"], ["avx2"]),
-    "avx512": (512, "avx512", ["-mavx512f", "-mavx512bw"], ["avx512f", "avx512bw"]),
-    "avx512-vnni": (512, "avx512", ["-mavx512f", "-mavx512bw", "-mavx512vnni"],
-                    ["avx512f", "avx512bw", "avx512vnni"]),
+    "sse2": (128, "sse2", "sse2"),
+    "avx2": (256, "avx2", "avx2"),
+    "avx512": (512, "avx512", "avx512"),
+    "avx512-vnni": (512, "avx512", "avx512-vnni"),
 }
 
 HARNESS = """
@@ -45,39 +42,17 @@ void run(const int16_t* a, const int16_t* b, ptrdiff_t pitch, ptrdiff_t span,
 }}
 """
 
-# Compiled without the width's flags: asked before anything else runs.
-CHECK = """
-int supported(void) {{
-    __builtin_cpu_init();
-    return {condition};
-}}
-"""
-
 
 @pytest.fixture(scope="module", params=sorted(BUILDS))
 def term_loop(request, tmp_path_factory):
     """(lanes, run) for one build, or a skip where it cannot be built or run."""
-    width, isa, flags, features = BUILDS[request.param]
-    cc = compiler()
-    if cc is None:
+    width, isa, build = BUILDS[request.param]
+    if compiler() is None:
         pytest.skip("no C compiler (CC, or sysconfig's CC) found")
-    folder = tmp_path_factory.mktemp(request.param)
-    (folder / "harness.c").write_text(HARNESS.format(isa=isa, width=width))
-    condition = " && ".join(f'__builtin_cpu_supports("{name}")' for name in features)
-    (folder / "check.c").write_text(CHECK.format(condition=condition))
-    objects = []
-    for name, extra in (("harness", flags), ("check", [])):
-        result = subprocess.run([*cc, "-O2", "-fPIC", "-std=gnu11", *extra, f"-I{INCLUDE}",
-                                 "-c", str(folder / f"{name}.c"), "-o",
-                                 str(folder / f"{name}.o")], capture_output=True, text=True)
-        if result.returncode != 0:
-            pytest.skip(f"{request.param}: the compiler refused: {result.stderr.strip()[:200]}")
-        objects.append(str(folder / f"{name}.o"))
-    library_path = folder / "terms.so"
-    subprocess.run([*cc, "-shared", *objects, "-o", str(library_path)], check=True)
-    library = ctypes.CDLL(str(library_path))
-    if not library.supported():
-        pytest.skip(f"{request.param}: this CPU lacks {', '.join(features)}")
+    library = library_at_width(HARNESS.format(isa=isa, width=width), build,
+                               tmp_path_factory.mktemp(request.param))
+    if library is None:
+        pytest.skip(f"{request.param}: the compiler refused it, or this CPU cannot run it")
     pointer = ctypes.c_void_p
     library.run.argtypes = [pointer, pointer, ctypes.c_ssize_t, ctypes.c_ssize_t, pointer,
                             pointer, ctypes.c_ssize_t, pointer, ctypes.c_int32, pointer]
