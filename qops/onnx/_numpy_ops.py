@@ -219,17 +219,29 @@ def erf_float32(x):
     return out.reshape(x.shape)
 
 
+def _erf_float32(x):
+    """:func:`erf_float32`'s approximation on the compiled kernels where they
+    are built (:func:`qops.backends.native.tables.erf_float32`, its own
+    exponential within the same bound), else in NumPy."""
+    try:
+        from qops.backends.native import tables
+
+        return tables.erf_float32(x)
+    except ImportError:
+        return erf_float32(x)
+
+
 def erf(node, attributes, opset):
-    """Erf: float32 and float16 by :func:`erf_float32` (float16 rounded from
-    its float32 result); float64 by SciPy's ``special.erf`` where SciPy is
+    """Erf: float32 and float16 by :func:`erf_float32`'s approximation
+    (:func:`_erf_float32`; float16 rounded from its float32 result); float64 by SciPy's ``special.erf`` where SciPy is
     installed; anything else by ``math.erf`` element by element, as
     onnx.reference does."""
     def run(arguments):
         x = np.asarray(arguments[0])
         if x.dtype == np.float32:
-            return [erf_float32(x)]
+            return [_erf_float32(x)]
         if x.dtype == np.float16:
-            return [erf_float32(x).astype(np.float16)]
+            return [_erf_float32(x.astype(np.float32)).astype(np.float16)]
         if x.dtype == np.float64:
             try:
                 from scipy import special

@@ -76,6 +76,9 @@ and adds separately, which can move a sigmoid table entry by one.
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 import qops as api  # the public operator functions
@@ -258,7 +261,29 @@ def lookup_table(function, x_scale, x_zero_point, y_scale, y_zero_point, dtype):
 def apply_lookup_table(x, table):
     """``table`` looked up with each element's raw byte (shape of ``x``)."""
     x = np.asarray(x)
+    native = _native_tables()
+    if native is not None and x.size >= _NATIVE_LOOKUP_MIN_SIZE:
+        return native.lookup(x, table)
     return table[x.view(np.uint8).reshape(-1)].reshape(x.shape)
+
+
+#: From this many elements on, tables are looked up (and softmaxes run) by
+#: the compiled kernels where they are built; below, NumPy's call costs less.
+_NATIVE_LOOKUP_MIN_SIZE = 1024
+
+
+@functools.lru_cache(maxsize=None)
+def _native_tables():
+    """:mod:`qops.backends.native.tables` where the kernels are built, else
+    None (the NumPy statements here then run alone).  Both give the same
+    bytes: the kernels read the tables these functions make."""
+    try:
+        from qops.backends.native import tables, variants
+
+        variants.quantize_module()
+    except ImportError:
+        return None
+    return tables
 
 
 def leaky_relu(alpha):
@@ -446,8 +471,23 @@ def qlinear_softmax(x, x_scale, y_scale, y_zero_point=None, *, axis=-1, opset=13
     if table.shape != (256,):
         _fail(op, "table", f"has shape {table.shape}; a softmax table has 256 entries",
               given=table.shape)
-    rows = moved.reshape(-1, reduce_size).view(np.uint8)
-    if x.dtype == np.int8:
+    multiplier = float(np.floor(np.divide(np.float32(1), y_scale, dtype=np.float32)))
+    rows = moved.reshape(-1, reduce_size)
+    native = _native_tables()
+    if native is not None and x.size >= _NATIVE_LOOKUP_MIN_SIZE and math.isfinite(multiplier):
+        y = native.softmax_rows(rows, table, multiplier, zero_point)
+    else:
+        y = _softmax_rows(rows, table, multiplier, zero_point)
+    y = y.reshape(moved.shape)
+    return np.ascontiguousarray(np.moveaxis(y, -1, axis)) if int(opset) >= 13 else y
+
+
+def _softmax_rows(rows, table, multiplier, zero_point):
+    """QLinearSoftmax's rule (:func:`qlinear_softmax`) along each row of the
+    2-D ``rows``, in NumPy; a new array of rows' shape and dtype."""
+    dtype = rows.dtype
+    rows = rows.view(np.uint8)
+    if dtype == np.int8:
         # Flipping the sign bit maps int8 to uint8 in order (v -> v + 128), so
         # differences from the row's maximum stay what they were.
         rows = np.bitwise_xor(rows, np.uint8(0x80))
@@ -468,7 +508,6 @@ def qlinear_softmax(x, x_scale, y_scale, y_zero_point=None, *, axis=-1, opset=13
         exps = np.take(table, indices)
         totals = np.cumsum(exps, axis=1, dtype=np.float32)[:, -1:]
     totals = totals.astype(np.float64)
-    multiplier = float(np.floor(np.divide(np.float32(1), y_scale, dtype=np.float32)))
     with np.errstate(over="ignore", invalid="ignore"):
         # float64(e) * c / float64(total), with no float64 copy of the exponentials.
         quotients = np.multiply(exps, multiplier, dtype=np.float64)
@@ -479,11 +518,10 @@ def qlinear_softmax(x, x_scale, y_scale, y_zero_point=None, *, axis=-1, opset=13
         quotients = np.where(exps == 0, 0.0, quotients)
     np.rint(quotients, out=quotients)
     np.add(quotients, zero_point, out=quotients)
-    low, high = _RANGES[x.dtype]
+    low, high = _RANGES[dtype]
     np.clip(quotients, low, high, out=quotients)
-    y = quotients.astype(x.dtype)
-    y = (np.ascontiguousarray(y.T) if by_column else y).reshape(moved.shape)
-    return np.ascontiguousarray(np.moveaxis(y, -1, axis)) if int(opset) >= 13 else y
+    y = quotients.astype(dtype)
+    return np.ascontiguousarray(y.T) if by_column else y
 
 
 #: From this many softmaxes on, their sums are taken a column at a time.
@@ -562,17 +600,18 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
         # One operand is a single value: a 256-entry row of the rule, indexed by the other.
         if b.size == 1:
             row = _mul_values(_ALL_BYTES[a.dtype], b.reshape(1), zero_points, multiplier)
-            looked_up = np.take(row, a_bytes)
-        else:
-            row = _mul_values(a.reshape(1), _ALL_BYTES[a.dtype], zero_points, multiplier)
-            looked_up = np.take(row, b_bytes)
-        return looked_up.reshape(shape)
+            return apply_lookup_table(a, row).reshape(shape)
+        row = _mul_values(a.reshape(1), _ALL_BYTES[a.dtype], zero_points, multiplier)
+        return apply_lookup_table(b, row).reshape(shape)
     key = (a.dtype.char, float(multiplier), *zero_points)
     table = _MUL_TABLES.get(key)
     if table is None and size >= _MUL_TABLE_MIN_SIZE:
         table = _mul_table(key, multiplier, zero_points, a.dtype)
     if table is None or not shape:
         return _mul_values(a, b, zero_points, multiplier)
+    native = _native_tables()
+    if native is not None and a.shape == b.shape == shape:
+        return native.lookup(a, table, b)
     # (a << 8) | b as uint16: the row-major index of the pair in the table.
     index = np.left_shift(a_bytes, 8, dtype=np.uint16)
     if index.shape == shape:

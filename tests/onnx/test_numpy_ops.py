@@ -13,6 +13,8 @@ onnx = pytest.importorskip("onnx")
 from onnx import helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
+from qops.backends.native import tables  # noqa: E402
+from qops.backends.native import variants as _simd  # noqa: E402
 from qops.onnx import _numpy_ops  # noqa: E402
 from qops.onnx._graph import attribute_values  # noqa: E402
 
@@ -124,11 +126,25 @@ def test_max_pool_with_indices_is_left_to_onnx_reference():
 ERF_ULP_BOUND = 2.0
 
 
-def _erf_ulp_errors(x):
-    """|erf_float32(x) - erf(x)| in units of the float32 spacing at the exact
+def _kernel_erf(variant):
+    def erf(x):
+        return tables.erf_float32(x, variant=variant)
+
+    return erf
+
+
+#: The approximation in NumPy and on each quantize variant's kernel (the
+#: session's Erf takes the kernel where one is built).
+ERF_IMPLEMENTATIONS = ([pytest.param(_numpy_ops.erf_float32, id="numpy")]
+                       + [pytest.param(_kernel_erf(variant), id=variant)
+                          for variant in _simd.quantize_variants()])
+
+
+def _erf_ulp_errors(x, erf=_numpy_ops.erf_float32):
+    """|erf(x) - math.erf(x)| in units of the float32 spacing at the exact
     value (``math.erf`` in float64 stands for it), per element."""
     x = np.asarray(x, np.float32)
-    actual = _numpy_ops.erf_float32(x).astype(np.float64)
+    actual = erf(x).astype(np.float64)
     exact = np.fromiter(map(math.erf, x.astype(np.float64).reshape(-1).tolist()), np.float64,
                         x.size)
     _, exponent = np.frexp(np.abs(exact))
@@ -136,7 +152,8 @@ def _erf_ulp_errors(x):
     return np.abs(actual - exact.reshape(x.shape)) / spacing.reshape(x.shape)
 
 
-def test_erf_is_within_its_bound_on_a_dense_grid_of_float32():
+@pytest.mark.parametrize("erf", ERF_IMPLEMENTATIONS)
+def test_erf_is_within_its_bound_on_a_dense_grid_of_float32(erf):
     # Every 509th float32 from 0 to 6 (2.2 million of each sign), subnormals
     # and the branch switch at 0.875 included.
     top = int(np.float32(6).view(np.uint32))
@@ -146,7 +163,7 @@ def test_erf_is_within_its_bound_on_a_dense_grid_of_float32():
     near_split = (np.arange(-2000, 2000, dtype=np.int64) + int(split.view(np.uint32)))
     x = np.concatenate([positive, near_split.astype(np.uint32).view(np.float32)])
     x = np.concatenate([x, -x])
-    errors = _erf_ulp_errors(x)
+    errors = _erf_ulp_errors(x, erf)
     assert errors.max() <= ERF_ULP_BOUND, (errors.max(), x[errors.argmax()])
 
 
@@ -160,9 +177,10 @@ def test_erf_is_within_its_bound_on_a_dense_grid_of_float32():
 @example(-(2.0**-126) * 0.75)
 @example(0.875)
 @example(3.92)
-def test_erf_of_any_float32(value):
+@pytest.mark.parametrize("erf", ERF_IMPLEMENTATIONS)
+def test_erf_of_any_float32(erf, value):
     x = np.float32(value)
-    (y,) = _numpy_ops.erf_float32(np.array([x]))
+    (y,) = erf(np.array([x]))
     assert y.dtype == np.float32
     if np.isnan(x):
         assert np.isnan(y)
@@ -171,20 +189,28 @@ def test_erf_of_any_float32(value):
         assert y == 0 and np.signbit(y) == np.signbit(x)  # -0.0 stays -0.0
         return
     assert np.signbit(y) == np.signbit(x)
-    assert _erf_ulp_errors(np.array([x]))[0] <= ERF_ULP_BOUND
+    assert _erf_ulp_errors(np.array([x]), erf)[0] <= ERF_ULP_BOUND
 
 
-def test_erf_of_every_shape_and_block_boundary():
+@pytest.mark.parametrize("erf", ERF_IMPLEMENTATIONS)
+def test_erf_of_every_shape_and_block_boundary(erf):
     rng = np.random.default_rng(7)
-    for shape in [(), (0,), (3, 0), (1,), (65536,), (65537,), (2, 3, 40000)]:
+    for shape in [(), (0,), (3, 0), (1,), (16385,), (65536,), (65537,), (2, 3, 40000)]:
         x = rng.normal(0, 2, shape).astype(np.float32)
-        y = _numpy_ops.erf_float32(x)
+        y = erf(x)
         assert y.shape == x.shape and y.dtype == np.float32
         if x.size:
-            assert _erf_ulp_errors(x).max() <= ERF_ULP_BOUND
+            assert _erf_ulp_errors(x, erf).max() <= ERF_ULP_BOUND
     # a strided view is read as its values
     x = rng.normal(0, 2, (50, 40)).astype(np.float32)
-    np.testing.assert_array_equal(_numpy_ops.erf_float32(x.T), _numpy_ops.erf_float32(x).T)
+    np.testing.assert_array_equal(erf(x.T), erf(x).T)
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+def test_the_erf_kernel_does_not_depend_on_the_thread_count(variant):
+    x = np.random.default_rng(3).normal(0, 2, 200000).astype(np.float32)
+    np.testing.assert_array_equal(tables.erf_float32(x, n_threads=1, variant=variant),
+                                  tables.erf_float32(x, n_threads=2, variant=variant))
 
 
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 2**-22), (np.float16, 2**-10)])

@@ -13,10 +13,6 @@
 # a branch, so it vectorizes.  The glue sends windows of at most 2**23
 # elements, whose sums of bytes fit int32.
 
-cdef extern from "qops_average_pooling.h":
-    double DOUBLE_ROUNDING_MAGIC "QOPS_DOUBLE_ROUNDING_MAGIC"
-
-
 cdef struct PoolJob:
     const uint8_t* input
     uint8_t* out

@@ -1,6 +1,7 @@
 # QuantizeLinear and DequantizeLinear, the quantized add (whose last step is
-# QuantizeLinear's), the quantized average pooling and MatMulNBits (its
-# weights dequantized a panel at a time): typed loops over raw
+# QuantizeLinear's), the byte tables of onnxruntime's QOperator nodes, float32
+# erf, the quantized average pooling and MatMulNBits (its weights dequantized
+# a panel at a time): typed loops over raw
 # bytes, included by one module per instruction set (_quantize_<variant>.pyx),
 # each compiled with its variant's flags so the same loops vectorize for it.
 #
@@ -22,7 +23,7 @@ from libc.stdint cimport int8_t, int16_t, int32_t, uint8_t, uint16_t, uint32_t
 from libc.string cimport memset
 
 from qops.backends.native.kernels._qops_pool cimport run_range
-from qops.backends.native.kernels._rounding cimport round_half_even
+from qops.backends.native.kernels._rounding cimport DOUBLE_ROUNDING_MAGIC, round_half_even
 from qops.backends.native.kernels._requantize cimport narrow_line
 
 
@@ -89,5 +90,7 @@ include "_quantize_conversions.pxi"
 include "_dequantize_linear.pxi"
 include "_quantize_linear.pxi"
 include "_quantized_add.pxi"
+include "_tables.pxi"
+include "_erf.pxi"
 include "_average_pooling.pxi"
 include "_matmul_n_bits.pxi"

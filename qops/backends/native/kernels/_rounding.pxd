@@ -8,6 +8,7 @@
 
 cdef extern from "qops_rounding.h":
     float ROUNDING_MAGIC "QOPS_ROUNDING_MAGIC"
+    double DOUBLE_ROUNDING_MAGIC "QOPS_DOUBLE_ROUNDING_MAGIC"
 
 
 cdef inline float round_half_even(float value) noexcept nogil:

@@ -1,11 +1,9 @@
-/* The average pooling's rounding constant and plane sums. */
+/* The average pooling's plane sums. */
 #ifndef QOPS_AVERAGE_POOLING_H
 #define QOPS_AVERAGE_POOLING_H
 
 #include <stddef.h>
 #include <stdint.h>
-
-#define QOPS_DOUBLE_ROUNDING_MAGIC 6755399441055744.0
 
 /* The sum of a plane's bytes (^ flip): psadbw adds 8 bytes at a time
    (SSE2, in every x86-64 variant), the last few alone.  Planes of a

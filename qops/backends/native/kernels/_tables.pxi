@@ -1,0 +1,144 @@
+# onnxruntime's QOperator nodes that qops.onnx._qoperator states as tables
+# (each table made there, by the node's rule, in NumPy):
+# - lookup_bytes: every output byte looked up by one input byte (a 256-entry
+#   table: QLinearSigmoid, QLinearLeakyRelu, QLinearMul by one value) or by
+#   a pair of bytes (QLinearMul's 65536-entry table of every product);
+# - softmax_rows: QLinearSoftmax along rows, from its table of exponentials.
+# Rows never share an output byte, and each row's float32 sum runs in
+# element order, so results do not depend on the thread count.
+
+from libc.math cimport INFINITY
+
+
+cdef struct Lookup:
+    const uint8_t* first
+    const uint8_t* second   # NULL: the table is indexed by first alone
+    const uint8_t* table
+    uint8_t* out
+    Py_ssize_t count
+
+
+cdef void lookup_range(void* context, Py_ssize_t start, Py_ssize_t stop,
+                       int slot) noexcept nogil:
+    """Elements [start * ROW, stop * ROW) of the job (the last ROW short)."""
+    cdef const Lookup* job = <const Lookup*>context
+    cdef Py_ssize_t i, last = min(stop * ROW, job.count)
+    cdef const uint8_t* table = job.table
+    cdef const uint8_t* first = job.first
+    cdef const uint8_t* second = job.second
+    cdef uint8_t* out = job.out
+    if second == NULL:
+        for i in range(start * ROW, last):
+            out[i] = table[first[i]]
+    else:
+        for i in range(start * ROW, last):
+            out[i] = table[(<Py_ssize_t>first[i] << 8) | second[i]]
+
+
+def lookup_bytes(const uint8_t[::1] first, second, const uint8_t[::1] table,
+                 uint8_t[::1] out, int n_threads):
+    """out[i] <- table[first[i]] (a table of 256 bytes), or with ``second``
+    (bytes, as many as first) table[first[i] * 256 + second[i]] (65536).
+    The sizes are checked (ValueError): every index then lies in the table."""
+    cdef const uint8_t[::1] second_view
+    cdef Lookup job
+    cdef Py_ssize_t count = first.shape[0]
+    if out.shape[0] != count or table.shape[0] != (256 if second is None else 65536):
+        raise ValueError("lookup_bytes: the arrays do not cover the output")
+    job.second = NULL
+    if second is not None:
+        second_view = second
+        if second_view.shape[0] != count:
+            raise ValueError("lookup_bytes: the arrays do not cover the output")
+        if count:
+            job.second = &second_view[0]
+    if count == 0:
+        return
+    job.first = &first[0]
+    job.table = &table[0]
+    job.out = &out[0]
+    job.count = count
+    with nogil:
+        run_range(lookup_range, &job, (count + ROW - 1) // ROW, 1,
+                  n_threads if count >= PARALLEL_MIN else 1)
+
+
+cdef struct SoftmaxRows:
+    const uint8_t* x        # rows of `length` bytes, read as x ^ flip
+    uint8_t flip            # 0x80 for int8 (order kept: v -> v + 128)
+    const float* table      # table[255 + d], d = x - max(x) of the row
+    double multiplier       # floor(float32(1 / y_scale)), finite
+    double zero_point       # y's, of its own type
+    double low
+    double high
+    uint8_t* out
+    Py_ssize_t length
+
+
+cdef void softmax_range(void* context, Py_ssize_t start, Py_ssize_t stop,
+                        int slot) noexcept nogil:
+    """Rows [start, stop): e = table[255 + x - max(x)], the float32 sum of
+    the row's e in element order, then for each element
+    rint(float64(e) * multiplier / float64(sum)) + zero_point, clamped (an e
+    of 0 gives 0 before the zero point)."""
+    cdef const SoftmaxRows* job = <const SoftmaxRows*>context
+    cdef Py_ssize_t row, j, first, count, length = job.length
+    cdef const uint8_t* x
+    cdef uint8_t* out
+    cdef uint8_t top, flip = job.flip
+    cdef float total
+    cdef float exps[PIECE]
+    cdef double divisor, quotient
+    # rint(q) + zero_point clamped to [low, high] is rint of q clamped to
+    # [low, high] less the zero point (integers, and rint keeps order), plus
+    # the zero point: the clamped value is small enough for the float64 form
+    # of round_half_even's sum (|q| < 2**51).
+    cdef double floor = job.low - job.zero_point, ceiling = job.high - job.zero_point
+    for row in range(start, stop):
+        x = job.x + row * length
+        out = job.out + row * length
+        top = 0
+        for j in range(length):
+            top = max(top, <uint8_t>(x[j] ^ flip))
+        total = 0.0
+        for j in range(length):
+            total = total + job.table[255 + <Py_ssize_t>(x[j] ^ flip) - top]
+        divisor = <double>total
+        first = 0
+        while first < length:
+            count = min(<Py_ssize_t>PIECE, length - first)
+            for j in range(count):
+                exps[j] = job.table[255 + <Py_ssize_t>(x[first + j] ^ flip) - top]
+            # Plain selects and float64 arithmetic: the loop vectorizes.
+            for j in range(count):
+                quotient = <double>exps[j] * job.multiplier / divisor if exps[j] != 0.0 else 0.0
+                quotient = min(max(quotient, floor), ceiling)
+                quotient = (quotient + DOUBLE_ROUNDING_MAGIC) - DOUBLE_ROUNDING_MAGIC
+                out[first + j] = <uint8_t>(<int32_t>(quotient + job.zero_point))
+            first += count
+
+
+def softmax_rows(const uint8_t[:, ::1] x, bint signed, const float[::1] table,
+                 double multiplier, int32_t zero_point, uint8_t[:, ::1] out, int n_threads):
+    """QLinearSoftmax along each row of x (uint8, or int8 bytes when signed)
+    into out (bytes of x's type), by softmax_range's rule; multiplier must be
+    finite.  The shapes are checked (ValueError)."""
+    cdef SoftmaxRows job
+    cdef Py_ssize_t rows = x.shape[0], length = x.shape[1]
+    if (out.shape[0] != rows or out.shape[1] != length or table.shape[0] != 256
+            or not (multiplier == multiplier and abs(multiplier) < INFINITY)):
+        raise ValueError("softmax_rows: the arrays do not cover the output")
+    if rows == 0 or length == 0:
+        return
+    job.x = &x[0, 0]
+    job.flip = 0x80 if signed else 0
+    job.table = &table[0]
+    job.multiplier = multiplier
+    job.zero_point = zero_point
+    job.low = -128.0 if signed else 0.0
+    job.high = 127.0 if signed else 255.0
+    job.out = &out[0, 0]
+    job.length = length
+    with nogil:
+        run_range(softmax_range, &job, rows, max(1, PARALLEL_MIN // (8 * length)),
+                  n_threads if rows * length >= PARALLEL_MIN // 4 else 1)

@@ -1,0 +1,60 @@
+"""onnxruntime's QOperator tables on the compiled kernels (byte lookups and
+QLinearSoftmax's rows), and float32 erf for a model session's Erf.
+
+:mod:`qops.onnx._qoperator` states each node's rule in NumPy, makes its
+table by that rule, and calls these where the kernels are built (NumPy's
+``take`` widens every index to 64 bits first, and a softmax there is a
+dozen passes over the tensor); :mod:`qops.onnx._numpy_ops` states erf's
+approximation and calls :func:`erf_float32` likewise.  Nothing here validates values: the callers
+pass checked arrays; the kernels check only that the arrays cover the output.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qops.backends.native import variants as _simd
+from qops.threads import resolve_threads
+
+
+def lookup(first, table, second=None, *, n_threads=None, variant=None):
+    """``table`` looked up by each raw byte of ``first``: a 256-entry table;
+    with ``second`` (of first's shape), by each pair of bytes, entry
+    ``(first << 8) | second`` of a 65536-entry table.
+
+    Returns a new array of first's shape and table's (8-bit) dtype.
+    """
+    module = _simd.quantize_module(variant)
+    first = np.asarray(first, order="C")
+    out = np.empty(first.shape, table.dtype)
+    module.lookup_bytes(first.view(np.uint8).reshape(-1),
+                        None if second is None
+                        else np.asarray(second, order="C").view(np.uint8).reshape(-1),
+                        np.asarray(table, order="C").view(np.uint8).reshape(-1),
+                        out.view(np.uint8).reshape(-1), resolve_threads(n_threads))
+    return out
+
+
+def softmax_rows(rows, table, multiplier, zero_point, *, n_threads=None, variant=None):
+    """QLinearSoftmax along each row of the 2-D ``rows`` (uint8 or int8), from
+    its float32 ``table`` of exponentials (``table[255 + x - max(x)]``),
+    ``multiplier`` (finite: ``floor(float32(1 / y_scale))``) and the output's
+    ``zero_point``.  Returns a new array of rows' shape and dtype."""
+    module = _simd.quantize_module(variant)
+    rows = np.ascontiguousarray(rows)
+    out = np.empty(rows.shape, rows.dtype)
+    module.softmax_rows(rows.view(np.uint8), rows.dtype == np.int8,
+                        np.ascontiguousarray(table, np.float32), float(multiplier),
+                        int(zero_point), out.view(np.uint8), resolve_threads(n_threads))
+    return out
+
+
+def erf_float32(x, *, n_threads=None, variant=None):
+    """erf of float32 ``x`` by the approximation of
+    :func:`qops.onnx._numpy_ops.erf_float32`, with an exponential of the
+    kernel's own (include/qops_erf.h): a new float32 array of x's shape."""
+    module = _simd.quantize_module(variant)
+    x = np.asarray(x, np.float32, order="C")
+    out = np.empty(x.shape, np.float32)
+    module.erf_float32(x.reshape(-1), out.reshape(-1), resolve_threads(n_threads))
+    return out

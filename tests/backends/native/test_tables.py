@@ -1,0 +1,141 @@
+"""The QOperator tables' kernels (qops.backends.native.tables) on every
+quantize variant: byte lookups against NumPy's indexing, QLinearSoftmax's
+rows against the rule written out here and against qops.onnx's NumPy
+statement, bit for bit, on 1 and 2 threads."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from qops.backends.native import tables
+from qops.backends.native import variants as _simd
+from qops.onnx import _qoperator
+
+VARIANTS = _simd.quantize_variants()
+RANGES = {np.uint8: (0, 255), np.int8: (-128, 127)}
+
+
+def stated_softmax(rows, table, multiplier, zero_point):
+    """QLinearSoftmax's rule, element by element: e = table[255 + x - max(x)]
+    of each row, their float32 sum taken left to right, then
+    rint(float64(e) * multiplier / float64(sum)) + zero_point clamped to the
+    type (0 before the zero point where e is 0)."""
+    low, high = RANGES[rows.dtype.type]
+    out = np.empty(rows.shape, rows.dtype)
+    for i, row in enumerate(rows.astype(np.int64)):
+        e = table[255 + row - row.max()]
+        total = np.float32(0)
+        for value in e:
+            total = np.float32(total + value)
+        for j, value in enumerate(e):
+            quotient = 0.0 if value == 0 else float(value) * multiplier / float(total)
+            out[i, j] = min(max(round(quotient) + zero_point, low), high)
+    return out
+
+
+@st.composite
+def softmax_calls(draw):
+    dtype = draw(st.sampled_from([np.uint8, np.int8]))
+    low, high = RANGES[dtype]
+    rows = draw(st.integers(1, 5))
+    length = draw(st.sampled_from([1, 2, 7, 64, 128, 511, 512, 513, 700]))
+    # Wide scales make the smallest entries underflow to 0 (e = 0); narrow
+    # rows of equal values make every quotient the multiplier itself.
+    x_scale = draw(st.sampled_from([1e-3, 0.02, 0.1, 0.5, 2.0]))
+    spread = draw(st.sampled_from([0, 3, 255]))
+    seed = draw(st.integers(0, 2 ** 32 - 1))
+    rng = np.random.default_rng(seed)
+    centre = int(rng.integers(low, high + 1))
+    x = np.clip(centre + rng.integers(-spread, spread + 1, (rows, length)), low, high)
+    y_scale = draw(st.sampled_from([1 / 256, 1 / 255, 1e-3, 0.3, 1.0]))
+    multiplier = float(np.floor(np.divide(np.float32(1), np.float32(y_scale),
+                                          dtype=np.float32)))
+    zero_point = draw(st.integers(low, high))
+    return (x.astype(dtype), _qoperator.softmax_table(x_scale, length), multiplier,
+            zero_point)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@settings(max_examples=40, deadline=None)
+@given(call=softmax_calls(), n_threads=st.sampled_from([1, 2]))
+def test_softmax_rows_follow_the_stated_rule(variant, call, n_threads):
+    rows, table, multiplier, zero_point = call
+    got = tables.softmax_rows(rows, table, multiplier, zero_point, n_threads=n_threads,
+                              variant=variant)
+    assert got.dtype == rows.dtype
+    assert np.array_equal(got, stated_softmax(rows, table, multiplier, zero_point))
+    assert np.array_equal(got, _qoperator._softmax_rows(rows, table, multiplier, zero_point))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_many_softmax_rows_do_not_depend_on_the_thread_count(variant):
+    rng = np.random.default_rng(5)
+    rows = rng.integers(-128, 128, (1536, 128), dtype=np.int8)
+    table = _qoperator.softmax_table(0.07, 128)
+    one = tables.softmax_rows(rows, table, 255.0, -128, n_threads=1, variant=variant)
+    assert np.array_equal(one, _qoperator._softmax_rows(rows, table, 255.0, -128))
+    assert np.array_equal(tables.softmax_rows(rows, table, 255.0, -128, n_threads=2,
+                                              variant=variant), one)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@settings(max_examples=30, deadline=None)
+@given(dtype=st.sampled_from([np.uint8, np.int8]),
+       shape=st.sampled_from([(0,), (1,), (17,), (3, 5000), (70000,)]),
+       pairs=st.booleans(), seed=st.integers(0, 2 ** 32 - 1),
+       n_threads=st.sampled_from([1, 2]))
+def test_lookups_equal_numpy_s_indexing(variant, dtype, shape, pairs, seed, n_threads):
+    rng = np.random.default_rng(seed)
+    low, high = RANGES[dtype]
+    first = rng.integers(low, high + 1, shape).astype(dtype)
+    second = rng.integers(low, high + 1, shape).astype(dtype) if pairs else None
+    table = rng.integers(low, high + 1, 65536 if pairs else 256).astype(dtype)
+    got = tables.lookup(first, table, second, n_threads=n_threads, variant=variant)
+    index = first.view(np.uint8).astype(np.int64)
+    if pairs:
+        index = index * 256 + second.view(np.uint8)
+    assert got.dtype == dtype and got.shape == shape
+    assert np.array_equal(got, table[index])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_arrays_that_do_not_cover_the_output_are_refused(variant):
+    module = _simd.quantize_module(variant)
+    x = np.zeros(8, np.uint8)
+    with pytest.raises(ValueError, match="cover"):
+        module.lookup_bytes(x, None, np.zeros(255, np.uint8), np.empty(8, np.uint8), 1)
+    with pytest.raises(ValueError, match="cover"):
+        module.lookup_bytes(x, x, np.zeros(256, np.uint8), np.empty(8, np.uint8), 1)
+    with pytest.raises(ValueError, match="cover"):
+        module.lookup_bytes(x, np.zeros(7, np.uint8), np.zeros(65536, np.uint8),
+                            np.empty(8, np.uint8), 1)
+    with pytest.raises(ValueError, match="cover"):
+        module.lookup_bytes(x, None, np.zeros(256, np.uint8), np.empty(9, np.uint8), 1)
+    rows = np.zeros((2, 4), np.uint8)
+    table = np.ones(256, np.float32)
+    with pytest.raises(ValueError, match="cover"):
+        module.softmax_rows(rows, False, table, 255.0, 0, np.empty((2, 5), np.uint8), 1)
+    with pytest.raises(ValueError, match="cover"):
+        module.softmax_rows(rows, False, table[:255], 255.0, 0, np.empty((2, 4), np.uint8), 1)
+    with pytest.raises(ValueError, match="cover"):
+        module.softmax_rows(rows, False, table, float("inf"), 0, np.empty((2, 4), np.uint8), 1)
+
+
+def test_the_qoperator_functions_give_the_numpy_statements_bytes():
+    """qlinear_softmax, qlinear_mul and the lookup-table nodes take the
+    kernels from 1024 elements on: the same bytes as their NumPy forms."""
+    rng = np.random.default_rng(11)
+    x = rng.integers(0, 256, (3, 40, 64), dtype=np.uint8)
+    table = _qoperator.softmax_table(0.05, 40)
+    multiplier = float(np.floor(np.float32(1) / np.float32(1 / 256)))
+    moved = np.moveaxis(x, 1, -1)
+    expected = np.moveaxis(
+        _qoperator._softmax_rows(moved.reshape(-1, 40), table, multiplier, 7)
+        .reshape(moved.shape), -1, 1)
+    assert np.array_equal(_qoperator.qlinear_softmax(x, 0.05, 1 / 256, 7, axis=1), expected)
+    a = rng.integers(-128, 128, (50, 60), dtype=np.int8)
+    b = rng.integers(-128, 128, (50, 60), dtype=np.int8)
+    multiplier = np.float32(np.float32(np.float32(0.1) * np.float32(0.26)) / np.float32(2.0))
+    stated = _qoperator._mul_values(a, b, (3, -4, 5), multiplier)
+    assert np.array_equal(_qoperator.qlinear_mul(a, 0.1, 3, b, 0.26, -4, 2.0, 5), stated)
