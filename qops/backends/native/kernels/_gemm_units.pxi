@@ -32,12 +32,9 @@ cdef inline void microkernel_in_a(const Gemm* gemm, const uint8_t* rows, Py_ssiz
     cdef Py_ssize_t step = k0 // gemm.step_length, at = k0, stop
     while at < k1:
         stop = min(k1, (step + 1) * gemm.step_length)
-        if at == k0:
-            microkernel(rows + gemm.step_offset[step] + at - step * gemm.step_length, stride,
-                        (stop - at) // 4, panel, tile)
-        else:
-            microkernel_add(rows + gemm.step_offset[step] + at - step * gemm.step_length, stride,
-                            (stop - at) // 4, panel + (at - k0) // 4 * GROUP_BYTES, tile)
+        microkernel(rows + gemm.step_offset[step] + at - step * gemm.step_length, stride,
+                    (stop - at) // 4, panel + (at - k0) // 4 * GROUP_BYTES, tile, MR, NR,
+                    at != k0)
         at = stop
         step = step + 1
 
@@ -58,13 +55,10 @@ cdef inline void add_line(int32_t* sums, const int32_t* line, bint first) noexce
 # they take the sums from the micro-kernel's registers to the epilogue and
 # leave no tile behind.
 cdef enum:
-    PANEL_PACKED = 0           # the packed block: a tile of sums
-    PANEL_PACKED_COLUMNS = 1   # the same over a last panel of fewer than NR columns
-    PANEL_PACKED_ROWS = 2      # a block of SHORT_BLOCK_ROWS rows or fewer
-    PANEL_IN_A = 3             # rows read where they lie, a pass per step's run
-    PANEL_IN_A_COLUMNS = 4     # one run read where it lies, over a narrow last panel
-    PANEL_REQUANTIZE = 5       # by tile, from the micro-kernel's registers
-    PANEL_REQUANTIZE_ROWS = 6  # by rows (the per-row epilogue), likewise
+    PANEL_SUMS = 0             # the block (packed, or one run where it lies): a tile of sums
+    PANEL_IN_A = 1             # rows read where they lie, a pass per step's run
+    PANEL_REQUANTIZE = 2       # by tile, from the micro-kernel's registers
+    PANEL_REQUANTIZE_ROWS = 3  # by rows (the per-row epilogue), likewise
 
 # What becomes of the tile of sums a form leaves, one block of K.
 cdef enum:
@@ -87,6 +81,7 @@ cdef struct RowBlock:
     const uint8_t* in_a     # its rows where they lie (rows_in_a), or NULL
     const uint8_t* operand  # what the one-run and packed forms read ...
     Py_ssize_t stride       # ... and its row stride
+    Py_ssize_t kernel_rows  # the rows the micro-kernel computes (MR over a zeroed short block)
     int whole_form          # over panels of NR columns
     int last_form           # over a last panel of fewer
     int end
@@ -169,6 +164,9 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
     cdef bint in_a = rows.in_a != NULL
     cdef bint by_tile = one_block and run.by_tile and not with_tail
     cdef bint by_rows = one_block and run.by_rows and not with_tail
+    # A short block's rows alone where they are few (microkernel_rows),
+    # else the whole micro-kernel over the block zeroed past them.
+    rows.kernel_rows = rows.rows if few else MR
     if in_a and by_tile and one_run:
         rows.whole_form = PANEL_REQUANTIZE
     elif by_rows and (one_run if in_a else not few):
@@ -177,21 +175,12 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
         rows.whole_form = PANEL_IN_A
     elif by_tile and not few:
         rows.whole_form = PANEL_REQUANTIZE
-    elif not few:
-        rows.whole_form = PANEL_PACKED
     else:
-        rows.whole_form = PANEL_PACKED_ROWS
-    # A narrow last panel: one run read where it lies has its own form
-    # (microkernel_columns), so that microkernel_in_a, which every panel of
-    # a 3 x 3 convolution takes, carries no case for it.
-    if in_a and one_run and one_block:
-        rows.last_form = PANEL_IN_A_COLUMNS
-    elif in_a:
-        rows.last_form = PANEL_IN_A
-    elif not few:
-        rows.last_form = PANEL_PACKED_COLUMNS
-    else:
-        rows.last_form = PANEL_PACKED_ROWS
+        rows.whole_form = PANEL_SUMS
+    # A narrow last panel of one run read where it lies takes the micro-
+    # kernel's narrow case, so that microkernel_in_a, which every panel of a
+    # 3 x 3 convolution takes, carries none.
+    rows.last_form = PANEL_IN_A if in_a and not (one_run and one_block) else PANEL_SUMS
     if with_tail:
         rows.end = END_WITH_TAIL
     elif run.by_tile:
@@ -207,13 +196,9 @@ cdef inline void sweep_panel(const UnitRun* run, const RowBlock* rows, int form,
     """Groups [g0, g1) of K of a block of rows times panel qi, in `form`."""
     cdef const Gemm* gemm = run.gemm
     cdef const int8_t* panel = gemm.b + qi * run.panel_size + g0 * GROUP_BYTES
-    if form == PANEL_PACKED:
-        microkernel(rows.operand, rows.stride, g1 - g0, panel, run.tile)
-    elif form == PANEL_PACKED_COLUMNS or form == PANEL_IN_A_COLUMNS:
-        microkernel_columns(rows.operand, rows.stride, g1 - g0, panel, run.tile,
-                            gemm.n - qi * NR)
-    elif form == PANEL_PACKED_ROWS:
-        microkernel_rows(rows.operand, rows.stride, g1 - g0, panel, run.tile, rows.rows)
+    if form == PANEL_SUMS:
+        microkernel(rows.operand, rows.stride, g1 - g0, panel, run.tile, rows.kernel_rows,
+                    min(<Py_ssize_t>NR, gemm.n - qi * NR), False)
     elif form == PANEL_IN_A:
         microkernel_in_a(gemm, rows.in_a, rows.stride, 4 * g0, 4 * g1, panel, run.tile)
     elif form == PANEL_REQUANTIZE:
@@ -240,8 +225,8 @@ cdef inline void end_tile(const UnitRun* run, const RowBlock* rows, Py_ssize_t q
                    NR * sizeof(int32_t))
     else:
         finish_tile(tile, rows.row0, qi * NR, run.epilogue, run.gemm, run.unit)
-        microkernel_rows(run.tail_block, BLOCK_ROW_BYTES, run.gemm.groups,
-                         run.gemm.b + qi * run.panel_size, tile, run.tail_rows)
+        microkernel(run.tail_block, BLOCK_ROW_BYTES, run.gemm.groups,
+                    run.gemm.b + qi * run.panel_size, tile, run.tail_rows, NR, False)
         finish_tile(tile, rows.row0 + MR, qi * NR, run.epilogue, run.gemm, run.unit)
 
 

@@ -1,6 +1,7 @@
 # The quantized GEMM driver, the packers and the entry points, shared by every
 # SIMD variant.  A variant defines what the interface of _variant.pxd names
-# (its tile and block constants in its own .pxd; microkernel, pack_groups, the
+# (its tile and block constants in its own .pxd; the micro-kernel's forms,
+# which _microkernel_contract.pxi joins into the contract, pack_groups, the
 # depthwise hooks in its .pyx) and then includes this file,
 # so each variant compiles with its own flags and its own micro-tile shape.
 # This file holds what every part shares (operands, the Gemm and Epilogue
@@ -253,6 +254,7 @@ cdef uint8_t* workspace_bytes(str name, Py_ssize_t nbytes, list keep) except NUL
 
 
 # The GEMM by role, each part using the ones above it.
+include "_microkernel_contract.pxi"
 include "_gemm_pack_b.pxi"
 include "_gemm_pack_a.pxi"
 include "_gemm_epilogues.pxi"

@@ -49,7 +49,7 @@ cdef inline void configure_tiles() noexcept nogil:
     _tile_loadconfig(&config)
 
 
-cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil:
     """Each block of 16 groups of the packed rows is copied into a 32 x 64
     buffer, zero past the last group, and a last partial block of B' into a
@@ -97,7 +97,7 @@ cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, 
 cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                            const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil:
     # The whole tile: the packed block is zero past its rows.
-    microkernel(a, a_stride, groups, b, tile)
+    microkernel_whole(a, a_stride, groups, b, tile)
 
 
 include "_tail_as_tiles.pxi"

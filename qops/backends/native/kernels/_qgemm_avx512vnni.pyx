@@ -144,7 +144,7 @@ cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t 
     elif columns <= 48:
         quarter_rows(a, a_stride, groups, b, tile, 3)
     else:
-        microkernel(a, a_stride, groups, b, tile)
+        microkernel_whole(a, a_stride, groups, b, tile)
 
 
 cdef inline void store_half_row(int32_t* row, __m512i c0, __m512i c1) noexcept nogil:

@@ -58,7 +58,7 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
     chains (chained_rows), the panel still in L1 from the block's pass.
     Two passes of four rows and three (AVX2's way, _tail_in_passes.pxi)
     each waited out vpdpbusd's latency with eight or six chains."""
-    microkernel(a, a_stride, groups, b, tile)
+    microkernel_whole(a, a_stride, groups, b, tile)
     if rows == MR + 2:
         chained_rows(tail, tail_stride, groups, b, tile + MR * NR, 2)
     else:

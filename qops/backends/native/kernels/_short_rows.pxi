@@ -1,6 +1,7 @@
 # The micro-kernels of the variants whose tile_rows(a, a_stride, groups, b,
 # tile, rows, add) runs any number of a micro-tile's rows in one pass over
-# the panel (microkernel, microkernel_add, microkernel_rows).  Included by
+# the panel (microkernel_whole, microkernel_add, microkernel_rows: forms of
+# the micro-kernel's contract, _microkernel_contract.pxi).  Included by
 # each such variant after its tile_rows and its short_rows(a, a_stride,
 # groups, b, tile, rows) (one or two rows, inlined with `rows` constant), so
 # that they compile with the variant's flags and constants.
@@ -14,7 +15,7 @@
 from libc.string cimport memset
 
 
-cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
+cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
                       int32_t* tile) noexcept nogil:
     tile_rows(a, a_stride, groups, b, tile, MR, False)
 

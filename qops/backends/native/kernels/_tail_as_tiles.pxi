@@ -12,7 +12,7 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
                            Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
                            int32_t* tile, Py_ssize_t rows) noexcept nogil:
     cdef int32_t rest[MR * NR]
-    microkernel(a, a_stride, groups, b, tile)
+    microkernel_whole(a, a_stride, groups, b, tile)
     microkernel_rows(tail, tail_stride, groups, b, rest, rows - MR)
     memcpy(tile + MR * NR, rest, (rows - MR) * NR * sizeof(int32_t))
 
@@ -21,6 +21,6 @@ cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t grou
                           const int8_t* b, int32_t* tile) noexcept nogil:
     cdef int32_t pass_sums[MR * NR]
     cdef Py_ssize_t i
-    microkernel(a, a_stride, groups, b, pass_sums)
+    microkernel_whole(a, a_stride, groups, b, pass_sums)
     for i in range(MR * NR):
         tile[i] += pass_sums[i]

@@ -10,7 +10,7 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
     eight rows in 1.48 micro-tiles' time against 1.55 for the block and a
     pass of two rows; else the block, then the tail."""
     if tail != a + MR * a_stride or tail_stride != a_stride:
-        microkernel(a, a_stride, groups, b, tile)
+        microkernel_whole(a, a_stride, groups, b, tile)
         if rows == MR + 2:
             tile_rows(tail, tail_stride, groups, b, tile + MR * NR, 2, False)
         else:

@@ -46,31 +46,21 @@ from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 cdef extern from *:
     ctypedef void not_inlined "__attribute__((noinline)) void"
 
-# tile[r * NR + c] <- sum over k < 4 * groups of A[r, k] * B[k, c], for
-# the packed block of A (row r at a + r * a_stride, unsigned values, A_BYTES
-# each, each pair A_SPREAD times) and a packed panel of B' (signed values,
-# B_BYTES each) from its group at b: exact in int32 for up to 65536 k.
+# The micro-kernel's contract (XNNPACK's mr x nc): for r < rows (1 to MR)
+# and c < columns (1 to NR),
+#     tile[r * NR + c] <- sum over k < 4 * groups of A[r, k] * B[k, c]
+# (added to the tile's sums with add, which comes with rows == MR only),
+# for the packed block of A (row r at a + r * a_stride, unsigned values,
+# A_BYTES each, each pair A_SPREAD times) and a packed panel of B' (signed
+# values, B_BYTES each) from its group at b: exact in int32 for up to 65536
+# k.  The tile's rows from `rows` on are zero; its columns from `columns` on
+# are zero or what the panel gives there (zero: a panel is zero past N).
+# The variant handles the remainders as suits it (_microkernel_contract.pxi
+# gives the usual split: a whole tile, a few rows, a narrow panel, an added
+# pass); the driver passes the block's rows and the panel's columns.
 cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile) noexcept nogil
-
-# The same, added to the tile's sums: a block of A read where it lies in
-# runs of K (a convolution's filter rows) takes a pass per run.
-cdef void microkernel_add(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                          const int8_t* b, int32_t* tile) noexcept nogil
-
-# The same for the first `rows` (1 to MR - 1) rows of the block, the tile's
-# other rows zero: a short last block of rows (an image's last pixels) at the
-# cost of its rows, where the variant has such a kernel.
-cdef void microkernel_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                           const int8_t* b, int32_t* tile, Py_ssize_t rows) noexcept nogil
-
-# The micro-kernel for the first `columns` (1 to NR) columns of the panel,
-# the tile's other columns zero (blocks of K add whole tiles; a panel is
-# zero past N): a last panel of a few columns at about the cost of its
-# columns, where the variant has such a kernel (_qgemm_avx512vnni.pyx),
-# else the whole micro-kernel (_whole_panels.pxi).
-cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
-                              const int8_t* b, int32_t* tile, Py_ssize_t columns) noexcept nogil
+                      int32_t* tile, Py_ssize_t rows, Py_ssize_t columns,
+                      bint add) noexcept nogil
 
 # The same for MR + 1 or MR + 2 rows into a tile of MR + 2 rows: a whole
 # block (row r at a + r * a_stride) and the one or two rows of a short last
@@ -91,7 +81,7 @@ cdef void requantize_tile(const int32_t* tile, const TileTerms* terms, uint8_t* 
 cdef void requantize_tile_rows(const int32_t* tile, const RowTerms* terms, uint8_t* result,
                                Py_ssize_t pitch) noexcept nogil
 
-# microkernel of a block of MR rows, packed (zero past a short block's
+# The micro-kernel on a whole block of MR rows, packed (zero past a short block's
 # rows) or read where it lies in one run, then requantize_tile of its sums: one function where the variant
 # can keep the sums in registers between the two (_tile_shortcuts.pxi, the
 # portable variant's C), the two calls where not.
@@ -106,7 +96,7 @@ cdef inline void microkernel_then_requantize(const uint8_t* a, Py_ssize_t a_stri
                                              Py_ssize_t pitch) noexcept nogil:
     """microkernel_requantize in its two steps, through a tile in memory."""
     cdef int32_t tile[MR * NR]
-    microkernel(a, a_stride, groups, b, tile)
+    microkernel(a, a_stride, groups, b, tile, MR, NR, False)
     requantize_tile(tile, terms, result, pitch)
 
 # The same by RowTerms' rule (requantize_tile_rows), which the driver
@@ -124,7 +114,7 @@ cdef inline void microkernel_then_requantize_rows(const uint8_t* a, Py_ssize_t a
                                                   Py_ssize_t pitch) noexcept nogil:
     """microkernel_requantize_rows in its two steps, through a tile in memory."""
     cdef int32_t tile[MR * NR]
-    microkernel(a, a_stride, groups, b, tile)
+    microkernel(a, a_stride, groups, b, tile, MR, NR, False)
     requantize_tile_rows(tile, terms, result, pitch)
 
 # `count` groups of a full panel: NR columns of rows 0 .. 4 * count - 1 of B

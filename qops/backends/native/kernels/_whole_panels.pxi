@@ -5,4 +5,4 @@
 
 cdef void microkernel_columns(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
                               const int8_t* b, int32_t* tile, Py_ssize_t columns) noexcept nogil:
-    microkernel(a, a_stride, groups, b, tile)
+    microkernel_whole(a, a_stride, groups, b, tile)
