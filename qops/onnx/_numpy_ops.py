@@ -225,17 +225,16 @@ def _erf_float32(x):
     exponential within the same bound), else in NumPy."""
     try:
         from qops.backends.native import tables
-
-        return tables.erf_float32(x)
     except ImportError:
         return erf_float32(x)
+    return tables.erf_float32(x) if tables.built() else erf_float32(x)
 
 
 def erf(node, attributes, opset):
     """Erf: float32 and float16 by :func:`erf_float32`'s approximation
-    (:func:`_erf_float32`; float16 rounded from its float32 result); float64 by SciPy's ``special.erf`` where SciPy is
-    installed; anything else by ``math.erf`` element by element, as
-    onnx.reference does."""
+    (:func:`_erf_float32`; float16 rounded from its float32 result); float64
+    by SciPy's ``special.erf`` where SciPy is installed; anything else by
+    ``math.erf`` element by element, as onnx.reference does."""
     def run(arguments):
         x = np.asarray(arguments[0])
         if x.dtype == np.float32:

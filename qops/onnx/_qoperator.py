@@ -278,12 +278,10 @@ def _native_tables():
     None (the NumPy statements here then run alone).  Both give the same
     bytes: the kernels read the tables these functions make."""
     try:
-        from qops.backends.native import tables, variants
-
-        variants.quantize_module()
+        from qops.backends.native import tables
     except ImportError:
         return None
-    return tables
+    return tables if tables.built() else None
 
 
 def leaky_relu(alpha):
@@ -474,7 +472,10 @@ def qlinear_softmax(x, x_scale, y_scale, y_zero_point=None, *, axis=-1, opset=13
     multiplier = float(np.floor(np.divide(np.float32(1), y_scale, dtype=np.float32)))
     rows = moved.reshape(-1, reduce_size)
     native = _native_tables()
-    if native is not None and x.size >= _NATIVE_LOOKUP_MIN_SIZE and math.isfinite(multiplier):
+    # The kernel takes finite tables and multipliers (the NumPy statement
+    # here covers a table given with infinities, or a subnormal y_scale).
+    if (native is not None and x.size >= _NATIVE_LOOKUP_MIN_SIZE and math.isfinite(multiplier)
+            and np.isfinite(table).all()):
         y = native.softmax_rows(rows, table, multiplier, zero_point)
     else:
         y = _softmax_rows(rows, table, multiplier, zero_point)

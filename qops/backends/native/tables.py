@@ -17,6 +17,16 @@ from qops.backends.native import variants as _simd
 from qops.threads import resolve_threads
 
 
+def built(variant=None):
+    """Whether the compiled kernels here are built (for ``variant``, default
+    the selected one's): the callers' NumPy statements run alone otherwise."""
+    try:
+        module = _simd.quantize_module(variant)
+    except ImportError:
+        return False
+    return all(hasattr(module, name) for name in ("lookup_bytes", "softmax_rows", "erf_float32"))
+
+
 def lookup(first, table, second=None, *, n_threads=None, variant=None):
     """``table`` looked up by each raw byte of ``first``: a 256-entry table;
     with ``second`` (of first's shape), by each pair of bytes, entry
@@ -26,6 +36,8 @@ def lookup(first, table, second=None, *, n_threads=None, variant=None):
     """
     module = _simd.quantize_module(variant)
     first = np.asarray(first, order="C")
+    if second is not None and np.shape(second) != first.shape:
+        raise ValueError(f"lookup: second has shape {np.shape(second)}, first {first.shape}")
     out = np.empty(first.shape, table.dtype)
     module.lookup_bytes(first.view(np.uint8).reshape(-1),
                         None if second is None

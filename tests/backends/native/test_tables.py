@@ -39,7 +39,8 @@ def softmax_calls(draw):
     dtype = draw(st.sampled_from([np.uint8, np.int8]))
     low, high = RANGES[dtype]
     rows = draw(st.integers(1, 5))
-    length = draw(st.sampled_from([1, 2, 7, 64, 128, 511, 512, 513, 700]))
+    # 2000 x 5 rows is enough work for two threads.
+    length = draw(st.sampled_from([1, 2, 7, 64, 128, 511, 512, 513, 700, 2000]))
     # Wide scales make the smallest entries underflow to 0 (e = 0); narrow
     # rows of equal values make every quotient the multiplier itself.
     x_scale = draw(st.sampled_from([1e-3, 0.02, 0.1, 0.5, 2.0]))
@@ -66,6 +67,30 @@ def test_softmax_rows_follow_the_stated_rule(variant, call, n_threads):
     assert got.dtype == rows.dtype
     assert np.array_equal(got, stated_softmax(rows, table, multiplier, zero_point))
     assert np.array_equal(got, _qoperator._softmax_rows(rows, table, multiplier, zero_point))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("multiplier, zero_point, expected", [(5.0, 0, 2), (7.0, 0, 4),
+                                                              (5.0, 10, 12), (7.0, -3, 1)])
+def test_softmax_quotients_halfway_round_to_even(variant, multiplier, zero_point, expected):
+    # Two equal values: each quotient is exactly multiplier / 2.
+    dtype = np.int8 if zero_point < 0 else np.uint8
+    rows = np.full((3, 2), 7, dtype)
+    table = _qoperator.softmax_table(0.1, 2)
+    got = tables.softmax_rows(rows, table, multiplier, zero_point, variant=variant)
+    assert np.array_equal(got, np.full((3, 2), expected, dtype))
+    assert np.array_equal(got, stated_softmax(rows, table, multiplier, zero_point))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_table_of_zeros_gives_the_zero_point(variant):
+    """Every e 0, so every sum 0: each quotient is 0 (not 0 / 0), as the
+    NumPy statement has it."""
+    rows = np.arange(24, dtype=np.uint8).reshape(4, 6)
+    table = np.zeros(256, np.float32)
+    got = tables.softmax_rows(rows, table, 255.0, 9, variant=variant)
+    assert np.array_equal(got, np.full((4, 6), 9, np.uint8))
+    assert np.array_equal(got, _qoperator._softmax_rows(rows, table, 255.0, 9))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -123,8 +148,10 @@ def test_arrays_that_do_not_cover_the_output_are_refused(variant):
 
 
 def test_the_qoperator_functions_give_the_numpy_statements_bytes():
-    """qlinear_softmax, qlinear_mul and the lookup-table nodes take the
-    kernels from 1024 elements on: the same bytes as their NumPy forms."""
+    """qlinear_softmax, qlinear_mul (by one value and by its table of every
+    product) and the lookup-table nodes take the kernels from 1024 elements
+    on: the same bytes as their NumPy forms."""
+    assert tables.built()
     rng = np.random.default_rng(11)
     x = rng.integers(0, 256, (3, 40, 64), dtype=np.uint8)
     table = _qoperator.softmax_table(0.05, 40)
@@ -134,8 +161,15 @@ def test_the_qoperator_functions_give_the_numpy_statements_bytes():
         _qoperator._softmax_rows(moved.reshape(-1, 40), table, multiplier, 7)
         .reshape(moved.shape), -1, 1)
     assert np.array_equal(_qoperator.qlinear_softmax(x, 0.05, 1 / 256, 7, axis=1), expected)
-    a = rng.integers(-128, 128, (50, 60), dtype=np.int8)
-    b = rng.integers(-128, 128, (50, 60), dtype=np.int8)
+    # 200 x 300 pairs: past _MUL_TABLE_MIN_SIZE, so through the table.
+    a = rng.integers(-128, 128, (200, 300), dtype=np.int8)
+    b = rng.integers(-128, 128, (200, 300), dtype=np.int8)
     multiplier = np.float32(np.float32(np.float32(0.1) * np.float32(0.26)) / np.float32(2.0))
     stated = _qoperator._mul_values(a, b, (3, -4, 5), multiplier)
     assert np.array_equal(_qoperator.qlinear_mul(a, 0.1, 3, b, 0.26, -4, 2.0, 5), stated)
+    one = np.array(-17, np.int8)
+    stated = _qoperator._mul_values(a, one, (3, -4, 5), multiplier)
+    assert np.array_equal(_qoperator.qlinear_mul(a, 0.1, 3, one, 0.26, -4, 2.0, 5), stated)
+    lookup = rng.integers(-128, 128, 256).astype(np.int8)
+    assert np.array_equal(_qoperator.apply_lookup_table(a, lookup),
+                          lookup[a.view(np.uint8).astype(np.int64)])

@@ -49,8 +49,8 @@ cdef inline void configure_tiles() noexcept nogil:
     _tile_loadconfig(&config)
 
 
-cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile) noexcept nogil:
+cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                            const int8_t* b, int32_t* tile) noexcept nogil:
     """Each block of 16 groups of the packed rows is copied into a 32 x 64
     buffer, zero past the last group, and a last partial block of B' into a
     zero-padded 16 x 128 buffer: the tile loads then read whole 64-byte rows.

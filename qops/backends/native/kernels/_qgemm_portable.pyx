@@ -33,8 +33,8 @@ cdef extern from "qops_portable.h":
         Py_ssize_t pitch) noexcept nogil
 
 
-cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile) noexcept nogil:
+cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                            const int8_t* b, int32_t* tile) noexcept nogil:
     c_microkernel(a, a_stride, groups, b, tile)
 
 

@@ -15,8 +15,8 @@
 from libc.string cimport memset
 
 
-cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile) noexcept nogil:
+cdef void microkernel_whole(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                            const int8_t* b, int32_t* tile) noexcept nogil:
     tile_rows(a, a_stride, groups, b, tile, MR, False)
 
 

@@ -6,9 +6,9 @@ cdef void microkernel_tail(const uint8_t* a, Py_ssize_t a_stride, const uint8_t*
                            Py_ssize_t tail_stride, Py_ssize_t groups, const int8_t* b,
                            int32_t* tile, Py_ssize_t rows) noexcept nogil:
     """Two passes of four rows and the rest (4 + 4, 4 + 3) where the tail's
-    rows follow the block's (the driver packs them so): on BERT's K = 768,
-    eight rows in 1.48 micro-tiles' time against 1.55 for the block and a
-    pass of two rows; else the block, then the tail."""
+    rows follow the block's (the driver packs them so): fewer passes over
+    the panel than the block and a pass of the tail's rows
+    (docs/performance_notes.rst); else the block, then the tail."""
     if tail != a + MR * a_stride or tail_stride != a_stride:
         microkernel_whole(a, a_stride, groups, b, tile)
         if rows == MR + 2:

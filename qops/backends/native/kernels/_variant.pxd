@@ -4,7 +4,11 @@
 #
 # Each variant's own .pxd (_qgemm_<variant>.pxd) sets its constants, with
 # the reason for their sizes, and includes this file; Cython then checks the
-# variant's definitions against the declarations below at compile time.
+# variant's definitions against the declarations below at compile time.  The
+# micro-kernel's contract (microkernel) is the one exception: every variant
+# takes _microkernel_contract.pxi's, made of four forms the variant defines
+# (microkernel_whole, microkernel_add, microkernel_rows, microkernel_columns;
+# shared includes give the usual ones).
 #
 #   cdef enum:
 #       MR, NR            the micro-tile: MR rows of A by NR columns of B'
@@ -45,6 +49,11 @@ from qops.backends.native.kernels._requantize cimport RowTerms, TileTerms
 # use it are built by them alone).
 cdef extern from *:
     ctypedef void not_inlined "__attribute__((noinline)) void"
+    # The contract's function (microkernel below), inlined into each caller,
+    # where the cases its arguments fix fold away: a pass over rows read in
+    # place is always a whole block, which then runs the whole micro-kernel
+    # as directly as before there was a contract.
+    ctypedef void always_inlined "__attribute__((always_inline)) inline void"
 
 # The micro-kernel's contract (XNNPACK's mr x nc): for r < rows (1 to MR)
 # and c < columns (1 to NR),
@@ -55,12 +64,14 @@ cdef extern from *:
 # values, B_BYTES each) from its group at b: exact in int32 for up to 65536
 # k.  The tile's rows from `rows` on are zero; its columns from `columns` on
 # are zero or what the panel gives there (zero: a panel is zero past N).
-# The variant handles the remainders as suits it (_microkernel_contract.pxi
-# gives the usual split: a whole tile, a few rows, a narrow panel, an added
-# pass); the driver passes the block's rows and the panel's columns.
-cdef void microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups, const int8_t* b,
-                      int32_t* tile, Py_ssize_t rows, Py_ssize_t columns,
-                      bint add) noexcept nogil
+# The block of A always has MR rows to read (a short block is packed zero
+# past its rows), so a variant may compute them all.  The driver passes the
+# rows of a block of SHORT_BLOCK_ROWS or fewer and MR for any other (the
+# whole kernel over a zeroed block costs no more there), and the panel's
+# columns; _microkernel_contract.pxi splits the cases.
+cdef always_inlined microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                                const int8_t* b, int32_t* tile, Py_ssize_t rows,
+                                Py_ssize_t columns, bint add) noexcept nogil
 
 # The same for MR + 1 or MR + 2 rows into a tile of MR + 2 rows: a whole
 # block (row r at a + r * a_stride) and the one or two rows of a short last
