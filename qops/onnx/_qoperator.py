@@ -76,7 +76,6 @@ and adds separately, which can move a sigmoid table entry by one.
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -272,7 +271,6 @@ def apply_lookup_table(x, table):
 _NATIVE_LOOKUP_MIN_SIZE = 1024
 
 
-@functools.lru_cache(maxsize=None)
 def _native_tables():
     """:mod:`qops.backends.native.tables` where the kernels are built, else
     None (the NumPy statements here then run alone).  Both give the same

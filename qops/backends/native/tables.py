@@ -11,6 +11,8 @@ pass checked arrays; the kernels check only that the arrays cover the output.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from qops.backends.native import variants as _simd
@@ -20,6 +22,11 @@ from qops.threads import resolve_threads
 def built(variant=None):
     """Whether the compiled kernels here are built (for ``variant``, default
     the selected one's): the callers' NumPy statements run alone otherwise."""
+    return _built(variant or _simd.selected())
+
+
+@functools.lru_cache(maxsize=None)
+def _built(variant):
     try:
         module = _simd.quantize_module(variant)
     except ImportError:

@@ -194,8 +194,8 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
 cdef always_inlined sweep_panel(const UnitRun* run, const RowBlock* rows, int form,
                                Py_ssize_t qi, Py_ssize_t g0, Py_ssize_t g1) noexcept nogil:
     """Groups [g0, g1) of K of a block of rows times panel qi, in `form`:
-    inlined into the panel loops (a call per panel costs a pointwise
-    convolution over few channels several percent)."""
+    inlined into the panel loops, where a call per panel is a visible share
+    of a pointwise convolution over few channels (docs/performance_notes.rst)."""
     cdef const Gemm* gemm = run.gemm
     cdef const int8_t* panel = gemm.b + qi * run.panel_size + g0 * GROUP_BYTES
     if form == PANEL_SUMS:
