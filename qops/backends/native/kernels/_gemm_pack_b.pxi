@@ -175,7 +175,8 @@ cdef void ensure_packed(const Gemm* gemm, Py_ssize_t b_member, Py_ssize_t q) noe
     slowest thread, and a thread mostly packs the columns it then reads from
     its own cache (call after call the pool gives each thread the same units).
     """
-    cdef Py_ssize_t tile = q // (TILE_COLUMNS // NR)
+    cdef Py_ssize_t tile_panels = unit_panels(gemm.n)
+    cdef Py_ssize_t tile = q // tile_panels
     cdef int32_t* state = gemm.b_ready + b_member * gemm.b_column_tiles + tile
     cdef Py_ssize_t k = gemm.steps * gemm.step_length
     if state_load(state) == PACKED:
@@ -183,8 +184,8 @@ cdef void ensure_packed(const Gemm* gemm, Py_ssize_t b_member, Py_ssize_t q) noe
     if state_claim(state, UNPACKED, PACKING):
         pack_b_span(gemm.b_source + b_member * k * gemm.n, gemm.n, k, gemm.n,
                     gemm.b_source_flip, gemm.b_panels + b_member * gemm.b_batch_stride,
-                    gemm.b_sums + b_member * gemm.b_sums_stride, tile * TILE_COLUMNS,
-                    TILE_COLUMNS)
+                    gemm.b_sums + b_member * gemm.b_sums_stride, tile * tile_panels * NR,
+                    tile_panels * NR)
         state_store(state, PACKED)
         return
     wait_for(state)  # another thread is packing it

@@ -485,7 +485,7 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) no
         # then reads from L1, run_unit); a whole block or several blocks of
         # K keep a unit of their own.
         tiles_m -= 1
-    cdef Py_ssize_t tile_n_panels = TILE_COLUMNS // NR
+    cdef Py_ssize_t tile_n_panels = unit_panels(gemm.n)
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)
     cdef TileJobs jobs
     jobs.gemm = gemm

@@ -29,7 +29,9 @@
 #                         block (K_BLOCK_GROUPS x TILE_COLUMNS groups of 4
 #                         values) stays in L2 while its micro-tiles take turns
 #       TILE_M_PANELS     micro-tiles down a unit of parallel work
-#       TILE_COLUMNS      columns of B' per unit (a multiple of NR)
+#       TILE_COLUMNS      most columns of B' per unit (a multiple of NR); N is
+#                         cut into as few columns of units as that allows,
+#                         their panels shared out evenly (unit_panels)
 #       ROW_TILES         1 when requantize_tile_rows is vectorized, so that the
 #                         driver gives it whole micro-tiles of a per-row
 #                         epilogue; 0 when the line forms serve better

@@ -442,24 +442,26 @@ def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
     """B given as it is is packed by the units that read it, a column tile
     at a time: one B shared by six products (every unit of a tile but the
     first finds it packed, or waits while another thread packs it), or one B
-    per product; N = 300 ends in a partial tile and panel; K = 9 ends in a
-    partial group, 1100 (or the variant's block and 76 k, where that is more)
-    spans two K blocks or more.  A second call on new values of B in the
-    same workspace must pack them afresh."""
+    per product; N = 300 ends in a partial tile and panel, and N = 196 (a
+    14 x 14 image's pixels) has its panels shared evenly between two columns
+    of units, the second starting inside what a whole TILE_COLUMNS would
+    cover; K = 9 ends in a partial group, 1100 (or the variant's block and
+    76 k, where that is more) spans two K blocks or more.  A second call on
+    new values of B in the same workspace must pack them afresh."""
     monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
     if depth == "two blocks":
         depth = max(1100, _simd.module(variant).K_BLOCK + 76)
     rng = np.random.default_rng(depth)
-    for b_batch in (1, 6):
+    for b_batch, n in ((1, 300), (6, 300), (1, 196)):
         for _ in range(2):
             slots = dict(a=random_values(rng, (6, 20, depth), np.uint8), a_scale=0.03,
                          a_zero_point=random_values(rng, (), np.uint8),
-                         b=random_values(rng, (b_batch, depth, 300), b_type),
-                         b_scale=rng.uniform(0.01, 0.03, (1, 300)).astype(np.float32),
-                         b_zero_point=random_values(rng, (1, 300), b_type),
+                         b=random_values(rng, (b_batch, depth, n), b_type),
+                         b_scale=rng.uniform(0.01, 0.03, (1, n)).astype(np.float32),
+                         b_zero_point=random_values(rng, (1, n), b_type),
                          output_scale=np.float32(30.0),
                          output_zero_point=random_values(rng, (), np.int8))
-            exact_on_one_and_two_threads(slots, variant, b_batch)
+            exact_on_one_and_two_threads(slots, variant, (b_batch, n))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
