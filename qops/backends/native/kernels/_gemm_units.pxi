@@ -271,7 +271,12 @@ cdef inline void run_one_block(UnitRun* run) noexcept nogil:
     cdef Py_ssize_t ri, qi, p_end = run.p_end
     cdef bint pack_next
     run.tail_rows = gemm.m - (p_end - 1) * MR
-    run.fuse_tail = not run.whole_rows and p_end - run.p >= 2 and run.tail_rows < MR
+    # Not where the blocks requantize from the micro-kernel's registers
+    # (by_tile, by_rows): a fused tail would send the block above it through
+    # finish_tile, tile by tile, and the tail's own block takes the fused
+    # form over its zeroed rows.
+    run.fuse_tail = (not run.whole_rows and not run.by_tile and not run.by_rows
+                     and p_end - run.p >= 2 and run.tail_rows < MR)
     run.split_tail = run.fuse_tail and run.tail_rows <= 2
     if run.fuse_tail:
         # The tail's packed rows sit in the sums' scratch, which these
