@@ -109,7 +109,8 @@ cdef struct UnitRun:
     uint32_t* row_term
     RowTerms* row_terms
     RowTermsStore* row_store
-    # A short tail fused with the block above it (one block of K only).
+    # A short tail fused with the block above it (one block of K only, and
+    # not where the blocks requantize from registers: run_one_block).
     bint fuse_tail
     bint split_tail
     Py_ssize_t tail_rows
@@ -263,7 +264,9 @@ cdef inline void run_one_block(UnitRun* run) noexcept nogil:
     it lies) once and swept across the unit's panels straight to the
     epilogue.  A tail of fewer than MR rows below two or more blocks goes
     with the block above it, while that block's panels are in L1: alone,
-    its pass reread them from L2."""
+    its pass reread them from L2.  Not where the blocks requantize from the
+    micro-kernel's registers (by_tile, by_rows): there the tail is a block
+    of its own over zeroed rows, so that the block above keeps that form."""
     cdef const Gemm* gemm = run.gemm
     cdef const Epilogue* epilogue = run.epilogue
     cdef UnitOutput* unit = run.unit
@@ -487,8 +490,9 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) no
     if (m_panels > TILE_M_PANELS and m_panels % TILE_M_PANELS == 1 and gemm.m % MR
             and gemm.groups <= K_BLOCK_GROUPS):
         # A lone short last block joins the unit above it (whose panels it
-        # then reads from L1, run_unit); a whole block or several blocks of
-        # K keep a unit of their own.
+        # then reads from L1 where it is fused with the unit's last block,
+        # run_one_block); a whole block or several blocks of K keep a unit of
+        # their own.
         tiles_m -= 1
     cdef Py_ssize_t tile_n_panels = unit_panels(gemm.n)
     cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)

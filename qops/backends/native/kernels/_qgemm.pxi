@@ -194,9 +194,9 @@ cdef inline Py_ssize_t round_up(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
 
 cdef inline Py_ssize_t unit_panels(Py_ssize_t n) noexcept nogil:
     """Panels of B in each column of units (the last may have fewer): as few
-    columns as TILE_COLUMNS allows, their panels shared out evenly (13
-    panels as 7 and 6, not 8 and 5), so that threads taking whole columns
-    get near-equal work.  The unit run (run_gemm) and the packing during the
+    columns as TILE_COLUMNS allows, their panels shared out as evenly as one
+    width for all allows (13 panels as 7 and 6, not 8 and 5; 19 as 7, 7 and
+    5), so that threads taking whole columns get near-equal work.  The unit run (run_gemm) and the packing during the
     product (ensure_packed) both cut B this way."""
     cdef Py_ssize_t n_panels = ceil_div(n, NR)
     return max(ceil_div(n_panels, max(ceil_div(n_panels, TILE_COLUMNS // NR), 1)), 1)
