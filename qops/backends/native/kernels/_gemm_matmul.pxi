@@ -191,7 +191,7 @@ cdef class BoundProduct:
             self.b_batches = b_source_shape[0]
             self.b_stride = packed_b_bytes(k, n)
             self.colsum_stride = ceil_div(n, NR) * NR
-            self.column_tiles = ceil_div(ceil_div(n, NR), unit_panels(n))
+            self.column_tiles = unit_columns(n)
             self.gemm.b = NULL
             self.epilogue.column_sum = NULL
             self.gemm.b_source_flip = 0x80 if b_source_flip else 0

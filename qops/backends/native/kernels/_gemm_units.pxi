@@ -495,7 +495,7 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) no
         # their own.
         tiles_m -= 1
     cdef Py_ssize_t tile_n_panels = unit_panels(gemm.n)
-    cdef Py_ssize_t tiles = tiles_m * ceil_div(n_panels, tile_n_panels)
+    cdef Py_ssize_t tiles = tiles_m * unit_columns(gemm.n)
     cdef TileJobs jobs
     jobs.gemm = gemm
     jobs.epilogue = epilogue

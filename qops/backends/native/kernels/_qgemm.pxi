@@ -196,10 +196,17 @@ cdef inline Py_ssize_t unit_panels(Py_ssize_t n) noexcept nogil:
     """Panels of B in each column of units (the last may have fewer): as few
     columns as TILE_COLUMNS allows, their panels shared out as evenly as one
     width for all allows (13 panels as 7 and 6, not 8 and 5; 19 as 7, 7 and
-    5), so that threads taking whole columns get near-equal work.  The unit run (run_gemm) and the packing during the
-    product (ensure_packed) both cut B this way."""
+    5), so that threads taking whole columns get near-equal work.  The unit
+    run (run_gemm) and the packing during the product (ensure_packed) both
+    cut B this way."""
     cdef Py_ssize_t n_panels = ceil_div(n, NR)
     return max(ceil_div(n_panels, max(ceil_div(n_panels, TILE_COLUMNS // NR), 1)), 1)
+
+
+cdef inline Py_ssize_t unit_columns(Py_ssize_t n) noexcept nogil:
+    """Columns of units over N (unit_panels' cut): one packing state each
+    when B is packed during the product."""
+    return ceil_div(ceil_div(n, NR), unit_panels(n))
 
 
 def scratch_bytes(int n_threads):

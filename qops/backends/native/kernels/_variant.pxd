@@ -31,7 +31,8 @@
 #       TILE_M_PANELS     micro-tiles down a unit of parallel work
 #       TILE_COLUMNS      most columns of B' per unit (a multiple of NR); N is
 #                         cut into as few columns of units as that allows,
-#                         their panels shared out evenly (unit_panels)
+#                         their panels shared out as evenly as one width
+#                         allows (unit_panels)
 #       ROW_TILES         1 when requantize_tile_rows is vectorized, so that the
 #                         driver gives it whole micro-tiles of a per-row
 #                         epilogue; 0 when the line forms serve better
