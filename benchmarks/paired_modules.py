@@ -1,15 +1,19 @@
 """Two builds of one kernel module against each other, in one process.
 
-``python benchmarks/paired_modules.py OLD.so NEW.so [--threads 2] [--rounds 40] CASE ...``
+``python benchmarks/paired_modules.py OLD.so NEW.so [--threads 2] [--rounds 40] [--flush MB] CASE ...``
 loads both builds of a variant's GEMM module (``_qgemm_avx2...so`` copied
 aside before and after a change) side by side, and times each case
 through both, alternating short rounds.  A case ``CIN,COUT,HW`` is a
 pointwise convolution (filter x image, CIN -> COUT channels over HW x HW
 pixels, per-channel requantization, as a compiled QLinearConv runs it)
 through ``matmul``; ``dw:C,HW`` a 3 x 3 depthwise convolution of C
-channels over HW x HW pixels, padded by one, through ``depthwise2d``: the host's load moves
+channels over HW x HW pixels, padded by one, through ``depthwise2d``;
+``row:K,N`` a product of one row on a packed K x N B (a classifier's),
+on the narrowed panels where the build has them.  The host's load moves
 both sides alike, so the median of the rounds' ratios holds still where
-two processes' times, seconds apart, do not.  Both outputs must be equal.
+two processes' times, seconds apart, do not.  With ``--flush MB`` each
+timed call follows a write of MB megabytes, so that its operands come
+from memory.  Both outputs must be equal.
 Prints each side's best time and the ratio (NEW over OLD: below 1, the new
 build is faster).
 """
@@ -65,6 +69,31 @@ def pointwise(rng, channels, out_channels, side, module, threads):
     return call, (1, out_channels, pixels)
 
 
+def one_row(rng, depth, columns, module, threads):
+    """call(module, out) and the output's shape of a one-row product on a
+    packed B of depth x columns (a classifier's, as a compiled operator runs
+    it), on the narrowed panels where the build has them."""
+    a = rng.integers(0, 256, (1, 1, depth), dtype=np.uint8)
+    b = rng.integers(0, 256, (1, depth, columns), dtype=np.uint8)
+    index = np.zeros(1, np.int64)
+    multiplier = np.full((1, columns), 1e-4, np.float32)
+    out_zero = np.full((1, columns), 128, np.int32)
+    packed = {}
+
+    def call(module, out):
+        if module not in packed:
+            b_packed, colsum = module.pack_b_batches(b, False, 1)
+            narrow = getattr(module, "narrow_panels", None)
+            packed[module] = (b_packed, colsum, {} if narrow is None
+                              else {"b_narrow": narrow(b_packed)})
+        b_packed, colsum, narrowed = packed[module]
+        module.matmul(a, False, index, b_packed, colsum, index, columns,
+                      np.zeros(1, np.int32), np.zeros(columns, np.int32), multiplier, out_zero,
+                      out, 0, 255, threads, **narrowed)
+
+    return call, (1, 1, columns)
+
+
 def depthwise(rng, channels, side, threads):
     """call(module, out) and the output's shape of a 3 x 3 depthwise
     convolution, stride 1, padded by one."""
@@ -86,9 +115,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old")
     parser.add_argument("new")
-    parser.add_argument("cases", nargs="+", help="CIN,COUT,HW or dw:C,HW")
+    parser.add_argument("cases", nargs="+", help="CIN,COUT,HW, dw:C,HW or row:K,N")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=40)
+    parser.add_argument("--flush", type=int, default=0, metavar="MB",
+                        help="write MB megabytes before each timed call, so that its "
+                             "operands come from memory (one call per round)")
     args = parser.parse_args(argv)
     import qops  # noqa: F401 - the package and its pool, which both builds use
 
@@ -99,6 +131,10 @@ def main(argv=None):
             channels, side = map(int, case[3:].split(","))
             work = channels * side * side * 9
             call, shape = depthwise(rng, channels, side, args.threads)
+        elif case.startswith("row:"):
+            depth, columns = map(int, case[4:].split(","))
+            work = depth * columns
+            call, shape = one_row(rng, depth, columns, modules[0], args.threads)
         else:
             channels, out_channels, side = map(int, case.split(","))
             work = channels * out_channels * side * side
@@ -108,11 +144,14 @@ def main(argv=None):
             call(module, out)
         if not (outs[0] == outs[1]).all():
             raise SystemExit(f"{case}: the two builds' outputs differ")
-        calls = max(3, int(3e9 / work) // 1000)
+        calls = 1 if args.flush else max(3, int(3e9 / work) // 1000)
+        flush = np.ones(args.flush << 20, np.uint8)
         best, ratios = [float("inf")] * 2, []
         for _ in range(args.rounds):
             times = []
             for side_index, (module, out) in enumerate(zip(modules, outs)):
+                if args.flush:
+                    flush += 1
                 start = time.perf_counter()
                 for _ in range(calls):
                     call(module, out)

@@ -677,13 +677,15 @@ def _prepared_qgemm(node, graph):
     except QopsError as error:
         raise node_error(node, str(error)) from None
     adapter = _nodes.CONTRIB_ADAPTERS["QGemm"]
+    # Every slot but A is bound, so the runner exists.
+    run_product = product.data_runner()
 
     def call(arguments, n_threads):
         a = arguments[0]
         if not (type(a) is np.ndarray and a.dtype == a_dtype and a.ndim == 2
                 and a.shape[0 if trans_a else 1] == k):
             return adapter(arguments, attributes, 1)
-        sums = product(np.ascontiguousarray(a.T if trans_a else a), n_threads=n_threads)
+        sums = run_product(n_threads, np.ascontiguousarray(a.T if trans_a else a))
         return [tail.requantized(sums)]
 
     return "qops QGemm (compiled)", call

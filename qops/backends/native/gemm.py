@@ -175,6 +175,11 @@ def prepare_matmul(call, variant=None):
 
         packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
             _bytes(call.arrays["b"]).reshape(b_shape), b_flip, pack_threads))
+        # A product of one or two rows reads each value of B' once: where
+        # the panels are int16, it reads them narrowed to bytes instead.
+        narrow_b = (call.packed.get(("b narrowed", variant),
+                                    lambda: kernels.narrow_panels(packed_b))
+                    if rows <= kernels.NARROW_MAX_ROWS else None)
 
         def run_data(a, out, n_threads):
             a = np.ascontiguousarray(a).reshape(a_shape)
@@ -182,7 +187,7 @@ def prepare_matmul(call, variant=None):
                    b_index, columns, row_zero, column_zero, multiplier, out_zero,
                    (out.view(np.uint8) if out_bytes else out).reshape(out_shape), low, high,
                    min(n_threads, most_threads), raw, False, None, None, None, False, to_float,
-                   float_bias)
+                   float_bias, narrow_b)
 
         return run_data
 

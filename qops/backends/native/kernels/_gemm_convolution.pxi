@@ -591,6 +591,7 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
                                           keep)
     gemm.a_ready = NULL
     gemm.a_packed = NULL
+    gemm.b_narrow = NULL
     if conv.needs_row_sums:
         # Summed by the units (ensure_row_sums), the states zeroed per GEMM.
         gemm.a_sums = conv.sums

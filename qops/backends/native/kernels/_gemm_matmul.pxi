@@ -44,6 +44,21 @@ cdef void batch_row_sums(Gemm* gemm, Py_ssize_t batches, int64_t* sums,
     gemm.a = a
 
 
+# The most rows of A a product may have to read B' narrowed (b_narrow): a
+# block this short runs microkernel_rows, whose rows share each panel value.
+NARROW_MAX_ROWS = SHORT_BLOCK_ROWS
+
+
+def narrow_panels(const int8_t[:, ::1] b_packed):
+    """pack_b_batches' panels narrowed to one byte per value, in the same
+    order (B' values are bytes however wide the panel holds them), for
+    products of one or two rows (matmul's b_narrow); None where the
+    variant's panels are bytes already."""
+    if B_BYTES == 1:
+        return None
+    return np.asarray(b_packed).view(np.int16).astype(np.int8)
+
+
 def pack_b_batches(const uint8_t[:, :, ::1] b, bint flip, int n_threads):
     """Pack every K x N matrix of b; returns (packed, colsum), one row per
     matrix, arrays of their own (a compiled operator's constant B)."""
@@ -105,7 +120,7 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
            const float[:, ::1] multiplier, const int32_t[:, ::1] out_zero,
            uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
            bint per_row=False, bias=None, a_row_sums=None, b_source=None,
-           bint b_source_flip=False, bint to_float=False, float_bias=None):
+           bint b_source_flip=False, bint to_float=False, float_bias=None, b_narrow=None):
     """out[i] <- requantized a[a_index[i]] @ b[b_index[i]] for every output matrix i.
 
     B comes packed (b_packed and b_colsum, from pack_b_batches: a compiled
@@ -119,6 +134,9 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     to_float as well, it holds float32(product) * multiplier (+ float_bias,
     float32, N, when given) as float32 (MATRIX_MULTIPLY_INTEGER_TO_FLOAT).
 
+    b_narrow: narrow_panels(b_packed), read instead of b_packed by a short
+    block of rows (a product of one or two rows: half the bytes).
+
     per_row: the requantization belongs to the rows (a pointwise convolution
     as filter x image, whose rows are output channels): multiplier and
     out_zero are M x 1, bias (int64, M, or None) is added to each row, and
@@ -130,7 +148,7 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
                            col_zero, multiplier, out_zero, out.shape[0], low, high, raw,
                            per_row, bias, a_row_sums,
                            None if b_source is None else np.shape(b_source), b_source_flip,
-                           to_float, float_bias, False)
+                           to_float, float_bias, False, False, b_narrow)
     product.run(None, b_source, out, n_threads)
 
 
@@ -146,9 +164,11 @@ cdef class BoundProduct:
     in the batch) and ``b_source_shape`` for b_source; with ``a_per_call``
     each call brings an A of a's shape (a is then only its shape's model,
     and a_row_sums must be None); with ``a_packed_once`` a constant A of
-    short rows is packed here rather than by the units of every run.  A call's operands are checked against
-    the bound shapes (ValueError); each call works on a copy of the
-    descriptions, so one bound product may run in several threads at once.
+    short rows is packed here rather than by the units of every run; with
+    ``b_narrow`` (narrow_panels(b_packed)) a short block of rows reads that.
+    A call's operands are checked against the bound shapes (ValueError);
+    each call works on a copy of the descriptions, so one bound product may
+    run in several threads at once.
     """
     cdef Gemm gemm
     cdef Epilogue epilogue
@@ -166,7 +186,7 @@ cdef class BoundProduct:
                  Py_ssize_t out_batches, int32_t low, int32_t high, bint raw=False,
                  bint per_row=False, bias=None, a_row_sums=None, b_source_shape=None,
                  bint b_source_flip=False, bint to_float=False, float_bias=None,
-                 bint a_per_call=False, bint a_packed_once=False):
+                 bint a_per_call=False, bint a_packed_once=False, b_narrow=None):
         cdef Py_ssize_t k = a.shape[2]
         self.a_batches, self.m, self.k, self.n = a.shape[0], a.shape[1], k, n
         self.batches = out_batches
@@ -218,6 +238,13 @@ cdef class BoundProduct:
             row_zero, col_zero, multiplier, out_zero, out_batches, low, high, raw, per_row,
             bias, a_row_sums)
         self.sums_in_run = described[3]
+        cdef const int8_t[:, ::1] narrow_view
+        if b_narrow is not None and not self.during and k:
+            narrow_view = b_narrow
+            if (B_BYTES != 2 or narrow_view.shape[0] != self.b_batches
+                    or narrow_view.shape[1] * B_BYTES != self.b_stride):
+                raise ValueError("matmul: b_narrow is not b_packed narrowed")
+            self.gemm.b_narrow = &narrow_view[0, 0]
         packed_a = None
         if (a_packed_once and not a_per_call and 0 < k <= PREPACKED_A_MAX_K
                 and not (A_BYTES == 1 and self.gemm.a_flip == 0)):
@@ -226,7 +253,7 @@ cdef class BoundProduct:
             # which only a product run many times repays).
             packed_a = prepack_a(&self.gemm, self.a_batches)
         self.kept = (described, a_index, b_packed, b_colsum, b_index, row_zero, col_zero,
-                     multiplier, out_zero, float_bias, packed_zeros, packed_a)
+                     multiplier, out_zero, float_bias, packed_zeros, packed_a, b_narrow)
 
     def run(self, a, b_source, uint8_t[:, :, ::1] out, int n_threads):
         """out <- the products, with ``a`` (with a_per_call, else None) and
@@ -402,6 +429,7 @@ cdef tuple describe_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offs
     gemm.a_ready = NULL
     gemm.a_sums = NULL
     gemm.a_packed = NULL
+    gemm.b_narrow = NULL
     sums_in_run = bool(needs_row_sums and k and not given)
     if sums_in_run:
         gemm.a_sums_stride = m

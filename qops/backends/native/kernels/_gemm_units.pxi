@@ -57,8 +57,9 @@ cdef inline void add_line(int32_t* sums, const int32_t* line, bint first) noexce
 cdef enum:
     PANEL_SUMS = 0             # the block (packed, or one run where it lies): a tile of sums
     PANEL_IN_A = 1             # rows read where they lie, a pass per step's run
-    PANEL_REQUANTIZE = 2       # by tile, from the micro-kernel's registers
-    PANEL_REQUANTIZE_ROWS = 3  # by rows (the per-row epilogue), likewise
+    PANEL_NARROW = 2           # a short block on the panel narrowed to bytes (b_narrow)
+    PANEL_REQUANTIZE = 3       # by tile, from the micro-kernel's registers
+    PANEL_REQUANTIZE_ROWS = 4  # by rows (the per-row epilogue), likewise
 
 # What becomes of the tile of sums a form leaves, one block of K.
 cdef enum:
@@ -168,7 +169,9 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
     # A short block's rows alone where they are few (microkernel_rows),
     # else the whole micro-kernel over the block zeroed past them.
     rows.kernel_rows = rows.rows if few else MR
-    if in_a and by_tile and one_run:
+    if B_BYTES == 2 and run.gemm.b_narrow != NULL and few and not in_a:
+        rows.whole_form = PANEL_NARROW
+    elif in_a and by_tile and one_run:
         rows.whole_form = PANEL_REQUANTIZE
     elif by_rows and (one_run if in_a else not few):
         rows.whole_form = PANEL_REQUANTIZE_ROWS
@@ -182,6 +185,8 @@ cdef inline void choose_forms(const UnitRun* run, RowBlock* rows, bint one_block
     # kernel's narrow case, so that microkernel_in_a, which every panel of a
     # 3 x 3 convolution takes, carries none.
     rows.last_form = PANEL_IN_A if in_a and not (one_run and one_block) else PANEL_SUMS
+    if rows.whole_form == PANEL_NARROW:
+        rows.last_form = PANEL_NARROW
     if with_tail:
         rows.end = END_WITH_TAIL
     elif run.by_tile:
@@ -204,6 +209,10 @@ cdef always_inlined sweep_panel(const UnitRun* run, const RowBlock* rows, int fo
                     min(<Py_ssize_t>NR, gemm.n - qi * NR), False)
     elif form == PANEL_IN_A:
         microkernel_in_a(gemm, rows.in_a, rows.stride, 4 * g0, 4 * g1, panel, run.tile)
+    elif form == PANEL_NARROW:
+        microkernel_narrow(rows.operand, rows.stride, g1 - g0,
+                           gemm.b_narrow + (qi * run.panel_size + g0 * GROUP_BYTES) // B_BYTES,
+                           run.tile, rows.kernel_rows)
     elif form == PANEL_REQUANTIZE:
         microkernel_requantize(rows.operand, rows.stride, g1 - g0, panel, run.terms,
                                tile_terms_at(run.terms, rows.row0, qi * NR, run.unit),
@@ -398,6 +407,8 @@ cdef void run_unit(const Gemm* product, const Epilogue* common, Gemm* own,
     if product.a_packed != NULL:
         own.a_packed = product.a_packed + a_member * product.a_packed_batch_stride
     own.b = product.b + b_member * product.b_batch_stride
+    if product.b_narrow != NULL:
+        own.b_narrow = product.b_narrow + b_member * product.b_batch_stride // B_BYTES
     own.out = product.out + index * product.out_batch_stride * (4 if common.raw else 1)
     own_epilogue.column_sum = common.column_sum + b_member * common.column_sum_batch_stride
     if product.b_ready != NULL:

@@ -102,6 +102,10 @@ cdef struct Gemm:
     Py_ssize_t a_slack
     Py_ssize_t groups              # ceil(K / 4): the packed depth
     const int8_t* b                # NR-column panels of `groups` groups
+    # The same panels narrowed to a byte per value (B_BYTES 2 only), which
+    # a product of one or two rows reads instead (microkernel_narrow); or
+    # NULL.  Member b_i at b_narrow + b_i * b_batch_stride / 2.
+    const int8_t* b_narrow
     Py_ssize_t n
     uint8_t* out                   # (r, c) at out[r * out_row_stride + c * out_col_stride]
     Py_ssize_t out_row_stride

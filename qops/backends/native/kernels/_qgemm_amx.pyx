@@ -129,6 +129,7 @@ cdef void microkernel_requantize(const uint8_t* a, Py_ssize_t a_stride, Py_ssize
     microkernel_then_requantize(a, a_stride, groups, b, terms, result, pitch)
 
 
+include "_narrow_panels.pxi"
 include "_pack_avx2.pxi"
 include "_pack_pair_twice.pxi"
 include "_depthwise_avx512.pxi"

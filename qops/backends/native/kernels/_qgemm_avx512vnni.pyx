@@ -433,6 +433,7 @@ cdef void pack_groups(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count, uin
     _mm512_storeu_si512(sums + 48, sums3)
 
 
+include "_narrow_panels.pxi"
 include "_pack_pair_twice.pxi"
 include "_depthwise_avx512.pxi"
 include "_qgemm.pxi"

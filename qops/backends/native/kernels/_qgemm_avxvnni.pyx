@@ -153,5 +153,6 @@ cdef void pack_groups_pair(const uint8_t* rows, Py_ssize_t ldb, Py_ssize_t count
     _mm256_storeu_si256(sums + 24, sums3)
 
 
+include "_narrow_panels.pxi"
 include "_depthwise_avx2.pxi"
 include "_qgemm.pxi"

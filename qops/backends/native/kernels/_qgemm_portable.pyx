@@ -95,6 +95,7 @@ cdef void microkernel_requantize_rows(const uint8_t* a, Py_ssize_t a_stride, Py_
     microkernel_then_requantize_rows(a, a_stride, groups, b, terms, result, pitch)
 
 
+include "_narrow_panels.pxi"
 include "_pack_pair_twice.pxi"
 include "_depthwise_sse2.pxi"
 include "_qgemm.pxi"

@@ -76,6 +76,17 @@ cdef always_inlined microkernel(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_
                                 const int8_t* b, int32_t* tile, Py_ssize_t rows,
                                 Py_ssize_t columns, bint add) noexcept nogil
 
+# The same for a short block (rows <= SHORT_BLOCK_ROWS, sums set) on a panel
+# narrowed to one byte per value (Gemm.b_narrow: the same layout as B_BYTES
+# 2's, each int16 a byte), from its group at `narrow`.  A product of one or
+# two rows reads each value of B' once, so that its time is B''s bytes
+# coming from memory: where panels hold int16, it reads half the bytes this
+# way.  Variants whose panels are bytes (B_BYTES 1) are never given one;
+# _narrow_panels.pxi serves the variants with no kernel of their own.
+cdef void microkernel_narrow(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t groups,
+                             const int8_t* narrow, int32_t* tile,
+                             Py_ssize_t rows) noexcept nogil
+
 # The same for MR + 1 or MR + 2 rows into a tile of MR + 2 rows: a whole
 # block (row r at a + r * a_stride) and the one or two rows of a short last
 # block under it (at tail + r * tail_stride, a packed block of MR rows, zero

@@ -36,6 +36,8 @@ cdef extern from "<immintrin.h>" nogil:
     __m256i _mm256_add_epi8(__m256i a, __m256i b)
     __m128i _mm256_castsi256_si128(__m256i a)
     __m128i _mm256_extracti128_si256(__m256i a, int index)
+    void _mm_prefetch(const char* p, int hint)
+    int _MM_HINT_T0
 
 cdef extern from "qops_ymm.h":
     __m128i _mm_loadu_si128 "qops_load_128"(const void* p) nogil

@@ -13,6 +13,7 @@ from kernel_cases import TYPES, VARIANTS, _native, random_values, reference, run
 from qops.backends.native import variants as _simd
 from qops.backends.native.kernels import _peak_probes
 from qops.backends.native.variants import VARIANTS as ALL_VARIANTS
+import qops
 from qops.ops import matmul
 
 
@@ -433,6 +434,76 @@ def test_one_or_two_rows_at_every_count_of_groups(variant, rows, monkeypatch):
                          output_scale=np.float32(rng.uniform(0.05, 0.2) * depth ** 0.5),
                          output_zero_point=random_values(rng, (), np.uint8))
             exact_on_one_and_two_threads(slots, variant, (rows, depth))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("rows", [1, 2, 3])
+def test_short_blocks_read_the_narrowed_panels(variant, rows):
+    """With b_narrow, a block of one or two rows reads the panels narrowed to
+    bytes and nothing else of B' (given the narrowed panels of another B,
+    its products are that B's), and a longer block never reads them; the
+    variants whose panels are bytes already have no narrowed copy."""
+    kernels = _simd.module(variant)
+    rng = np.random.default_rng(rows)
+    depth, columns = 300, 37
+    a = rng.integers(0, 256, (1, rows, depth), dtype=np.uint8)
+    b, other = (rng.integers(-128, 128, (1, depth, columns), dtype=np.int8) for _ in range(2))
+    packed, colsum = kernels.pack_b_batches(b.view(np.uint8), False, 1)
+    narrowed = kernels.narrow_panels(kernels.pack_b_batches(other.view(np.uint8), False, 1)[0])
+    panel_columns = kernels.tile_shape()[1]
+    values = -(-columns // panel_columns) * panel_columns * -(-depth // 4) * 4
+    # Panels of bytes have no narrowed copy; int16 panels narrow to half.
+    assert packed.shape[1] == values * (1 if narrowed is None else 2)
+    if narrowed is None:
+        return
+    assert narrowed.shape == (1, values)
+    index = np.zeros(1, np.int64)
+    out = np.empty((1, rows, 4 * columns), np.uint8)
+    kernels.matmul(a, False, index, packed, colsum, index, columns, np.zeros(rows, np.int32),
+                   np.zeros(columns, np.int32), np.ones((1, columns), np.float32),
+                   np.zeros((1, columns), np.int32), out, 0, 0, 2, True, b_narrow=narrowed)
+    read = other if rows <= kernels.NARROW_MAX_ROWS else b
+    assert np.array_equal(out.view(np.int32)[0], a[0].astype(np.int64) @ read[0])
+    with pytest.raises(ValueError, match="narrowed"):
+        kernels.matmul(a, False, index, packed, colsum, index, columns,
+                       np.zeros(rows, np.int32), np.zeros(columns, np.int32),
+                       np.ones((1, columns), np.float32), np.zeros((1, columns), np.int32), out,
+                       0, 0, 2, True, b_narrow=narrowed[:, 1:])
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("b_type", TYPES)
+def test_one_or_two_rows_on_a_compiled_b(variant, b_type, monkeypatch):
+    """A compiled B's product of one or two rows (a classifier's, which reads
+    the narrowed panels where the variant packs int16): K of one group, of
+    several of the widening's chunks (300), and of two blocks or more (the
+    variant's block and 76 k); N ending in a partial panel; a batch of three
+    B matrices, each its own stretch of the panels; 1 and 2 threads; the
+    exact products (MATRIX_MULTIPLY_INTEGER, against int64 NumPy) and the
+    requantized ones (QUANTIZED_LINEAR_MATRIX_MULTIPLY, against the
+    reference)."""
+    monkeypatch.setattr(_simd, "_selected", variant)
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(7)
+    for depth in (3, 300, _simd.module(variant).K_BLOCK + 76):
+        for rows in (1, 2):
+            a = random_values(rng, (3, rows, depth), np.uint8)
+            b = random_values(rng, (3, depth, 70), b_type)
+            a_zero, b_zero = random_values(rng, (), np.uint8), random_values(rng, (), b_type)
+            exact = qops.compile("MATRIX_MULTIPLY_INTEGER", b=b, a_zero_point=a_zero,
+                                 b_zero_point=b_zero)
+            expected = (a.astype(np.int64) - int(a_zero)) @ (b.astype(np.int64) - int(b_zero))
+            slots = dict(a=a, a_scale=np.float32(0.03), a_zero_point=a_zero, b=b,
+                         b_scale=np.float32(0.02), b_zero_point=b_zero,
+                         output_scale=np.float32(0.05 * depth ** 0.5),
+                         output_zero_point=random_values(rng, (), np.uint8))
+            requantized = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY",
+                                       **{name: value for name, value in slots.items()
+                                          if name != "a"})
+            wanted = reference(matmul.prepare(slots, {}, "4_0"))
+            for n_threads in (1, 2):
+                assert np.array_equal(exact(a, n_threads=n_threads), expected), (depth, rows)
+                assert np.array_equal(requantized(a, n_threads=n_threads), wanted), (depth, rows)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
