@@ -197,6 +197,32 @@ def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (variant, threads)
 
 
+@pytest.mark.parametrize("sign", [1, -1])
+@pytest.mark.parametrize("m", [1, 3])
+def test_level_four_holds_its_largest_block_sums_exactly(sign, m):
+    """Every code of B 15 and every code of A +-127 (A one value per row, the
+    largest of its blocks): each pair of k adds 2 * 15 * 127 to a column's sum,
+    the most the 4-bit kernels' int16 steps carry before they widen, through
+    blocks of 128 (two tiles of 64 k, 16 steps each), on every variant and
+    thread count, bit for bit the rule."""
+    k, n, block_size = 512, 20, 128
+    a = np.full((m, k), sign * 3.0, np.float32)
+    b = np.full((n, k // block_size, block_size // 2), 0xFF, np.uint8)
+    scales = np.full((n, k // block_size), 0.01, np.float32)
+    zero_points = np.zeros((n, 2), np.uint8)  # packed: zero for each of the 4 blocks
+    call = call_of(a, b, scales, zero_points, None, k=k, n=n, bits=4, block_size=block_size,
+                   accuracy_level=4)
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, None, k=k, n=n, bits=4,
+                                        block_size=block_size, accuracy_level=4)
+    assert np.allclose(want, sign * 3.0 * 15 * 0.01 * k, rtol=1e-5)
+    for variant in variants.quantize_variants():
+        for threads in (1, 2):
+            prepared = native.prepare(call, variant)
+            got = np.empty(call.output_shape, call.output_dtype)
+            prepared.run_once(call, got, threads)
+            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (variant, threads)
+
+
 def test_the_function_runs_the_kernels_and_keeps_batch_dimensions():
     rng = np.random.default_rng(11)
     a, b, scales, zero_points, bias = case(rng, 6, 64, 20, 4, 32, "packed", True)

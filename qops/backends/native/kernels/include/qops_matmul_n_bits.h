@@ -422,13 +422,69 @@ static inline void qops_nbits_int8_sums(const int16_t (*pairs)[QOPS_NBITS_COLUMN
 #endif
 }
 
+#if defined(__AVX2__)
+/* Iterations of qops_nbits_int8_row_4bit summed in int16 before they are
+   widened: each adds at most 2 * 15 * 128 to an element, and 8 * 3840 =
+   30720 < 32768, so that vpmaddubsw never saturates and the sums are exact. */
+#define QOPS_NBITS_INT16_ITERATIONS 8
+
+/* One row's 16 exact sums of `count` k (a multiple of 4) of 4-bit codes from
+   their interleaved bytes at `lines` (k = 2p in line p's low nibbles, 2p + 1
+   in its high ones): two lines a load, the nibbles unpacked into pairs of k
+   per column as bytes, and vpmaddubsw (unsigned codes by signed row codes)
+   makes each column's two products in one int16. */
+static inline void qops_nbits_int8_row_4bit(const uint8_t* lines, ptrdiff_t count,
+                                            const int8_t* row, int32_t* sums) {
+    const __m256i nibbles = _mm256_set1_epi8(0x0F);
+    /* Lane 0 takes row codes 0 and 1 of each four in every 16-bit element,
+       lane 1 codes 2 and 3: the lanes hold lines 2q and 2q + 1. */
+    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    __m256i low = _mm256_loadu_si256((const __m256i*)sums);
+    __m256i high = _mm256_loadu_si256((const __m256i*)(sums + 8));
+    const ptrdiff_t quads = count / 4;
+    ptrdiff_t q = 0;
+    while (q < quads) {
+        const ptrdiff_t stop = quads - q < QOPS_NBITS_INT16_ITERATIONS
+                                   ? quads : q + QOPS_NBITS_INT16_ITERATIONS;
+        __m256i low16 = _mm256_setzero_si256(), high16 = _mm256_setzero_si256();
+        for (; q < stop; q++) {
+            const __m256i bytes = _mm256_loadu_si256((const __m256i*)(lines + 32 * q));
+            const __m256i even = _mm256_and_si256(bytes, nibbles);
+            const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibbles);
+            int32_t four;
+            memcpy(&four, row + 4 * q, sizeof four);
+            const __m256i codes = _mm256_shuffle_epi8(_mm256_set1_epi32(four), spread);
+            /* Columns 0-7 and 8-15, each lane one line's pair of k. */
+            low16 = _mm256_add_epi16(low16, _mm256_maddubs_epi16(
+                _mm256_unpacklo_epi8(even, odd), codes));
+            high16 = _mm256_add_epi16(high16, _mm256_maddubs_epi16(
+                _mm256_unpackhi_epi8(even, odd), codes));
+        }
+        low = _mm256_add_epi32(low, _mm256_add_epi32(
+            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(low16)),
+            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(low16, 1))));
+        high = _mm256_add_epi32(high, _mm256_add_epi32(
+            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(high16)),
+            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(high16, 1))));
+    }
+    _mm256_storeu_si256((__m256i*)sums, low);
+    _mm256_storeu_si256((__m256i*)(sums + 8), high);
+}
+#endif
+
 /* One row's 16 exact sums of `count` k straight from the interleaved bytes
-   (AVX2: the pairs never stored; elsewhere through the pair tile). */
+   (AVX2: the pairs never stored, 4-bit codes by qops_nbits_int8_row_4bit;
+   elsewhere through the pair tile). */
 static inline void qops_nbits_int8_row(const uint8_t* lines, ptrdiff_t count, int bits,
                                        const int8_t* row,
                                        int16_t (*pairs)[QOPS_NBITS_COLUMNS][2], int32_t* sums) {
 #if defined(__AVX2__)
     (void)pairs;
+    if (bits == 4) {
+        qops_nbits_int8_row_4bit(lines, count, row, sums);
+        return;
+    }
     const __m256i masks = _mm256_set1_epi32((1 << bits) - 1);
     __m256i low = _mm256_loadu_si256((const __m256i*)sums);
     __m256i high = _mm256_loadu_si256((const __m256i*)(sums + 8));
@@ -465,10 +521,18 @@ static inline void qops_nbits_panel_int8(const int8_t* a_codes, ptrdiff_t padded
             memset(block_sums, 0, sizeof block_sums[0] * (size_t)height);
             const uint8_t* block = panel + j * blob * QOPS_NBITS_COLUMNS;
             for (ptrdiff_t k0 = 0; k0 < block_size; k0 += step) {
+#if defined(__AVX2__)
+                /* Every row reads the 4-bit lines itself: unpacking them
+                   into the pair tile cost more than the rows' reading. */
+                if (height == 1 || bits == 4) {
+#else
                 if (height == 1) {
-                    qops_nbits_int8_row(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step, bits,
-                                        a_codes + r0 * padded_k + j * block_size + k0, pairs,
-                                        block_sums[0]);
+#endif
+                    for (ptrdiff_t r = 0; r < height; r++) {
+                        qops_nbits_int8_row(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step,
+                                            bits, a_codes + (r0 + r) * padded_k + j * block_size
+                                                      + k0, pairs, block_sums[r]);
+                    }
                     continue;
                 }
                 qops_nbits_int8_pairs(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step,
