@@ -423,25 +423,28 @@ static inline void qops_nbits_int8_sums(const int16_t (*pairs)[QOPS_NBITS_COLUMN
 }
 
 #if defined(__AVX2__)
-/* Iterations of qops_nbits_int8_row_4bit summed in int16 before they are
+/* Iterations of qops_nbits_sums_4bit summed in int16 before they are
    widened: each adds at most 2 * 15 * 128 to an element, and 8 * 3840 =
    30720 < 32768, so that vpmaddubsw never saturates and the sums are exact. */
 #define QOPS_NBITS_INT16_ITERATIONS 8
 
-/* One row's 16 exact sums of `count` k (a multiple of 4) of 4-bit codes from
-   their interleaved bytes at `lines` (k = 2p in line p's low nibbles, 2p + 1
-   in its high ones): two lines a load, the nibbles unpacked into pairs of k
-   per column as bytes, and vpmaddubsw (unsigned codes by signed row codes)
-   makes each column's two products in one int16. */
-static inline void qops_nbits_int8_row_4bit(const uint8_t* lines, ptrdiff_t count,
-                                            const int8_t* row, int32_t* sums) {
+/* A row's exact sums of `count` k (a multiple of 4) of 4-bit codes for 16
+   columns, columns 0-7 and 8-15 in two vectors. */
+typedef struct { __m256i low, high; } qops_nbits_sums16;
+
+/* The sums of one run of k from the codes' interleaved bytes at `lines` (k =
+   2p in line p's low nibbles, 2p + 1 in its high ones): two lines a load,
+   the nibbles unpacked into pairs of k per column as bytes, and vpmaddubsw
+   (unsigned codes by signed row codes) makes each column's two products in
+   one int16. */
+static inline qops_nbits_sums16 qops_nbits_sums_4bit(const uint8_t* lines, ptrdiff_t count,
+                                                     const int8_t* row) {
     const __m256i nibbles = _mm256_set1_epi8(0x0F);
     /* Lane 0 takes row codes 0 and 1 of each four in every 16-bit element,
        lane 1 codes 2 and 3: the lanes hold lines 2q and 2q + 1. */
     const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
                                             2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-    __m256i low = _mm256_loadu_si256((const __m256i*)sums);
-    __m256i high = _mm256_loadu_si256((const __m256i*)(sums + 8));
+    qops_nbits_sums16 sums = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     const ptrdiff_t quads = count / 4;
     ptrdiff_t q = 0;
     while (q < quads) {
@@ -461,30 +464,56 @@ static inline void qops_nbits_int8_row_4bit(const uint8_t* lines, ptrdiff_t coun
             high16 = _mm256_add_epi16(high16, _mm256_maddubs_epi16(
                 _mm256_unpackhi_epi8(even, odd), codes));
         }
-        low = _mm256_add_epi32(low, _mm256_add_epi32(
+        sums.low = _mm256_add_epi32(sums.low, _mm256_add_epi32(
             _mm256_cvtepi16_epi32(_mm256_castsi256_si128(low16)),
             _mm256_cvtepi16_epi32(_mm256_extracti128_si256(low16, 1))));
-        high = _mm256_add_epi32(high, _mm256_add_epi32(
+        sums.high = _mm256_add_epi32(sums.high, _mm256_add_epi32(
             _mm256_cvtepi16_epi32(_mm256_castsi256_si128(high16)),
             _mm256_cvtepi16_epi32(_mm256_extracti128_si256(high16, 1))));
     }
-    _mm256_storeu_si256((__m256i*)sums, low);
-    _mm256_storeu_si256((__m256i*)(sums + 8), high);
+    return sums;
 }
+
+#if defined(__FMA__)
+/* One row of A by a panel of 4-bit codes, the rule's every step in
+   registers: per block its exact sums, minus zp * the row's sum, then
+   fmaf(float32(s), float32(a_scale * scale), acc), blocks in order; the 16
+   accumulators stored to `result`. */
+static inline void qops_nbits_row_4bit(const int8_t* row, const float* a_scales,
+                                       const int32_t* a_sums, const uint8_t* panel,
+                                       ptrdiff_t k_blocks, ptrdiff_t block_size, ptrdiff_t blob,
+                                       const int32_t* zeros, const float* scales,
+                                       float* result) {
+    __m256 low = _mm256_setzero_ps(), high = _mm256_setzero_ps();
+    for (ptrdiff_t j = 0; j < k_blocks; j++) {
+        const qops_nbits_sums16 block = qops_nbits_sums_4bit(
+            panel + j * blob * QOPS_NBITS_COLUMNS, block_size, row + j * block_size);
+        const __m256i a_sum = _mm256_set1_epi32(a_sums[j]);
+        const __m256 a_scale = _mm256_set1_ps(a_scales[j]);
+        const int32_t* block_zeros = zeros + j * QOPS_NBITS_COLUMNS;
+        const float* block_scales = scales + j * QOPS_NBITS_COLUMNS;
+        const __m256i exact_low = _mm256_sub_epi32(block.low, _mm256_mullo_epi32(
+            _mm256_loadu_si256((const __m256i*)block_zeros), a_sum));
+        const __m256i exact_high = _mm256_sub_epi32(block.high, _mm256_mullo_epi32(
+            _mm256_loadu_si256((const __m256i*)(block_zeros + 8)), a_sum));
+        low = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_low),
+                              _mm256_mul_ps(a_scale, _mm256_loadu_ps(block_scales)), low);
+        high = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_high),
+                               _mm256_mul_ps(a_scale, _mm256_loadu_ps(block_scales + 8)), high);
+    }
+    _mm256_storeu_ps(result, low);
+    _mm256_storeu_ps(result + 8, high);
+}
+#endif
 #endif
 
 /* One row's 16 exact sums of `count` k straight from the interleaved bytes
-   (AVX2: the pairs never stored, 4-bit codes by qops_nbits_int8_row_4bit;
-   elsewhere through the pair tile). */
+   (AVX2: the pairs never stored; elsewhere through the pair tile). */
 static inline void qops_nbits_int8_row(const uint8_t* lines, ptrdiff_t count, int bits,
                                        const int8_t* row,
                                        int16_t (*pairs)[QOPS_NBITS_COLUMNS][2], int32_t* sums) {
 #if defined(__AVX2__)
     (void)pairs;
-    if (bits == 4) {
-        qops_nbits_int8_row_4bit(lines, count, row, sums);
-        return;
-    }
     const __m256i masks = _mm256_set1_epi32((1 << bits) - 1);
     __m256i low = _mm256_loadu_si256((const __m256i*)sums);
     __m256i high = _mm256_loadu_si256((const __m256i*)(sums + 8));
@@ -514,6 +543,20 @@ static inline void qops_nbits_panel_int8(const int8_t* a_codes, ptrdiff_t padded
     float sums[QOPS_NBITS_ROWS][QOPS_NBITS_COLUMNS];
     int32_t block_sums[QOPS_NBITS_ROWS][QOPS_NBITS_COLUMNS];
     const ptrdiff_t step = block_size < QOPS_NBITS_TILE_K ? block_size : QOPS_NBITS_TILE_K;
+#if defined(__AVX2__) && defined(__FMA__)
+    if (bits == 4) {
+        /* Each row alone through every block, its sums in registers. */
+        float line[QOPS_NBITS_COLUMNS];
+        for (ptrdiff_t r = 0; r < rows; r++) {
+            qops_nbits_row_4bit(a_codes + r * padded_k, a_scales + r * k_blocks,
+                                a_sums + r * k_blocks, panel, k_blocks, block_size, blob, zeros,
+                                scales, line);
+            float* target = out + r * out_stride;
+            for (ptrdiff_t c = 0; c < columns; c++) target[c] = bias ? line[c] + bias[c] : line[c];
+        }
+        return;
+    }
+#endif
     for (ptrdiff_t r0 = 0; r0 < rows; r0 += QOPS_NBITS_ROWS) {
         const ptrdiff_t height = rows - r0 < QOPS_NBITS_ROWS ? rows - r0 : QOPS_NBITS_ROWS;
         memset(sums, 0, sizeof sums[0] * (size_t)height);
@@ -521,18 +564,10 @@ static inline void qops_nbits_panel_int8(const int8_t* a_codes, ptrdiff_t padded
             memset(block_sums, 0, sizeof block_sums[0] * (size_t)height);
             const uint8_t* block = panel + j * blob * QOPS_NBITS_COLUMNS;
             for (ptrdiff_t k0 = 0; k0 < block_size; k0 += step) {
-#if defined(__AVX2__)
-                /* Every row reads the 4-bit lines itself: unpacking them
-                   into the pair tile cost more than the rows' reading. */
-                if (height == 1 || bits == 4) {
-#else
                 if (height == 1) {
-#endif
-                    for (ptrdiff_t r = 0; r < height; r++) {
-                        qops_nbits_int8_row(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step,
-                                            bits, a_codes + (r0 + r) * padded_k + j * block_size
-                                                      + k0, pairs, block_sums[r]);
-                    }
+                    qops_nbits_int8_row(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step, bits,
+                                        a_codes + r0 * padded_k + j * block_size + k0, pairs,
+                                        block_sums[0]);
                     continue;
                 }
                 qops_nbits_int8_pairs(block + (k0 / per_byte) * QOPS_NBITS_COLUMNS, step,
