@@ -9,9 +9,9 @@ pixels, per-channel requantization, as a compiled QLinearConv runs it)
 through ``matmul``; ``dw:C,HW`` a 3 x 3 depthwise convolution of C
 channels over HW x HW pixels, padded by one, through ``depthwise2d``;
 ``row:K,N`` a product of one row on a packed K x N B (a classifier's),
-on the narrowed panels where the build has them; ``n4:K,N,BLOCK,ROWS[,zp]``
-MatMulNBits at accuracy level 4 on 4-bit weights, through two builds of a
-quantize module (``_quantize_avx2...so``).  The host's load moves
+on the narrowed panels where the build has them; ``n0:K,N,BLOCK,ROWS[,zp]``
+and ``n4:...`` MatMulNBits at accuracy level 0 or 4 on 4-bit weights,
+through two builds of a quantize module (``_quantize_avx2...so``).  The host's load moves
 both sides alike, so the median of the rounds' ratios holds still where
 two processes' times, seconds apart, do not.  With ``--flush MB`` each
 timed call follows a write of MB megabytes, so that its operands come
@@ -96,31 +96,38 @@ def one_row(rng, depth, columns, module, threads):
     return call, (1, 1, columns)
 
 
-def level_four(spec, threads):
+def n_bits(spec, level, threads):
     """call(module, out) and the output's shape (bytes of float32) of
-    MatMulNBits at accuracy level 4 on 4-bit weights through a quantize
-    module's matmul_n_bits_int8: spec is K,N,BLOCK,ROWS[,zp]."""
+    MatMulNBits on 4-bit weights at accuracy level 0 or 4 through a quantize
+    module's matmul_n_bits or matmul_n_bits_int8: spec is
+    K,N,BLOCK,ROWS[,zp]."""
     from qops.backends.native import matmul_n_bits as native
     from qops.cli import bench_n_bits
 
     k, n, block_size, rows, *zero = spec.split(",")
-    case = bench_n_bits.NBitsCase(int(k), int(n), int(block_size), zero == ["zp"], int(rows), 4)
+    case = bench_n_bits.NBitsCase(int(k), int(n), int(block_size), zero == ["zp"], int(rows),
+                                  level)
     a, b, scales, zero_points = bench_n_bits.operands(case)
     k_blocks = case.k_blocks
     zeros = native._per_panel(native.zero_points_of(zero_points, case.n, k_blocks, 4), case.n,
-                              k_blocks).astype(np.int32)
+                              k_blocks)
     block_scales = native._per_panel(native.scales_of(scales, case.n, k_blocks), case.n,
                                      k_blocks)
-    codes, a_scales, a_sums = native.quantize_a_blocks(
-        np.ascontiguousarray(np.asarray(a, np.float32).reshape(-1, case.k)), case.block_size)
+    rows_of_a = np.ascontiguousarray(np.asarray(a, np.float32).reshape(-1, case.k))
+    codes, a_scales, a_sums = native.quantize_a_blocks(rows_of_a, case.block_size)
     packed = {}
 
     def call(module, out):
         if module not in packed:
             packed[module] = module.matmul_n_bits_interleave(np.ascontiguousarray(b), 1)
-        module.matmul_n_bits_int8(codes, a_scales, a_sums, packed[module], zeros, block_scales,
-                                  None, case.n, 4, case.block_size,
-                                  out.view(np.float32).reshape(-1, case.n), threads)
+        target = out.view(np.float32).reshape(-1, case.n)
+        if level == 4:
+            module.matmul_n_bits_int8(codes, a_scales, a_sums, packed[module],
+                                      zeros.astype(np.int32), block_scales, None, case.n, 4,
+                                      case.block_size, target, threads)
+        else:
+            module.matmul_n_bits(rows_of_a, packed[module], zeros, block_scales, None, case.n,
+                                 4, case.block_size, target, threads)
 
     return call, (case.rows, 4 * case.n), case.rows * case.k * case.n
 
@@ -146,7 +153,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old")
     parser.add_argument("new")
-    parser.add_argument("cases", nargs="+", help="CIN,COUT,HW, dw:C,HW, row:K,N or n4:K,N,BLOCK,ROWS[,zp]")
+    parser.add_argument("cases", nargs="+", help="CIN,COUT,HW, dw:C,HW, row:K,N, n0: or n4:K,N,BLOCK,ROWS[,zp]")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--flush", type=int, default=0, metavar="MB",
@@ -162,8 +169,8 @@ def main(argv=None):
             channels, side = map(int, case[3:].split(","))
             work = channels * side * side * 9
             call, shape = depthwise(rng, channels, side, args.threads)
-        elif case.startswith("n4:"):
-            call, shape, work = level_four(case[3:], args.threads)
+        elif case.startswith(("n0:", "n4:")):
+            call, shape, work = n_bits(case[3:], int(case[1]), args.threads)
         elif case.startswith("row:"):
             depth, columns = map(int, case[4:].split(","))
             work = depth * columns

@@ -30,6 +30,13 @@
 #define QOPS_NBITS_TILE_K 64
 /* Rows whose sums a task keeps between tiles: 64 x 16 float32. */
 #define QOPS_NBITS_ROWS 64
+/* Rows that share each load of a dequantized tile's row (qops_nbits_panel):
+   their sums stay in registers, 6 x 2 ymm or 8 zmm. */
+#if defined(__AVX512F__)
+#define QOPS_NBITS_ROW_GROUP 8
+#else
+#define QOPS_NBITS_ROW_GROUP 6
+#endif
 
 /* Sixteen float32 lanes, one per column of a panel, as each width holds them. */
 #if defined(__AVX512F__)
@@ -374,6 +381,21 @@ static inline void qops_nbits_panel(const float* a, ptrdiff_t a_stride, ptrdiff_
                                   k0 - j * block_size, count, zeros + j * QOPS_NBITS_COLUMNS,
                                   scales + j * QOPS_NBITS_COLUMNS, tile);
             ptrdiff_t r = 0;
+            /* QOPS_NBITS_ROW_GROUP rows at a time, each tile row loaded once
+               for all their sums: enough chains of FMAs that none waits on
+               its last (four rows, eight chains of AVX2, had none to spare). */
+            for (; r + QOPS_NBITS_ROW_GROUP <= height; r += QOPS_NBITS_ROW_GROUP) {
+                const float* row = a + (r0 + r) * a_stride + k0;
+                qops_nbits_v16 group[QOPS_NBITS_ROW_GROUP];
+                for (int g = 0; g < QOPS_NBITS_ROW_GROUP; g++) group[g] = sums[r + g];
+                for (ptrdiff_t t = 0; t < count; t++) {
+                    const qops_nbits_v16 w = tile[t];
+                    for (int g = 0; g < QOPS_NBITS_ROW_GROUP; g++) {
+                        group[g] = qops_nbits_fma(group[g], row[g * a_stride + t], w);
+                    }
+                }
+                for (int g = 0; g < QOPS_NBITS_ROW_GROUP; g++) sums[r + g] = group[g];
+            }
             /* Four rows at a time: each tile row loaded once for four sums. */
             for (; r + 4 <= height; r += 4) {
                 const float* row = a + (r0 + r) * a_stride + k0;
