@@ -169,6 +169,17 @@ def test_level_four_is_exact_block_sums_then_fmas_in_order():
 # -- the kernels -----------------------------------------------------------------------------
 
 
+def every_variant_and_thread_count_gives(call, want):
+    """The kernels of every variant this CPU runs, on 1 and 2 threads, give
+    ``want`` bit for bit."""
+    for variant in variants.quantize_variants():
+        for threads in (1, 2):
+            prepared = native.prepare(call, variant)
+            got = np.empty(call.output_shape, call.output_dtype)
+            prepared.run_once(call, got, threads)
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (variant, threads)
+
+
 @settings(max_examples=60, deadline=None)
 @given(m=st.integers(1, 70), k=st.integers(1, 300), n=st.integers(1, 40),
        bits=st.sampled_from([2, 4, 8]), block_log=st.integers(4, 7),
@@ -189,12 +200,7 @@ def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
                                         block_size=block_size, accuracy_level=level)
     assert want.dtype == np.dtype(dtype)
-    for variant in variants.quantize_variants():
-        for threads in (1, 2):
-            prepared = native.prepare(call, variant)
-            got = np.empty(call.output_shape, call.output_dtype)
-            prepared.run_once(call, got, threads)
-            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (variant, threads)
+    every_variant_and_thread_count_gives(call, want)
 
 
 @pytest.mark.parametrize("sign", [1, -1])
@@ -215,12 +221,7 @@ def test_level_four_holds_its_largest_block_sums_exactly(sign, m):
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, None, k=k, n=n, bits=4,
                                         block_size=block_size, accuracy_level=4)
     assert np.allclose(want, sign * 3.0 * 15 * 0.01 * k, rtol=1e-5)
-    for variant in variants.quantize_variants():
-        for threads in (1, 2):
-            prepared = native.prepare(call, variant)
-            got = np.empty(call.output_shape, call.output_dtype)
-            prepared.run_once(call, got, threads)
-            assert np.array_equal(got.view(np.uint32), want.view(np.uint32)), (variant, threads)
+    every_variant_and_thread_count_gives(call, want)
 
 
 def test_the_function_runs_the_kernels_and_keeps_batch_dimensions():
