@@ -538,77 +538,106 @@ static inline void qops_nbits_int8_sums(const int16_t (*pairs)[QOPS_NBITS_COLUMN
    columns, columns 0-7 and 8-15 in two vectors. */
 typedef struct { __m256i low, high; } qops_nbits_sums16;
 
-/* The sums of one run of k from the codes' interleaved bytes at `lines` (k =
-   2p in line p's low nibbles, 2p + 1 in its high ones): two lines a load,
-   the nibbles unpacked into pairs of k per column as bytes, and vpmaddubsw
-   (unsigned codes by signed row codes) makes each column's two products in
-   one int16. */
-static inline qops_nbits_sums16 qops_nbits_sums_4bit(const uint8_t* lines, ptrdiff_t count,
-                                                     const int8_t* row) {
+/* Inlined with `rows` constant, so that each count keeps only its rows'
+   vectors. */
+#if defined(__GNUC__)
+#define QOPS_NBITS_ROWS_INLINE static inline __attribute__((always_inline))
+#else
+#define QOPS_NBITS_ROWS_INLINE static inline
+#endif
+
+/* The sums of one run of k for `rows` (1 or 2) rows of A, `row_stride`
+   apart, from the codes' interleaved bytes at `lines` (k = 2p in line p's
+   low nibbles, 2p + 1 in its high ones): two lines a load, the nibbles
+   unpacked once into pairs of k per column as bytes for both rows, and
+   vpmaddubsw (unsigned codes by signed row codes) makes each column's two
+   products in one int16. */
+QOPS_NBITS_ROWS_INLINE void qops_nbits_sums_4bit(const uint8_t* lines, ptrdiff_t count,
+                                                 const int8_t* row, ptrdiff_t row_stride,
+                                                 int rows, qops_nbits_sums16* sums) {
     const __m256i nibbles = _mm256_set1_epi8(0x0F);
     /* Lane 0 takes row codes 0 and 1 of each four in every 16-bit element,
        lane 1 codes 2 and 3: the lanes hold lines 2q and 2q + 1. */
     const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
                                             2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
-    qops_nbits_sums16 sums = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int r = 0; r < rows; r++) {
+        sums[r].low = _mm256_setzero_si256();
+        sums[r].high = _mm256_setzero_si256();
+    }
     const ptrdiff_t quads = count / 4;
     ptrdiff_t q = 0;
     while (q < quads) {
         const ptrdiff_t stop = quads - q < QOPS_NBITS_INT16_ITERATIONS
                                    ? quads : q + QOPS_NBITS_INT16_ITERATIONS;
-        __m256i low16 = _mm256_setzero_si256(), high16 = _mm256_setzero_si256();
+        __m256i low16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m256i high16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         for (; q < stop; q++) {
             const __m256i bytes = _mm256_loadu_si256((const __m256i*)(lines + 32 * q));
             const __m256i even = _mm256_and_si256(bytes, nibbles);
             const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibbles);
-            int32_t four;
-            memcpy(&four, row + 4 * q, sizeof four);
-            const __m256i codes = _mm256_shuffle_epi8(_mm256_set1_epi32(four), spread);
             /* Columns 0-7 and 8-15, each lane one line's pair of k. */
-            low16 = _mm256_add_epi16(low16, _mm256_maddubs_epi16(
-                _mm256_unpacklo_epi8(even, odd), codes));
-            high16 = _mm256_add_epi16(high16, _mm256_maddubs_epi16(
-                _mm256_unpackhi_epi8(even, odd), codes));
+            const __m256i low_pairs = _mm256_unpacklo_epi8(even, odd);
+            const __m256i high_pairs = _mm256_unpackhi_epi8(even, odd);
+            for (int r = 0; r < rows; r++) {
+                int32_t four;
+                memcpy(&four, row + r * row_stride + 4 * q, sizeof four);
+                const __m256i codes = _mm256_shuffle_epi8(_mm256_set1_epi32(four), spread);
+                low16[r] = _mm256_add_epi16(low16[r], _mm256_maddubs_epi16(low_pairs, codes));
+                high16[r] = _mm256_add_epi16(high16[r], _mm256_maddubs_epi16(high_pairs, codes));
+            }
         }
-        sums.low = _mm256_add_epi32(sums.low, _mm256_add_epi32(
-            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(low16)),
-            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(low16, 1))));
-        sums.high = _mm256_add_epi32(sums.high, _mm256_add_epi32(
-            _mm256_cvtepi16_epi32(_mm256_castsi256_si128(high16)),
-            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(high16, 1))));
+        for (int r = 0; r < rows; r++) {
+            sums[r].low = _mm256_add_epi32(sums[r].low, _mm256_add_epi32(
+                _mm256_cvtepi16_epi32(_mm256_castsi256_si128(low16[r])),
+                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(low16[r], 1))));
+            sums[r].high = _mm256_add_epi32(sums[r].high, _mm256_add_epi32(
+                _mm256_cvtepi16_epi32(_mm256_castsi256_si128(high16[r])),
+                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(high16[r], 1))));
+        }
     }
-    return sums;
 }
 
 #if defined(__FMA__)
-/* One row of A by a panel of 4-bit codes, the rule's every step in
+/* `rows` (1 or 2) rows of A (codes padded_k apart, their blocks' scales and
+   sums k_blocks apart) by a panel of 4-bit codes, the rule's every step in
    registers: per block its exact sums, minus zp * the row's sum, then
-   fmaf(float32(s), float32(a_scale * scale), acc), blocks in order; the 16
-   accumulators stored to `result`. */
-static inline void qops_nbits_row_4bit(const int8_t* row, const float* a_scales,
-                                       const int32_t* a_sums, const uint8_t* panel,
-                                       ptrdiff_t k_blocks, ptrdiff_t block_size, ptrdiff_t blob,
-                                       const int32_t* zeros, const float* scales,
-                                       float* result) {
-    __m256 low = _mm256_setzero_ps(), high = _mm256_setzero_ps();
+   fmaf(float32(s), float32(a_scale * scale), acc), blocks in order; each
+   row's 16 accumulators stored to result + r * QOPS_NBITS_COLUMNS. */
+QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t padded_k,
+                                                 const float* a_scales, const int32_t* a_sums,
+                                                 int rows, const uint8_t* panel,
+                                                 ptrdiff_t k_blocks, ptrdiff_t block_size,
+                                                 ptrdiff_t blob, const int32_t* zeros,
+                                                 const float* scales, float* result) {
+    __m256 low[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 high[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (ptrdiff_t j = 0; j < k_blocks; j++) {
-        const qops_nbits_sums16 block = qops_nbits_sums_4bit(
-            panel + j * blob * QOPS_NBITS_COLUMNS, block_size, row + j * block_size);
-        const __m256i a_sum = _mm256_set1_epi32(a_sums[j]);
-        const __m256 a_scale = _mm256_set1_ps(a_scales[j]);
-        const int32_t* block_zeros = zeros + j * QOPS_NBITS_COLUMNS;
-        const float* block_scales = scales + j * QOPS_NBITS_COLUMNS;
-        const __m256i exact_low = _mm256_sub_epi32(block.low, _mm256_mullo_epi32(
-            _mm256_loadu_si256((const __m256i*)block_zeros), a_sum));
-        const __m256i exact_high = _mm256_sub_epi32(block.high, _mm256_mullo_epi32(
-            _mm256_loadu_si256((const __m256i*)(block_zeros + 8)), a_sum));
-        low = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_low),
-                              _mm256_mul_ps(a_scale, _mm256_loadu_ps(block_scales)), low);
-        high = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_high),
-                               _mm256_mul_ps(a_scale, _mm256_loadu_ps(block_scales + 8)), high);
+        qops_nbits_sums16 block[2];
+        qops_nbits_sums_4bit(panel + j * blob * QOPS_NBITS_COLUMNS, block_size,
+                             row + j * block_size, padded_k, rows, block);
+        const __m256i block_zeros_low = _mm256_loadu_si256(
+            (const __m256i*)(zeros + j * QOPS_NBITS_COLUMNS));
+        const __m256i block_zeros_high = _mm256_loadu_si256(
+            (const __m256i*)(zeros + j * QOPS_NBITS_COLUMNS + 8));
+        const __m256 block_scales_low = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS);
+        const __m256 block_scales_high = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS + 8);
+        for (int r = 0; r < rows; r++) {
+            const __m256i a_sum = _mm256_set1_epi32(a_sums[r * k_blocks + j]);
+            const __m256 a_scale = _mm256_set1_ps(a_scales[r * k_blocks + j]);
+            const __m256i exact_low = _mm256_sub_epi32(
+                block[r].low, _mm256_mullo_epi32(block_zeros_low, a_sum));
+            const __m256i exact_high = _mm256_sub_epi32(
+                block[r].high, _mm256_mullo_epi32(block_zeros_high, a_sum));
+            low[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_low),
+                                     _mm256_mul_ps(a_scale, block_scales_low), low[r]);
+            high[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_high),
+                                      _mm256_mul_ps(a_scale, block_scales_high), high[r]);
+        }
     }
-    _mm256_storeu_ps(result, low);
-    _mm256_storeu_ps(result + 8, high);
+    for (int r = 0; r < rows; r++) {
+        _mm256_storeu_ps(result + r * QOPS_NBITS_COLUMNS, low[r]);
+        _mm256_storeu_ps(result + r * QOPS_NBITS_COLUMNS + 8, high[r]);
+    }
 }
 #endif
 #endif
@@ -651,14 +680,26 @@ static inline void qops_nbits_panel_int8(const int8_t* a_codes, ptrdiff_t padded
     const ptrdiff_t step = block_size < QOPS_NBITS_TILE_K ? block_size : QOPS_NBITS_TILE_K;
 #if defined(__AVX2__) && defined(__FMA__)
     if (bits == 4) {
-        /* Each row alone through every block, its sums in registers. */
-        float line[QOPS_NBITS_COLUMNS];
-        for (ptrdiff_t r = 0; r < rows; r++) {
-            qops_nbits_row_4bit(a_codes + r * padded_k, a_scales + r * k_blocks,
-                                a_sums + r * k_blocks, panel, k_blocks, block_size, blob, zeros,
-                                scales, line);
-            float* target = out + r * out_stride;
-            for (ptrdiff_t c = 0; c < columns; c++) target[c] = bias ? line[c] + bias[c] : line[c];
+        /* Two rows at a time through every block, their sums in registers,
+           each line's codes unpacked once for both. */
+        float lines[2][QOPS_NBITS_COLUMNS];
+        for (ptrdiff_t r = 0; r < rows; r += 2) {
+            const int pair = r + 1 < rows;
+            if (pair) {
+                qops_nbits_rows_4bit(a_codes + r * padded_k, padded_k, a_scales + r * k_blocks,
+                                     a_sums + r * k_blocks, 2, panel, k_blocks, block_size, blob,
+                                     zeros, scales, lines[0]);
+            } else {
+                qops_nbits_rows_4bit(a_codes + r * padded_k, padded_k, a_scales + r * k_blocks,
+                                     a_sums + r * k_blocks, 1, panel, k_blocks, block_size, blob,
+                                     zeros, scales, lines[0]);
+            }
+            for (int i = 0; i <= pair; i++) {
+                float* target = out + (r + i) * out_stride;
+                for (ptrdiff_t c = 0; c < columns; c++) {
+                    target[c] = bias ? lines[i][c] + bias[c] : lines[i][c];
+                }
+            }
         }
         return;
     }
