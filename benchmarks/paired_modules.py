@@ -122,9 +122,12 @@ def n_bits(spec, level, threads):
             packed[module] = module.matmul_n_bits_interleave(np.ascontiguousarray(b), 1)
         target = out.view(np.float32).reshape(-1, case.n)
         if level == 4:
-            module.matmul_n_bits_int8(codes, a_scales, a_sums, packed[module],
-                                      zeros.astype(np.int32), block_scales, None, case.n, 4,
-                                      case.block_size, target, threads)
+            arguments = (codes, a_scales, a_sums, packed[module])
+            rest = (block_scales, None, case.n, 4, case.block_size, target, threads)
+            try:
+                module.matmul_n_bits_int8(*arguments, zeros.astype(np.uint8), *rest)
+            except ValueError:  # a build from before the zero points were bytes
+                module.matmul_n_bits_int8(*arguments, zeros.astype(np.int32), *rest)
         else:
             module.matmul_n_bits(rows_of_a, packed[module], zeros, block_scales, None, case.n,
                                  4, case.block_size, target, threads)

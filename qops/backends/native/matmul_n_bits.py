@@ -56,8 +56,9 @@ def prepare(call, variant=None):
         zeros = _per_panel(zero_points_of(arrays["zero_points"], n, k_blocks, bits), n,
                            k_blocks)
         scales = _per_panel(scales_of(arrays["scales"], n, k_blocks), n, k_blocks)
-        # The level-4 rule's zero points are integers (float ones take the float rule).
-        return zeros, scales, zeros.astype(np.int32)
+        # The level-4 rule's zero points are integers of at most 8 bits (float
+        # ones take the float rule): a byte each, a quarter of int32's stream.
+        return zeros, scales, zeros.astype(np.uint8)
 
     def operands(call, n_threads):
         arrays = call.arrays

@@ -26,7 +26,7 @@ cdef extern from "qops_matmul_n_bits.h":
     void nbits_panel_int8 "qops_nbits_panel_int8"(
         const int8_t* a_codes, Py_ssize_t padded_k, const float* a_scales,
         const int32_t* a_sums, Py_ssize_t rows, const uint8_t* panel, Py_ssize_t k_blocks,
-        int bits, Py_ssize_t block_size, Py_ssize_t blob, const int32_t* zeros,
+        int bits, Py_ssize_t block_size, Py_ssize_t blob, const uint8_t* zeros,
         const float* scales, const float* bias, Py_ssize_t columns, float* out,
         Py_ssize_t out_stride) noexcept nogil
 
@@ -157,7 +157,7 @@ cdef struct NBitsInt8Product:
     Py_ssize_t rows, padded_k, n, block_size, blob, panel_bytes, k_blocks, panels
     int bits
     const uint8_t* weights
-    const int32_t* zeros
+    const uint8_t* zeros
     const float* scales
     const float* bias
     float* out
@@ -183,12 +183,13 @@ cdef void nbits_int8_task(void* context, Py_ssize_t index, int slot) noexcept no
 
 def matmul_n_bits_int8(const int8_t[:, ::1] codes, const float[:, ::1] a_scales,
                        const int32_t[:, ::1] a_sums, const uint8_t[:, ::1] panels,
-                       const int32_t[:, ::1] zeros, const float[:, ::1] scales, bias,
+                       const uint8_t[:, ::1] zeros, const float[:, ::1] scales, bias,
                        Py_ssize_t n, int bits, Py_ssize_t block_size, float[:, ::1] out,
                        int n_threads):
     """out (M x N) by the level-4 rule (include/qops_matmul_n_bits.h): A as
     int8 codes per block (M x k_blocks * block_size) with each block's scale
-    and sum of codes; zeros: integer zero points, (panels, k_blocks * 16)."""
+    and sum of codes; zeros: integer zero points as bytes, (panels,
+    k_blocks * 16)."""
     cdef NBitsInt8Product job
     cdef const float[::1] bias_view
     cdef Py_ssize_t groups = (codes.shape[0] + NBITS_ROWS - 1) // NBITS_ROWS

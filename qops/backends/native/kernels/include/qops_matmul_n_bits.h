@@ -607,7 +607,7 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
                                                  const float* a_scales, const int32_t* a_sums,
                                                  int rows, const uint8_t* panel,
                                                  ptrdiff_t k_blocks, ptrdiff_t block_size,
-                                                 ptrdiff_t blob, const int32_t* zeros,
+                                                 ptrdiff_t blob, const uint8_t* zeros,
                                                  const float* scales, float* result) {
     __m256 low[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 high[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -615,10 +615,10 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
         qops_nbits_sums16 block[2];
         qops_nbits_sums_4bit(panel + j * blob * QOPS_NBITS_COLUMNS, block_size,
                              row + j * block_size, padded_k, rows, block);
-        const __m256i block_zeros_low = _mm256_loadu_si256(
-            (const __m256i*)(zeros + j * QOPS_NBITS_COLUMNS));
-        const __m256i block_zeros_high = _mm256_loadu_si256(
-            (const __m256i*)(zeros + j * QOPS_NBITS_COLUMNS + 8));
+        const __m128i block_zeros = _mm_loadu_si128(
+            (const __m128i*)(zeros + j * QOPS_NBITS_COLUMNS));
+        const __m256i block_zeros_low = _mm256_cvtepu8_epi32(block_zeros);
+        const __m256i block_zeros_high = _mm256_cvtepu8_epi32(_mm_srli_si128(block_zeros, 8));
         const __m256 block_scales_low = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS);
         const __m256 block_scales_high = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS + 8);
         for (int r = 0; r < rows; r++) {
@@ -670,7 +670,7 @@ static inline void qops_nbits_panel_int8(const int8_t* a_codes, ptrdiff_t padded
                                          const float* a_scales, const int32_t* a_sums,
                                          ptrdiff_t rows, const uint8_t* panel, ptrdiff_t k_blocks,
                                          int bits, ptrdiff_t block_size, ptrdiff_t blob,
-                                         const int32_t* zeros, const float* scales,
+                                         const uint8_t* zeros, const float* scales,
                                          const float* bias, ptrdiff_t columns, float* out,
                                          ptrdiff_t out_stride) {
     const int per_byte = 8 / bits;
