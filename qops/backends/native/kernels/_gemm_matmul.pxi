@@ -45,8 +45,9 @@ cdef void batch_row_sums(Gemm* gemm, Py_ssize_t batches, int64_t* sums,
 
 
 # The most rows of A a product may have to read B' narrowed (b_narrow): a
-# block this short runs microkernel_rows, whose rows share each panel value.
-NARROW_MAX_ROWS = SHORT_BLOCK_ROWS
+# block this short runs microkernel_narrow.  None where the panels are bytes
+# already, so that callers never ask for a copy there.
+NARROW_MAX_ROWS = SHORT_BLOCK_ROWS if B_BYTES == 2 else 0
 
 
 def narrow_panels(const int8_t[:, ::1] b_packed):
