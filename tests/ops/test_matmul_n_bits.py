@@ -203,6 +203,21 @@ def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits
     every_variant_and_thread_count_gives(call, want)
 
 
+@pytest.mark.parametrize("m, k, block_size", [(263, 600, 128), (197, 290, 16), (32, 513, 64)])
+def test_many_rows_cross_chunks_and_tiles_by_the_rule(m, k, block_size):
+    """32 rows of A or more take packed groups of rows, up to 192 (AVX2) or
+    256 (AVX-512) a task, and tiles of 256 k: the fewest such rows, row
+    counts past one and two chunks (ragged last group), K past one and two
+    tiles (ragged last block), every variant and thread count, bit for bit
+    the rule."""
+    rng = np.random.default_rng(m)
+    a, b, scales, zero_points, bias = case(rng, m, k, 37, 4, block_size, "packed", True)
+    call = call_of(a, b, scales, zero_points, bias, k=k, n=37, bits=4, block_size=block_size)
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=37, bits=4,
+                                        block_size=block_size)
+    every_variant_and_thread_count_gives(call, want)
+
+
 @pytest.mark.parametrize("sign", [1, -1])
 @pytest.mark.parametrize("m", [1, 3])
 def test_level_four_holds_its_largest_block_sums_exactly(sign, m):
@@ -384,6 +399,17 @@ void panel(const float* a, ptrdiff_t rows, const uint8_t* weights, ptrdiff_t k, 
     qops_nbits_panel(a, k, rows, weights, k, bits, block_size, block_size * bits / 8, zeros,
                      scales, bias, columns, out, out_stride);
 }
+void rows_panels(const float* a, ptrdiff_t rows, const uint8_t* weights, ptrdiff_t panel_bytes,
+                 ptrdiff_t count, ptrdiff_t k, int bits, ptrdiff_t block_size,
+                 const float* zeros, const float* scales, const float* bias, ptrdiff_t columns,
+                 float* out, ptrdiff_t out_stride, float* packed, void* sums) {
+    qops_nbits_pack_rows(a, k, rows, k, packed);
+    qops_nbits_rows_panels(packed, rows, weights, panel_bytes, count, k, bits, block_size,
+                           block_size * bits / 8, zeros, scales,
+                           ((k + block_size - 1) / block_size) * QOPS_NBITS_COLUMNS, bias,
+                           columns, out, out_stride, sums);
+}
+ptrdiff_t row_group(void) { return QOPS_NBITS_ROW_GROUP; }
 void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t panel_bytes,
                 int bits, ptrdiff_t block_size, const float* zeros, const float* scales,
                 ptrdiff_t parameters, const float* bias, ptrdiff_t columns, float* out) {
@@ -408,7 +434,7 @@ def c_kernels(request, tmp_path_factory):
 
 
 @settings(max_examples=15, deadline=None)
-@given(m=st.integers(1, 9), k=st.integers(1, 200), n=st.integers(1, 35),
+@given(m=st.integers(1, 9), k=st.integers(1, 600), n=st.integers(1, 35),
        bits=st.sampled_from([2, 4, 8]), block_log=st.integers(4, 7), seed=st.integers(0, 2 ** 16))
 def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block_log, seed):
     rng = np.random.default_rng(seed)
@@ -425,6 +451,8 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     c_kernels.panel.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
                                 ctypes.c_int, ctypes.c_ssize_t, pointer, pointer, pointer,
                                 ctypes.c_ssize_t, pointer, ctypes.c_ssize_t]
+    c_kernels.row_group.restype = ctypes.c_ssize_t
+    group = c_kernels.row_group()
     out = np.zeros((m, n), np.float32)
     for panel in range(panels):
         columns = slice(panel * 16, min(n, panel * 16 + 16))
@@ -441,6 +469,31 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
                                         block_size=block_size)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
+    # Many rows' path: the rows packed in whole groups (zero past m), a
+    # guard of NaN after them that no sum may read, and every panel in one
+    # call (the kernels' tasks take up to eight).
+    all_zeros = np.zeros((panels, k_blocks, 16), np.float32)
+    all_scales = np.zeros((panels, k_blocks, 16), np.float32)
+    padded_bias = np.zeros(panels * 16, np.float32)
+    for panel in range(panels):
+        columns = slice(panel * 16, min(n, panel * 16 + 16))
+        all_zeros[panel, :, :columns.stop - columns.start] = zero_points[columns].T
+        all_scales[panel, :, :columns.stop - columns.start] = scales[columns].T
+    padded_bias[:n] = bias
+    packed = np.full(-(-m // group) * group * k + 64, np.nan, np.float32)
+    sums = np.empty(-(-m // group) * group * panels * 16 + 16, np.float32)
+    sums_at = sums[(-sums.ctypes.data % 64) // 4:]
+    by_rows = np.zeros((m, n), np.float32)
+    c_kernels.rows_panels.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
+                                      ctypes.c_ssize_t, ctypes.c_ssize_t, ctypes.c_int,
+                                      ctypes.c_ssize_t, pointer, pointer, pointer,
+                                      ctypes.c_ssize_t, pointer, ctypes.c_ssize_t, pointer,
+                                      pointer]
+    c_kernels.rows_panels(a.ctypes.data, m, interleaved.ctypes.data, interleaved.shape[1],
+                          panels, k, bits, block_size, all_zeros.ctypes.data,
+                          all_scales.ctypes.data, padded_bias.ctypes.data, n,
+                          by_rows.ctypes.data, n, packed.ctypes.data, sums_at.ctypes.data)
+    assert np.array_equal(by_rows.view(np.uint32), want.view(np.uint32))
     if panels < 2:
         return
     # One row over two panels at once (the kernels' path for one row of A).

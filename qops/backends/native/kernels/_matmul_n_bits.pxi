@@ -8,6 +8,10 @@ cdef extern from "qops_matmul_n_bits.h":
     enum:
         NBITS_COLUMNS "QOPS_NBITS_COLUMNS"
         NBITS_ROWS "QOPS_NBITS_ROWS"
+        NBITS_ROW_GROUP "QOPS_NBITS_ROW_GROUP"
+        NBITS_PREFILL_ROWS "QOPS_NBITS_PREFILL_ROWS"
+        NBITS_PREFILL_PANELS "QOPS_NBITS_PREFILL_PANELS"
+        NBITS_PREFILL_MIN_ROWS "QOPS_NBITS_PREFILL_MIN_ROWS"
     void nbits_interleave "qops_nbits_interleave"(
         const uint8_t* b, Py_ssize_t n, Py_ssize_t k_blocks, Py_ssize_t blob,
         Py_ssize_t row_stride, Py_ssize_t first_panel, Py_ssize_t count,
@@ -17,6 +21,14 @@ cdef extern from "qops_matmul_n_bits.h":
         Py_ssize_t k, int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
         const float* scales, const float* bias, Py_ssize_t columns, float* out,
         Py_ssize_t out_stride) noexcept nogil
+    void nbits_pack_rows "qops_nbits_pack_rows"(
+        const float* a, Py_ssize_t a_stride, Py_ssize_t rows, Py_ssize_t k,
+        float* packed) noexcept nogil
+    void nbits_rows_panels "qops_nbits_rows_panels"(
+        const float* packed, Py_ssize_t rows, const uint8_t* panels, Py_ssize_t panel_bytes,
+        Py_ssize_t count, Py_ssize_t k, int bits, Py_ssize_t block_size, Py_ssize_t blob,
+        const float* zeros, const float* scales, Py_ssize_t parameters, const float* bias,
+        Py_ssize_t columns, float* out, Py_ssize_t out_stride, void* sums) noexcept nogil
 
     void nbits_row_two_panels "qops_nbits_row_two_panels"(
         const float* row, Py_ssize_t k, const uint8_t* panel, Py_ssize_t panel_bytes,
@@ -79,6 +91,13 @@ cdef struct NBitsProduct:
     const float* scales
     const float* bias
     float* out
+    # The prefill path's rows packed in whole groups (qops_nbits_pack_rows),
+    # QOPS_NBITS_PREFILL_ROWS rows a chunk; its tasks' panels (at most
+    # QOPS_NBITS_PREFILL_PANELS) and how many tasks a chunk has; each
+    # thread's room for a task's sums.
+    float* packed
+    Py_ssize_t task_panels, chunk_tasks, sums_bytes
+    char* sums
 
 
 cdef void nbits_product_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -113,6 +132,34 @@ cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nog
                          job.out + first_column)
 
 
+cdef void nbits_pack_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    """Chunk `index` of the rows, packed for nbits_prefill_task."""
+    cdef const NBitsProduct* job = <const NBitsProduct*>context
+    cdef Py_ssize_t first_row = index * NBITS_PREFILL_ROWS
+    nbits_pack_rows(job.a + first_row * job.k, job.k,
+                    min(<Py_ssize_t>NBITS_PREFILL_ROWS, job.rows - first_row), job.k,
+                    job.packed + first_row * job.k)
+
+
+cdef void nbits_prefill_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    """A few panels for one chunk of packed rows; the tasks of a chunk come
+    together, so that the threads share its rows in cache."""
+    cdef const NBitsProduct* job = <const NBitsProduct*>context
+    cdef Py_ssize_t panel = (index % job.chunk_tasks) * job.task_panels
+    cdef Py_ssize_t first_row = (index // job.chunk_tasks) * NBITS_PREFILL_ROWS
+    cdef Py_ssize_t first_column = panel * NBITS_COLUMNS
+    cdef Py_ssize_t parameters = job.k_blocks * NBITS_COLUMNS
+    nbits_rows_panels(job.packed + first_row * job.k,
+                      min(<Py_ssize_t>NBITS_PREFILL_ROWS, job.rows - first_row),
+                      job.weights + panel * job.panel_bytes, job.panel_bytes,
+                      min(job.task_panels, job.panels - panel), job.k, job.bits,
+                      job.block_size, job.blob, job.zeros + panel * parameters,
+                      job.scales + panel * parameters, parameters,
+                      NULL if job.bias == NULL else job.bias + first_column,
+                      job.n - first_column, job.out + first_row * job.n + first_column, job.n,
+                      job.sums + slot * job.sums_bytes)
+
+
 def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
                   const float[:, ::1] zeros, const float[:, ::1] scales, bias,
                   Py_ssize_t n, int bits, Py_ssize_t block_size, float[:, ::1] out,
@@ -143,11 +190,35 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
         bias_view = bias
         job.bias = &bias_view[0]
     job.out = &out[0, 0]
+    cdef float[::1] packed
+    cdef uint8_t[::1] sums
+    cdef int threads = max(1, n_threads)
+    cdef Py_ssize_t chunks = (job.rows + NBITS_PREFILL_ROWS - 1) // NBITS_PREFILL_ROWS
+    job.packed = NULL
+    if job.rows >= NBITS_PREFILL_MIN_ROWS:
+        # Whole groups past the last row, zero: room for the last chunk's.
+        packed = np.empty(((job.rows + NBITS_ROW_GROUP - 1) // NBITS_ROW_GROUP)
+                          * NBITS_ROW_GROUP * job.k, np.float32)
+        job.packed = &packed[0]
+        # Panels a task: as many as keep every thread two tasks of a chunk
+        # (the results are the same whatever the count: each sum is one
+        # task's chain).
+        job.task_panels = max(1, min(<Py_ssize_t>NBITS_PREFILL_PANELS,
+                                     job.panels // (2 * threads)))
+        job.chunk_tasks = (job.panels + job.task_panels - 1) // job.task_panels
+        # A vector of sums is 64 bytes at every width; 64 more to align.
+        job.sums_bytes = NBITS_PREFILL_ROWS * job.task_panels * 64 + 64
+        sums = np.empty(threads * job.sums_bytes + 64, np.uint8)
+        # Vectors' alignment: the kernel stores whole registers there.
+        job.sums = <char*>&sums[0] + (64 - (<Py_ssize_t>&sums[0]) % 64) % 64
     with nogil:
         if job.rows == 1:
             run_tasks(nbits_row_task, &job, (job.panels + 1) // 2, max(1, n_threads))
-        else:
+        elif job.rows < NBITS_PREFILL_MIN_ROWS:
             run_tasks(nbits_product_task, &job, job.panels * groups, max(1, n_threads))
+        else:
+            run_tasks(nbits_pack_task, &job, chunks, threads)
+            run_tasks(nbits_prefill_task, &job, job.chunk_tasks * chunks, threads)
 
 
 cdef struct NBitsInt8Product:

@@ -429,6 +429,114 @@ static inline void qops_nbits_panel(const float* a, ptrdiff_t a_stride, ptrdiff_
     }
 }
 
+/* Many rows of A (prefill): a task takes up to QOPS_NBITS_PREFILL_ROWS rows
+   and a few panels.  The rows are first packed in groups of
+   QOPS_NBITS_ROW_GROUP, each group's values k-major and zero past the last
+   row (qops_nbits_pack_rows), so that a group's broadcasts read one stream
+   in order, every group is whole (no slower loop for a remainder of rows),
+   and each tile of a panel is dequantized once for all the task's rows.
+   K runs in tiles of QOPS_NBITS_PREFILL_K, and each tile of the rows serves
+   all the task's panels while it is in cache: streamed again for every
+   panel, the rows of A were more bytes than the weights.  The sums are the
+   rule's chains as qops_nbits_panel's (k ascending from 0.0f, one fmaf a
+   weight), so the two give the same bits. */
+#define QOPS_NBITS_PREFILL_ROWS (32 * QOPS_NBITS_ROW_GROUP)
+/* k per tile of the prefill path: 256 x 16 float32 weights, 16 KiB. */
+#define QOPS_NBITS_PREFILL_K 256
+/* Most panels a prefill task takes: its sums, QOPS_NBITS_PREFILL_ROWS x 16
+   float32 a panel, 96 KiB for eight (AVX2), stay in L2 beside a tile of
+   the rows (192 x 256 float32, 192 KiB). */
+#define QOPS_NBITS_PREFILL_PANELS 8
+/* Fewest rows that take the prefill path: below, the weights' bytes set the
+   time, and the rows a last group pads with zeros cost more than packing
+   saves (8 rows in two groups of 6 took 1.12x the per-panel path's time). */
+#define QOPS_NBITS_PREFILL_MIN_ROWS 32
+
+/* Rows first_row .. first_row + rows - 1 of A (row r at a + r * a_stride),
+   as whole groups: packed[(g * k + kk) * QOPS_NBITS_ROW_GROUP + i] holds
+   row g * QOPS_NBITS_ROW_GROUP + i at kk, zero for a row past `rows`. */
+static inline void qops_nbits_pack_rows(const float* a, ptrdiff_t a_stride, ptrdiff_t rows,
+                                        ptrdiff_t k, float* packed) {
+    const ptrdiff_t groups = (rows + QOPS_NBITS_ROW_GROUP - 1) / QOPS_NBITS_ROW_GROUP;
+    for (ptrdiff_t g = 0; g < groups; g++) {
+        float* target = packed + g * k * QOPS_NBITS_ROW_GROUP;
+        for (int i = 0; i < QOPS_NBITS_ROW_GROUP; i++) {
+            const ptrdiff_t r = g * QOPS_NBITS_ROW_GROUP + i;
+            if (r < rows) {
+                const float* row = a + r * a_stride;
+                for (ptrdiff_t kk = 0; kk < k; kk++) target[kk * QOPS_NBITS_ROW_GROUP + i] = row[kk];
+            } else {
+                for (ptrdiff_t kk = 0; kk < k; kk++) target[kk * QOPS_NBITS_ROW_GROUP + i] = 0.0f;
+            }
+        }
+    }
+}
+
+/* `rows` (at most QOPS_NBITS_PREFILL_ROWS) packed rows times `count` panels
+   (at most QOPS_NBITS_PREFILL_PANELS, panel_bytes apart from `panels`, their
+   zeros and scales `parameters` floats apart): panel q's columns of those
+   rows into out + 16 q (row r at out + r * out_stride; the first `columns`
+   columns from there), plus bias where given.  sums: room for
+   QOPS_NBITS_PREFILL_ROWS * count vectors, the caller's. */
+static inline void qops_nbits_rows_panels(const float* packed, ptrdiff_t rows,
+                                          const uint8_t* panels, ptrdiff_t panel_bytes,
+                                          ptrdiff_t count, ptrdiff_t k, int bits,
+                                          ptrdiff_t block_size, ptrdiff_t blob,
+                                          const float* zeros, const float* scales,
+                                          ptrdiff_t parameters, const float* bias,
+                                          ptrdiff_t columns, float* out, ptrdiff_t out_stride,
+                                          qops_nbits_v16* sums) {
+    static const float no_sums[QOPS_NBITS_COLUMNS];
+    qops_nbits_v16 tile[QOPS_NBITS_PREFILL_K];
+    const ptrdiff_t groups = (rows + QOPS_NBITS_ROW_GROUP - 1) / QOPS_NBITS_ROW_GROUP;
+    const ptrdiff_t height = groups * QOPS_NBITS_ROW_GROUP;
+    /* Each dequantize call stays in one block: both are powers of two. */
+    const ptrdiff_t step = block_size < QOPS_NBITS_TILE_K ? block_size : QOPS_NBITS_TILE_K;
+    for (ptrdiff_t r = 0; r < count * height; r++) sums[r] = qops_nbits_load(no_sums);
+    for (ptrdiff_t kc = 0; kc < k; kc += QOPS_NBITS_PREFILL_K) {
+        const ptrdiff_t depth = k - kc < QOPS_NBITS_PREFILL_K ? k - kc : QOPS_NBITS_PREFILL_K;
+        for (ptrdiff_t q = 0; q < count; q++) {
+            const uint8_t* panel = panels + q * panel_bytes;
+            for (ptrdiff_t k0 = kc; k0 < kc + depth; k0 += step) {
+                const ptrdiff_t j = k0 / block_size;
+                const ptrdiff_t span = kc + depth - k0 < step ? kc + depth - k0 : step;
+                qops_nbits_dequantize(panel + j * blob * QOPS_NBITS_COLUMNS, bits,
+                                      k0 - j * block_size, span,
+                                      zeros + q * parameters + j * QOPS_NBITS_COLUMNS,
+                                      scales + q * parameters + j * QOPS_NBITS_COLUMNS,
+                                      tile + (k0 - kc));
+            }
+            for (ptrdiff_t g = 0; g < groups; g++) {
+                const float* values = packed + (g * k + kc) * QOPS_NBITS_ROW_GROUP;
+                qops_nbits_v16* group_sums = sums + q * height + g * QOPS_NBITS_ROW_GROUP;
+                qops_nbits_v16 group[QOPS_NBITS_ROW_GROUP];
+                for (int i = 0; i < QOPS_NBITS_ROW_GROUP; i++) group[i] = group_sums[i];
+                for (ptrdiff_t t = 0; t < depth; t++) {
+                    const qops_nbits_v16 w = tile[t];
+                    for (int i = 0; i < QOPS_NBITS_ROW_GROUP; i++) {
+                        group[i] = qops_nbits_fma(group[i], values[t * QOPS_NBITS_ROW_GROUP + i],
+                                                  w);
+                    }
+                }
+                for (int i = 0; i < QOPS_NBITS_ROW_GROUP; i++) group_sums[i] = group[i];
+            }
+        }
+    }
+    for (ptrdiff_t q = 0; q < count; q++) {
+        const ptrdiff_t first = q * QOPS_NBITS_COLUMNS;
+        const ptrdiff_t width = columns - first < QOPS_NBITS_COLUMNS ? columns - first
+                                                                     : QOPS_NBITS_COLUMNS;
+        for (ptrdiff_t r = 0; r < rows; r++) {
+            float line[QOPS_NBITS_COLUMNS];
+            float* target = out + r * out_stride + first;
+            qops_nbits_store(line, sums[q * height + r]);
+            for (ptrdiff_t c = 0; c < width; c++) {
+                target[c] = bias ? line[c] + bias[first + c] : line[c];
+            }
+        }
+    }
+}
+
 /* Accuracy level 4: A quantized to int8 per block (the caller's, with its
    scales and each block's sum of codes, rows padded with zero codes to whole
    blocks), and each block's integer sum exact:
