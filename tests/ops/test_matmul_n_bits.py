@@ -203,18 +203,23 @@ def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits
     every_variant_and_thread_count_gives(call, want)
 
 
-@pytest.mark.parametrize("m, k, block_size", [(263, 600, 128), (197, 290, 16), (32, 513, 64)])
-def test_many_rows_cross_chunks_and_tiles_by_the_rule(m, k, block_size):
-    """32 rows of A or more take packed groups of rows, up to 192 (AVX2) or
-    256 (AVX-512) a task, and tiles of 256 k: the fewest such rows, row
-    counts past one and two chunks (ragged last group), K past one and two
-    tiles (ragged last block), every variant and thread count, bit for bit
-    the rule."""
+@pytest.mark.parametrize("level", [0, 4])
+@pytest.mark.parametrize("m, k, block_size", [(263, 600, 128), (197, 290, 16), (32, 513, 64),
+                                              (16, 300, 256), (131, 4100, 1024)])
+def test_many_rows_cross_chunks_and_tiles_by_the_rule(m, k, block_size, level):
+    """Many rows of A take packed groups of rows (level 0 from 32 rows: up to
+    192 (AVX2) or 256 (AVX-512) a task, tiles of 256 k; level 4 on 4-bit
+    codes from 16 rows: up to 128 a task, runs of 256 k of a block): the
+    fewest such rows, row counts past one and two chunks (ragged last
+    group), K past one and two tiles or runs (ragged last block, blocks
+    longer than a run), every variant and thread count, bit for bit the
+    rule."""
     rng = np.random.default_rng(m)
     a, b, scales, zero_points, bias = case(rng, m, k, 37, 4, block_size, "packed", True)
-    call = call_of(a, b, scales, zero_points, bias, k=k, n=37, bits=4, block_size=block_size)
+    call = call_of(a, b, scales, zero_points, bias, k=k, n=37, bits=4, block_size=block_size,
+                   accuracy_level=level)
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=37, bits=4,
-                                        block_size=block_size)
+                                        block_size=block_size, accuracy_level=level)
     every_variant_and_thread_count_gives(call, want)
 
 
@@ -410,6 +415,16 @@ void rows_panels(const float* a, ptrdiff_t rows, const uint8_t* weights, ptrdiff
                            columns, out, out_stride, sums);
 }
 ptrdiff_t row_group(void) { return QOPS_NBITS_ROW_GROUP; }
+void rows_int8(const int8_t* codes, ptrdiff_t padded_k, const float* a_scales,
+               const int32_t* a_sums, ptrdiff_t rows, const uint8_t* weights,
+               ptrdiff_t block_size, const uint8_t* zeros, const float* scales,
+               const float* bias, ptrdiff_t columns, float* out, ptrdiff_t out_stride,
+               int32_t* packed) {
+    qops_nbits_pack_codes(codes, padded_k, rows, packed);
+    qops_nbits_rows_panel_int8_4bit(packed, padded_k, a_scales, a_sums, rows, weights,
+                                    padded_k / block_size, block_size, block_size / 2, zeros,
+                                    scales, bias, columns, out, out_stride);
+}
 void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t panel_bytes,
                 int bits, ptrdiff_t block_size, const float* zeros, const float* scales,
                 ptrdiff_t parameters, const float* bias, ptrdiff_t columns, float* out) {
@@ -515,6 +530,54 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
                          k_blocks * 16, padded_bias.ctypes.data, second, pair.ctypes.data)
     assert np.array_equal(pair[:16 + second].view(np.uint32),
                           want[0, :16 + second].view(np.uint32))
+
+
+@settings(max_examples=15, deadline=None)
+@given(m=st.integers(1, 40), k=st.integers(1, 700), n=st.integers(1, 35),
+       block_log=st.integers(4, 9), zero_kind=st.sampled_from(["none", "packed"]),
+       seed=st.integers(0, 2 ** 16))
+def test_the_header_level_four_rows_at_each_width(c_kernels, m, k, n, block_log, zero_kind,
+                                                  seed):
+    """Level 4's many-row kernel on 4-bit codes (AVX2's prefill path; the
+    plain statement at the scalar width) on the reference's codes of A, one
+    panel a call, against the level-4 rule."""
+    from qops.reference import n_bits
+
+    rng = np.random.default_rng(seed)
+    block_size = 2 ** block_log
+    a, b, scales, zero_points, bias = case(rng, m, k, n, 4, block_size, zero_kind, True)
+    k_blocks = -(-k // block_size)
+    panels = -(-n // 16)
+    codes, a_scales, a_sums = n_bits.quantize_a_blocks(a, block_size)
+    integer_zeros = n_bits.zero_points_of(zero_points, n, k_blocks, 4).astype(np.uint8)
+    interleaved = np.zeros((panels, k_blocks * b.shape[2] * 16), np.uint8)
+    pointer = ctypes.c_void_p
+    c_kernels.interleave.argtypes = [pointer, ctypes.c_ssize_t, ctypes.c_ssize_t,
+                                     ctypes.c_ssize_t, pointer]
+    c_kernels.interleave(np.ascontiguousarray(b).ctypes.data, n, k_blocks, b.shape[2],
+                         interleaved.ctypes.data)
+    c_kernels.rows_int8.argtypes = [pointer, ctypes.c_ssize_t, pointer, pointer,
+                                    ctypes.c_ssize_t, pointer, ctypes.c_ssize_t, pointer,
+                                    pointer, pointer, ctypes.c_ssize_t, pointer,
+                                    ctypes.c_ssize_t, pointer]
+    packed = np.empty(-(-m // 4) * 4 * codes.shape[1] // 4, np.int32)
+    out = np.zeros((m, n), np.float32)
+    for panel in range(panels):
+        columns = slice(panel * 16, min(n, panel * 16 + 16))
+        width = columns.stop - columns.start
+        zeros = np.zeros((k_blocks, 16), np.uint8)
+        block_scales = np.zeros((k_blocks, 16), np.float32)
+        zeros[:, :width] = integer_zeros[columns].T
+        block_scales[:, :width] = np.asarray(scales, np.float32).reshape(n, k_blocks)[columns].T
+        panel_bias = np.zeros(16, np.float32)
+        panel_bias[:width] = bias[columns]
+        c_kernels.rows_int8(codes.ctypes.data, codes.shape[1], a_scales.ctypes.data,
+                            a_sums.ctypes.data, m, interleaved[panel].ctypes.data, block_size,
+                            zeros.ctypes.data, block_scales.ctypes.data, panel_bias.ctypes.data,
+                            width, out[:, columns.start:].ctypes.data, n, packed.ctypes.data)
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=4,
+                                        block_size=block_size, accuracy_level=4)
+    assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.parametrize("zero_kind", ["none", "packed"])

@@ -12,6 +12,10 @@ cdef extern from "qops_matmul_n_bits.h":
         NBITS_PREFILL_ROWS "QOPS_NBITS_PREFILL_ROWS"
         NBITS_PREFILL_PANELS "QOPS_NBITS_PREFILL_PANELS"
         NBITS_PREFILL_MIN_ROWS "QOPS_NBITS_PREFILL_MIN_ROWS"
+        NBITS_INT8_GROUP "QOPS_NBITS_INT8_GROUP"
+        NBITS_INT8_PREFILL "QOPS_NBITS_INT8_PREFILL"
+        NBITS_INT8_PREFILL_ROWS "QOPS_NBITS_INT8_PREFILL_ROWS"
+        NBITS_INT8_PREFILL_MIN_ROWS "QOPS_NBITS_INT8_PREFILL_MIN_ROWS"
     void nbits_interleave "qops_nbits_interleave"(
         const uint8_t* b, Py_ssize_t n, Py_ssize_t k_blocks, Py_ssize_t blob,
         Py_ssize_t row_stride, Py_ssize_t first_panel, Py_ssize_t count,
@@ -35,6 +39,13 @@ cdef extern from "qops_matmul_n_bits.h":
         int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
         const float* scales, Py_ssize_t parameters, const float* bias, Py_ssize_t columns,
         float* out) noexcept nogil
+    void nbits_pack_codes "qops_nbits_pack_codes"(
+        const int8_t* codes, Py_ssize_t padded_k, Py_ssize_t rows, int32_t* packed) noexcept nogil
+    void nbits_rows_panel_int8_4bit "qops_nbits_rows_panel_int8_4bit"(
+        const int32_t* packed, Py_ssize_t padded_k, const float* a_scales,
+        const int32_t* a_sums, Py_ssize_t rows, const uint8_t* panel, Py_ssize_t k_blocks,
+        Py_ssize_t block_size, Py_ssize_t blob, const uint8_t* zeros, const float* scales,
+        const float* bias, Py_ssize_t columns, float* out, Py_ssize_t out_stride) noexcept nogil
     void nbits_panel_int8 "qops_nbits_panel_int8"(
         const int8_t* a_codes, Py_ssize_t padded_k, const float* a_scales,
         const int32_t* a_sums, Py_ssize_t rows, const uint8_t* panel, Py_ssize_t k_blocks,
@@ -157,7 +168,7 @@ cdef void nbits_prefill_task(void* context, Py_ssize_t index, int slot) noexcept
                       job.scales + panel * parameters, parameters,
                       NULL if job.bias == NULL else job.bias + first_column,
                       job.n - first_column, job.out + first_row * job.n + first_column, job.n,
-                      job.sums + slot * job.sums_bytes)
+                      <void*>(job.sums + slot * job.sums_bytes))
 
 
 def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
@@ -232,6 +243,8 @@ cdef struct NBitsInt8Product:
     const float* scales
     const float* bias
     float* out
+    # The prefill path's codes in groups of four rows (qops_nbits_pack_codes).
+    int32_t* packed
 
 
 cdef void nbits_int8_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -250,6 +263,34 @@ cdef void nbits_int8_task(void* context, Py_ssize_t index, int slot) noexcept no
                      NULL if job.bias == NULL else job.bias + first_column,
                      min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column),
                      job.out + first_row * job.n + first_column, job.n)
+
+
+cdef void nbits_pack_codes_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    """Chunk `index` of the rows' codes, packed for nbits_int8_prefill_task."""
+    cdef const NBitsInt8Product* job = <const NBitsInt8Product*>context
+    cdef Py_ssize_t first_row = index * NBITS_INT8_PREFILL_ROWS
+    nbits_pack_codes(job.codes + first_row * job.padded_k, job.padded_k,
+                     min(<Py_ssize_t>NBITS_INT8_PREFILL_ROWS, job.rows - first_row),
+                     job.packed + first_row * (job.padded_k // 4))
+
+
+cdef void nbits_int8_prefill_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    """One panel for one chunk of packed rows, the chunk's tasks together."""
+    cdef const NBitsInt8Product* job = <const NBitsInt8Product*>context
+    cdef Py_ssize_t panel = index % job.panels
+    cdef Py_ssize_t first_row = (index // job.panels) * NBITS_INT8_PREFILL_ROWS
+    cdef Py_ssize_t first_column = panel * NBITS_COLUMNS
+    cdef Py_ssize_t parameters = job.k_blocks * NBITS_COLUMNS
+    nbits_rows_panel_int8_4bit(job.packed + first_row * (job.padded_k // 4), job.padded_k,
+                               job.a_scales + first_row * job.k_blocks,
+                               job.a_sums + first_row * job.k_blocks,
+                               min(<Py_ssize_t>NBITS_INT8_PREFILL_ROWS, job.rows - first_row),
+                               job.weights + panel * job.panel_bytes, job.k_blocks,
+                               job.block_size, job.blob, job.zeros + panel * parameters,
+                               job.scales + panel * parameters,
+                               NULL if job.bias == NULL else job.bias + first_column,
+                               min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column),
+                               job.out + first_row * job.n + first_column, job.n)
 
 
 def matmul_n_bits_int8(const int8_t[:, ::1] codes, const float[:, ::1] a_scales,
@@ -286,5 +327,20 @@ def matmul_n_bits_int8(const int8_t[:, ::1] codes, const float[:, ::1] a_scales,
         bias_view = bias
         job.bias = &bias_view[0]
     job.out = &out[0, 0]
+    cdef int32_t[::1] packed
+    cdef int threads = max(1, n_threads)
+    cdef Py_ssize_t chunks = (job.rows + NBITS_INT8_PREFILL_ROWS - 1) // NBITS_INT8_PREFILL_ROWS
+    cdef bint prefill = (NBITS_INT8_PREFILL and bits == 4
+                         and job.rows >= NBITS_INT8_PREFILL_MIN_ROWS)
+    job.packed = NULL
+    if prefill:
+        # Whole groups past the last row, zero.
+        packed = np.empty(((job.rows + NBITS_INT8_GROUP - 1) // NBITS_INT8_GROUP)
+                          * NBITS_INT8_GROUP * (job.padded_k // 4), np.int32)
+        job.packed = &packed[0]
     with nogil:
-        run_tasks(nbits_int8_task, &job, job.panels * groups, max(1, n_threads))
+        if prefill:
+            run_tasks(nbits_pack_codes_task, &job, chunks, threads)
+            run_tasks(nbits_int8_prefill_task, &job, job.panels * chunks, threads)
+        else:
+            run_tasks(nbits_int8_task, &job, job.panels * groups, threads)

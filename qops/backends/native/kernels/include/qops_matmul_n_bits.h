@@ -547,6 +547,41 @@ static inline void qops_nbits_rows_panels(const float* packed, ptrdiff_t rows,
    most QOPS_NBITS_INT8_BLOCK, so that s fits int32 (127 * 255 * 4096). */
 #define QOPS_NBITS_INT8_BLOCK 4096
 
+/* Many rows at level 4 on 4-bit codes (prefill): a task takes one panel and
+   up to QOPS_NBITS_INT8_PREFILL_ROWS rows, packed in groups of four
+   (qops_nbits_pack_codes).  Each run of a block's codes is unpacked once
+   for all the task's rows, as quads of k per column (qops_nbits_quads_4bit),
+   so that a row's four codes of A are one broadcast and each vpmaddubsw
+   makes a column's two pair sums; a group's four rows share each load of
+   the run.  Sums, block rule and order are qops_nbits_rows_4bit's, so the
+   two give the same bits. */
+#define QOPS_NBITS_INT8_GROUP 4
+#define QOPS_NBITS_INT8_PREFILL_ROWS (32 * QOPS_NBITS_INT8_GROUP)
+/* Fewest rows that take it (below, the weights' bytes set the time). */
+#define QOPS_NBITS_INT8_PREFILL_MIN_ROWS 16
+/* Quads per unpacked run: 64 x 64 bytes, 4 KiB in L1. */
+#define QOPS_NBITS_INT8_RUN_QUADS 64
+
+/* Rows of A's codes (padded_k apart, padded_k a multiple of 4) as whole
+   groups of four: packed[(g * quads + q) * 4 + i] holds row 4 g + i's codes
+   4 q .. 4 q + 3 as one int32, zero for a row past `rows`. */
+static inline void qops_nbits_pack_codes(const int8_t* codes, ptrdiff_t padded_k, ptrdiff_t rows,
+                                         int32_t* packed) {
+    const ptrdiff_t quads = padded_k / 4;
+    const ptrdiff_t groups = (rows + QOPS_NBITS_INT8_GROUP - 1) / QOPS_NBITS_INT8_GROUP;
+    for (ptrdiff_t g = 0; g < groups; g++) {
+        for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
+            const ptrdiff_t r = g * QOPS_NBITS_INT8_GROUP + i;
+            int32_t* target = packed + g * quads * QOPS_NBITS_INT8_GROUP + i;
+            for (ptrdiff_t q = 0; q < quads; q++) {
+                int32_t four = 0;
+                if (r < rows) memcpy(&four, codes + r * padded_k + 4 * q, sizeof four);
+                target[q * QOPS_NBITS_INT8_GROUP] = four;
+            }
+        }
+    }
+}
+
 #if defined(__AVX2__)
 /* Codes k = 2p and 2p + 1 of 16 columns (their bytes interleaved at
    `lines`) as int16 pairs, eight columns a vector. */
@@ -748,6 +783,166 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
     }
 }
 #endif
+
+#if defined(__FMA__)
+#define QOPS_NBITS_INT8_PREFILL 1
+/* `count` quads of a block's interleaved 4-bit codes (lines 2q and 2q + 1
+   at lines + 32 q) as two vectors a quad: each column's four codes in one
+   int32, columns 0-3 | 8-11 in the first and 4-7 | 12-15 in the second. */
+static inline void qops_nbits_quads_4bit(const uint8_t* lines, ptrdiff_t count, __m256i* run) {
+    const __m256i nibbles = _mm256_set1_epi8(0x0F);
+    for (ptrdiff_t q = 0; q < count; q++) {
+        const __m256i bytes = _mm256_loadu_si256((const __m256i*)(lines + 32 * q));
+        const __m256i even = _mm256_and_si256(bytes, nibbles);
+        const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibbles);
+        /* Each lane one line: its k pairs, columns 0-7 and 8-15. */
+        const __m256i low = _mm256_unpacklo_epi8(even, odd);
+        const __m256i high = _mm256_unpackhi_epi8(even, odd);
+        /* k 0-1 of columns 0-7 | 8-15, then k 2-3 of the same. */
+        const __m256i first = _mm256_permute2x128_si256(low, high, 0x20);
+        const __m256i second = _mm256_permute2x128_si256(low, high, 0x31);
+        run[2 * q] = _mm256_unpacklo_epi16(first, second);
+        run[2 * q + 1] = _mm256_unpackhi_epi16(first, second);
+    }
+}
+
+/* `rows` (at most QOPS_NBITS_INT8_PREFILL_ROWS) rows of codes, packed, with
+   their blocks' scales and sums (k_blocks apart) by one panel of 4-bit
+   codes; the panel's columns of those rows into out (row r at
+   out + r * out_stride, `columns` of them), plus bias where given. */
+static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdiff_t padded_k,
+                                                   const float* a_scales, const int32_t* a_sums,
+                                                   ptrdiff_t rows, const uint8_t* panel,
+                                                   ptrdiff_t k_blocks, ptrdiff_t block_size,
+                                                   ptrdiff_t blob, const uint8_t* zeros,
+                                                   const float* scales, const float* bias,
+                                                   ptrdiff_t columns, float* out,
+                                                   ptrdiff_t out_stride) {
+    __m256i run[2 * QOPS_NBITS_INT8_RUN_QUADS];
+    /* Per row: the block's int32 sums so far (columns as the run has them),
+       then its accumulators (columns 0-7, 8-15). */
+    __m256i block_sums[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
+    __m256 accumulators[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
+    const __m256i ones = _mm256_set1_epi16(1);
+    const ptrdiff_t quads = padded_k / 4;
+    const ptrdiff_t block_quads = block_size / 4;
+    const ptrdiff_t groups = (rows + QOPS_NBITS_INT8_GROUP - 1) / QOPS_NBITS_INT8_GROUP;
+    const ptrdiff_t height = groups * QOPS_NBITS_INT8_GROUP;
+    for (ptrdiff_t r = 0; r < 2 * height; r++) accumulators[r] = _mm256_setzero_ps();
+    for (ptrdiff_t j = 0; j < k_blocks; j++) {
+        for (ptrdiff_t r = 0; r < 2 * height; r++) block_sums[r] = _mm256_setzero_si256();
+        for (ptrdiff_t q0 = 0; q0 < block_quads; q0 += QOPS_NBITS_INT8_RUN_QUADS) {
+            const ptrdiff_t count = block_quads - q0 < QOPS_NBITS_INT8_RUN_QUADS
+                                        ? block_quads - q0 : QOPS_NBITS_INT8_RUN_QUADS;
+            qops_nbits_quads_4bit(panel + (j * blob + 2 * q0) * QOPS_NBITS_COLUMNS, count, run);
+            for (ptrdiff_t g = 0; g < groups; g++) {
+                const int32_t* values = packed
+                    + (g * quads + j * block_quads + q0) * QOPS_NBITS_INT8_GROUP;
+                __m256i* sums = block_sums + 2 * g * QOPS_NBITS_INT8_GROUP;
+                for (ptrdiff_t w0 = 0; w0 < count; w0 += QOPS_NBITS_INT16_ITERATIONS) {
+                    const ptrdiff_t stop = count - w0 < QOPS_NBITS_INT16_ITERATIONS
+                                               ? count : w0 + QOPS_NBITS_INT16_ITERATIONS;
+                    __m256i first[QOPS_NBITS_INT8_GROUP], second[QOPS_NBITS_INT8_GROUP];
+                    for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
+                        first[i] = _mm256_setzero_si256();
+                        second[i] = _mm256_setzero_si256();
+                    }
+                    for (ptrdiff_t q = w0; q < stop; q++) {
+                        const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
+                        for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
+                            const __m256i four = _mm256_set1_epi32(
+                                values[q * QOPS_NBITS_INT8_GROUP + i]);
+                            first[i] = _mm256_add_epi16(first[i],
+                                                        _mm256_maddubs_epi16(codes_first, four));
+                            second[i] = _mm256_add_epi16(
+                                second[i], _mm256_maddubs_epi16(codes_second, four));
+                        }
+                    }
+                    for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
+                        sums[2 * i] = _mm256_add_epi32(sums[2 * i],
+                                                       _mm256_madd_epi16(first[i], ones));
+                        sums[2 * i + 1] = _mm256_add_epi32(sums[2 * i + 1],
+                                                           _mm256_madd_epi16(second[i], ones));
+                    }
+                }
+            }
+        }
+        /* The block's rule, row by row (a padded row reads the last real
+           row's scale and sum: its results are never stored). */
+        const __m128i block_zeros = _mm_loadu_si128((const __m128i*)(zeros + j * QOPS_NBITS_COLUMNS));
+        const __m256i block_zeros_low = _mm256_cvtepu8_epi32(block_zeros);
+        const __m256i block_zeros_high = _mm256_cvtepu8_epi32(_mm_srli_si128(block_zeros, 8));
+        const __m256 block_scales_low = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS);
+        const __m256 block_scales_high = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS + 8);
+        for (ptrdiff_t r = 0; r < height; r++) {
+            const ptrdiff_t source = r < rows ? r : rows - 1;
+            const __m256i a_sum = _mm256_set1_epi32(a_sums[source * k_blocks + j]);
+            const __m256 a_scale = _mm256_set1_ps(a_scales[source * k_blocks + j]);
+            /* Columns 0-3 | 8-11 and 4-7 | 12-15 back in order. */
+            const __m256i low = _mm256_permute2x128_si256(block_sums[2 * r],
+                                                          block_sums[2 * r + 1], 0x20);
+            const __m256i high = _mm256_permute2x128_si256(block_sums[2 * r],
+                                                           block_sums[2 * r + 1], 0x31);
+            const __m256i exact_low = _mm256_sub_epi32(low, _mm256_mullo_epi32(block_zeros_low,
+                                                                                a_sum));
+            const __m256i exact_high = _mm256_sub_epi32(high, _mm256_mullo_epi32(block_zeros_high,
+                                                                                  a_sum));
+            accumulators[2 * r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_low),
+                                                  _mm256_mul_ps(a_scale, block_scales_low),
+                                                  accumulators[2 * r]);
+            accumulators[2 * r + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_high),
+                                                      _mm256_mul_ps(a_scale, block_scales_high),
+                                                      accumulators[2 * r + 1]);
+        }
+    }
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        float line[QOPS_NBITS_COLUMNS];
+        float* target = out + r * out_stride;
+        _mm256_storeu_ps(line, accumulators[2 * r]);
+        _mm256_storeu_ps(line + 8, accumulators[2 * r + 1]);
+        for (ptrdiff_t c = 0; c < columns; c++) target[c] = bias ? line[c] + bias[c] : line[c];
+    }
+}
+#endif
+#endif
+
+#if !defined(QOPS_NBITS_INT8_PREFILL)
+/* Where the kernels have no AVX2 and FMA the prefill path is not taken
+   (QOPS_NBITS_INT8_PREFILL 0); this plain statement of it, the same rule in
+   the same order, keeps the header whole at every width. */
+#define QOPS_NBITS_INT8_PREFILL 0
+static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdiff_t padded_k,
+                                                   const float* a_scales, const int32_t* a_sums,
+                                                   ptrdiff_t rows, const uint8_t* panel,
+                                                   ptrdiff_t k_blocks, ptrdiff_t block_size,
+                                                   ptrdiff_t blob, const uint8_t* zeros,
+                                                   const float* scales, const float* bias,
+                                                   ptrdiff_t columns, float* out,
+                                                   ptrdiff_t out_stride) {
+    const ptrdiff_t quads = padded_k / 4;
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        const int32_t* values = packed + (r / QOPS_NBITS_INT8_GROUP) * quads * QOPS_NBITS_INT8_GROUP
+                                + r % QOPS_NBITS_INT8_GROUP;
+        float* target = out + r * out_stride;
+        for (ptrdiff_t c = 0; c < columns; c++) {
+            float acc = 0.0f;
+            for (ptrdiff_t j = 0; j < k_blocks; j++) {
+                int32_t sum = 0;
+                for (ptrdiff_t kk = 0; kk < block_size; kk++) {
+                    const ptrdiff_t k = j * block_size + kk;
+                    int8_t a[4];
+                    memcpy(a, &values[(k / 4) * QOPS_NBITS_INT8_GROUP], sizeof a);
+                    const uint8_t byte = panel[(j * blob + kk / 2) * QOPS_NBITS_COLUMNS + c];
+                    sum += a[k % 4] * ((kk % 2) ? byte >> 4 : byte & 0x0F);
+                }
+                const int32_t exact = sum - zeros[j * QOPS_NBITS_COLUMNS + c] * a_sums[r * k_blocks + j];
+                acc = fmaf((float)exact, a_scales[r * k_blocks + j] * scales[j * QOPS_NBITS_COLUMNS + c],
+                           acc);
+            }
+            target[c] = bias ? acc + bias[c] : acc;
+        }
+    }
+}
 #endif
 
 /* One row's 16 exact sums of `count` k straight from the interleaved bytes
