@@ -224,23 +224,28 @@ def test_many_rows_cross_chunks_and_tiles_by_the_rule(m, k, block_size, level):
 
 
 @pytest.mark.parametrize("sign", [1, -1])
-@pytest.mark.parametrize("m", [1, 3])
-def test_level_four_holds_its_largest_block_sums_exactly(sign, m):
-    """Every code of B 15 and every code of A +-127 (A one value per row, the
-    largest of its blocks): each pair of k adds 2 * 15 * 127 to a column's sum,
-    the most the 4-bit kernels' int16 steps carry before they widen, through
-    blocks of 128 (two tiles of 64 k, 16 steps each), on every variant and
-    thread count, bit for bit the rule."""
-    k, n, block_size = 512, 20, 128
+@pytest.mark.parametrize("m", [1, 3, 20])
+@pytest.mark.parametrize("block_size", [128, 4096])
+@pytest.mark.parametrize("code, zero", [(15, 0), (0, 15)])
+def test_level_four_holds_its_largest_block_sums_exactly(sign, m, block_size, code, zero):
+    """Every code of B 15 with zero points 0, or 0 with zero points 15, and
+    every code of A +-127 (A one value per row, the largest of its blocks):
+    each pair of k adds 2 * 15 * 127 to a column's sum, the most the 4-bit
+    kernels' int16 steps carry before they widen, and a block of 4096 k
+    reaches the largest sums and zero-point terms the rule allows (15 * 127
+    * 4096, below 2**23, where the many-row kernel takes their difference in
+    float32); one and three rows, and twenty (the many-row kernel), on every
+    variant and thread count, bit for bit the rule."""
+    k, n = 2 * block_size, 20
     a = np.full((m, k), sign * 3.0, np.float32)
-    b = np.full((n, k // block_size, block_size // 2), 0xFF, np.uint8)
-    scales = np.full((n, k // block_size), 0.01, np.float32)
-    zero_points = np.zeros((n, 2), np.uint8)  # packed: zero for each of the 4 blocks
+    b = np.full((n, 2, block_size // 2), code * 0x11, np.uint8)
+    scales = np.full((n, 2), 0.01, np.float32)
+    zero_points = np.full((n, 1), zero * 0x11, np.uint8)  # packed: both blocks' zero
     call = call_of(a, b, scales, zero_points, None, k=k, n=n, bits=4, block_size=block_size,
                    accuracy_level=4)
     want = qops.reference.matmul_n_bits(a, b, scales, zero_points, None, k=k, n=n, bits=4,
                                         block_size=block_size, accuracy_level=4)
-    assert np.allclose(want, sign * 3.0 * 15 * 0.01 * k, rtol=1e-5)
+    assert np.allclose(want, sign * 3.0 * (code - zero) * 0.01 * k, rtol=1e-5)
     every_variant_and_thread_count_gives(call, want)
 
 

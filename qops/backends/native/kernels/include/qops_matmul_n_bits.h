@@ -555,6 +555,7 @@ static inline void qops_nbits_rows_panels(const float* packed, ptrdiff_t rows,
    makes a column's two pair sums; a group's four rows share each load of
    the run.  Sums, block rule and order are qops_nbits_rows_4bit's, so the
    two give the same bits. */
+/* Rows a group: the kernel's window loop names its four rows' sums. */
 #define QOPS_NBITS_INT8_GROUP 4
 #define QOPS_NBITS_INT8_PREFILL_ROWS (32 * QOPS_NBITS_INT8_GROUP)
 /* Fewest rows that take it (below, the weights' bytes set the time). */
@@ -786,6 +787,18 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
 
 #if defined(__FMA__)
 #define QOPS_NBITS_INT8_PREFILL 1
+/* acc + x in int16 lanes, added in place: as the intrinsic, GCC added into
+   the product's register and moved the sum back to the accumulator's, seven
+   moves and a spill in a loop of 25 instructions. */
+static inline __m256i qops_nbits_add16(__m256i acc, __m256i x) {
+#if defined(__GNUC__)
+    __asm__("vpaddw %1, %0, %0" : "+x"(acc) : "x"(x));
+    return acc;
+#else
+    return _mm256_add_epi16(acc, x);
+#endif
+}
+
 /* `count` quads of a block's interleaved 4-bit codes (lines 2q and 2q + 1
    at lines + 32 q) as two vectors a quad: each column's four codes in one
    int32, columns 0-3 | 8-11 in the first and 4-7 | 12-15 in the second. */
@@ -806,10 +819,30 @@ static inline void qops_nbits_quads_4bit(const uint8_t* lines, ptrdiff_t count, 
     }
 }
 
+/* The block rule for one row: acc + float32(sums - zeros * a_sum) *
+   float32(a_scale * scales), the columns in the run's order.  The exact
+   difference is taken in float32 by one fused step, with no vpmulld: the
+   sums (at most 15 * 127 a k, 4096 k a block), the zero points' term (15 *
+   127 * 4096) and their difference are integers below 2**24, so each is a
+   float32 and the step rounds nothing. */
+static inline void qops_nbits_block_rule(const __m256i* sums, const __m256* zeros,
+                                         const __m256* scales, int32_t a_sum, float a_scale,
+                                         __m256* acc) {
+    const __m256 sum = _mm256_set1_ps((float)a_sum);
+    const __m256 scale = _mm256_set1_ps(a_scale);
+    for (int h = 0; h < 2; h++) {
+        const __m256 exact = _mm256_fnmadd_ps(zeros[h], sum, _mm256_cvtepi32_ps(sums[h]));
+        acc[h] = _mm256_fmadd_ps(exact, _mm256_mul_ps(scale, scales[h]), acc[h]);
+    }
+}
+
 /* `rows` (at most QOPS_NBITS_INT8_PREFILL_ROWS) rows of codes, packed, with
    their blocks' scales and sums (k_blocks apart) by one panel of 4-bit
    codes; the panel's columns of those rows into out (row r at
-   out + r * out_stride, `columns` of them), plus bias where given. */
+   out + r * out_stride, `columns` of them), plus bias where given.  Sums
+   and accumulators keep the run's column order (0-3 | 8-11, 4-7 | 12-15),
+   the blocks' zero points and scales put in it once a run, and come back
+   to column order as they are stored. */
 static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdiff_t padded_k,
                                                    const float* a_scales, const int32_t* a_sums,
                                                    ptrdiff_t rows, const uint8_t* panel,
@@ -819,87 +852,121 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
                                                    ptrdiff_t columns, float* out,
                                                    ptrdiff_t out_stride) {
     __m256i run[2 * QOPS_NBITS_INT8_RUN_QUADS];
-    /* Per row: the block's int32 sums so far (columns as the run has them),
-       then its accumulators (columns 0-7, 8-15). */
+    /* A run's blocks (at most one per 4 quads): zero points and scales. */
+    __m256 run_zeros[2 * (QOPS_NBITS_INT8_RUN_QUADS / 4)];
+    __m256 run_scales[2 * (QOPS_NBITS_INT8_RUN_QUADS / 4)];
+    /* Per row: its block's int32 sums so far (a block may be longer than a
+       run), and its accumulators. */
     __m256i block_sums[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
     __m256 accumulators[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
     const __m256i ones = _mm256_set1_epi16(1);
     const ptrdiff_t quads = padded_k / 4;
     const ptrdiff_t block_quads = block_size / 4;
+    /* Both powers of two: a run is whole blocks, or part of one. */
+    const ptrdiff_t span = block_quads < QOPS_NBITS_INT8_RUN_QUADS ? block_quads
+                                                                   : QOPS_NBITS_INT8_RUN_QUADS;
     const ptrdiff_t groups = (rows + QOPS_NBITS_INT8_GROUP - 1) / QOPS_NBITS_INT8_GROUP;
     const ptrdiff_t height = groups * QOPS_NBITS_INT8_GROUP;
     for (ptrdiff_t r = 0; r < 2 * height; r++) accumulators[r] = _mm256_setzero_ps();
-    for (ptrdiff_t j = 0; j < k_blocks; j++) {
-        for (ptrdiff_t r = 0; r < 2 * height; r++) block_sums[r] = _mm256_setzero_si256();
-        for (ptrdiff_t q0 = 0; q0 < block_quads; q0 += QOPS_NBITS_INT8_RUN_QUADS) {
-            const ptrdiff_t count = block_quads - q0 < QOPS_NBITS_INT8_RUN_QUADS
-                                        ? block_quads - q0 : QOPS_NBITS_INT8_RUN_QUADS;
-            qops_nbits_quads_4bit(panel + (j * blob + 2 * q0) * QOPS_NBITS_COLUMNS, count, run);
-            for (ptrdiff_t g = 0; g < groups; g++) {
-                const int32_t* values = packed
-                    + (g * quads + j * block_quads + q0) * QOPS_NBITS_INT8_GROUP;
+    for (ptrdiff_t q0 = 0; q0 < quads; q0 += QOPS_NBITS_INT8_RUN_QUADS) {
+        const ptrdiff_t count = quads - q0 < QOPS_NBITS_INT8_RUN_QUADS ? quads - q0
+                                                                       : QOPS_NBITS_INT8_RUN_QUADS;
+        qops_nbits_quads_4bit(panel + (q0 / block_quads * blob + 2 * (q0 % block_quads))
+                                          * QOPS_NBITS_COLUMNS,
+                              count, run);
+        /* The run's parts, one block or part of one each: their blocks and
+           whether each starts or ends its block (found here, not in the
+           groups' loop, where a division a part cost as much as its sums). */
+        const ptrdiff_t parts = count / span;
+        ptrdiff_t part_block[QOPS_NBITS_INT8_RUN_QUADS / 4];
+        int part_first[QOPS_NBITS_INT8_RUN_QUADS / 4], part_last[QOPS_NBITS_INT8_RUN_QUADS / 4];
+        for (ptrdiff_t b = 0; b < parts; b++) {
+            const ptrdiff_t q = q0 + b * span;
+            part_block[b] = q / block_quads;
+            part_first[b] = q % block_quads == 0;
+            part_last[b] = (q + span) % block_quads == 0;
+        }
+        for (ptrdiff_t b = 0; b < parts; b++) {
+            const ptrdiff_t j = part_block[b];
+            const __m128i block_zeros = _mm_loadu_si128(
+                (const __m128i*)(zeros + j * QOPS_NBITS_COLUMNS));
+            const __m256i zeros_low = _mm256_cvtepu8_epi32(block_zeros);
+            const __m256i zeros_high = _mm256_cvtepu8_epi32(_mm_srli_si128(block_zeros, 8));
+            const __m256 scales_low = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS);
+            const __m256 scales_high = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS + 8);
+            run_zeros[2 * b] = _mm256_cvtepi32_ps(
+                _mm256_permute2x128_si256(zeros_low, zeros_high, 0x20));
+            run_zeros[2 * b + 1] = _mm256_cvtepi32_ps(
+                _mm256_permute2x128_si256(zeros_low, zeros_high, 0x31));
+            run_scales[2 * b] = _mm256_permute2f128_ps(scales_low, scales_high, 0x20);
+            run_scales[2 * b + 1] = _mm256_permute2f128_ps(scales_low, scales_high, 0x31);
+        }
+        for (ptrdiff_t g = 0; g < groups; g++) {
+            const int32_t* values = packed + (g * quads + q0) * QOPS_NBITS_INT8_GROUP;
+            for (ptrdiff_t b = 0; b < parts; b++) {
+                const ptrdiff_t b0 = b * span;
+                const ptrdiff_t j = part_block[b];
+                const int first_part = part_first[b];
+                const int last_part = part_last[b];
+                /* In memory, not registers: the window's loop needs them all. */
                 __m256i* sums = block_sums + 2 * g * QOPS_NBITS_INT8_GROUP;
-                for (ptrdiff_t w0 = 0; w0 < count; w0 += QOPS_NBITS_INT16_ITERATIONS) {
-                    const ptrdiff_t stop = count - w0 < QOPS_NBITS_INT16_ITERATIONS
-                                               ? count : w0 + QOPS_NBITS_INT16_ITERATIONS;
-                    __m256i first[QOPS_NBITS_INT8_GROUP], second[QOPS_NBITS_INT8_GROUP];
-                    for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
-                        first[i] = _mm256_setzero_si256();
-                        second[i] = _mm256_setzero_si256();
-                    }
-                    for (ptrdiff_t q = w0; q < stop; q++) {
-                        const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
-                        for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
-                            const __m256i four = _mm256_set1_epi32(
-                                values[q * QOPS_NBITS_INT8_GROUP + i]);
-                            first[i] = _mm256_add_epi16(first[i],
-                                                        _mm256_maddubs_epi16(codes_first, four));
-                            second[i] = _mm256_add_epi16(
-                                second[i], _mm256_maddubs_epi16(codes_second, four));
-                        }
-                    }
-                    for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
-                        sums[2 * i] = _mm256_add_epi32(sums[2 * i],
-                                                       _mm256_madd_epi16(first[i], ones));
-                        sums[2 * i + 1] = _mm256_add_epi32(sums[2 * i + 1],
-                                                           _mm256_madd_epi16(second[i], ones));
+                if (first_part) {
+                    for (int i = 0; i < 2 * QOPS_NBITS_INT8_GROUP; i++) {
+                        sums[i] = _mm256_setzero_si256();
                     }
                 }
+                for (ptrdiff_t w0 = b0; w0 < b0 + span; w0 += QOPS_NBITS_INT16_ITERATIONS) {
+                    const ptrdiff_t stop = b0 + span - w0 < QOPS_NBITS_INT16_ITERATIONS
+                                               ? b0 + span : w0 + QOPS_NBITS_INT16_ITERATIONS;
+                    __m256i first0 = _mm256_setzero_si256(), second0 = _mm256_setzero_si256();
+                    __m256i first1 = _mm256_setzero_si256(), second1 = _mm256_setzero_si256();
+                    __m256i first2 = _mm256_setzero_si256(), second2 = _mm256_setzero_si256();
+                    __m256i first3 = _mm256_setzero_si256(), second3 = _mm256_setzero_si256();
+                    for (ptrdiff_t q = w0; q < stop; q++) {
+                        const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
+                        const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
+                        __m256i a = _mm256_set1_epi32(four[0]);
+                        first0 = qops_nbits_add16(first0, _mm256_maddubs_epi16(codes_first, a));
+                        second0 = qops_nbits_add16(second0, _mm256_maddubs_epi16(codes_second, a));
+                        a = _mm256_set1_epi32(four[1]);
+                        first1 = qops_nbits_add16(first1, _mm256_maddubs_epi16(codes_first, a));
+                        second1 = qops_nbits_add16(second1, _mm256_maddubs_epi16(codes_second, a));
+                        a = _mm256_set1_epi32(four[2]);
+                        first2 = qops_nbits_add16(first2, _mm256_maddubs_epi16(codes_first, a));
+                        second2 = qops_nbits_add16(second2, _mm256_maddubs_epi16(codes_second, a));
+                        a = _mm256_set1_epi32(four[3]);
+                        first3 = qops_nbits_add16(first3, _mm256_maddubs_epi16(codes_first, a));
+                        second3 = qops_nbits_add16(second3, _mm256_maddubs_epi16(codes_second, a));
+                    }
+                    sums[0] = _mm256_add_epi32(sums[0], _mm256_madd_epi16(first0, ones));
+                    sums[1] = _mm256_add_epi32(sums[1], _mm256_madd_epi16(second0, ones));
+                    sums[2] = _mm256_add_epi32(sums[2], _mm256_madd_epi16(first1, ones));
+                    sums[3] = _mm256_add_epi32(sums[3], _mm256_madd_epi16(second1, ones));
+                    sums[4] = _mm256_add_epi32(sums[4], _mm256_madd_epi16(first2, ones));
+                    sums[5] = _mm256_add_epi32(sums[5], _mm256_madd_epi16(second2, ones));
+                    sums[6] = _mm256_add_epi32(sums[6], _mm256_madd_epi16(first3, ones));
+                    sums[7] = _mm256_add_epi32(sums[7], _mm256_madd_epi16(second3, ones));
+                }
+                if (!last_part) continue;
+                /* A padded row reads the last real row's scale and sum: its
+                   results are never stored. */
+                for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
+                    const ptrdiff_t r = g * QOPS_NBITS_INT8_GROUP + i;
+                    const ptrdiff_t source = r < rows ? r : rows - 1;
+                    qops_nbits_block_rule(sums + 2 * i, run_zeros + 2 * b, run_scales + 2 * b,
+                                          a_sums[source * k_blocks + j],
+                                          a_scales[source * k_blocks + j], accumulators + 2 * r);
+                }
             }
-        }
-        /* The block's rule, row by row (a padded row reads the last real
-           row's scale and sum: its results are never stored). */
-        const __m128i block_zeros = _mm_loadu_si128((const __m128i*)(zeros + j * QOPS_NBITS_COLUMNS));
-        const __m256i block_zeros_low = _mm256_cvtepu8_epi32(block_zeros);
-        const __m256i block_zeros_high = _mm256_cvtepu8_epi32(_mm_srli_si128(block_zeros, 8));
-        const __m256 block_scales_low = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS);
-        const __m256 block_scales_high = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS + 8);
-        for (ptrdiff_t r = 0; r < height; r++) {
-            const ptrdiff_t source = r < rows ? r : rows - 1;
-            const __m256i a_sum = _mm256_set1_epi32(a_sums[source * k_blocks + j]);
-            const __m256 a_scale = _mm256_set1_ps(a_scales[source * k_blocks + j]);
-            /* Columns 0-3 | 8-11 and 4-7 | 12-15 back in order. */
-            const __m256i low = _mm256_permute2x128_si256(block_sums[2 * r],
-                                                          block_sums[2 * r + 1], 0x20);
-            const __m256i high = _mm256_permute2x128_si256(block_sums[2 * r],
-                                                           block_sums[2 * r + 1], 0x31);
-            const __m256i exact_low = _mm256_sub_epi32(low, _mm256_mullo_epi32(block_zeros_low,
-                                                                                a_sum));
-            const __m256i exact_high = _mm256_sub_epi32(high, _mm256_mullo_epi32(block_zeros_high,
-                                                                                  a_sum));
-            accumulators[2 * r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_low),
-                                                  _mm256_mul_ps(a_scale, block_scales_low),
-                                                  accumulators[2 * r]);
-            accumulators[2 * r + 1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact_high),
-                                                      _mm256_mul_ps(a_scale, block_scales_high),
-                                                      accumulators[2 * r + 1]);
         }
     }
     for (ptrdiff_t r = 0; r < rows; r++) {
         float line[QOPS_NBITS_COLUMNS];
         float* target = out + r * out_stride;
-        _mm256_storeu_ps(line, accumulators[2 * r]);
-        _mm256_storeu_ps(line + 8, accumulators[2 * r + 1]);
+        _mm256_storeu_ps(line, _mm256_permute2f128_ps(accumulators[2 * r],
+                                                      accumulators[2 * r + 1], 0x20));
+        _mm256_storeu_ps(line + 8, _mm256_permute2f128_ps(accumulators[2 * r],
+                                                          accumulators[2 * r + 1], 0x31));
         for (ptrdiff_t c = 0; c < columns; c++) target[c] = bias ? line[c] + bias[c] : line[c];
     }
 }
