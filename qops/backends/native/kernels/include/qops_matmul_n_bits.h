@@ -38,6 +38,20 @@
 #define QOPS_NBITS_ROW_GROUP 6
 #endif
 
+#if defined(__AVX512F__) || defined(__AVX2__)
+/* A block's codes QOPS_NBITS_PREFETCH bytes ahead of where they are read,
+   and the scales eight blocks ahead: one or two rows of A read each byte of
+   the weights once, and with the hardware's own prefetching alone level 4's
+   one-row loop read them at two thirds of a plain read's rate. */
+#define QOPS_NBITS_PREFETCH 2048
+static inline void qops_nbits_prefetch_block(const uint8_t* block, ptrdiff_t bytes,
+                                             const float* scales) {
+    const char* ahead = (const char*)block + QOPS_NBITS_PREFETCH;
+    for (ptrdiff_t line = 0; line < bytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    _mm_prefetch((const char*)(scales + 8 * QOPS_NBITS_COLUMNS), _MM_HINT_T0);
+}
+#endif
+
 /* Sixteen float32 lanes, one per column of a panel, as each width holds them. */
 #if defined(__AVX512F__)
 typedef __m512 qops_nbits_v16;
@@ -757,6 +771,8 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
     __m256 high[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (ptrdiff_t j = 0; j < k_blocks; j++) {
         qops_nbits_sums16 block[2];
+        qops_nbits_prefetch_block(panel + j * blob * QOPS_NBITS_COLUMNS,
+                                  blob * QOPS_NBITS_COLUMNS, scales + j * QOPS_NBITS_COLUMNS);
         qops_nbits_sums_4bit(panel + j * blob * QOPS_NBITS_COLUMNS, block_size,
                              row + j * block_size, padded_k, rows, block);
         const __m128i block_zeros = _mm_loadu_si128(
