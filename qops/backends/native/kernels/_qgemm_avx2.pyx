@@ -20,8 +20,9 @@ cdef enum:
 
 
 cdef inline __m256i multiply_add(__m256i sums, __m256i pairs, __m256i panel) noexcept nogil:
-    """sums + the exact int32 sums of int16 pairs' products: vpmaddwd + vpaddd."""
-    return _mm256_add_epi32(sums, _mm256_madd_epi16(pairs, panel))
+    """sums + the exact int32 sums of int16 pairs' products: vpmaddwd + vpaddd,
+    the add into sums' register (include/qops_ymm.h)."""
+    return multiply_add_epi16(sums, pairs, panel)
 
 
 include "_tile_rows_ymm.pxi"

@@ -21,14 +21,19 @@ cdef inline void tile_rows(const uint8_t* a, Py_ssize_t a_stride, Py_ssize_t gro
     cdef __m256i c50 = initial(tile + 5 * NR, add and rows > 5)
     cdef __m256i c51 = initial(tile + 5 * NR + 8, add and rows > 5)
     cdef __m256i b0, b1, x
-    cdef Py_ssize_t step
+    cdef Py_ssize_t g, s, step
     cdef const uint8_t* a0 = a
     cdef const uint8_t* a1 = a + a_stride
     cdef const uint8_t* a2 = a + 2 * a_stride
     cdef const uint8_t* a3 = a + 3 * a_stride
     cdef const uint8_t* a4 = a + 4 * a_stride
     cdef const uint8_t* a5 = a + 5 * a_stride
-    for step in range(STEPS_PER_GROUP * groups):
+    # A group's steps in one iteration (two for AVX2): the loop's own
+    # instructions once a group, where the loop is bound by the instructions
+    # it issues.
+    for g in range(groups):
+      for s in range(STEPS_PER_GROUP):
+        step = STEPS_PER_GROUP * g + s
         b0 = _mm256_loadu_si256(b)
         b1 = _mm256_loadu_si256(b + 32)
         in_register(b0)

@@ -43,5 +43,7 @@ cdef extern from "qops_ymm.h":
     __m128i _mm_loadu_si128 "qops_load_128"(const void* p) nogil
     __m256i _mm256_loadu_si256 "qops_load_256"(const void* p) nogil
     void _mm256_storeu_si256 "qops_store_256"(void* p, __m256i value) nogil
+    __m256i multiply_add_epi16 "qops_multiply_add_epi16"(__m256i sums, __m256i pairs,
+                                                         __m256i panel) nogil
     void _mm_storeu_si128 "qops_store_128"(void* p, __m128i value) nogil
     __m256 _mm256_loadu_ps "qops_load_ps"(const void* p) nogil
