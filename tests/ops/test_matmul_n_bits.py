@@ -453,6 +453,25 @@ def c_kernels(request, tmp_path_factory):
     return library
 
 
+def interleaved_by_header(c_kernels, b, n, k_blocks):
+    """B (n, k_blocks, blob) interleaved by the header's qops_nbits_interleave."""
+    interleaved = np.zeros((-(-n // 16), k_blocks * b.shape[2] * 16), np.uint8)
+    pointer = ctypes.c_void_p
+    c_kernels.interleave.argtypes = [pointer, ctypes.c_ssize_t, ctypes.c_ssize_t,
+                                     ctypes.c_ssize_t, pointer]
+    c_kernels.interleave(np.ascontiguousarray(b).ctypes.data, n, k_blocks, b.shape[2],
+                         interleaved.ctypes.data)
+    return interleaved
+
+
+def panel_values(values, columns, k_blocks, dtype):
+    """A panel's (k_blocks, 16) parameters from (n, k_blocks) values: the
+    panel's columns, zero past them."""
+    panel = np.zeros((k_blocks, 16), dtype)
+    panel[:, :columns.stop - columns.start] = np.asarray(values)[columns].T
+    return panel
+
+
 @settings(max_examples=15, deadline=None)
 @given(m=st.integers(1, 9), k=st.integers(1, 600), n=st.integers(1, 35),
        bits=st.sampled_from([2, 4, 8]), block_log=st.integers(4, 7), seed=st.integers(0, 2 ** 16))
@@ -462,12 +481,8 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     a, b, scales, zero_points, bias = case(rng, m, k, n, bits, block_size, "float", True)
     k_blocks = -(-k // block_size)
     panels = -(-n // 16)
-    interleaved = np.zeros((panels, k_blocks * b.shape[2] * 16), np.uint8)
+    interleaved = interleaved_by_header(c_kernels, b, n, k_blocks)
     pointer = ctypes.c_void_p
-    c_kernels.interleave.argtypes = [pointer, ctypes.c_ssize_t, ctypes.c_ssize_t,
-                                     ctypes.c_ssize_t, pointer]
-    c_kernels.interleave(np.ascontiguousarray(b).ctypes.data, n, k_blocks, b.shape[2],
-                         interleaved.ctypes.data)
     c_kernels.panel.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
                                 ctypes.c_int, ctypes.c_ssize_t, pointer, pointer, pointer,
                                 ctypes.c_ssize_t, pointer, ctypes.c_ssize_t]
@@ -477,12 +492,9 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     for panel in range(panels):
         columns = slice(panel * 16, min(n, panel * 16 + 16))
         width = columns.stop - columns.start
-        zeros = np.zeros((k_blocks, 16), np.float32)
-        block_scales = np.zeros((k_blocks, 16), np.float32)
-        zeros[:, :width] = zero_points[columns].T
-        block_scales[:, :width] = scales[columns].T
-        panel_bias = np.zeros(16, np.float32)
-        panel_bias[:width] = bias[columns]
+        zeros = panel_values(zero_points, columns, k_blocks, np.float32)
+        block_scales = panel_values(scales, columns, k_blocks, np.float32)
+        panel_bias = panel_values(bias[:, None], columns, 1, np.float32)[0]
         c_kernels.panel(a.ctypes.data, m, interleaved[panel].ctypes.data, k, bits, block_size,
                         zeros.ctypes.data, block_scales.ctypes.data, panel_bias.ctypes.data,
                         width, out[:, columns.start:].ctypes.data, n)
@@ -491,7 +503,8 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
     # Many rows' path: the rows packed in whole groups (zero past m), a
     # guard of NaN after them that no sum may read, and every panel in one
-    # call (the kernels' tasks take up to eight).
+    # call (the kernels' tasks take up to eight).  The panels' parameters
+    # side by side serve the one-row path below too.
     all_zeros = np.zeros((panels, k_blocks, 16), np.float32)
     all_scales = np.zeros((panels, k_blocks, 16), np.float32)
     padded_bias = np.zeros(panels * 16, np.float32)
@@ -517,14 +530,6 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     if panels < 2:
         return
     # One row over two panels at once (the kernels' path for one row of A).
-    all_zeros = np.zeros((panels, k_blocks, 16), np.float32)
-    all_scales = np.zeros((panels, k_blocks, 16), np.float32)
-    padded_bias = np.zeros(panels * 16, np.float32)
-    for panel in range(panels):
-        columns = slice(panel * 16, min(n, panel * 16 + 16))
-        all_zeros[panel, :, :columns.stop - columns.start] = zero_points[columns].T
-        all_scales[panel, :, :columns.stop - columns.start] = scales[columns].T
-    padded_bias[:n] = bias
     c_kernels.two_panels.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
                                      ctypes.c_int, ctypes.c_ssize_t, pointer, pointer,
                                      ctypes.c_ssize_t, pointer, ctypes.c_ssize_t, pointer]
@@ -555,12 +560,8 @@ def test_the_header_level_four_rows_at_each_width(c_kernels, m, k, n, block_log,
     panels = -(-n // 16)
     codes, a_scales, a_sums = n_bits.quantize_a_blocks(a, block_size)
     integer_zeros = n_bits.zero_points_of(zero_points, n, k_blocks, 4).astype(np.uint8)
-    interleaved = np.zeros((panels, k_blocks * b.shape[2] * 16), np.uint8)
+    interleaved = interleaved_by_header(c_kernels, b, n, k_blocks)
     pointer = ctypes.c_void_p
-    c_kernels.interleave.argtypes = [pointer, ctypes.c_ssize_t, ctypes.c_ssize_t,
-                                     ctypes.c_ssize_t, pointer]
-    c_kernels.interleave(np.ascontiguousarray(b).ctypes.data, n, k_blocks, b.shape[2],
-                         interleaved.ctypes.data)
     c_kernels.rows_int8.argtypes = [pointer, ctypes.c_ssize_t, pointer, pointer,
                                     ctypes.c_ssize_t, pointer, ctypes.c_ssize_t, pointer,
                                     pointer, pointer, ctypes.c_ssize_t, pointer,
@@ -570,12 +571,10 @@ def test_the_header_level_four_rows_at_each_width(c_kernels, m, k, n, block_log,
     for panel in range(panels):
         columns = slice(panel * 16, min(n, panel * 16 + 16))
         width = columns.stop - columns.start
-        zeros = np.zeros((k_blocks, 16), np.uint8)
-        block_scales = np.zeros((k_blocks, 16), np.float32)
-        zeros[:, :width] = integer_zeros[columns].T
-        block_scales[:, :width] = np.asarray(scales, np.float32).reshape(n, k_blocks)[columns].T
-        panel_bias = np.zeros(16, np.float32)
-        panel_bias[:width] = bias[columns]
+        zeros = panel_values(integer_zeros, columns, k_blocks, np.uint8)
+        block_scales = panel_values(np.asarray(scales).reshape(n, k_blocks), columns, k_blocks,
+                                    np.float32)
+        panel_bias = panel_values(bias[:, None], columns, 1, np.float32)[0]
         c_kernels.rows_int8(codes.ctypes.data, codes.shape[1], a_scales.ctypes.data,
                             a_sums.ctypes.data, m, interleaved[panel].ctypes.data, block_size,
                             zeros.ctypes.data, block_scales.ctypes.data, panel_bias.ctypes.data,

@@ -24,6 +24,9 @@
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
+#if defined(__AVX2__)
+#include "qops_ymm.h"
+#endif
 
 #define QOPS_NBITS_COLUMNS 16
 /* k per dequantized tile: 64 x 16 float32, 4 KiB, stays in L1. */
@@ -803,17 +806,9 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
 
 #if defined(__FMA__)
 #define QOPS_NBITS_INT8_PREFILL 1
-/* acc + x in int16 lanes, added in place: as the intrinsic, GCC added into
-   the product's register and moved the sum back to the accumulator's, seven
-   moves and a spill in a loop of 25 instructions. */
-static inline __m256i qops_nbits_add16(__m256i acc, __m256i x) {
-#if defined(__GNUC__)
-    __asm__("vpaddw %1, %0, %0" : "+x"(acc) : "x"(x));
-    return acc;
-#else
-    return _mm256_add_epi16(acc, x);
-#endif
-}
+/* In place: as the intrinsic, GCC added into the product's register and
+   moved the sum back, seven moves and a spill in a loop of 25 instructions. */
+#define qops_nbits_add16 qops_add_epi16_in_place
 
 /* `count` quads of a block's interleaved 4-bit codes (lines 2q and 2q + 1
    at lines + 32 q) as two vectors a quad: each column's four codes in one
