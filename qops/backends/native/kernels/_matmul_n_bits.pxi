@@ -224,9 +224,9 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
         job.sums = <char*>&sums[0] + (64 - (<Py_ssize_t>&sums[0]) % 64) % 64
     with nogil:
         if job.rows == 1:
-            run_tasks(nbits_row_task, &job, (job.panels + 1) // 2, max(1, n_threads))
+            run_tasks(nbits_row_task, &job, (job.panels + 1) // 2, threads)
         elif job.rows < NBITS_PREFILL_MIN_ROWS:
-            run_tasks(nbits_product_task, &job, job.panels * groups, max(1, n_threads))
+            run_tasks(nbits_product_task, &job, job.panels * groups, threads)
         else:
             run_tasks(nbits_pack_task, &job, chunks, threads)
             run_tasks(nbits_prefill_task, &job, job.chunk_tasks * chunks, threads)

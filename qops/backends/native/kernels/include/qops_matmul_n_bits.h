@@ -44,8 +44,8 @@
 #if defined(__AVX512F__) || defined(__AVX2__)
 /* A block's codes QOPS_NBITS_PREFETCH bytes ahead of where they are read,
    and the scales eight blocks ahead: one or two rows of A read each byte of
-   the weights once, and with the hardware's own prefetching alone level 4's
-   one-row loop read them at two thirds of a plain read's rate. */
+   the weights once, from memory, and the hardware's own prefetching alone
+   left level 4's one-row loop waiting on them. */
 #define QOPS_NBITS_PREFETCH 2048
 static inline void qops_nbits_prefetch_block(const uint8_t* block, ptrdiff_t bytes,
                                              const float* scales) {
@@ -466,7 +466,7 @@ static inline void qops_nbits_panel(const float* a, ptrdiff_t a_stride, ptrdiff_
 #define QOPS_NBITS_PREFILL_PANELS 8
 /* Fewest rows that take the prefill path: below, the weights' bytes set the
    time, and the rows a last group pads with zeros cost more than packing
-   saves (8 rows in two groups of 6 took 1.12x the per-panel path's time). */
+   saves (docs/performance_notes.rst). */
 #define QOPS_NBITS_PREFILL_MIN_ROWS 32
 
 /* Rows first_row .. first_row + rows - 1 of A (row r at a + r * a_stride),
@@ -479,11 +479,12 @@ static inline void qops_nbits_pack_rows(const float* a, ptrdiff_t a_stride, ptrd
         float* target = packed + g * k * QOPS_NBITS_ROW_GROUP;
         for (int i = 0; i < QOPS_NBITS_ROW_GROUP; i++) {
             const ptrdiff_t r = g * QOPS_NBITS_ROW_GROUP + i;
+            float* column = target + i;
             if (r < rows) {
                 const float* row = a + r * a_stride;
-                for (ptrdiff_t kk = 0; kk < k; kk++) target[kk * QOPS_NBITS_ROW_GROUP + i] = row[kk];
+                for (ptrdiff_t kk = 0; kk < k; kk++) column[kk * QOPS_NBITS_ROW_GROUP] = row[kk];
             } else {
-                for (ptrdiff_t kk = 0; kk < k; kk++) target[kk * QOPS_NBITS_ROW_GROUP + i] = 0.0f;
+                for (ptrdiff_t kk = 0; kk < k; kk++) column[kk * QOPS_NBITS_ROW_GROUP] = 0.0f;
             }
         }
     }
@@ -806,10 +807,6 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
 
 #if defined(__FMA__)
 #define QOPS_NBITS_INT8_PREFILL 1
-/* In place: as the intrinsic, GCC added into the product's register and
-   moved the sum back, seven moves and a spill in a loop of 25 instructions. */
-#define qops_nbits_add16 qops_add_epi16_in_place
-
 /* `count` quads of a block's interleaved 4-bit codes (lines 2q and 2q + 1
    at lines + 32 q) as two vectors a quad: each column's four codes in one
    int32, columns 0-3 | 8-11 in the first and 4-7 | 12-15 in the second. */
@@ -937,17 +934,25 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
                         const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
                         const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
                         __m256i a = _mm256_set1_epi32(four[0]);
-                        first0 = qops_nbits_add16(first0, _mm256_maddubs_epi16(codes_first, a));
-                        second0 = qops_nbits_add16(second0, _mm256_maddubs_epi16(codes_second, a));
+                        first0 = qops_add_epi16_in_place(
+                            first0, _mm256_maddubs_epi16(codes_first, a));
+                        second0 = qops_add_epi16_in_place(
+                            second0, _mm256_maddubs_epi16(codes_second, a));
                         a = _mm256_set1_epi32(four[1]);
-                        first1 = qops_nbits_add16(first1, _mm256_maddubs_epi16(codes_first, a));
-                        second1 = qops_nbits_add16(second1, _mm256_maddubs_epi16(codes_second, a));
+                        first1 = qops_add_epi16_in_place(
+                            first1, _mm256_maddubs_epi16(codes_first, a));
+                        second1 = qops_add_epi16_in_place(
+                            second1, _mm256_maddubs_epi16(codes_second, a));
                         a = _mm256_set1_epi32(four[2]);
-                        first2 = qops_nbits_add16(first2, _mm256_maddubs_epi16(codes_first, a));
-                        second2 = qops_nbits_add16(second2, _mm256_maddubs_epi16(codes_second, a));
+                        first2 = qops_add_epi16_in_place(
+                            first2, _mm256_maddubs_epi16(codes_first, a));
+                        second2 = qops_add_epi16_in_place(
+                            second2, _mm256_maddubs_epi16(codes_second, a));
                         a = _mm256_set1_epi32(four[3]);
-                        first3 = qops_nbits_add16(first3, _mm256_maddubs_epi16(codes_first, a));
-                        second3 = qops_nbits_add16(second3, _mm256_maddubs_epi16(codes_second, a));
+                        first3 = qops_add_epi16_in_place(
+                            first3, _mm256_maddubs_epi16(codes_first, a));
+                        second3 = qops_add_epi16_in_place(
+                            second3, _mm256_maddubs_epi16(codes_second, a));
                     }
                     sums[0] = _mm256_add_epi32(sums[0], _mm256_madd_epi16(first0, ones));
                     sums[1] = _mm256_add_epi32(sums[1], _mm256_madd_epi16(second0, ones));
@@ -999,7 +1004,8 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
                                                    ptrdiff_t out_stride) {
     const ptrdiff_t quads = padded_k / 4;
     for (ptrdiff_t r = 0; r < rows; r++) {
-        const int32_t* values = packed + (r / QOPS_NBITS_INT8_GROUP) * quads * QOPS_NBITS_INT8_GROUP
+        const int32_t* values = packed
+                                + (r / QOPS_NBITS_INT8_GROUP) * quads * QOPS_NBITS_INT8_GROUP
                                 + r % QOPS_NBITS_INT8_GROUP;
         float* target = out + r * out_stride;
         for (ptrdiff_t c = 0; c < columns; c++) {
@@ -1013,9 +1019,9 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
                     const uint8_t byte = panel[(j * blob + kk / 2) * QOPS_NBITS_COLUMNS + c];
                     sum += a[k % 4] * ((kk % 2) ? byte >> 4 : byte & 0x0F);
                 }
-                const int32_t exact = sum - zeros[j * QOPS_NBITS_COLUMNS + c] * a_sums[r * k_blocks + j];
-                acc = fmaf((float)exact, a_scales[r * k_blocks + j] * scales[j * QOPS_NBITS_COLUMNS + c],
-                           acc);
+                const ptrdiff_t at = j * QOPS_NBITS_COLUMNS + c;
+                const int32_t exact = sum - zeros[at] * a_sums[r * k_blocks + j];
+                acc = fmaf((float)exact, a_scales[r * k_blocks + j] * scales[at], acc);
             }
             target[c] = bias ? acc + bias[c] : acc;
         }
