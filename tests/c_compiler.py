@@ -24,13 +24,15 @@ def compiler():
 
 #: The widths a header's kernels are built at: the flags that select each
 #: and the CPU features __builtin_cpu_supports must find to run it (the
-#: AVX-512 one runs wherever the CPU has AVX-512F and BW, VNNI or not).
+#: AVX-512 one runs wherever the CPU has AVX-512F and BW, VNNI or not; FMA
+#: with both, as the AVX-512 modules are built).
 WIDTHS = {"scalar": ([], []),
           "sse2": ([], ["sse2"]),
           "avx2": (["-mavx2", "-mfma"], ["avx2", "fma"]),
-          "avx512": (["-mavx512f", "-mavx512bw", "-mavx512vl"], ["avx512f", "avx512bw"]),
-          "avx512-vnni": (["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni"],
-                          ["avx512f", "avx512bw", "avx512vnni"])}
+          "avx512": (["-mavx512f", "-mavx512bw", "-mavx512vl", "-mfma"],
+                     ["avx512f", "avx512bw", "fma"]),
+          "avx512-vnni": (["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mfma"],
+                          ["avx512f", "avx512bw", "avx512vnni", "fma"])}
 
 
 def library_at_width(harness, width, folder):

@@ -166,7 +166,9 @@ def _openmp_probe():
     return compile_flags, link_flags
 
 
-_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni"]
+# FMA with them: every AVX-512 CPU has it, and the 256-bit paths the AVX-512
+# builds share with AVX2 (MatMulNBits' level 4) are written with it.
+_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mavx512vnni", "-mfma"]
 
 #: GEMM variants and the flags each is compiled with (GCC / Clang spelling).
 SIMD_VARIANTS = {

@@ -59,8 +59,11 @@ VARIANTS.append(pytest.param("qops_depthwise_terms_avx512.h", [],
 # MatMulNBits' kernels at each of their widths.
 VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx2", "-mfma"],
                              id="qops_matmul_n_bits.h-avx2"))
-VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx512f"],
+VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx512f", "-mfma"],
                              id="qops_matmul_n_bits.h-avx512"))
+# Without FMA: the plain statement of the level-4 prefill kernel.
+VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx512f"],
+                             id="qops_matmul_n_bits.h-avx512-no-fma"))
 # The channels-last depthwise pixel at each of its widths.
 VARIANTS.append(pytest.param("qops_depthwise_channels_last.h", [], ["-mavx2", "-mfma"],
                              id="qops_depthwise_channels_last.h-avx2"))

@@ -16,7 +16,7 @@ static int qops_cpu_supports_avx512vnni(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
         && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")
-        && __builtin_cpu_supports("avx512vnni");
+        && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
 #else
     return 0;
 #endif
