@@ -180,6 +180,35 @@ def every_variant_and_thread_count_gives(call, want):
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (variant, threads)
 
 
+@pytest.mark.parametrize("k_groups", [2, 3, 16])
+def test_level_four_layout_puts_a_columns_quads_in_one_int32(k_groups):
+    """Level 4's layout of 4-bit codes (where a variant's kernels read it):
+    each 64 bytes of a panel, k 8g .. 8g + 7, hold column c's int32 at
+    (c // 8) * 32 + (c % 8) * 4, its byte i codes k 8g + i (low nibble) and
+    8g + i + 4 (high), stated here on the codes themselves."""
+    rng = np.random.default_rng(k_groups)
+    k, panels = 8 * k_groups, 3
+    codes = rng.integers(0, 16, (panels, k, 16), dtype=np.uint8)
+    # Interleaved: line p holds k 2p (low nibble) and 2p + 1 (high) of 16 columns.
+    interleaved = (codes[:, 0::2] | codes[:, 1::2] << 4).reshape(panels, -1)
+    want = np.zeros((panels, k_groups, 2, 8, 4), np.uint8)
+    for g in range(k_groups):
+        for c in range(16):
+            for i in range(4):
+                want[:, g, c // 8, c % 8, i] = (codes[:, 8 * g + i, c]
+                                                | codes[:, 8 * g + i + 4, c] << 4)
+    laid_out = 0
+    for variant in variants.quantize_variants():
+        module = variants.quantize_module(variant)
+        if not module.LEVEL_FOUR_QUADS:
+            continue
+        laid_out += 1
+        got = module.matmul_n_bits_quads(np.ascontiguousarray(interleaved), 2)
+        assert np.array_equal(got, want.reshape(panels, -1)), variant
+    if not laid_out:
+        pytest.skip("no variant this CPU runs reads level 4's layout")
+
+
 @settings(max_examples=60, deadline=None)
 @given(m=st.integers(1, 70), k=st.integers(1, 300), n=st.integers(1, 40),
        bits=st.sampled_from([2, 4, 8]), block_log=st.integers(4, 7),
@@ -397,6 +426,7 @@ def test_onnxruntime_agrees_within_float32_rounding(bits, zero_kind):
 # -- the C at each width, on this CPU ------------------------------------------------------
 
 HARNESS = """
+#include <stdlib.h>
 #include "qops_matmul_n_bits.h"
 void interleave(const uint8_t* b, ptrdiff_t n, ptrdiff_t k_blocks, ptrdiff_t blob,
                 uint8_t* panels) {
@@ -425,10 +455,18 @@ void rows_int8(const int8_t* codes, ptrdiff_t padded_k, const float* a_scales,
                ptrdiff_t block_size, const uint8_t* zeros, const float* scales,
                const float* bias, ptrdiff_t columns, float* out, ptrdiff_t out_stride,
                int32_t* packed) {
+    /* The panel in level 4's layout where the kernels read that. */
+    uint8_t* laid = malloc((size_t)(padded_k / 2 * QOPS_NBITS_COLUMNS));
+    if (QOPS_NBITS_QUADS) {
+        qops_nbits_quads_layout(weights, padded_k / 2 * QOPS_NBITS_COLUMNS, laid);
+    } else {
+        memcpy(laid, weights, (size_t)(padded_k / 2 * QOPS_NBITS_COLUMNS));
+    }
     qops_nbits_pack_codes(codes, padded_k, rows, packed);
-    qops_nbits_rows_panel_int8_4bit(packed, padded_k, a_scales, a_sums, rows, weights,
+    qops_nbits_rows_panel_int8_4bit(packed, padded_k, a_scales, a_sums, rows, laid,
                                     padded_k / block_size, block_size, block_size / 2, zeros,
                                     scales, bias, columns, out, out_stride);
+    free(laid);
 }
 void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t panel_bytes,
                 int bits, ptrdiff_t block_size, const float* zeros, const float* scales,
@@ -439,7 +477,7 @@ void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t
 }
 """
 
-@pytest.fixture(scope="module", params=["scalar", "avx2", "avx512"])
+@pytest.fixture(scope="module", params=["scalar", "avx2", "avx512", "avx512-vnni"])
 def c_kernels(request, tmp_path_factory):
     """The header compiled alone at one width (the AVX-512 one runs here
     wherever the CPU has AVX-512F, VNNI or not)."""

@@ -71,6 +71,16 @@ def prepare(call, variant=None):
             return make()
         return call.packed.get(("B and its parameters by panels", variant), make)
 
+    def level_four_weights(call, weights, n_threads):
+        """The weights as the level-4 kernels read them: 4-bit codes in their
+        own layout where the kernels have one (made once for a compiled B)."""
+        if bits != 4 or not kernels.LEVEL_FOUR_QUADS:
+            return weights
+        if call.packed is None:
+            return kernels.matmul_n_bits_quads(weights, n_threads)
+        return call.packed.get(("level-4 codes as quads", variant),
+                               lambda: kernels.matmul_n_bits_quads(weights, n_threads))
+
     def run(call, out, n_threads):
         arrays = call.arrays
         bias = arrays["bias"]
@@ -84,9 +94,10 @@ def prepare(call, variant=None):
             weights, zeros, scales, integer_zeros = operands(call, n_threads)
             if takes_int8_rule(rows, arrays["zero_points"], block_size, level):
                 codes, a_scales, a_sums = quantize_a_blocks(rows, block_size)
-                kernels.matmul_n_bits_int8(codes, a_scales, a_sums, weights, integer_zeros,
-                                           scales, bias32, n, bits, block_size, target,
-                                           n_threads)
+                kernels.matmul_n_bits_int8(codes, a_scales, a_sums,
+                                           level_four_weights(call, weights, n_threads),
+                                           integer_zeros, scales, bias32, n, bits,
+                                           block_size, target, n_threads)
             else:
                 kernels.matmul_n_bits(rows, weights, zeros, scales, bias32, n, bits,
                                       block_size, target, n_threads)

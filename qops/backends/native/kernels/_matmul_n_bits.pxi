@@ -16,10 +16,13 @@ cdef extern from "qops_matmul_n_bits.h":
         NBITS_INT8_PREFILL "QOPS_NBITS_INT8_PREFILL"
         NBITS_INT8_PREFILL_ROWS "QOPS_NBITS_INT8_PREFILL_ROWS"
         NBITS_INT8_PREFILL_MIN_ROWS "QOPS_NBITS_INT8_PREFILL_MIN_ROWS"
+        NBITS_QUADS "QOPS_NBITS_QUADS"
     void nbits_interleave "qops_nbits_interleave"(
         const uint8_t* b, Py_ssize_t n, Py_ssize_t k_blocks, Py_ssize_t blob,
         Py_ssize_t row_stride, Py_ssize_t first_panel, Py_ssize_t count,
         uint8_t* panels) noexcept nogil
+    void nbits_quads_layout "qops_nbits_quads_layout"(
+        const uint8_t* lines, Py_ssize_t bytes, uint8_t* target) noexcept nogil
     void nbits_panel "qops_nbits_panel"(
         const float* a, Py_ssize_t a_stride, Py_ssize_t rows, const uint8_t* panel,
         Py_ssize_t k, int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
@@ -90,6 +93,38 @@ def matmul_n_bits_interleave(const uint8_t[:, :, ::1] b, int n_threads):
     job.panels = &view[0, 0]
     with nogil:
         run_tasks(nbits_interleave_task, &job, panels, max(1, n_threads))
+    return result
+
+
+#: Whether level 4's kernels read 4-bit codes in their own layout
+#: (matmul_n_bits_quads), not as interleaved.
+LEVEL_FOUR_QUADS = bool(NBITS_QUADS)
+
+
+cdef struct NBitsQuads:
+    const uint8_t* panels
+    Py_ssize_t panel_bytes
+    uint8_t* target
+
+
+cdef void nbits_quads_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
+    cdef const NBitsQuads* job = <const NBitsQuads*>context
+    nbits_quads_layout(job.panels + index * job.panel_bytes, job.panel_bytes,
+                       job.target + index * job.panel_bytes)
+
+
+def matmul_n_bits_quads(const uint8_t[:, ::1] panels, int n_threads):
+    """Interleaved panels of 4-bit codes in level 4's layout (qops_nbits_quads_layout)."""
+    cdef NBitsQuads job
+    result = np.empty((panels.shape[0], panels.shape[1]), np.uint8)
+    cdef uint8_t[:, ::1] view = result
+    if panels.shape[0] == 0 or panels.shape[1] == 0:
+        return result
+    job.panels = &panels[0, 0]
+    job.panel_bytes = panels.shape[1]
+    job.target = &view[0, 0]
+    with nogil:
+        run_tasks(nbits_quads_task, &job, panels.shape[0], max(1, n_threads))
     return result
 
 

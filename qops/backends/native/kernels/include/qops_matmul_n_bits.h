@@ -565,13 +565,39 @@ static inline void qops_nbits_rows_panels(const float* packed, ptrdiff_t rows,
    most QOPS_NBITS_INT8_BLOCK, so that s fits int32 (127 * 255 * 4096). */
 #define QOPS_NBITS_INT8_BLOCK 4096
 
+/* Level 4's own layout of a panel's 4-bit codes: each 64 bytes (four lines,
+   k 8g .. 8g + 7 of the 16 columns) rewritten so that column c's int32, at
+   (c / 8) * 32 + (c % 8) * 4, holds k 8g .. 8g + 3 in its bytes' low
+   nibbles and k 8g + 4 .. 8g + 7 in their high ones.  One mask then gives
+   eight columns' four codes each, one int32 a column, as vpmaddubsw and
+   vpdpbusd take them; the interleaved lines needed two unpacks and two
+   lane moves for that.  Blocks are whole groups (a block is at least 16 k). */
+static inline void qops_nbits_quads_layout(const uint8_t* lines, ptrdiff_t bytes,
+                                           uint8_t* target) {
+    for (ptrdiff_t g = 0; g + 64 <= bytes; g += 64) {
+        uint8_t group[64];
+        for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
+            for (int i = 0; i < 4; i++) {
+                /* Codes k = i and i + 4: lines i / 2 and i / 2 + 2, nibble i % 2. */
+                const int shift = 4 * (i % 2);
+                const int low = (lines[g + (i / 2) * QOPS_NBITS_COLUMNS + c] >> shift) & 0x0F;
+                const int high = (lines[g + (i / 2 + 2) * QOPS_NBITS_COLUMNS + c] >> shift)
+                                 & 0x0F;
+                group[(c / 8) * 32 + (c % 8) * 4 + i] = (uint8_t)(low | high << 4);
+            }
+        }
+        memcpy(target + g, group, sizeof group);
+    }
+}
+
 /* Many rows at level 4 on 4-bit codes (prefill): a task takes one panel and
    up to QOPS_NBITS_INT8_PREFILL_ROWS rows, packed in groups of four
-   (qops_nbits_pack_codes).  Each run of a block's codes is unpacked once
-   for all the task's rows, as quads of k per column (qops_nbits_quads_4bit),
-   so that a row's four codes of A are one broadcast and each vpmaddubsw
-   makes a column's two pair sums; a group's four rows share each load of
-   the run.  Sums, block rule and order are qops_nbits_rows_4bit's, so the
+   (qops_nbits_pack_codes).  Each run of a block's codes (in level 4's
+   layout, qops_nbits_quads_layout) is unmasked once for all the task's
+   rows, as quads of k per column (qops_nbits_quads_4bit), so that a row's
+   four codes of A are one broadcast and each vpmaddubsw (vpdpbusd) makes a
+   column's pair sums (its sum); a group's four rows share each load of the
+   run.  Sums, block rule and order are qops_nbits_rows_4bit's, so the
    two give the same bits. */
 /* Rows a group: the kernel's window loop names its four rows' sums. */
 #define QOPS_NBITS_INT8_GROUP 4
@@ -708,55 +734,90 @@ typedef struct { __m256i low, high; } qops_nbits_sums16;
 #define QOPS_NBITS_ROWS_INLINE static inline
 #endif
 
-/* The sums of one run of k for `rows` (1 or 2) rows of A, `row_stride`
-   apart, from the codes' interleaved bytes at `lines` (k = 2p in line p's
-   low nibbles, 2p + 1 in its high ones): two lines a load, the nibbles
-   unpacked once into pairs of k per column as bytes for both rows, and
-   vpmaddubsw (unsigned codes by signed row codes) makes each column's two
-   products in one int16. */
+/* The sums of one run of `count` k (whole groups of 8) for `rows` (1 or 2)
+   rows of A, `row_stride` apart, from the codes in level 4's layout at
+   `lines` (qops_nbits_quads_layout): two loads a group, each masked into
+   eight columns' quads of k 0-3 and shifted and masked into their quads of
+   k 4-7, and a row's four codes one broadcast.  With VNNI, vpdpbusd adds
+   each column's four products into int32 (two sets of sums, so that no
+   add waits on the one before); else vpmaddubsw makes its two pair sums in
+   int16, widened every QOPS_NBITS_INT16_ITERATIONS / 2 groups. */
 QOPS_NBITS_ROWS_INLINE void qops_nbits_sums_4bit(const uint8_t* lines, ptrdiff_t count,
                                                  const int8_t* row, ptrdiff_t row_stride,
                                                  int rows, qops_nbits_sums16* sums) {
     const __m256i nibbles = _mm256_set1_epi8(0x0F);
-    /* Lane 0 takes row codes 0 and 1 of each four in every 16-bit element,
-       lane 1 codes 2 and 3: the lanes hold lines 2q and 2q + 1. */
-    const __m256i spread = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-                                            2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    const ptrdiff_t groups = count / 8;
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    qops_nbits_sums16 second[2];
+    for (int r = 0; r < rows; r++) {
+        sums[r].low = sums[r].high = _mm256_setzero_si256();
+        second[r].low = second[r].high = _mm256_setzero_si256();
+    }
+    for (ptrdiff_t g = 0; g < groups; g++) {
+        const __m256i first_bytes = _mm256_loadu_si256((const __m256i*)(lines + 64 * g));
+        const __m256i second_bytes = _mm256_loadu_si256((const __m256i*)(lines + 64 * g + 32));
+        const __m256i low_early = _mm256_and_si256(first_bytes, nibbles);
+        const __m256i low_late = _mm256_and_si256(_mm256_srli_epi16(first_bytes, 4), nibbles);
+        const __m256i high_early = _mm256_and_si256(second_bytes, nibbles);
+        const __m256i high_late = _mm256_and_si256(_mm256_srli_epi16(second_bytes, 4), nibbles);
+        for (int r = 0; r < rows; r++) {
+            int32_t early, late;
+            memcpy(&early, row + r * row_stride + 8 * g, sizeof early);
+            memcpy(&late, row + r * row_stride + 8 * g + 4, sizeof late);
+            const __m256i a_early = _mm256_set1_epi32(early), a_late = _mm256_set1_epi32(late);
+            sums[r].low = _mm256_dpbusd_epi32(sums[r].low, low_early, a_early);
+            second[r].low = _mm256_dpbusd_epi32(second[r].low, low_late, a_late);
+            sums[r].high = _mm256_dpbusd_epi32(sums[r].high, high_early, a_early);
+            second[r].high = _mm256_dpbusd_epi32(second[r].high, high_late, a_late);
+        }
+    }
+    for (int r = 0; r < rows; r++) {
+        sums[r].low = _mm256_add_epi32(sums[r].low, second[r].low);
+        sums[r].high = _mm256_add_epi32(sums[r].high, second[r].high);
+    }
+#else
+    const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < rows; r++) {
         sums[r].low = _mm256_setzero_si256();
         sums[r].high = _mm256_setzero_si256();
     }
-    const ptrdiff_t quads = count / 4;
-    ptrdiff_t q = 0;
-    while (q < quads) {
-        const ptrdiff_t stop = quads - q < QOPS_NBITS_INT16_ITERATIONS
-                                   ? quads : q + QOPS_NBITS_INT16_ITERATIONS;
+    ptrdiff_t g = 0;
+    while (g < groups) {
+        /* Two vpmaddubsw a group into each int16 sum. */
+        const ptrdiff_t window = QOPS_NBITS_INT16_ITERATIONS / 2;
+        const ptrdiff_t stop = groups - g < window ? groups : g + window;
         __m256i low16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         __m256i high16[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-        for (; q < stop; q++) {
-            const __m256i bytes = _mm256_loadu_si256((const __m256i*)(lines + 32 * q));
-            const __m256i even = _mm256_and_si256(bytes, nibbles);
-            const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibbles);
-            /* Columns 0-7 and 8-15, each lane one line's pair of k. */
-            const __m256i low_pairs = _mm256_unpacklo_epi8(even, odd);
-            const __m256i high_pairs = _mm256_unpackhi_epi8(even, odd);
+        for (; g < stop; g++) {
+            const __m256i first_bytes = _mm256_loadu_si256((const __m256i*)(lines + 64 * g));
+            const __m256i second_bytes = _mm256_loadu_si256(
+                (const __m256i*)(lines + 64 * g + 32));
+            const __m256i low_early = _mm256_and_si256(first_bytes, nibbles);
+            const __m256i low_late = _mm256_and_si256(_mm256_srli_epi16(first_bytes, 4),
+                                                      nibbles);
+            const __m256i high_early = _mm256_and_si256(second_bytes, nibbles);
+            const __m256i high_late = _mm256_and_si256(_mm256_srli_epi16(second_bytes, 4),
+                                                       nibbles);
             for (int r = 0; r < rows; r++) {
-                int32_t four;
-                memcpy(&four, row + r * row_stride + 4 * q, sizeof four);
-                const __m256i codes = _mm256_shuffle_epi8(_mm256_set1_epi32(four), spread);
-                low16[r] = _mm256_add_epi16(low16[r], _mm256_maddubs_epi16(low_pairs, codes));
-                high16[r] = _mm256_add_epi16(high16[r], _mm256_maddubs_epi16(high_pairs, codes));
+                int32_t early, late;
+                memcpy(&early, row + r * row_stride + 8 * g, sizeof early);
+                memcpy(&late, row + r * row_stride + 8 * g + 4, sizeof late);
+                const __m256i a_early = _mm256_set1_epi32(early);
+                const __m256i a_late = _mm256_set1_epi32(late);
+                low16[r] = _mm256_add_epi16(low16[r], _mm256_add_epi16(
+                    _mm256_maddubs_epi16(low_early, a_early),
+                    _mm256_maddubs_epi16(low_late, a_late)));
+                high16[r] = _mm256_add_epi16(high16[r], _mm256_add_epi16(
+                    _mm256_maddubs_epi16(high_early, a_early),
+                    _mm256_maddubs_epi16(high_late, a_late)));
             }
         }
         for (int r = 0; r < rows; r++) {
-            sums[r].low = _mm256_add_epi32(sums[r].low, _mm256_add_epi32(
-                _mm256_cvtepi16_epi32(_mm256_castsi256_si128(low16[r])),
-                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(low16[r], 1))));
-            sums[r].high = _mm256_add_epi32(sums[r].high, _mm256_add_epi32(
-                _mm256_cvtepi16_epi32(_mm256_castsi256_si128(high16[r])),
-                _mm256_cvtepi16_epi32(_mm256_extracti128_si256(high16[r], 1))));
+            sums[r].low = _mm256_add_epi32(sums[r].low, _mm256_madd_epi16(low16[r], ones));
+            sums[r].high = _mm256_add_epi32(sums[r].high, _mm256_madd_epi16(high16[r], ones));
         }
     }
+#endif
 }
 
 #if defined(__FMA__)
@@ -807,23 +868,21 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
 
 #if defined(__FMA__)
 #define QOPS_NBITS_INT8_PREFILL 1
-/* `count` quads of a block's interleaved 4-bit codes (lines 2q and 2q + 1
-   at lines + 32 q) as two vectors a quad: each column's four codes in one
-   int32, columns 0-3 | 8-11 in the first and 4-7 | 12-15 in the second. */
+/* Level-4 4-bit codes are laid out by qops_nbits_quads_layout where the
+   kernels have AVX2 and FMA (one and two rows, and many). */
+#define QOPS_NBITS_QUADS 1
+/* `count` quads (even) of a block's codes in level 4's layout (two quads,
+   64 bytes, a group) as two vectors a quad: columns 0-7's four codes each,
+   one int32 a column, then columns 8-15's. */
 static inline void qops_nbits_quads_4bit(const uint8_t* lines, ptrdiff_t count, __m256i* run) {
     const __m256i nibbles = _mm256_set1_epi8(0x0F);
-    for (ptrdiff_t q = 0; q < count; q++) {
-        const __m256i bytes = _mm256_loadu_si256((const __m256i*)(lines + 32 * q));
-        const __m256i even = _mm256_and_si256(bytes, nibbles);
-        const __m256i odd = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), nibbles);
-        /* Each lane one line: its k pairs, columns 0-7 and 8-15. */
-        const __m256i low = _mm256_unpacklo_epi8(even, odd);
-        const __m256i high = _mm256_unpackhi_epi8(even, odd);
-        /* k 0-1 of columns 0-7 | 8-15, then k 2-3 of the same. */
-        const __m256i first = _mm256_permute2x128_si256(low, high, 0x20);
-        const __m256i second = _mm256_permute2x128_si256(low, high, 0x31);
-        run[2 * q] = _mm256_unpacklo_epi16(first, second);
-        run[2 * q + 1] = _mm256_unpackhi_epi16(first, second);
+    for (ptrdiff_t g = 0; 2 * g < count; g++) {
+        const __m256i first = _mm256_loadu_si256((const __m256i*)(lines + 64 * g));
+        const __m256i second = _mm256_loadu_si256((const __m256i*)(lines + 64 * g + 32));
+        run[4 * g] = _mm256_and_si256(first, nibbles);
+        run[4 * g + 1] = _mm256_and_si256(second, nibbles);
+        run[4 * g + 2] = _mm256_and_si256(_mm256_srli_epi16(first, 4), nibbles);
+        run[4 * g + 3] = _mm256_and_si256(_mm256_srli_epi16(second, 4), nibbles);
     }
 }
 
@@ -848,9 +907,7 @@ static inline void qops_nbits_block_rule(const __m256i* sums, const __m256* zero
    their blocks' scales and sums (k_blocks apart) by one panel of 4-bit
    codes; the panel's columns of those rows into out (row r at
    out + r * out_stride, `columns` of them), plus bias where given.  Sums
-   and accumulators keep the run's column order (0-3 | 8-11, 4-7 | 12-15),
-   the blocks' zero points and scales put in it once a run, and come back
-   to column order as they are stored. */
+   and accumulators hold columns 0-7 and 8-15, as the run does. */
 static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdiff_t padded_k,
                                                    const float* a_scales, const int32_t* a_sums,
                                                    ptrdiff_t rows, const uint8_t* panel,
@@ -867,7 +924,9 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
        run), and its accumulators. */
     __m256i block_sums[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
     __m256 accumulators[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
+#if !(defined(__AVX512VNNI__) && defined(__AVX512VL__))
     const __m256i ones = _mm256_set1_epi16(1);
+#endif
     const ptrdiff_t quads = padded_k / 4;
     const ptrdiff_t block_quads = block_size / 4;
     /* Both powers of two: a run is whole blocks, or part of one. */
@@ -902,12 +961,10 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
             const __m256i zeros_high = _mm256_cvtepu8_epi32(_mm_srli_si128(block_zeros, 8));
             const __m256 scales_low = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS);
             const __m256 scales_high = _mm256_loadu_ps(scales + j * QOPS_NBITS_COLUMNS + 8);
-            run_zeros[2 * b] = _mm256_cvtepi32_ps(
-                _mm256_permute2x128_si256(zeros_low, zeros_high, 0x20));
-            run_zeros[2 * b + 1] = _mm256_cvtepi32_ps(
-                _mm256_permute2x128_si256(zeros_low, zeros_high, 0x31));
-            run_scales[2 * b] = _mm256_permute2f128_ps(scales_low, scales_high, 0x20);
-            run_scales[2 * b + 1] = _mm256_permute2f128_ps(scales_low, scales_high, 0x31);
+            run_zeros[2 * b] = _mm256_cvtepi32_ps(zeros_low);
+            run_zeros[2 * b + 1] = _mm256_cvtepi32_ps(zeros_high);
+            run_scales[2 * b] = scales_low;
+            run_scales[2 * b + 1] = scales_high;
         }
         for (ptrdiff_t g = 0; g < groups; g++) {
             const int32_t* values = packed + (g * quads + q0) * QOPS_NBITS_INT8_GROUP;
@@ -923,6 +980,37 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
                         sums[i] = _mm256_setzero_si256();
                     }
                 }
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+                /* vpdpbusd: four codes by four row codes into int32 at once
+                   (no int16 window to widen). */
+                __m256i first0 = sums[0], second0 = sums[1], first1 = sums[2];
+                __m256i second1 = sums[3], first2 = sums[4], second2 = sums[5];
+                __m256i first3 = sums[6], second3 = sums[7];
+                for (ptrdiff_t q = b0; q < b0 + span; q++) {
+                    const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
+                    const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
+                    __m256i a = _mm256_set1_epi32(four[0]);
+                    first0 = _mm256_dpbusd_epi32(first0, codes_first, a);
+                    second0 = _mm256_dpbusd_epi32(second0, codes_second, a);
+                    a = _mm256_set1_epi32(four[1]);
+                    first1 = _mm256_dpbusd_epi32(first1, codes_first, a);
+                    second1 = _mm256_dpbusd_epi32(second1, codes_second, a);
+                    a = _mm256_set1_epi32(four[2]);
+                    first2 = _mm256_dpbusd_epi32(first2, codes_first, a);
+                    second2 = _mm256_dpbusd_epi32(second2, codes_second, a);
+                    a = _mm256_set1_epi32(four[3]);
+                    first3 = _mm256_dpbusd_epi32(first3, codes_first, a);
+                    second3 = _mm256_dpbusd_epi32(second3, codes_second, a);
+                }
+                sums[0] = first0;
+                sums[1] = second0;
+                sums[2] = first1;
+                sums[3] = second1;
+                sums[4] = first2;
+                sums[5] = second2;
+                sums[6] = first3;
+                sums[7] = second3;
+#else
                 for (ptrdiff_t w0 = b0; w0 < b0 + span; w0 += QOPS_NBITS_INT16_ITERATIONS) {
                     const ptrdiff_t stop = b0 + span - w0 < QOPS_NBITS_INT16_ITERATIONS
                                                ? b0 + span : w0 + QOPS_NBITS_INT16_ITERATIONS;
@@ -963,6 +1051,7 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
                     sums[6] = _mm256_add_epi32(sums[6], _mm256_madd_epi16(first3, ones));
                     sums[7] = _mm256_add_epi32(sums[7], _mm256_madd_epi16(second3, ones));
                 }
+#endif
                 if (!last_part) continue;
                 /* A padded row reads the last real row's scale and sum: its
                    results are never stored. */
@@ -979,10 +1068,8 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
     for (ptrdiff_t r = 0; r < rows; r++) {
         float line[QOPS_NBITS_COLUMNS];
         float* target = out + r * out_stride;
-        _mm256_storeu_ps(line, _mm256_permute2f128_ps(accumulators[2 * r],
-                                                      accumulators[2 * r + 1], 0x20));
-        _mm256_storeu_ps(line + 8, _mm256_permute2f128_ps(accumulators[2 * r],
-                                                          accumulators[2 * r + 1], 0x31));
+        _mm256_storeu_ps(line, accumulators[2 * r]);
+        _mm256_storeu_ps(line + 8, accumulators[2 * r + 1]);
         for (ptrdiff_t c = 0; c < columns; c++) target[c] = bias ? line[c] + bias[c] : line[c];
     }
 }
@@ -994,6 +1081,7 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
    (QOPS_NBITS_INT8_PREFILL 0); this plain statement of it, the same rule in
    the same order, keeps the header whole at every width. */
 #define QOPS_NBITS_INT8_PREFILL 0
+#define QOPS_NBITS_QUADS 0
 static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdiff_t padded_k,
                                                    const float* a_scales, const int32_t* a_sums,
                                                    ptrdiff_t rows, const uint8_t* panel,
