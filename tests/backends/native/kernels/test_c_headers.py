@@ -62,7 +62,7 @@ VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx2", "-mfma"],
 VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx512f", "-mfma"],
                              id="qops_matmul_n_bits.h-avx512"))
 VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [],
-                             ["-mavx512f", "-mavx512vl", "-mavx512vnni", "-mfma"],
+                             ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mfma"],
                              id="qops_matmul_n_bits.h-avx512-vnni"))
 # Without FMA: the plain statement of the level-4 prefill kernel.
 VARIANTS.append(pytest.param("qops_matmul_n_bits.h", [], ["-mavx512f"],

@@ -738,44 +738,14 @@ typedef struct { __m256i low, high; } qops_nbits_sums16;
    rows of A, `row_stride` apart, from the codes in level 4's layout at
    `lines` (qops_nbits_quads_layout): two loads a group, each masked into
    eight columns' quads of k 0-3 and shifted and masked into their quads of
-   k 4-7, and a row's four codes one broadcast.  With VNNI, vpdpbusd adds
-   each column's four products into int32 (two sets of sums, so that no
-   add waits on the one before); else vpmaddubsw makes its two pair sums in
-   int16, widened every QOPS_NBITS_INT16_ITERATIONS / 2 groups. */
+   k 4-7, and a row's four codes one broadcast; vpmaddubsw makes a column's
+   two pair sums in int16, widened every QOPS_NBITS_INT16_ITERATIONS / 2
+   groups.  (With AVX-512 and VNNI, qops_nbits_rows_4bit sums in zmm.) */
 QOPS_NBITS_ROWS_INLINE void qops_nbits_sums_4bit(const uint8_t* lines, ptrdiff_t count,
                                                  const int8_t* row, ptrdiff_t row_stride,
                                                  int rows, qops_nbits_sums16* sums) {
     const __m256i nibbles = _mm256_set1_epi8(0x0F);
     const ptrdiff_t groups = count / 8;
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    qops_nbits_sums16 second[2];
-    for (int r = 0; r < rows; r++) {
-        sums[r].low = sums[r].high = _mm256_setzero_si256();
-        second[r].low = second[r].high = _mm256_setzero_si256();
-    }
-    for (ptrdiff_t g = 0; g < groups; g++) {
-        const __m256i first_bytes = _mm256_loadu_si256((const __m256i*)(lines + 64 * g));
-        const __m256i second_bytes = _mm256_loadu_si256((const __m256i*)(lines + 64 * g + 32));
-        const __m256i low_early = _mm256_and_si256(first_bytes, nibbles);
-        const __m256i low_late = _mm256_and_si256(_mm256_srli_epi16(first_bytes, 4), nibbles);
-        const __m256i high_early = _mm256_and_si256(second_bytes, nibbles);
-        const __m256i high_late = _mm256_and_si256(_mm256_srli_epi16(second_bytes, 4), nibbles);
-        for (int r = 0; r < rows; r++) {
-            int32_t early, late;
-            memcpy(&early, row + r * row_stride + 8 * g, sizeof early);
-            memcpy(&late, row + r * row_stride + 8 * g + 4, sizeof late);
-            const __m256i a_early = _mm256_set1_epi32(early), a_late = _mm256_set1_epi32(late);
-            sums[r].low = _mm256_dpbusd_epi32(sums[r].low, low_early, a_early);
-            second[r].low = _mm256_dpbusd_epi32(second[r].low, low_late, a_late);
-            sums[r].high = _mm256_dpbusd_epi32(sums[r].high, high_early, a_early);
-            second[r].high = _mm256_dpbusd_epi32(second[r].high, high_late, a_late);
-        }
-    }
-    for (int r = 0; r < rows; r++) {
-        sums[r].low = _mm256_add_epi32(sums[r].low, second[r].low);
-        sums[r].high = _mm256_add_epi32(sums[r].high, second[r].high);
-    }
-#else
     const __m256i ones = _mm256_set1_epi16(1);
     for (int r = 0; r < rows; r++) {
         sums[r].low = _mm256_setzero_si256();
@@ -817,7 +787,6 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_sums_4bit(const uint8_t* lines, ptrdiff_t
             sums[r].high = _mm256_add_epi32(sums[r].high, _mm256_madd_epi16(high16[r], ones));
         }
     }
-#endif
 }
 
 #if defined(__FMA__)
@@ -832,6 +801,47 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
                                                  ptrdiff_t k_blocks, ptrdiff_t block_size,
                                                  ptrdiff_t blob, const uint8_t* zeros,
                                                  const float* scales, float* result) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+    /* A group's 64 bytes are the panel's 16 columns in order, one zmm: the
+       same sums and steps as below, half the instructions. */
+    const __m512i nibbles = _mm512_set1_epi8(0x0F);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (ptrdiff_t j = 0; j < k_blocks; j++) {
+        const uint8_t* lines = panel + j * blob * QOPS_NBITS_COLUMNS;
+        const int8_t* values = row + j * block_size;
+        qops_nbits_prefetch_block(lines, blob * QOPS_NBITS_COLUMNS,
+                                  scales + j * QOPS_NBITS_COLUMNS);
+        /* Two sets of sums, so that no vpdpbusd waits on the one before. */
+        __m512i early_sums[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i late_sums[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (ptrdiff_t g = 0; 8 * g < block_size; g++) {
+            const __m512i bytes = _mm512_loadu_si512((const void*)(lines + 64 * g));
+            const __m512i early = _mm512_and_si512(bytes, nibbles);
+            const __m512i late = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), nibbles);
+            for (int r = 0; r < rows; r++) {
+                int32_t first, second;
+                memcpy(&first, values + r * padded_k + 8 * g, sizeof first);
+                memcpy(&second, values + r * padded_k + 8 * g + 4, sizeof second);
+                early_sums[r] = _mm512_dpbusd_epi32(early_sums[r], early,
+                                                    _mm512_set1_epi32(first));
+                late_sums[r] = _mm512_dpbusd_epi32(late_sums[r], late,
+                                                   _mm512_set1_epi32(second));
+            }
+        }
+        const __m512i block_zeros = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128((const __m128i*)(zeros + j * QOPS_NBITS_COLUMNS)));
+        const __m512 block_scales = _mm512_loadu_ps(scales + j * QOPS_NBITS_COLUMNS);
+        for (int r = 0; r < rows; r++) {
+            const __m512i exact = _mm512_sub_epi32(
+                _mm512_add_epi32(early_sums[r], late_sums[r]),
+                _mm512_mullo_epi32(block_zeros, _mm512_set1_epi32(a_sums[r * k_blocks + j])));
+            acc[r] = _mm512_fmadd_ps(
+                _mm512_cvtepi32_ps(exact),
+                _mm512_mul_ps(_mm512_set1_ps(a_scales[r * k_blocks + j]), block_scales), acc[r]);
+        }
+    }
+    for (int r = 0; r < rows; r++) _mm512_storeu_ps(result + r * QOPS_NBITS_COLUMNS, acc[r]);
+#else
     __m256 low[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     __m256 high[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (ptrdiff_t j = 0; j < k_blocks; j++) {
@@ -863,6 +873,7 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_4bit(const int8_t* row, ptrdiff_t pa
         _mm256_storeu_ps(result + r * QOPS_NBITS_COLUMNS, low[r]);
         _mm256_storeu_ps(result + r * QOPS_NBITS_COLUMNS + 8, high[r]);
     }
+#endif
 }
 #endif
 
