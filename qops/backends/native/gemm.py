@@ -35,6 +35,11 @@ _SINGLE_BATCH = np.zeros(1, np.int64)
 #: machine a worker may not get a core in time anyway.
 WORK_PER_THREAD = 1 << 20
 
+#: The multiply-adds a value of B is worth when a product counts its threads:
+#: a product of few rows reads each value of B (from memory, in a model) for
+#: a multiply-add or two, and a second thread then halves the reading.
+B_VALUE_WORK = 4
+
 
 def threads_for(work, n_threads):
     """The threads a product of ``work`` multiply-adds runs on: at most
@@ -155,7 +160,8 @@ def prepare_matmul(call, variant=None):
         *values, float_bias = call.values
         row_zero, column_zero, multiplier, out_zero = values
         matmul = kernels.matmul
-        most_threads = max(1, work // WORK_PER_THREAD)  # threads_for's bound
+        # threads_for's bound, or B's values' worth where that is more.
+        most_threads = max(1, max(work, b.size * B_VALUE_WORK) // WORK_PER_THREAD)
         # The arrays to view as uint8: each view only where the type needs
         # it, and the arguments by position (about 2 of the 3 microseconds
         # this step took).
