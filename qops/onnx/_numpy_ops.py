@@ -84,16 +84,33 @@ def max_pool(node, attributes, opset):
         needed = [(o - 1) * s + e if o else 0 for o, s, e in zip(outputs, strides, extents)]
         after = [max(end, need - begin - size) for end, need, begin, size
                  in zip(ends, needed, begins, x.shape[2:])]
-        padded = np.pad(x, [(0, 0), (0, 0)] + list(zip(begins, after)),
-                        constant_values=_lowest(x.dtype))
         if not all(outputs):
             return [np.empty(x.shape[:2] + tuple(outputs), x.dtype)]
+        # Bytes compare as uint8: int8 with its sign bit flipped keeps its order.
+        flip = x.dtype == np.int8
+        paired = x.dtype in (np.uint8, np.int8) and strides[-1] == 2 and dilations[-1] == 1
+        if paired:
+            # Whole pairs along the last axis, each tap's pair there.
+            last = max(x.shape[-1] + begins[-1] + after[-1],
+                       2 * (outputs[-1] + (kernel[-1] - 1) // 2))
+            after[-1] = last + last % 2 - x.shape[-1] - begins[-1]
+        sizes = [b + size + a for b, size, a in zip(begins, x.shape[2:], after)]
+        lowest = np.uint8(0) if flip else _lowest(x.dtype)
+        padded = np.full(x.shape[:2] + tuple(sizes), lowest,
+                         np.uint8 if flip else x.dtype)
+        inside = (slice(None), slice(None)) + tuple(
+            slice(b, b + size) for b, size in zip(begins, x.shape[2:]))
+        if flip:
+            np.bitwise_xor(x.view(np.uint8), np.uint8(0x80), out=padded[inside])
+        else:
+            padded[inside] = x
         # A window's maximum is the maximum over each axis in turn, so each
         # axis takes its own taps: a pass per tap of one axis rather than per
         # tap of the whole window.  Outer axes first: their slices are whole
         # rows, and the innermost axis, read with the stride, is then smallest.
         result = padded
-        for axis, (k, d, o, s) in enumerate(zip(kernel, dilations, outputs, strides)):
+        passes = list(enumerate(zip(kernel, dilations, outputs, strides)))
+        for axis, (k, d, o, s) in passes[:-1] if paired else passes:
             index = [slice(None)] * padded.ndim
             reduced = None
             for tap in range(k):
@@ -102,6 +119,23 @@ def max_pool(node, attributes, opset):
                 reduced = view.copy() if reduced is None else np.maximum(reduced, view,
                                                                             out=reduced)
             result = reduced
+        if paired:
+            # Stride 2 along the last axis: its bytes as pairs in uint16, the
+            # even taps the pairs' low bytes and the odd ones their high
+            # bytes, so that every pass reads contiguous values (NumPy does
+            # not vectorize a pass over bytes read with a stride).
+            pairs = np.ascontiguousarray(result).view("<u2")
+            halves = (np.bitwise_and(pairs, np.uint16(0xFF)), np.right_shift(pairs, 8))
+            reduced = None
+            for tap in range(kernel[-1]):
+                view = halves[tap % 2][..., tap // 2:tap // 2 + outputs[-1]]
+                reduced = view.copy() if reduced is None else np.maximum(reduced, view,
+                                                                            out=reduced)
+            result = reduced.astype(np.uint8)
+        if flip:
+            result = np.bitwise_xor(result, np.uint8(0x80), out=result).view(np.int8)
+        elif result.dtype != x.dtype:
+            result = result.view(x.dtype)
         return [result]
 
     return run
