@@ -56,7 +56,7 @@ cdef extern from "qops_matmul_n_bits.h":
         const float* scales, const float* bias, Py_ssize_t columns, float* out,
         Py_ssize_t out_stride) noexcept nogil
 
-from qops.backends.native.kernels._qops_pool cimport run_tasks
+from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
 
 #: Columns per panel of the interleaved weights.
 PANEL_COLUMNS = NBITS_COLUMNS
@@ -161,6 +161,13 @@ cdef void nbits_product_task(void* context, Py_ssize_t index, int slot) noexcept
                 job.out + first_row * job.n + first_column, job.n)
 
 
+cdef void nbits_row_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
+                         int slot) noexcept nogil:
+    cdef Py_ssize_t index
+    for index in range(start, stop):
+        nbits_row_task(context, index, slot)
+
+
 cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
     """One row of A: panels 2 index and 2 index + 1 together, or the last alone."""
     cdef const NBitsProduct* job = <const NBitsProduct*>context
@@ -259,7 +266,7 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
         job.sums = <char*>&sums[0] + (64 - (<Py_ssize_t>&sums[0]) % 64) % 64
     with nogil:
         if job.rows == 1:
-            run_tasks(nbits_row_task, &job, (job.panels + 1) // 2, threads)
+            run_range(nbits_row_tasks, &job, (job.panels + 1) // 2, 1, threads)
         elif job.rows < NBITS_PREFILL_MIN_ROWS:
             run_tasks(nbits_product_task, &job, job.panels * groups, threads)
         else:
@@ -280,6 +287,13 @@ cdef struct NBitsInt8Product:
     float* out
     # The prefill path's codes in groups of four rows (qops_nbits_pack_codes).
     int32_t* packed
+
+
+cdef void nbits_int8_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
+                          int slot) noexcept nogil:
+    cdef Py_ssize_t index
+    for index in range(start, stop):
+        nbits_int8_task(context, index, slot)
 
 
 cdef void nbits_int8_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -378,4 +392,4 @@ def matmul_n_bits_int8(const int8_t[:, ::1] codes, const float[:, ::1] a_scales,
             run_tasks(nbits_pack_codes_task, &job, chunks, threads)
             run_tasks(nbits_int8_prefill_task, &job, job.panels * chunks, threads)
         else:
-            run_tasks(nbits_int8_task, &job, job.panels * groups, threads)
+            run_range(nbits_int8_tasks, &job, job.panels * groups, 1, threads)
