@@ -20,7 +20,7 @@ import os
 from qops.errors import ValidationError
 
 __all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "threads_in_context",
-           "MAX_THREADS"]
+           "workers_kept_spinning", "MAX_THREADS"]
 
 #: More threads than this is a mistake, not a machine (the pool uses at most
 #: 255 workers; OpenMP takes an int).
@@ -118,3 +118,22 @@ def threads_in_context(n_threads):
         yield
     finally:
         _context_setting.reset(token)
+
+
+@contextlib.contextmanager
+def workers_kept_spinning(enabled=True):
+    """Inside this block the kernels' idle workers spin for the next call
+    instead of going to sleep after a tenth of a millisecond (for a run of
+    many calls in a row, such as a model session's: a worker woken from its
+    sleep joins a call late).  They keep a core busy meanwhile; blocks nest,
+    and from any thread.  ``enabled=False`` (or an unbuilt checkout) does
+    nothing."""
+    pool = _pool() if enabled else None
+    if pool is None:
+        yield
+        return
+    pool.hold(1)
+    try:
+        yield
+    finally:
+        pool.hold(-1)

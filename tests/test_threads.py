@@ -115,3 +115,29 @@ def test_the_range_scheduler_runs_every_element_once_in_whole_grains(n_threads):
             assert runs == [1] * total, (total, grain)
             assert bad == 0, (total, grain)
 
+
+
+def test_workers_kept_spinning_counts_holds_that_nest_and_are_given_back():
+    """The block takes one hold on the workers' spinning and gives it back,
+    also when the block raises; blocks nest, enabled=False takes none, and
+    jobs run in and after the block as before."""
+    if not pool.enabled():
+        pytest.skip("this build runs every job on its caller")
+    before = pool.hold(1) - 1
+    assert pool.hold(-1) == before
+    with _threads.workers_kept_spinning():
+        assert pool.hold(1) - 1 == before + 1
+        pool.hold(-1)
+        with _threads.workers_kept_spinning(), _threads.workers_kept_spinning(enabled=False):
+            assert pool.hold(1) - 1 == before + 2
+            pool.hold(-1)
+            runs, bad = pool.range_coverage(97, 3, 2, spin=2000)
+            assert runs == [1] * 97 and bad == 0
+    with pytest.raises(RuntimeError), _threads.workers_kept_spinning():
+        raise RuntimeError("a step failed")
+    assert pool.hold(1) - 1 == before
+    pool.hold(-1)
+    runs, bad = pool.range_coverage(97, 3, 2, spin=2000)
+    assert runs == [1] * 97 and bad == 0
+    with pytest.raises(ValueError):
+        pool.hold(2)

@@ -43,7 +43,7 @@ from qops.onnx._graph import (
     node_error,
     operator_version,
 )
-from qops.threads import resolve_threads, threads_in_context
+from qops.threads import resolve_threads, threads_in_context, workers_kept_spinning
 
 __all__ = ["InferenceSession", "NodeArg", "Step", "ModelError", "UnsupportedNodeError",
            "ModelRunError"]
@@ -249,7 +249,9 @@ class InferenceSession:
         values = dict(self._constants_env)
         values.update(feeds)
         n_threads = resolve_threads(self._n_threads)
-        with threads_in_context(n_threads):
+        # Workers wait for the next step spinning, as each step may come after
+        # single-threaded work longer than their usual spin.
+        with threads_in_context(n_threads), workers_kept_spinning(n_threads > 1):
             for arguments_of, call, outputs, frees, step in self._program:
                 try:
                     results = call(arguments_of(values), n_threads)

@@ -12,7 +12,8 @@ joined (each finishes the task it holds); a worker that never got a core is
 not waited for.
 
 Workers spin for the next job for 0.1 ms (back-to-back calls start at once)
-and then sleep on a condition variable.  A call finding the pool busy
+and then sleep on a condition variable; while a hold is taken (a model
+session's run, ``hold``), they spin on.  A call finding the pool busy
 (another thread's call) runs its tasks itself.  Without OpenMP (the build's
 switch for threads) or pthreads every job runs on the caller.  After a fork
 the child starts with no workers.
@@ -40,6 +41,7 @@ cdef extern from "qops_pool.h":
     int c_get_num_threads "qops_pool_get_num_threads"() noexcept nogil
     void c_configure "qops_pool_configure"(int n) noexcept nogil
     int c_configured "qops_pool_configured_threads"() noexcept nogil
+    int c_hold "qops_pool_hold"(int delta) noexcept nogil
     int qops_pool_workers
     long qops_pool_jobs
     long qops_pool_worker_tasks
@@ -74,6 +76,15 @@ def set_num_threads(int n):
 def configured():
     """The thread count set (by qops or threadpoolctl), 0 if none."""
     return c_configured()
+
+
+def hold(int delta):
+    """Take (``+1``) or give back (``-1``) a hold: while one is taken, idle
+    workers spin for the next job instead of sleeping.  Returns the holds
+    taken after the change."""
+    if delta not in (-1, 1):
+        raise ValueError("delta must be 1 or -1")
+    return c_hold(delta)
 
 
 def statistics():

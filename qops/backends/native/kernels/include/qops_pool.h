@@ -56,6 +56,12 @@ static ptrdiff_t qops_pool_next;        /* atomic: next task to take */
 static int qops_pool_active;            /* atomic: joined workers not yet done */
 static int qops_pool_fork_handler;
 static long qops_pool_jobs;             /* jobs published to the workers */
+/* Holds taken (qops_pool_hold): while there is one, idle workers spin on
+   instead of sleeping.  A model session takes one for its run: its steps
+   come microseconds apart, some single-threaded NumPy between them, and a
+   worker woken from its sleep joins a job tens of microseconds late, when
+   the caller has done most of it alone. */
+static int qops_pool_holds;             /* atomic */
 static long qops_pool_worker_tasks;     /* atomic: tasks the workers ran */
 
 static void qops_pool_take(qops_task task, void* context, ptrdiff_t count, int slot) {
@@ -88,16 +94,23 @@ static void* qops_pool_worker(void* unused) {
             for (spins = 1; __atomic_load_n(&qops_pool_generation, __ATOMIC_RELAXED) == seen;
                  spins++) {
                 QOPS_POOL_PAUSE();
-                if (spins % 64 == 0 && qops_pool_nanoseconds() - start > QOPS_POOL_SPIN_NS)
+                if (spins % 64 == 0 && qops_pool_nanoseconds() - start > QOPS_POOL_SPIN_NS
+                    && __atomic_load_n(&qops_pool_holds, __ATOMIC_RELAXED) <= 0)
                     break;
             }
             pthread_mutex_lock(&qops_pool_lock);
             while (!(qops_pool_open && qops_pool_generation != seen
                      && qops_pool_joined < qops_pool_wanted)) {
-                if (qops_pool_generation != seen && !qops_pool_open)
+                if (qops_pool_generation != seen && !qops_pool_open) {
                     seen = qops_pool_generation;  /* a job closed before we came */
+                    if (__atomic_load_n(&qops_pool_holds, __ATOMIC_RELAXED) > 0)
+                        break;  /* held: spin for the next one */
+                }
                 pthread_cond_wait(&qops_pool_wake, &qops_pool_lock);
             }
+            if (!(qops_pool_open && qops_pool_generation != seen
+                  && qops_pool_joined < qops_pool_wanted))
+                continue;
         }
         seen = qops_pool_generation;
         slot = ++qops_pool_joined;
@@ -125,6 +138,7 @@ static void qops_pool_after_fork(void) {
     qops_pool_active = 0;
     qops_pool_jobs = 0;
     qops_pool_worker_tasks = 0;
+    qops_pool_holds = 0;
 }
 
 /* Run task(context, i, slot) for i < count on up to `threads` threads. */
@@ -197,6 +211,7 @@ serial:
 static int qops_pool_workers;           /* never more than 0 here */
 static long qops_pool_jobs;
 static long qops_pool_worker_tasks;
+static int qops_pool_holds;             /* nothing spins here */
 static void qops_run_tasks(qops_task task, void* context, ptrdiff_t count, int threads) {
     ptrdiff_t i;
     (void)threads;
@@ -204,6 +219,14 @@ static void qops_run_tasks(qops_task task, void* context, ptrdiff_t count, int t
         task(context, i, 0);
 }
 #endif
+
+/* Take (+1) or give back (-1) a hold on the idle workers' spinning;
+   returns the holds then taken.  Only a count: a child after a fork starts
+   with none, and the holds its parent's code gives back there leave it
+   at none or below, which holds nothing. */
+int qops_pool_hold(int delta) {
+    return __atomic_add_fetch(&qops_pool_holds, delta, __ATOMIC_RELAXED);
+}
 
 /* The default thread count of calls that do not give one: set by
    qops.set_num_threads or by threadpoolctl (these two functions are the
