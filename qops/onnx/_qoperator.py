@@ -602,13 +602,16 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
             return apply_lookup_table(a, row).reshape(shape)
         row = _mul_values(a.reshape(1), _ALL_BYTES[a.dtype], zero_points, multiplier)
         return apply_lookup_table(b, row).reshape(shape)
+    native = _native_tables()
+    if (native is not None and a.shape == b.shape == shape and size >= _MUL_COMPUTED_MIN_SIZE
+            and np.isfinite(multiplier)):
+        return native.mul(a, b, zero_points, multiplier)
     key = (a.dtype.char, float(multiplier), *zero_points)
     table = _MUL_TABLES.get(key)
     if table is None and size >= _MUL_TABLE_MIN_SIZE:
         table = _mul_table(key, multiplier, zero_points, a.dtype)
     if table is None or not shape:
         return _mul_values(a, b, zero_points, multiplier)
-    native = _native_tables()
     if native is not None and a.shape == b.shape == shape:
         return native.lookup(a, table, b)
     # (a << 8) | b as uint16: the row-major index of the pair in the table.
@@ -627,6 +630,10 @@ _ALL_BYTES = {dtype: np.arange(256, dtype=np.uint8).view(dtype) for dtype in _BY
 #: this many pairs); smaller ones take the rule directly unless a table for
 #: their parameters is built already.
 _MUL_TABLE_MIN_SIZE = 32768
+#: Two tensors of one shape from this many elements on are multiplied in the
+#: kernels by the rule itself (where they are built): lanes at a time, where
+#: a table is read one byte at a time.
+_MUL_COMPUTED_MIN_SIZE = 32768
 _MUL_TABLES_KEPT = 16
 #: (dtype char, multiplier, zero points) -> read-only product table, oldest first.
 _MUL_TABLES = {}

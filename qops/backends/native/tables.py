@@ -1,5 +1,6 @@
 """onnxruntime's QOperator tables on the compiled kernels (byte lookups and
-QLinearSoftmax's rows), and float32 erf for a model session's Erf.
+QLinearSoftmax's rows), QLinearMul of two tensors of one shape, and float32
+erf for a model session's Erf.
 
 :mod:`qops.onnx._qoperator` states each node's rule in NumPy, makes its
 table by that rule, and calls these where the kernels are built (NumPy's
@@ -31,7 +32,8 @@ def _built(variant):
         module = _simd.quantize_module(variant)
     except ImportError:
         return False
-    return all(hasattr(module, name) for name in ("lookup_bytes", "softmax_rows", "erf_float32"))
+    return all(hasattr(module, name)
+               for name in ("lookup_bytes", "mul_bytes", "softmax_rows", "erf_float32"))
 
 
 def lookup(first, table, second=None, *, n_threads=None, variant=None):
@@ -51,6 +53,24 @@ def lookup(first, table, second=None, *, n_threads=None, variant=None):
                         else np.asarray(second, order="C").view(np.uint8).reshape(-1),
                         np.asarray(table, order="C").view(np.uint8).reshape(-1),
                         out.view(np.uint8).reshape(-1), resolve_threads(n_threads))
+    return out
+
+
+def mul(a, b, zero_points, multiplier, *, n_threads=None, variant=None):
+    """QLinearMul of ``a`` and ``b`` (one shape, one 8-bit type) by the rule of
+    :func:`qops.onnx._qoperator.qlinear_mul`, computed rather than looked up:
+    ``zero_points`` (a's, b's, y's) as integers, ``multiplier`` float32 and
+    finite.
+    Returns a new array of a's shape and dtype."""
+    module = _simd.quantize_module(variant)
+    a, b = np.asarray(a, order="C"), np.asarray(b, order="C")
+    if b.shape != a.shape or b.dtype != a.dtype:
+        raise ValueError(f"mul: b is {b.dtype} {b.shape}, a {a.dtype} {a.shape}")
+    out = np.empty(a.shape, a.dtype)
+    module.mul_bytes(a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1),
+                     a.dtype == np.int8, int(zero_points[0]), int(zero_points[1]),
+                     np.float32(multiplier), np.float32(zero_points[2]),
+                     out.view(np.uint8).reshape(-1), resolve_threads(n_threads))
     return out
 
 

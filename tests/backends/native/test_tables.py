@@ -173,3 +173,51 @@ def test_the_qoperator_functions_give_the_numpy_statements_bytes():
     lookup = rng.integers(-128, 128, 256).astype(np.int8)
     assert np.array_equal(_qoperator.apply_lookup_table(a, lookup),
                           lookup[a.view(np.uint8).astype(np.int64)])
+
+
+def stated_mul(a, b, zero_points, multiplier):
+    """QLinearMul's rule, element by element in Python: the exact product of
+    the differences, times the multiplier in float32, plus the output's zero
+    point in float32, rounded half to even and clamped to the type."""
+    low, high = RANGES[a.dtype.type]
+    out = np.empty(a.shape, a.dtype)
+    for i, (x, y) in enumerate(zip(a.tolist(), b.tolist())):
+        product = (x - zero_points[0]) * (y - zero_points[1])
+        value = np.float32(np.float32(product) * multiplier) + np.float32(zero_points[2])
+        # Clamped first (the bounds are integers: the same as after rounding).
+        out[i] = round(min(max(float(np.float32(value)), low), high))
+    return out
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_mul_of_every_pair_is_the_rule(variant, dtype):
+    """Every pair of bytes, for zero points at and inside the type's ends and
+    multipliers from ones that round every product to 0 to ones that
+    saturate most: the kernel equals qops.onnx's NumPy statement, and a
+    sample of the pairs the rule written out here, on 1 and 2 threads."""
+    values = np.arange(256, dtype=np.uint8).view(dtype)
+    a, b = np.repeat(values, 256), np.tile(values, 256)
+    low, high = RANGES[dtype]
+    sample = np.random.default_rng(0).choice(a.size, 600, replace=False)
+    for multiplier in (np.float32(1e-9), np.float32(0.0123), np.float32(1 / 255),
+                       np.float32(3.7), np.float32(3e38)):
+        for zero_points in ((0, 0, 0), (low, high, low), (high, low + 3, 17), (5, -1 % 7, high)):
+            want = _qoperator._mul_values(a, b, zero_points, multiplier)
+            for threads in (1, 2):
+                got = tables.mul(a, b, zero_points, multiplier, n_threads=threads,
+                                 variant=variant)
+                assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (
+                    multiplier, zero_points, threads)
+            np.testing.assert_array_equal(
+                got[sample], stated_mul(a[sample], b[sample], zero_points, multiplier))
+
+
+def test_mul_refuses_an_infinite_multiplier_and_mismatched_operands():
+    """An infinite multiplier takes the rule's zero-product case, which the
+    kernel does not state: it refuses one (qlinear_mul keeps the table then)."""
+    a = np.zeros(4, np.uint8)
+    with pytest.raises(ValueError, match="not finite"):
+        tables.mul(a, a, (0, 0, 0), np.float32(np.inf))
+    with pytest.raises(ValueError):
+        tables.mul(a, np.zeros(5, np.uint8), (0, 0, 0), np.float32(1))

@@ -3,6 +3,7 @@
 # - lookup_bytes: every output byte looked up by one input byte (a 256-entry
 #   table: QLinearSigmoid, QLinearLeakyRelu, QLinearMul by one value) or by
 #   a pair of bytes (QLinearMul's 65536-entry table of every product);
+# - mul_bytes: QLinearMul of two tensors of one shape, by its rule;
 # - softmax_rows: QLinearSoftmax along rows, from its table of exponentials.
 # Rows never share an output byte, and each row's float32 sum runs in
 # element order, so results do not depend on the thread count.
@@ -60,6 +61,57 @@ def lookup_bytes(const uint8_t[::1] first, second, const uint8_t[::1] table,
     job.count = count
     with nogil:
         run_range(lookup_range, &job, (count + ROW - 1) // ROW, 1,
+                  n_threads if count >= PARALLEL_MIN else 1)
+
+
+cdef extern from "qops_quantized_mul.h":
+    void mul_bytes_c "qops_mul_bytes"(
+        const uint8_t* a, const uint8_t* b, Py_ssize_t count, int is_signed, int32_t a_zero,
+        int32_t b_zero, float multiplier, float y_zero, uint8_t* out) noexcept nogil
+
+
+cdef struct MulBytes:
+    const uint8_t* a
+    const uint8_t* b
+    uint8_t* out
+    Py_ssize_t count
+    int is_signed
+    int32_t a_zero, b_zero
+    float multiplier, y_zero
+
+
+cdef void mul_range(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    """Elements [start * ROW, stop * ROW) of the job (the last ROW short)."""
+    cdef const MulBytes* job = <const MulBytes*>context
+    cdef Py_ssize_t first = start * ROW, last = min(stop * ROW, job.count)
+    mul_bytes_c(job.a + first, job.b + first, last - first, job.is_signed, job.a_zero,
+                job.b_zero, job.multiplier, job.y_zero, job.out + first)
+
+
+def mul_bytes(const uint8_t[::1] a, const uint8_t[::1] b, bint is_signed, int32_t a_zero,
+              int32_t b_zero, float multiplier, float y_zero, uint8_t[::1] out, int n_threads):
+    """QLinearMul of two tensors of one shape by its rule (qops_quantized_mul.h):
+    a, b and out as bytes (int8 where is_signed), a finite multiplier.  The
+    sizes and the multiplier are checked (ValueError)."""
+    cdef MulBytes job
+    cdef Py_ssize_t count = a.shape[0]
+    if not (multiplier == multiplier and abs(multiplier) < INFINITY):
+        raise ValueError("mul_bytes: the multiplier is not finite")
+    if b.shape[0] != count or out.shape[0] != count:
+        raise ValueError("mul_bytes: the arrays do not cover the output")
+    if count == 0:
+        return
+    job.a = &a[0]
+    job.b = &b[0]
+    job.out = &out[0]
+    job.count = count
+    job.is_signed = is_signed
+    job.a_zero = a_zero
+    job.b_zero = b_zero
+    job.multiplier = multiplier
+    job.y_zero = y_zero
+    with nogil:
+        run_range(mul_range, &job, (count + ROW - 1) // ROW, 1,
                   n_threads if count >= PARALLEL_MIN else 1)
 
 
