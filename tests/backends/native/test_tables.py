@@ -221,3 +221,21 @@ def test_mul_refuses_an_infinite_multiplier_and_mismatched_operands():
         tables.mul(a, a, (0, 0, 0), np.float32(np.inf))
     with pytest.raises(ValueError):
         tables.mul(a, np.zeros(5, np.uint8), (0, 0, 0), np.float32(1))
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_256_entry_lookup_of_every_length_past_a_vector_and_every_byte(variant):
+    """The vector lookup (64 or 32 bytes a step) and the byte loop after it:
+    every length up to two vectors and more, each byte value in every lane
+    position, against NumPy's indexing."""
+    table = np.random.default_rng(3).permutation(256).astype(np.uint8)
+    values = ((np.arange(300) * 97) % 256).astype(np.uint8)
+    for count in range(0, 140):
+        for offset in (0, 1, 31):
+            first = values[offset:offset + count]
+            got = tables.lookup(first, table, variant=variant)
+            assert np.array_equal(got, table[first]), (count, offset)
+    every = np.arange(256, dtype=np.uint8)
+    for shift in range(64):
+        first = np.roll(every, shift)
+        assert np.array_equal(tables.lookup(first, table, variant=variant), table[first])

@@ -11,6 +11,11 @@
 from libc.math cimport INFINITY
 
 
+cdef extern from "qops_lookup.h":
+    void lookup_bytes256 "qops_lookup_bytes256"(
+        const uint8_t* x, Py_ssize_t count, const uint8_t* table, uint8_t* out) noexcept nogil
+
+
 cdef struct Lookup:
     const uint8_t* first
     const uint8_t* second   # NULL: the table is indexed by first alone
@@ -29,8 +34,7 @@ cdef void lookup_range(void* context, Py_ssize_t start, Py_ssize_t stop,
     cdef const uint8_t* second = job.second
     cdef uint8_t* out = job.out
     if second == NULL:
-        for i in range(start * ROW, last):
-            out[i] = table[first[i]]
+        lookup_bytes256(first + start * ROW, last - start * ROW, table, out + start * ROW)
     else:
         for i in range(start * ROW, last):
             out[i] = table[(<Py_ssize_t>first[i] << 8) | second[i]]
