@@ -1,6 +1,6 @@
 """onnxruntime's QOperator tables on the compiled kernels (byte lookups and
 QLinearSoftmax's rows), QLinearMul of two tensors of one shape, and float32
-erf for a model session's Erf.
+erf and LayerNormalization for a model session's Erf and LayerNormalization.
 
 :mod:`qops.onnx._qoperator` states each node's rule in NumPy, makes its
 table by that rule, and calls these where the kernels are built (NumPy's
@@ -33,7 +33,8 @@ def _built(variant):
     except ImportError:
         return False
     return all(hasattr(module, name)
-               for name in ("lookup_bytes", "mul_bytes", "softmax_rows", "erf_float32"))
+               for name in ("lookup_bytes", "mul_bytes", "softmax_rows", "erf_float32",
+                            "layer_normalization_rows"))
 
 
 def lookup(first, table, second=None, *, n_threads=None, variant=None):
@@ -96,4 +97,20 @@ def erf_float32(x, *, n_threads=None, variant=None):
     x = np.asarray(x, np.float32, order="C")
     out = np.empty(x.shape, np.float32)
     module.erf_float32(x.reshape(-1), out.reshape(-1), resolve_threads(n_threads))
+    return out
+
+
+def layer_normalization(rows, scale, bias, epsilon, *, n_threads=None, variant=None):
+    """Each row of the float32 matrix ``rows`` normalized by the steps of
+    :func:`qops.onnx._numpy_ops.layer_normalization` (its sums in a fixed
+    order of the kernel's own, include/qops_layer_normalization.h), times
+    ``scale`` plus ``bias`` (None, or float32 of the rows' length): a new
+    float32 array of rows' shape."""
+    module = _simd.quantize_module(variant)
+    rows = np.ascontiguousarray(rows, np.float32)
+    out = np.empty(rows.shape, np.float32)
+    module.layer_normalization_rows(rows, np.ascontiguousarray(scale, np.float32).reshape(-1),
+                                    None if bias is None
+                                    else np.ascontiguousarray(bias, np.float32).reshape(-1),
+                                    np.float32(epsilon), out, resolve_threads(n_threads))
     return out

@@ -239,3 +239,28 @@ def test_a_256_entry_lookup_of_every_length_past_a_vector_and_every_byte(variant
     for shift in range(64):
         first = np.roll(every, shift)
         assert np.array_equal(tables.lookup(first, table, variant=variant), table[first])
+
+
+@pytest.mark.parametrize("length", [1, 15, 16, 17, 768, 1000])
+def test_layer_normalization_rows_are_one_rule_at_every_width_and_thread_count(length):
+    """The kernel's rows: the same bits on every variant and thread count
+    (its sums in sixteen lanes, a fixed order), within float32 rounding of
+    the float64 normalization, with and without a bias."""
+    rng = np.random.default_rng(length)
+    rows = rng.normal(3.0, 2.0, (300, length)).astype(np.float32)
+    scale = rng.normal(0, 1, length).astype(np.float32)
+    bias = rng.normal(0, 1, length).astype(np.float32)
+    wide = rows.astype(np.float64)
+    centred = wide - wide.mean(axis=1, keepdims=True)
+    normal = centred / np.sqrt((centred ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    for with_bias in (False, True):
+        want = normal * scale + (bias if with_bias else 0)
+        first = None
+        for variant in VARIANTS:
+            for threads in (1, 2):
+                got = tables.layer_normalization(rows, scale, bias if with_bias else None, 1e-5,
+                                                 n_threads=threads, variant=variant)
+                first = got if first is None else first
+                assert np.array_equal(got.view(np.uint32), first.view(np.uint32)), (
+                    variant, threads)
+        np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
