@@ -223,11 +223,15 @@ def dynamic_parameters(template, arrays):
     """A call's value checks and what they derive: the input's values finite
     (the scale comes from their range), then the scale and zero point, by
     the reference's statement of ONNX's rule."""
-    x = arrays["input"]
-    if not np.all(np.isfinite(x)):
+    x = np.asarray(arrays["input"], np.float32)
+    # NaN carries through min and max, and an infinity is one of them: two
+    # passes say whether every value is finite and give the range.
+    minimum, maximum = x.min(), x.max()
+    if not (np.isfinite(minimum) and np.isfinite(maximum)):
         fail(template.operator, "input has NaN or infinite values; the scale comes from its "
                                 "finite range", slot="input")
-    return reference.dynamic_quantize_parameters(np.asarray(x, np.float32), template.output_dtype)
+    return reference.dynamic_quantize_parameters_of_range(minimum, maximum,
+                                                          template.output_dtype)
 
 
 def prepare_dynamic_quantize(slots: dict, attributes: dict, feature_level=None, *,

@@ -95,9 +95,17 @@ def dynamic_quantize_parameters(input, output_dtype):
     ``input`` widened to include 0, in float32, ties to even, as ONNX's
     DynamicQuantizeLinear.  Both are scalars (``float32`` and ``output_dtype``)."""
     x = np.asarray(input)
+    if not x.size:
+        return dynamic_quantize_parameters_of_range(0.0, 0.0, output_dtype)
+    return dynamic_quantize_parameters_of_range(x.min(), x.max(), output_dtype)
+
+
+def dynamic_quantize_parameters_of_range(minimum, maximum, output_dtype):
+    """:func:`dynamic_quantize_parameters` of an input whose smallest and
+    largest values are ``minimum`` and ``maximum``."""
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
-    largest = np.float32(max(0.0, float(x.max()))) if x.size else np.float32(0)
-    smallest = np.float32(min(0.0, float(x.min()))) if x.size else np.float32(0)
+    largest = np.float32(max(0.0, float(maximum)))
+    smallest = np.float32(min(0.0, float(minimum)))
     # A span past float32's largest value makes the scale infinite, a
     # subnormal one makes it 0, and ONNX's arithmetic goes on: a zero minimum
     # over a zero scale is 0 / 0, NaN, which its clamp (min and max, each
