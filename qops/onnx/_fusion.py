@@ -224,6 +224,8 @@ class Matcher:
                 group = self._split(index, node)
             elif _is(node, "MatMul"):
                 group = self._weight_only_matmul(index, node)
+            elif _is(node, "Erf"):
+                group = self._gelu(index, node)
             if group is not None:
                 self.claimed |= group.consumed
                 found.append(group)
@@ -717,6 +719,61 @@ class Matcher:
         return Group("dynamic MatMul", max(consumed), frozenset(consumed),
                      [a_name, scale_name, a_zero_name], [end.output[0]], call, label)
 
+    # -- float operators --------------------------------------------------------------
+
+    def _scalar_float32(self, name):
+        """A constant float32 of one value, as a NumPy scalar, else None."""
+        value = self.constant(name)
+        if value is None or value.dtype != np.float32 or value.size != 1:
+            return None
+        return value.reshape(())[()]
+
+    def _other_input(self, node, name):
+        """The input of a two-input ``node`` that is not ``name`` (None if
+        ``name`` is not one of them)."""
+        if len(node.input) != 2 or name not in node.input:
+            return None
+        return node.input[1] if node.input[0] == name else node.input[0]
+
+    def _gelu(self, index, node):
+        """GELU's erf form, Div(x, c) -> Erf -> Add(., c') -> Mul(x, .) ->
+        Mul(., c''), with constant float32 scalars and float32 x, as one call
+        that makes each step as the nodes do (tables.gelu_float32): one pass
+        over x instead of five."""
+        native = _native_tables()
+        if native is None or len(node.input) != 1 or len(node.output) != 1:
+            return None
+        div_index, div = self.sole_producer(node.input[0], index)
+        if not _is(div, "Div") or len(div.input) != 2:
+            return None
+        x, divisor = div.input[0], self._scalar_float32(div.input[1])
+        if divisor is None or self.graph.types.get(x) != np.float32:
+            return None
+        add_index, add = self.sole_producer_of_reader(node.output[0], index)
+        if not _is(add, "Add"):
+            return None
+        addend = self._scalar_float32(self._other_input(add, node.output[0]))
+        times_index, times = self.sole_producer_of_reader(add.output[0], add_index)
+        if not _is(times, "Mul") or self._other_input(times, add.output[0]) != x:
+            return None
+        scale_index, scale = self.sole_producer_of_reader(times.output[0], times_index)
+        if addend is None or not _is(scale, "Mul"):
+            return None
+        factor = self._scalar_float32(self._other_input(scale, times.output[0]))
+        if factor is None:
+            return None
+
+        def call(arguments, n_threads):
+            (value,) = arguments
+            value = np.asarray(value)
+            if value.dtype != np.float32:
+                raise TypeError(f"Gelu: x is {value.dtype}; the model declares float32")
+            return [native.gelu_float32(value, divisor, addend, factor, n_threads=n_threads)]
+
+        consumed = {div_index, index, add_index, times_index, scale_index}
+        return Group("qops Gelu (fused)", max(consumed), frozenset(consumed), [x],
+                     [scale.output[0]], call, f"{scale.name or 'Mul'} (qops Gelu (fused))")
+
     def sole_producer_of_reader(self, name, producer_index):
         """The one node reading ``name`` (made by ``producer_index``)."""
         reader = self.graph.sole_consumer(name)
@@ -740,6 +797,15 @@ class Matcher:
         if value is None or value.dtype != np.float32 or value.ndim > 1:
             return None
         return value
+
+
+def _native_tables():
+    """:mod:`qops.backends.native.tables` where the kernels are built, else None."""
+    try:
+        from qops.backends.native import tables
+    except ImportError:
+        return None
+    return tables if tables.built() else None
 
 
 def _literal(inputs, output, function):

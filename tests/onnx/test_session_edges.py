@@ -908,3 +908,62 @@ def test_a_quantize_version_past_the_registry_is_refused_naming_it(monkeypatch):
                        match=r"node q \(QuantizeLinear, domain ai.onnx\): opset 28 puts QuantizeLinear at its version "
                              r"29, which qops does not describe \(the newest it knows: 28\)"):
         qops.onnx.InferenceSession(model)
+
+
+def _gelu_model(order="as exported", shared_output=False, divisor=np.sqrt(2.0)):
+    """x -> Div(x, divisor) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5) -> y, the
+    commutative nodes' operands in the order given."""
+    def constant(name, value):
+        return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+    swapped = order == "swapped"
+    nodes = [helper.make_node("Div", ["x", "sqrt2"], ["t"], name="div"),
+             helper.make_node("Erf", ["t"], ["e"], name="erf"),
+             helper.make_node("Add", ["one", "e"] if swapped else ["e", "one"], ["u"],
+                              name="add"),
+             helper.make_node("Mul", ["u", "x"] if swapped else ["x", "u"], ["v"], name="times"),
+             helper.make_node("Mul", ["half", "v"] if swapped else ["v", "half"], ["y"],
+                              name="gelu")]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 700])]
+    if shared_output:
+        outputs.append(helper.make_tensor_value_info("e", TensorProto.FLOAT, [3, 700]))
+    graph = helper.make_graph(
+        nodes, "gelu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 700])],
+        outputs, [constant("sqrt2", divisor), constant("one", 1.0), constant("half", 0.5)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("order", ["as exported", "swapped"])
+def test_gelu_s_erf_form_runs_as_one_step_equal_to_its_nodes(order):
+    """Div, Erf, Add, Mul, Mul fused into one step give the nodes' own
+    results bit for bit (each step rounds as the node does; products and
+    sums are the same in either order), within float32 rounding of GELU."""
+    model = _gelu_model(order)
+    x = np.random.default_rng(4).normal(0, 3, (3, 700)).astype(np.float32)
+    x[0, :6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 40.0]
+    fused = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in fused._steps_list] == ["qops Gelu (fused)"]
+    literal = qops.onnx.InferenceSession(model, fuse=False)
+    (got,), (want,) = fused.run(None, {"x": x}), literal.run(None, {"x": x})
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    from scipy import special
+    wide = x.astype(np.float64)
+    exact = wide * 0.5 * (1 + special.erf(wide / np.sqrt(2)))
+    finite = np.isfinite(exact)
+    np.testing.assert_allclose(got[finite], exact[finite], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("breakage", ["shared output", "vector divisor"])
+def test_gelu_s_nodes_stay_apart_where_fusing_would_change_the_graph(breakage):
+    """An inner value the graph also outputs, or a constant of more than one
+    value, leaves the nodes as they are."""
+    if breakage == "shared output":
+        model = _gelu_model(shared_output=True)
+    else:
+        model = _gelu_model(divisor=np.full(700, np.sqrt(2.0)))
+    session = qops.onnx.InferenceSession(model)
+    assert "qops Gelu (fused)" not in [step.kind for step in session._steps_list]
+    x = np.random.default_rng(5).normal(0, 2, (3, 700)).astype(np.float32)
+    literal = qops.onnx.InferenceSession(model, fuse=False)
+    for got, want in zip(session.run(None, {"x": x}), literal.run(None, {"x": x})):
+        assert np.array_equal(got, want)

@@ -34,7 +34,7 @@ def _built(variant):
         return False
     return all(hasattr(module, name)
                for name in ("lookup_bytes", "mul_bytes", "softmax_rows", "erf_float32",
-                            "layer_normalization_rows"))
+                            "gelu_float32", "layer_normalization_rows"))
 
 
 def lookup(first, table, second=None, *, n_threads=None, variant=None):
@@ -113,4 +113,16 @@ def layer_normalization(rows, scale, bias, epsilon, *, n_threads=None, variant=N
                                     None if bias is None
                                     else np.ascontiguousarray(bias, np.float32).reshape(-1),
                                     np.float32(epsilon), out, resolve_threads(n_threads))
+    return out
+
+
+def gelu_float32(x, divisor, addend, factor, *, n_threads=None, variant=None):
+    """``(x * (erf(x / divisor) + addend)) * factor`` of float32 ``x``, each
+    step rounded as the nodes Div, Erf (:func:`erf_float32`), Add, Mul and Mul
+    round it: a new float32 array of x's shape."""
+    module = _simd.quantize_module(variant)
+    x = np.asarray(x, np.float32, order="C")
+    out = np.empty(x.shape, np.float32)
+    module.gelu_float32(x.reshape(-1), out.reshape(-1), np.float32(divisor),
+                        np.float32(addend), np.float32(factor), resolve_threads(n_threads))
     return out

@@ -6,6 +6,8 @@
 cdef extern from "qops_erf.h":
     void erf_values "qops_erf_float32"(const float* x, float* out,
                                        Py_ssize_t count) noexcept nogil
+    void gelu_values "qops_gelu_float32"(const float* x, float* out, Py_ssize_t count,
+                                         float divisor, float addend, float factor) noexcept nogil
 
 
 cdef struct ErfJob:
@@ -35,4 +37,40 @@ def erf_float32(const float[::1] x, float[::1] out, int n_threads):
     job.count = count
     with nogil:
         run_range(erf_range, &job, (count + ROW - 1) // ROW, 1,
+                  n_threads if count >= PARALLEL_MIN else 1)
+
+
+cdef struct GeluJob:
+    const float* x
+    float* out
+    Py_ssize_t count
+    float divisor, addend, factor
+
+
+cdef void gelu_range(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    """Elements [start * ROW, stop * ROW) of the job (the last ROW short)."""
+    cdef const GeluJob* job = <const GeluJob*>context
+    cdef Py_ssize_t first = start * ROW
+    gelu_values(job.x + first, job.out + first, min(stop * ROW, job.count) - first,
+                job.divisor, job.addend, job.factor)
+
+
+def gelu_float32(const float[::1] x, float[::1] out, float divisor, float addend, float factor,
+                 int n_threads):
+    """out <- (x * (erf(x / divisor) + addend)) * factor, element by element
+    (x and out of one length: ValueError otherwise)."""
+    cdef GeluJob job
+    cdef Py_ssize_t count = x.shape[0]
+    if out.shape[0] != count:
+        raise ValueError("gelu_float32: the arrays do not cover the output")
+    if count == 0:
+        return
+    job.x = &x[0]
+    job.out = &out[0]
+    job.count = count
+    job.divisor = divisor
+    job.addend = addend
+    job.factor = factor
+    with nogil:
+        run_range(gelu_range, &job, (count + ROW - 1) // ROW, 1,
                   n_threads if count >= PARALLEL_MIN else 1)

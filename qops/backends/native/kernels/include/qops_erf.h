@@ -87,4 +87,25 @@ static inline void qops_erf_float32(const float* x, float* out, ptrdiff_t count)
     }
 }
 
+/* The erf form of GELU as a model writes it, Div -> Erf -> Add -> Mul by x
+   -> Mul: out = (x * (erf(x / divisor) + addend)) * factor, each step
+   rounded as the nodes round it (a product or sum of two values is the
+   same in either order), in blocks that stay in L1. */
+#define QOPS_GELU_BLOCK 1024
+
+static inline void qops_gelu_float32(const float* x, float* out, ptrdiff_t count, float divisor,
+                                     float addend, float factor) {
+    for (ptrdiff_t start = 0; start < count; start += QOPS_GELU_BLOCK) {
+        const ptrdiff_t size = count - start < QOPS_GELU_BLOCK ? count - start
+                                                               : QOPS_GELU_BLOCK;
+        const float* values = x + start;
+        float* results = out + start;
+        for (ptrdiff_t i = 0; i < size; i++) results[i] = values[i] / divisor;
+        qops_erf_float32(results, results, size);
+        for (ptrdiff_t i = 0; i < size; i++) {
+            results[i] = (values[i] * (results[i] + addend)) * factor;
+        }
+    }
+}
+
 #endif /* QOPS_ERF_H */
