@@ -61,16 +61,32 @@ def one_blas_thread(function, *arguments):
                     library.set_num_threads(count)
 
 
+def _blas_ready(array):
+    """``array`` itself where BLAS can read each of its matrices (rows or
+    columns of consecutive elements, the other stride a whole line apart:
+    attention's transposed heads are), else a contiguous copy (any other
+    strided view leaves BLAS for a slower loop)."""
+    if array.ndim >= 2:
+        rows, columns = array.shape[-2:]
+        row_stride, column_stride = array.strides[-2:]
+        size = array.itemsize
+        if (column_stride == size and row_stride % size == 0 and row_stride >= columns * size) \
+                or (row_stride == size and column_stride % size == 0
+                    and column_stride >= rows * size):
+            return array
+    return np.ascontiguousarray(array)
+
+
 def matmul(node, attributes, opset):
-    """MatMul of float operands: NumPy's, on contiguous operands (a strided
-    view, such as a Transpose's output, leaves BLAS for a slower loop), on
-    one BLAS thread.  Other types go to onnx.reference."""
+    """MatMul of float operands: NumPy's, on operands BLAS can read as they
+    are (:func:`_blas_ready`), on one BLAS thread.  Other types go to
+    onnx.reference."""
 
     def run(arguments):
         a, b = (np.asarray(value) for value in arguments[:2])
         if a.dtype.kind != "f" or b.dtype.kind != "f":
             return [np.matmul(a, b)]
-        return [one_blas_thread(np.matmul, np.ascontiguousarray(a), np.ascontiguousarray(b))]
+        return [one_blas_thread(np.matmul, _blas_ready(a), _blas_ready(b))]
 
     return run
 

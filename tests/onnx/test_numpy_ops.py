@@ -425,3 +425,23 @@ def test_transpose_against_onnx_reference(data, rank, with_perm):
     (expected,) = _reference(node, [x])
     (actual,) = _numpy_ops.transpose(node, attribute_values(node), 21)([x])
     assert actual.shape == expected.shape and np.array_equal(actual, expected)
+
+
+def test_float_matmul_reads_transposed_heads_in_place_and_copies_other_views():
+    """Attention's transposed heads (rows or columns of consecutive values)
+    go to BLAS as they are; a view with a stride inside its rows is copied
+    first.  Either way the product is NumPy's of the same values."""
+    rng = np.random.default_rng(6)
+    q = rng.normal(0, 1, (1, 5, 3, 4)).astype(np.float32).transpose(0, 2, 1, 3)
+    k = rng.normal(0, 1, (1, 5, 3, 4)).astype(np.float32).transpose(0, 2, 3, 1)
+    every_other = rng.normal(0, 1, (3, 8, 10)).astype(np.float32)[:, :, ::2]
+    assert _blas._blas_ready(q) is q and _blas._blas_ready(k) is k
+    copied = _blas._blas_ready(every_other)
+    assert copied is not every_other and copied.flags.c_contiguous
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    run = _blas.matmul(node, {}, 17)
+    np.testing.assert_allclose(run([q, k])[0], np.ascontiguousarray(q) @ np.ascontiguousarray(k),
+                               rtol=1e-6)
+    other = rng.normal(0, 1, (3, 5, 8)).astype(np.float32)
+    np.testing.assert_allclose(run([other, every_other])[0],
+                               other @ np.ascontiguousarray(every_other), rtol=1e-6)
