@@ -431,6 +431,8 @@ def test_float_matmul_reads_transposed_heads_in_place_and_copies_other_views():
     """Attention's transposed heads (rows or columns of consecutive values)
     go to BLAS as they are; a view with a stride inside its rows is copied
     first.  Either way the product is NumPy's of the same values."""
+    from qops.onnx import _blas
+
     rng = np.random.default_rng(6)
     q = rng.normal(0, 1, (1, 5, 3, 4)).astype(np.float32).transpose(0, 2, 1, 3)
     k = rng.normal(0, 1, (1, 5, 3, 4)).astype(np.float32).transpose(0, 2, 3, 1)
