@@ -132,6 +132,8 @@ def prepare_matmul(call, variant=None):
     out_shape = (-1, rows, columns * (4 if raw else 1))
     low, high = (0, 0) if raw else _range(call.output_dtype)
     work = int(np.prod(call.output_shape, dtype=np.int64)) * depth
+    # B's values, not B: a plan must not keep a call's arrays alive.
+    b_values = int(b.size)
 
     def derive(arrays, multiplier):
         zero_points = (
@@ -161,7 +163,7 @@ def prepare_matmul(call, variant=None):
         row_zero, column_zero, multiplier, out_zero = values
         matmul = kernels.matmul
         # threads_for's bound, or B's values' worth where that is more.
-        most_threads = max(1, max(work, b.size * B_VALUE_WORK) // WORK_PER_THREAD)
+        most_threads = max(1, max(work, b_values * B_VALUE_WORK) // WORK_PER_THREAD)
         # The arrays to view as uint8: each view only where the type needs
         # it, and the arguments by position (about 2 of the 3 microseconds
         # this step took).
