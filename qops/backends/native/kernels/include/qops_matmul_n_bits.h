@@ -574,7 +574,8 @@ static inline void qops_nbits_rows_panels(const float* packed, ptrdiff_t rows,
    lane moves for that.  Blocks are whole groups (a block is at least 16 k). */
 static inline void qops_nbits_quads_layout(const uint8_t* lines, ptrdiff_t bytes,
                                            uint8_t* target) {
-    for (ptrdiff_t g = 0; g + 64 <= bytes; g += 64) {
+    ptrdiff_t g = 0;
+    for (; g + 64 <= bytes; g += 64) {
         uint8_t group[64];
         for (int c = 0; c < QOPS_NBITS_COLUMNS; c++) {
             for (int i = 0; i < 4; i++) {
@@ -588,6 +589,9 @@ static inline void qops_nbits_quads_layout(const uint8_t* lines, ptrdiff_t bytes
         }
         memcpy(target + g, group, sizeof group);
     }
+    /* A panel is whole groups wherever the kernels read this layout; any
+       other bytes are copied as they are, so that none is left unset. */
+    if (g < bytes) memcpy(target + g, lines + g, (size_t)(bytes - g));
 }
 
 /* Many rows at level 4 on 4-bit codes (prefill): a task takes one panel and
