@@ -120,6 +120,9 @@ def n_bits(spec, level, threads):
     def call(module, out):
         if module not in packed:
             packed[module] = module.matmul_n_bits_interleave(np.ascontiguousarray(b), 1)
+            if level == 4 and getattr(module, "LEVEL_FOUR_QUADS", False):
+                # Level 4's own layout, where the build's kernels read it.
+                packed[module] = module.matmul_n_bits_quads(packed[module], 1)
         target = out.view(np.float32).reshape(-1, case.n)
         if level == 4:
             arguments = (codes, a_scales, a_sums, packed[module])

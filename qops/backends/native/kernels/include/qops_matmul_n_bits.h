@@ -901,6 +901,93 @@ static inline void qops_nbits_quads_4bit(const uint8_t* lines, ptrdiff_t count, 
     }
 }
 
+/* A group's sums over one part of a run (quads b0 .. b0 + span of it): into
+   sums (zero first where the part starts its block).  Inlined twice: with
+   sums in registers for a part that is a whole block, in memory for parts
+   of a longer block. */
+QOPS_NBITS_ROWS_INLINE void qops_nbits_part_sums(const __m256i* run, const int32_t* values,
+                                                 ptrdiff_t b0, ptrdiff_t span, int first_part,
+                                                 __m256i* sums) {
+#if !(defined(__AVX512VNNI__) && defined(__AVX512VL__))
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
+    if (first_part) {
+        for (int i = 0; i < 2 * QOPS_NBITS_INT8_GROUP; i++) sums[i] = _mm256_setzero_si256();
+    }
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    /* vpdpbusd: four codes by four row codes into int32 at once
+       (no int16 window to widen). */
+    __m256i first0 = sums[0], second0 = sums[1], first1 = sums[2];
+    __m256i second1 = sums[3], first2 = sums[4], second2 = sums[5];
+    __m256i first3 = sums[6], second3 = sums[7];
+    for (ptrdiff_t q = b0; q < b0 + span; q++) {
+        const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
+        const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
+        __m256i a = _mm256_set1_epi32(four[0]);
+        first0 = _mm256_dpbusd_epi32(first0, codes_first, a);
+        second0 = _mm256_dpbusd_epi32(second0, codes_second, a);
+        a = _mm256_set1_epi32(four[1]);
+        first1 = _mm256_dpbusd_epi32(first1, codes_first, a);
+        second1 = _mm256_dpbusd_epi32(second1, codes_second, a);
+        a = _mm256_set1_epi32(four[2]);
+        first2 = _mm256_dpbusd_epi32(first2, codes_first, a);
+        second2 = _mm256_dpbusd_epi32(second2, codes_second, a);
+        a = _mm256_set1_epi32(four[3]);
+        first3 = _mm256_dpbusd_epi32(first3, codes_first, a);
+        second3 = _mm256_dpbusd_epi32(second3, codes_second, a);
+    }
+    sums[0] = first0;
+    sums[1] = second0;
+    sums[2] = first1;
+    sums[3] = second1;
+    sums[4] = first2;
+    sums[5] = second2;
+    sums[6] = first3;
+    sums[7] = second3;
+#else
+    for (ptrdiff_t w0 = b0; w0 < b0 + span; w0 += QOPS_NBITS_INT16_ITERATIONS) {
+        const ptrdiff_t stop = b0 + span - w0 < QOPS_NBITS_INT16_ITERATIONS
+                                   ? b0 + span : w0 + QOPS_NBITS_INT16_ITERATIONS;
+        __m256i first0 = _mm256_setzero_si256(), second0 = _mm256_setzero_si256();
+        __m256i first1 = _mm256_setzero_si256(), second1 = _mm256_setzero_si256();
+        __m256i first2 = _mm256_setzero_si256(), second2 = _mm256_setzero_si256();
+        __m256i first3 = _mm256_setzero_si256(), second3 = _mm256_setzero_si256();
+        for (ptrdiff_t q = w0; q < stop; q++) {
+            const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
+            const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
+            __m256i a = _mm256_set1_epi32(four[0]);
+            first0 = qops_add_epi16_in_place(
+                first0, _mm256_maddubs_epi16(codes_first, a));
+            second0 = qops_add_epi16_in_place(
+                second0, _mm256_maddubs_epi16(codes_second, a));
+            a = _mm256_set1_epi32(four[1]);
+            first1 = qops_add_epi16_in_place(
+                first1, _mm256_maddubs_epi16(codes_first, a));
+            second1 = qops_add_epi16_in_place(
+                second1, _mm256_maddubs_epi16(codes_second, a));
+            a = _mm256_set1_epi32(four[2]);
+            first2 = qops_add_epi16_in_place(
+                first2, _mm256_maddubs_epi16(codes_first, a));
+            second2 = qops_add_epi16_in_place(
+                second2, _mm256_maddubs_epi16(codes_second, a));
+            a = _mm256_set1_epi32(four[3]);
+            first3 = qops_add_epi16_in_place(
+                first3, _mm256_maddubs_epi16(codes_first, a));
+            second3 = qops_add_epi16_in_place(
+                second3, _mm256_maddubs_epi16(codes_second, a));
+        }
+        sums[0] = _mm256_add_epi32(sums[0], _mm256_madd_epi16(first0, ones));
+        sums[1] = _mm256_add_epi32(sums[1], _mm256_madd_epi16(second0, ones));
+        sums[2] = _mm256_add_epi32(sums[2], _mm256_madd_epi16(first1, ones));
+        sums[3] = _mm256_add_epi32(sums[3], _mm256_madd_epi16(second1, ones));
+        sums[4] = _mm256_add_epi32(sums[4], _mm256_madd_epi16(first2, ones));
+        sums[5] = _mm256_add_epi32(sums[5], _mm256_madd_epi16(second2, ones));
+        sums[6] = _mm256_add_epi32(sums[6], _mm256_madd_epi16(first3, ones));
+        sums[7] = _mm256_add_epi32(sums[7], _mm256_madd_epi16(second3, ones));
+    }
+#endif
+}
+
 /* The block rule for one row: acc + float32(sums - zeros * a_sum) *
    float32(a_scale * scales), the columns in the run's order.  The exact
    difference is taken in float32 by one fused step, with no vpmulld: the
@@ -915,6 +1002,22 @@ static inline void qops_nbits_block_rule(const __m256i* sums, const __m256* zero
     for (int h = 0; h < 2; h++) {
         const __m256 exact = _mm256_fnmadd_ps(zeros[h], sum, _mm256_cvtepi32_ps(sums[h]));
         acc[h] = _mm256_fmadd_ps(exact, _mm256_mul_ps(scale, scales[h]), acc[h]);
+    }
+}
+
+/* The block rule for a group's four rows (g), block j; a padded row reads
+   the last real row's scale and sum: its results are never stored. */
+QOPS_NBITS_ROWS_INLINE void qops_nbits_group_rule(const __m256i* sums, ptrdiff_t g,
+                                                  ptrdiff_t rows, ptrdiff_t j,
+                                                  ptrdiff_t k_blocks, const int32_t* a_sums,
+                                                  const float* a_scales, const __m256* zeros,
+                                                  const __m256* scales,
+                                                  __m256* accumulators) {
+    for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
+        const ptrdiff_t r = g * QOPS_NBITS_INT8_GROUP + i;
+        const ptrdiff_t source = r < rows ? r : rows - 1;
+        qops_nbits_block_rule(sums + 2 * i, zeros, scales, a_sums[source * k_blocks + j],
+                              a_scales[source * k_blocks + j], accumulators + 2 * r);
     }
 }
 
@@ -939,9 +1042,6 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
        run), and its accumulators. */
     __m256i block_sums[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
     __m256 accumulators[2 * QOPS_NBITS_INT8_PREFILL_ROWS];
-#if !(defined(__AVX512VNNI__) && defined(__AVX512VL__))
-    const __m256i ones = _mm256_set1_epi16(1);
-#endif
     const ptrdiff_t quads = padded_k / 4;
     const ptrdiff_t block_quads = block_size / 4;
     /* Both powers of two: a run is whole blocks, or part of one. */
@@ -988,95 +1088,24 @@ static inline void qops_nbits_rows_panel_int8_4bit(const int32_t* packed, ptrdif
                 const ptrdiff_t j = part_block[b];
                 const int first_part = part_first[b];
                 const int last_part = part_last[b];
-                /* In memory, not registers: the window's loop needs them all. */
-                __m256i* sums = block_sums + 2 * g * QOPS_NBITS_INT8_GROUP;
-                if (first_part) {
-                    for (int i = 0; i < 2 * QOPS_NBITS_INT8_GROUP; i++) {
-                        sums[i] = _mm256_setzero_si256();
-                    }
-                }
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-                /* vpdpbusd: four codes by four row codes into int32 at once
-                   (no int16 window to widen). */
-                __m256i first0 = sums[0], second0 = sums[1], first1 = sums[2];
-                __m256i second1 = sums[3], first2 = sums[4], second2 = sums[5];
-                __m256i first3 = sums[6], second3 = sums[7];
-                for (ptrdiff_t q = b0; q < b0 + span; q++) {
-                    const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
-                    const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
-                    __m256i a = _mm256_set1_epi32(four[0]);
-                    first0 = _mm256_dpbusd_epi32(first0, codes_first, a);
-                    second0 = _mm256_dpbusd_epi32(second0, codes_second, a);
-                    a = _mm256_set1_epi32(four[1]);
-                    first1 = _mm256_dpbusd_epi32(first1, codes_first, a);
-                    second1 = _mm256_dpbusd_epi32(second1, codes_second, a);
-                    a = _mm256_set1_epi32(four[2]);
-                    first2 = _mm256_dpbusd_epi32(first2, codes_first, a);
-                    second2 = _mm256_dpbusd_epi32(second2, codes_second, a);
-                    a = _mm256_set1_epi32(four[3]);
-                    first3 = _mm256_dpbusd_epi32(first3, codes_first, a);
-                    second3 = _mm256_dpbusd_epi32(second3, codes_second, a);
-                }
-                sums[0] = first0;
-                sums[1] = second0;
-                sums[2] = first1;
-                sums[3] = second1;
-                sums[4] = first2;
-                sums[5] = second2;
-                sums[6] = first3;
-                sums[7] = second3;
-#else
-                for (ptrdiff_t w0 = b0; w0 < b0 + span; w0 += QOPS_NBITS_INT16_ITERATIONS) {
-                    const ptrdiff_t stop = b0 + span - w0 < QOPS_NBITS_INT16_ITERATIONS
-                                               ? b0 + span : w0 + QOPS_NBITS_INT16_ITERATIONS;
-                    __m256i first0 = _mm256_setzero_si256(), second0 = _mm256_setzero_si256();
-                    __m256i first1 = _mm256_setzero_si256(), second1 = _mm256_setzero_si256();
-                    __m256i first2 = _mm256_setzero_si256(), second2 = _mm256_setzero_si256();
-                    __m256i first3 = _mm256_setzero_si256(), second3 = _mm256_setzero_si256();
-                    for (ptrdiff_t q = w0; q < stop; q++) {
-                        const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
-                        const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
-                        __m256i a = _mm256_set1_epi32(four[0]);
-                        first0 = qops_add_epi16_in_place(
-                            first0, _mm256_maddubs_epi16(codes_first, a));
-                        second0 = qops_add_epi16_in_place(
-                            second0, _mm256_maddubs_epi16(codes_second, a));
-                        a = _mm256_set1_epi32(four[1]);
-                        first1 = qops_add_epi16_in_place(
-                            first1, _mm256_maddubs_epi16(codes_first, a));
-                        second1 = qops_add_epi16_in_place(
-                            second1, _mm256_maddubs_epi16(codes_second, a));
-                        a = _mm256_set1_epi32(four[2]);
-                        first2 = qops_add_epi16_in_place(
-                            first2, _mm256_maddubs_epi16(codes_first, a));
-                        second2 = qops_add_epi16_in_place(
-                            second2, _mm256_maddubs_epi16(codes_second, a));
-                        a = _mm256_set1_epi32(four[3]);
-                        first3 = qops_add_epi16_in_place(
-                            first3, _mm256_maddubs_epi16(codes_first, a));
-                        second3 = qops_add_epi16_in_place(
-                            second3, _mm256_maddubs_epi16(codes_second, a));
-                    }
-                    sums[0] = _mm256_add_epi32(sums[0], _mm256_madd_epi16(first0, ones));
-                    sums[1] = _mm256_add_epi32(sums[1], _mm256_madd_epi16(second0, ones));
-                    sums[2] = _mm256_add_epi32(sums[2], _mm256_madd_epi16(first1, ones));
-                    sums[3] = _mm256_add_epi32(sums[3], _mm256_madd_epi16(second1, ones));
-                    sums[4] = _mm256_add_epi32(sums[4], _mm256_madd_epi16(first2, ones));
-                    sums[5] = _mm256_add_epi32(sums[5], _mm256_madd_epi16(second2, ones));
-                    sums[6] = _mm256_add_epi32(sums[6], _mm256_madd_epi16(first3, ones));
-                    sums[7] = _mm256_add_epi32(sums[7], _mm256_madd_epi16(second3, ones));
+#if !(defined(__AVX512VNNI__) && defined(__AVX512VL__))
+                /* With VNNI they stay in memory: in registers they ran slower there
+                   (docs/performance_notes.rst). */
+                if (first_part && last_part) {
+                    /* A whole block: its sums stay in registers. */
+                    __m256i whole[2 * QOPS_NBITS_INT8_GROUP];
+                    qops_nbits_part_sums(run, values, b0, span, 1, whole);
+                    qops_nbits_group_rule(whole, g, rows, j, k_blocks, a_sums, a_scales,
+                                          run_zeros + 2 * b, run_scales + 2 * b, accumulators);
+                    continue;
                 }
 #endif
+                /* Part of a longer block: its sums so far in memory. */
+                __m256i* sums = block_sums + 2 * g * QOPS_NBITS_INT8_GROUP;
+                qops_nbits_part_sums(run, values, b0, span, first_part, sums);
                 if (!last_part) continue;
-                /* A padded row reads the last real row's scale and sum: its
-                   results are never stored. */
-                for (int i = 0; i < QOPS_NBITS_INT8_GROUP; i++) {
-                    const ptrdiff_t r = g * QOPS_NBITS_INT8_GROUP + i;
-                    const ptrdiff_t source = r < rows ? r : rows - 1;
-                    qops_nbits_block_rule(sums + 2 * i, run_zeros + 2 * b, run_scales + 2 * b,
-                                          a_sums[source * k_blocks + j],
-                                          a_scales[source * k_blocks + j], accumulators + 2 * r);
-                }
+                qops_nbits_group_rule(sums, g, rows, j, k_blocks, a_sums, a_scales,
+                                      run_zeros + 2 * b, run_scales + 2 * b, accumulators);
             }
         }
     }
