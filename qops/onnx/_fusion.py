@@ -721,12 +721,12 @@ class Matcher:
 
     # -- float operators --------------------------------------------------------------
 
-    def _scalar_float32(self, name):
-        """A constant float32 of one value, as a NumPy scalar, else None."""
+    def _single_float32(self, name):
+        """A constant float32 of one value (any rank), else None."""
         value = self.constant(name)
         if value is None or value.dtype != np.float32 or value.size != 1:
             return None
-        return value.reshape(())[()]
+        return value
 
     def _other_input(self, node, name):
         """The input of a two-input ``node`` that is not ``name`` (None if
@@ -746,33 +746,38 @@ class Matcher:
         div_index, div = self.sole_producer(node.input[0], index)
         if not _is(div, "Div") or len(div.input) != 2:
             return None
-        x, divisor = div.input[0], self._scalar_float32(div.input[1])
+        x, divisor = div.input[0], self._single_float32(div.input[1])
         if divisor is None or self.graph.types.get(x) != np.float32:
             return None
         add_index, add = self.sole_producer_of_reader(node.output[0], index)
         if not _is(add, "Add"):
             return None
-        addend = self._scalar_float32(self._other_input(add, node.output[0]))
+        addend = self._single_float32(self._other_input(add, node.output[0]))
         times_index, times = self.sole_producer_of_reader(add.output[0], add_index)
         if not _is(times, "Mul") or self._other_input(times, add.output[0]) != x:
             return None
-        scale_index, scale = self.sole_producer_of_reader(times.output[0], times_index)
-        if addend is None or not _is(scale, "Mul"):
+        last_index, last = self.sole_producer_of_reader(times.output[0], times_index)
+        if addend is None or not _is(last, "Mul"):
             return None
-        factor = self._scalar_float32(self._other_input(scale, times.output[0]))
+        factor = self._single_float32(self._other_input(last, times.output[0]))
         if factor is None:
             return None
+        # The constants' shapes broadcast with x's as the nodes broadcast them
+        # (a constant of one value may still add leading ones).
+        constant_shapes = [divisor.shape, addend.shape, factor.shape]
+        divisor, addend, factor = (value.reshape(())[()] for value in (divisor, addend, factor))
 
         def call(arguments, n_threads):
             (value,) = arguments
             value = np.asarray(value)
             if value.dtype != np.float32:
                 raise TypeError(f"Gelu: x is {value.dtype}; the model declares float32")
-            return [native.gelu_float32(value, divisor, addend, factor, n_threads=n_threads)]
+            y = native.gelu_float32(value, divisor, addend, factor, n_threads=n_threads)
+            return [y.reshape(np.broadcast_shapes(value.shape, *constant_shapes))]
 
-        consumed = {div_index, index, add_index, times_index, scale_index}
+        consumed = {div_index, index, add_index, times_index, last_index}
         return Group("qops Gelu (fused)", max(consumed), frozenset(consumed), [x],
-                     [scale.output[0]], call, f"{scale.name or 'Mul'} (qops Gelu (fused))")
+                     [last.output[0]], call, f"{last.name or 'Mul'} (qops Gelu (fused))")
 
     def sole_producer_of_reader(self, name, producer_index):
         """The one node reading ``name`` (made by ``producer_index``)."""

@@ -327,17 +327,27 @@ def softmax(node, attributes, opset):
     return run
 
 
-def _native_layer_normalization(x, scale, bias, count):
+def _one_per_column(x, value, start):
+    """Whether ``value``'s shape, with ones before it to x's rank, is ones
+    before ``start`` and x's own sizes from there: one value per element of a
+    row, the same for every row."""
+    shape = np.shape(value)
+    if len(shape) > x.ndim:
+        return False
+    padded = (1,) * (x.ndim - len(shape)) + tuple(shape)
+    return all(size == 1 for size in padded[:start]) and padded[start:] == x.shape[start:]
+
+
+def _native_layer_normalization(x, scale, bias, start):
     """The compiled kernels' LayerNormalization
     (:func:`qops.backends.native.tables.layer_normalization`) where they are
-    built and the call is float32 rows with a scale (and bias) of one value
-    per column; else None."""
-    if x.dtype != np.float32 or scale.dtype != np.float32 or scale.size != count or (
-            bias is not None and (np.asarray(bias).dtype != np.float32
-                                  or np.size(bias) != count)):
+    built and the call is float32 rows (axes from ``start`` on) with a scale
+    (and bias) of one value per column; else None."""
+    if x.dtype != np.float32 or scale.dtype != np.float32 or not _one_per_column(
+            x, scale, start):
         return None
-    if np.broadcast_shapes(x.shape, scale.shape) != x.shape or (
-            bias is not None and np.broadcast_shapes(x.shape, np.shape(bias)) != x.shape):
+    if bias is not None and (np.asarray(bias).dtype != np.float32
+                             or not _one_per_column(x, bias, start)):
         return None
     try:
         from qops.backends.native import tables
@@ -388,7 +398,7 @@ def layer_normalization(node, attributes, opset):
         if x.size == 0:
             return [np.empty(np.broadcast_shapes(x.shape, scale.shape), x.dtype)]
         matrix = x.reshape(rows, count).astype(work, copy=False)
-        native = _native_layer_normalization(x, scale, bias, count)
+        native = _native_layer_normalization(x, scale, bias, start)
         if native is not None:
             return [native(matrix, scale, bias, epsilon).reshape(x.shape)]
         # einsum's row sums: one pass each, no squares array, and (unlike a

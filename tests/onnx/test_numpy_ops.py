@@ -305,6 +305,29 @@ def test_layer_normalization_against_onnx_reference(data, rank, with_bias, epsil
                                atol=1e-5 * magnitude + conditioning * np.abs(scale).max())
 
 
+@pytest.mark.parametrize("scale_shape, bias_shape", [((4, 1), None), ((4,), (4, 1)),
+                                                    ((1, 1, 4), (4,)), ((2, 1, 4), None)])
+def test_layer_normalization_with_a_scale_that_is_not_one_per_column(scale_shape, bias_shape):
+    """A scale or bias that varies along an axis before the normalized one (or
+    along a row's other axis) is applied as it broadcasts, not read as one
+    value per column."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(1, 2, (2, 4, 4)).astype(np.float32)
+    scale = rng.normal(0, 1, scale_shape).astype(np.float32)
+    arguments, inputs = [x, scale], ["x", "s"]
+    if bias_shape is not None:
+        arguments.append(rng.normal(0, 1, bias_shape).astype(np.float32))
+        inputs.append("b")
+    node = helper.make_node("LayerNormalization", inputs, ["y"])
+    (actual,) = _numpy_ops.layer_normalization(node, attribute_values(node), 21)(arguments)
+    wide = x.astype(np.float64)
+    centred = wide - wide.mean(axis=-1, keepdims=True)
+    expected = centred / np.sqrt((centred ** 2).mean(axis=-1, keepdims=True) + 1e-5) * scale
+    if bias_shape is not None:
+        expected = expected + arguments[2]
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
 def test_layer_normalization_is_onnx_s_definition_with_epsilon():
     """epsilon enters under the square root: with a row of variance 0.01 and
     epsilon 0.03 the normalized values halve."""

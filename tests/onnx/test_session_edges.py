@@ -910,6 +910,14 @@ def test_a_quantize_version_past_the_registry_is_refused_naming_it(monkeypatch):
         qops.onnx.InferenceSession(model)
 
 
+def _compiled_tables():
+    """Skip where the kernels are not built: the fused GELU runs on them."""
+    from qops.backends.native import tables
+
+    if not tables.built():
+        pytest.skip("the compiled kernels are not built")
+
+
 def _gelu_model(order="as exported", shared_output=False, divisor=np.sqrt(2.0)):
     """x -> Div(x, divisor) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5) -> y, the
     commutative nodes' operands in the order given."""
@@ -938,6 +946,7 @@ def test_gelu_s_erf_form_runs_as_one_step_equal_to_its_nodes(order):
     """Div, Erf, Add, Mul, Mul fused into one step give the nodes' own
     results bit for bit (each step rounds as the node does; products and
     sums are the same in either order), within float32 rounding of GELU."""
+    _compiled_tables()
     model = _gelu_model(order)
     x = np.random.default_rng(4).normal(0, 3, (3, 700)).astype(np.float32)
     x[0, :6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 40.0]
@@ -967,3 +976,18 @@ def test_gelu_s_nodes_stay_apart_where_fusing_would_change_the_graph(breakage):
     literal = qops.onnx.InferenceSession(model, fuse=False)
     for got, want in zip(session.run(None, {"x": x}), literal.run(None, {"x": x})):
         assert np.array_equal(got, want)
+
+
+def test_gelu_with_constants_of_one_value_and_more_dimensions_keeps_the_nodes_shape():
+    """A divisor of shape (1, 1, 1) makes the nodes' output (1, 3, 700) from
+    x of (3, 700): the fused step gives that shape too, and the same values."""
+    _compiled_tables()
+    model = _gelu_model(divisor=np.full((1, 1, 1), np.sqrt(2.0)))
+    model.graph.output[0].type.tensor_type.shape.ClearField("dim")
+    x = np.random.default_rng(7).normal(0, 2, (3, 700)).astype(np.float32)
+    fused = qops.onnx.InferenceSession(model)
+    assert "qops Gelu (fused)" in [step.kind for step in fused._steps_list]
+    (got,) = fused.run(None, {"x": x})
+    (want,) = qops.onnx.InferenceSession(model, fuse=False).run(None, {"x": x})
+    assert got.shape == want.shape == (1, 3, 700)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

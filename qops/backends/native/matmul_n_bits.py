@@ -43,8 +43,9 @@ def prepare(call, variant=None):
     """``run(call, out, n_threads)`` for MatMulNBits calls of this signature.
 
     A compiled operator's B, scales and zero points are bound together: its
-    interleaved B and per-panel parameters are made on its first call and
-    kept (``call.packed``); a plain call makes them each time."""
+    B as the rule's kernels read it and its per-panel parameters are made on
+    its first call and kept (``call.packed``); a plain call makes them each
+    time."""
     attributes = call.attributes
     k, n, bits, block_size = (attributes[name] for name in ("k", "n", "bits", "block_size"))
     k_blocks = -(-k // block_size)
@@ -60,26 +61,29 @@ def prepare(call, variant=None):
         # ones take the float rule): a byte each, a quarter of int32's stream.
         return zeros, scales, zeros.astype(np.uint8)
 
-    def operands(call, n_threads):
-        arrays = call.arrays
-
-        def make():
-            b = kernels.matmul_n_bits_interleave(np.ascontiguousarray(arrays["b"]), n_threads)
-            return (b, *parameters(arrays))
-
+    def kept(call, key, make):
+        """``make()``, kept under ``key`` for a compiled B (``call.packed``)."""
         if call.packed is None:
             return make()
-        return call.packed.get(("B and its parameters by panels", variant), make)
+        return call.packed.get((key, variant), make)
 
-    def level_four_weights(call, weights, n_threads):
-        """The weights as the level-4 kernels read them: 4-bit codes in their
-        own layout where the kernels have one (made once for a compiled B)."""
+    def interleaved(call, n_threads):
+        return kernels.matmul_n_bits_interleave(np.ascontiguousarray(call.arrays["b"]),
+                                                n_threads)
+
+    def float_weights(call, n_threads):
+        """B interleaved, as the float rule's kernels read it."""
+        return kept(call, "B by panels", lambda: interleaved(call, n_threads))
+
+    def level_four_weights(call, n_threads):
+        """B as the level-4 kernels read it: 4-bit codes in their own layout
+        where the kernels have one (the interleaved copy it is made from then
+        not kept: a compiled B that only meets the level-4 rule is held
+        once), else interleaved."""
         if bits != 4 or not kernels.LEVEL_FOUR_QUADS:
-            return weights
-        if call.packed is None:
-            return kernels.matmul_n_bits_quads(weights, n_threads)
-        return call.packed.get(("level-4 codes as quads", variant),
-                               lambda: kernels.matmul_n_bits_quads(weights, n_threads))
+            return float_weights(call, n_threads)
+        return kept(call, "level-4 codes as quads", lambda: kernels.matmul_n_bits_quads(
+            interleaved(call, n_threads), n_threads))
 
     def run(call, out, n_threads):
         arrays = call.arrays
@@ -91,16 +95,17 @@ def prepare(call, variant=None):
             target[...] = 0 if bias32 is None else bias32
         else:
             rows = np.ascontiguousarray(np.asarray(arrays["a"]).reshape(-1, k), np.float32)
-            weights, zeros, scales, integer_zeros = operands(call, n_threads)
+            zeros, scales, integer_zeros = kept(call, "parameters by panels",
+                                                lambda: parameters(arrays))
             if takes_int8_rule(rows, arrays["zero_points"], block_size, level):
                 codes, a_scales, a_sums = quantize_a_blocks(rows, block_size)
                 kernels.matmul_n_bits_int8(codes, a_scales, a_sums,
-                                           level_four_weights(call, weights, n_threads),
+                                           level_four_weights(call, n_threads),
                                            integer_zeros, scales, bias32, n, bits,
                                            block_size, target, n_threads)
             else:
-                kernels.matmul_n_bits(rows, weights, zeros, scales, bias32, n, bits,
-                                      block_size, target, n_threads)
+                kernels.matmul_n_bits(rows, float_weights(call, n_threads), zeros, scales,
+                                      bias32, n, bits, block_size, target, n_threads)
         if target is not result:
             result[...] = target  # one rounding, from float32 to A's type
         return out

@@ -350,7 +350,9 @@ def matmul_n_bits_int8(const int8_t[:, ::1] codes, const float[:, ::1] a_scales,
     """out (M x N) by the level-4 rule (include/qops_matmul_n_bits.h): A as
     int8 codes per block (M x k_blocks * block_size) with each block's scale
     and sum of codes; zeros: integer zero points as bytes, (panels,
-    k_blocks * 16)."""
+    k_blocks * 16).  4-bit panels must be in level 4's layout
+    (matmul_n_bits_quads) where LEVEL_FOUR_QUADS is true, interleaved
+    elsewhere."""
     cdef NBitsInt8Product job
     cdef const float[::1] bias_view
     cdef Py_ssize_t groups = (codes.shape[0] + NBITS_ROWS - 1) // NBITS_ROWS

@@ -90,7 +90,8 @@ static inline void qops_erf_float32(const float* x, float* out, ptrdiff_t count)
 /* The erf form of GELU as a model writes it, Div -> Erf -> Add -> Mul by x
    -> Mul: out = (x * (erf(x / divisor) + addend)) * factor, each step
    rounded as the nodes round it (a product or sum of two values is the
-   same in either order), in blocks that stay in L1. */
+   same in either order), in blocks that stay in L1.  out must not be x:
+   each block's x is read again after out holds its erf. */
 #define QOPS_GELU_BLOCK 1024
 
 static inline void qops_gelu_float32(const float* x, float* out, ptrdiff_t count, float divisor,

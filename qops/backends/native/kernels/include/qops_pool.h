@@ -59,8 +59,8 @@ static long qops_pool_jobs;             /* jobs published to the workers */
 /* Holds taken (qops_pool_hold): while there is one, idle workers spin on
    instead of sleeping.  A model session takes one for its run: its steps
    come microseconds apart, some single-threaded NumPy between them, and a
-   worker woken from its sleep joins a job tens of microseconds late, when
-   the caller has done most of it alone. */
+   worker woken from its sleep joins a job late, when the caller has done
+   much of it alone (docs/performance_notes.rst). */
 static int qops_pool_holds;             /* atomic */
 static long qops_pool_worker_tasks;     /* atomic: tasks the workers ran */
 
@@ -101,8 +101,11 @@ static void* qops_pool_worker(void* unused) {
             pthread_mutex_lock(&qops_pool_lock);
             while (!(qops_pool_open && qops_pool_generation != seen
                      && qops_pool_joined < qops_pool_wanted)) {
-                if (qops_pool_generation != seen && !qops_pool_open) {
-                    seen = qops_pool_generation;  /* a job closed before we came */
+                if (qops_pool_generation != seen
+                    && (!qops_pool_open || qops_pool_joined >= qops_pool_wanted)) {
+                    /* A job closed before we came, or with all the workers
+                       it wants: not ours to join. */
+                    seen = qops_pool_generation;
                     if (__atomic_load_n(&qops_pool_holds, __ATOMIC_RELAXED) > 0)
                         break;  /* held: spin for the next one */
                 }
@@ -221,11 +224,15 @@ static void qops_run_tasks(qops_task task, void* context, ptrdiff_t count, int t
 #endif
 
 /* Take (+1) or give back (-1) a hold on the idle workers' spinning;
-   returns the holds then taken.  Only a count: a child after a fork starts
-   with none, and the holds its parent's code gives back there leave it
-   at none or below, which holds nothing. */
+   returns the holds then taken.  Never below none: a child after a fork
+   starts with none, and gives back there the holds its parent's code took. */
 int qops_pool_hold(int delta) {
-    return __atomic_add_fetch(&qops_pool_holds, delta, __ATOMIC_RELAXED);
+    int held = __atomic_load_n(&qops_pool_holds, __ATOMIC_RELAXED), next;
+    do {
+        next = held + delta < 0 ? 0 : held + delta;
+    } while (!__atomic_compare_exchange_n(&qops_pool_holds, &held, next, 0, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return next;
 }
 
 /* The default thread count of calls that do not give one: set by
