@@ -34,6 +34,7 @@ import qops as api
 from qops.errors import QopsError, UnsupportedError
 from qops.onnx import _nodes
 from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
+from qops.onnx._numpy_ops import native_tables
 from qops.registry import dtypes as _dtypes
 
 _BYTES = (np.dtype(np.uint8), np.dtype(np.int8))
@@ -740,7 +741,7 @@ class Matcher:
         Mul(., c''), with constant float32 scalars and float32 x, as one call
         that makes each step as the nodes do (tables.gelu_float32): one pass
         over x instead of five."""
-        native = _native_tables()
+        native = native_tables()
         if native is None or len(node.input) != 1 or len(node.output) != 1:
             return None
         div_index, div = self.sole_producer(node.input[0], index)
@@ -802,15 +803,6 @@ class Matcher:
         if value is None or value.dtype != np.float32 or value.ndim > 1:
             return None
         return value
-
-
-def _native_tables():
-    """:mod:`qops.backends.native.tables` where the kernels are built, else None."""
-    try:
-        from qops.backends.native import tables
-    except ImportError:
-        return None
-    return tables if tables.built() else None
 
 
 def _literal(inputs, output, function):

@@ -19,6 +19,16 @@ import math
 import numpy as np
 
 
+def native_tables():
+    """:mod:`qops.backends.native.tables` where the compiled kernels are
+    built, else None (the NumPy statements then run alone)."""
+    try:
+        from qops.backends.native import tables
+    except ImportError:
+        return None
+    return tables if tables.built() else None
+
+
 def _lowest(dtype):
     """The value a padded MaxPool position takes: below every element."""
     if np.issubdtype(dtype, np.integer):
@@ -257,11 +267,8 @@ def _erf_float32(x):
     """:func:`erf_float32`'s approximation on the compiled kernels where they
     are built (:func:`qops.backends.native.tables.erf_float32`, its own
     exponential within the same bound), else in NumPy."""
-    try:
-        from qops.backends.native import tables
-    except ImportError:
-        return erf_float32(x)
-    return tables.erf_float32(x) if tables.built() else erf_float32(x)
+    tables = native_tables()
+    return erf_float32(x) if tables is None else tables.erf_float32(x)
 
 
 def erf(node, attributes, opset):
@@ -349,11 +356,8 @@ def _native_layer_normalization(x, scale, bias, start):
     if bias is not None and (np.asarray(bias).dtype != np.float32
                              or not _one_per_column(x, bias, start)):
         return None
-    try:
-        from qops.backends.native import tables
-    except ImportError:
-        return None
-    return tables.layer_normalization if tables.built() else None
+    tables = native_tables()
+    return None if tables is None else tables.layer_normalization
 
 
 def layer_normalization(node, attributes, opset):

@@ -83,6 +83,7 @@ import numpy as np
 import qops as api  # the public operator functions
 from qops import reference
 from qops.errors import DTypeValidationError, ValidationError
+from qops.onnx._numpy_ops import native_tables
 
 __all__ = [
     "lookup_table", "apply_lookup_table", "leaky_relu", "logistic", "requantize_table",
@@ -260,7 +261,8 @@ def lookup_table(function, x_scale, x_zero_point, y_scale, y_zero_point, dtype):
 def apply_lookup_table(x, table):
     """``table`` looked up with each element's raw byte (shape of ``x``)."""
     x = np.asarray(x)
-    native = _native_tables()
+    # Where built, the kernels read the tables made here: the same bytes.
+    native = native_tables()
     if native is not None and x.size >= _NATIVE_LOOKUP_MIN_SIZE:
         return native.lookup(x, table)
     return table[x.view(np.uint8).reshape(-1)].reshape(x.shape)
@@ -270,16 +272,6 @@ def apply_lookup_table(x, table):
 #: the compiled kernels where they are built; below, NumPy's call costs less.
 _NATIVE_LOOKUP_MIN_SIZE = 1024
 
-
-def _native_tables():
-    """:mod:`qops.backends.native.tables` where the kernels are built, else
-    None (the NumPy statements here then run alone).  Both give the same
-    bytes: the kernels read the tables these functions make."""
-    try:
-        from qops.backends.native import tables
-    except ImportError:
-        return None
-    return tables if tables.built() else None
 
 
 def leaky_relu(alpha):
@@ -469,7 +461,7 @@ def qlinear_softmax(x, x_scale, y_scale, y_zero_point=None, *, axis=-1, opset=13
               given=table.shape)
     multiplier = float(np.floor(np.divide(np.float32(1), y_scale, dtype=np.float32)))
     rows = moved.reshape(-1, reduce_size)
-    native = _native_tables()
+    native = native_tables()
     # The kernel takes finite tables and multipliers (the NumPy statement
     # here covers a table given with infinities, or a subnormal y_scale).
     if (native is not None and x.size >= _NATIVE_LOOKUP_MIN_SIZE and math.isfinite(multiplier)
@@ -602,7 +594,7 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
             return apply_lookup_table(a, row).reshape(shape)
         row = _mul_values(a.reshape(1), _ALL_BYTES[a.dtype], zero_points, multiplier)
         return apply_lookup_table(b, row).reshape(shape)
-    native = _native_tables()
+    native = native_tables()
     if (native is not None and a.shape == b.shape == shape and size >= _MUL_COMPUTED_MIN_SIZE
             and np.isfinite(multiplier)):
         return native.mul(a, b, zero_points, multiplier)
