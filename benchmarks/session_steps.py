@@ -17,20 +17,21 @@ import time
 import numpy as np
 
 from qops.onnx import InferenceSession, examples
-from qops.threads import threads_in_context
+from qops.threads import threads_in_context, workers_kept_spinning
 
 
 def step_times(session, feeds, rounds, n_threads):
     """The best time of each of the session's steps over ``rounds`` runs.
 
     Reads the session's prepared program (its constants and the feeds'
-    checks are the session's own), as :meth:`InferenceSession.run` does."""
+    checks are the session's own) and keeps the pool's workers spinning, as
+    :meth:`InferenceSession.run` does."""
     program = session._program
     best = [float("inf")] * len(program)
     for _ in range(rounds):
         values = dict(session._constants_env)
         values.update(session._checked_feeds(feeds))
-        with threads_in_context(n_threads):
+        with threads_in_context(n_threads), workers_kept_spinning(n_threads > 1):
             for index, (arguments_of, call, outputs, _, _) in enumerate(program):
                 start = time.perf_counter()
                 results = call(arguments_of(values), n_threads)

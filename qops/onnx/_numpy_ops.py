@@ -96,6 +96,16 @@ def max_pool(node, attributes, opset):
                  in zip(ends, needed, begins, x.shape[2:])]
         if not all(outputs):
             return [np.empty(x.shape[:2] + tuple(outputs), x.dtype)]
+        tables = native_tables()
+        if (tables is not None and rank <= 2 and x.dtype in (np.uint8, np.int8)
+                and min(begins) >= 0):
+            # The kernels' planes are 2-D: a 1-D pooling is one of height 1.
+            ones = (1,) * (2 - rank)
+            y = tables.max_pool_bytes(x.reshape(x.shape[:2] + ones + x.shape[2:]),
+                                      ones + tuple(kernel), ones + strides, ones + dilations,
+                                      (0,) * (2 - rank) + tuple(begins),
+                                      ones + tuple(outputs))
+            return [y.reshape(x.shape[:2] + tuple(outputs))]
         # Bytes compare as uint8: int8 with its sign bit flipped keeps its order.
         flip = x.dtype == np.int8
         paired = x.dtype in (np.uint8, np.int8) and strides[-1] == 2 and dilations[-1] == 1

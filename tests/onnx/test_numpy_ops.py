@@ -27,7 +27,8 @@ def _reference(node, arguments, opset=21):
 
 def _max_pool_by_definition(x, kernel, strides, dilations, pads, auto_pad, ceil_mode):
     """ONNX's MaxPool, position by position: the largest element of each
-    window that lies inside X (padding never wins).  onnx.reference's own
+    window that lies inside X (padding never wins; a window with nothing
+    inside takes the padding's value, below every element).  onnx.reference's own
     MaxPool mishandles asymmetric pads and SAME padding with strides, so the
     statement is written here."""
     rank = len(kernel)
@@ -57,8 +58,15 @@ def _max_pool_by_definition(x, kernel, strides, dilations, pads, auto_pad, ceil_
             start = o * strides[axis] - begins[axis]
             taps.append([start + t * dilations[axis] for t in range(kernel[axis])
                          if 0 <= start + t * dilations[axis] < sizes[axis]])
+        index = (slice(None), slice(None)) + position
+        if not all(taps):
+            # No tap inside (dilated taps can step over a small image): the
+            # padding's value, below every element.
+            out[index] = (np.iinfo(x.dtype).min if np.issubdtype(x.dtype, np.integer)
+                          else -np.inf)
+            continue
         window = x[(slice(None), slice(None)) + np.ix_(*taps)]
-        out[(slice(None), slice(None)) + position] = window.reshape(x.shape[:2] + (-1,)).max(-1)
+        out[index] = window.reshape(x.shape[:2] + (-1,)).max(-1)
     return out
 
 
@@ -90,6 +98,76 @@ def test_max_pool_is_onnx_s_definition(data, dtype, rank, auto_pad, ceil_mode):
     expected = _max_pool_by_definition(x, kernel, strides, dilations, pads, auto_pad, ceil_mode)
     assert actual.dtype == expected.dtype
     np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+@given(data=st.data(), dtype=st.sampled_from([np.uint8, np.int8]))
+def test_the_max_pool_kernel_is_onnx_s_definition(variant, data, dtype):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    kernel = [data.draw(st.integers(1, 4)) for _ in range(2)]
+    strides = [data.draw(st.integers(1, 3)) for _ in range(2)]
+    dilations = [data.draw(st.integers(1, 3)) for _ in range(2)]
+    # Planes from empty (every window in the padding) to wider than a vector.
+    sizes = [data.draw(st.integers(0, 70)) for _ in range(2)]
+    pads = [data.draw(st.integers(0, (k - 1) * d)) for k, d in zip(kernel * 2, dilations * 2)]
+    ceil_mode = data.draw(st.booleans())
+    begins, _, outputs = _numpy_ops._pool_geometry(sizes, kernel, strides, dilations, pads,
+                                                   "NOTSET", ceil_mode)
+    if not all(outputs):
+        return
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, (2, 3, *sizes), dtype=dtype)
+    actual = tables.max_pool_bytes(x, kernel, strides, dilations, begins, outputs,
+                                   n_threads=data.draw(st.integers(1, 3)), variant=variant)
+    if 0 in sizes:
+        expected = np.full(x.shape[:2] + tuple(outputs), info.min, dtype)
+    else:
+        expected = _max_pool_by_definition(x, kernel, strides, dilations, pads, "NOTSET",
+                                           ceil_mode)
+    assert actual.dtype == dtype
+    np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+def test_the_max_pool_kernel_does_not_depend_on_the_thread_count(variant):
+    # 64 planes of 112 x 112, as ResNet-50's stem pools: the planes shared out.
+    x = np.random.default_rng(5).integers(0, 256, (1, 64, 112, 112), dtype=np.uint8)
+    runs = [tables.max_pool_bytes(x, (3, 3), (2, 2), (1, 1), (1, 1), (56, 56),
+                                  n_threads=n_threads, variant=variant)
+            for n_threads in (1, 2, 3)]
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    np.testing.assert_array_equal(
+        runs[0], _max_pool_by_definition(x, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "NOTSET",
+                                         False))
+
+
+@given(data=st.data(), dtype=st.sampled_from([np.uint8, np.int8]),
+       rank=st.sampled_from([1, 2]))
+def test_max_pool_of_bytes_in_numpy_alone_is_onnx_s_definition(monkeypatch_tables, data,
+                                                                dtype, rank):
+    # Where the kernels are not built, the NumPy statement pools bytes.
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    kernel = [data.draw(st.integers(1, 3)) for _ in range(rank)]
+    strides = [data.draw(st.integers(1, 3)) for _ in range(rank)]
+    sizes = [data.draw(st.integers(k, 12)) for k in kernel]
+    pads = [data.draw(st.integers(0, k - 1)) for k in kernel * 2]
+    info = np.iinfo(dtype)
+    x = rng.integers(info.min, info.max + 1, (2, 3, *sizes), dtype=dtype)
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=kernel, strides=strides,
+                            pads=pads)
+    (actual,) = _numpy_ops.max_pool(node, attribute_values(node), 21)([x])
+    np.testing.assert_array_equal(
+        actual, _max_pool_by_definition(x, kernel, strides, (1,) * rank, pads, "NOTSET", False))
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_tables():
+    """_numpy_ops without the compiled kernels (as where they are not built)."""
+    patch = pytest.MonkeyPatch()
+    patch.setattr(_numpy_ops, "native_tables", lambda: None)
+    yield
+    patch.undo()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8])

@@ -1,6 +1,7 @@
 """onnxruntime's QOperator tables on the compiled kernels (byte lookups and
-QLinearSoftmax's rows), QLinearMul of two tensors of one shape, and float32
-erf and LayerNormalization for a model session's Erf and LayerNormalization.
+QLinearSoftmax's rows), QLinearMul of two tensors of one shape, float32
+erf and LayerNormalization for a model session's Erf and LayerNormalization,
+and MaxPool of bytes for its MaxPool.
 
 :mod:`qops.onnx._qoperator` states each node's rule in NumPy, makes its
 table by that rule, and calls these where the kernels are built (NumPy's
@@ -34,7 +35,7 @@ def _built(variant):
         return False
     return all(hasattr(module, name)
                for name in ("lookup_bytes", "mul_bytes", "softmax_rows", "erf_float32",
-                            "gelu_float32", "layer_normalization_rows"))
+                            "gelu_float32", "layer_normalization_rows", "max_pool_bytes"))
 
 
 def lookup(first, table, second=None, *, n_threads=None, variant=None):
@@ -125,4 +126,22 @@ def gelu_float32(x, divisor, addend, factor, *, n_threads=None, variant=None):
     out = np.empty(x.shape, np.float32)
     module.gelu_float32(x.reshape(-1), out.reshape(-1), np.float32(divisor),
                         np.float32(addend), np.float32(factor), resolve_threads(n_threads))
+    return out
+
+
+def max_pool_bytes(x, kernel, strides, dilations, start_padding, outputs, *, n_threads=None,
+                   variant=None):
+    """The 2-D MaxPool of the uint8 or int8 tensor ``x`` (N x C x H x W): windows
+    of ``kernel`` taps ``dilations`` apart, ``strides`` apart, starting
+    ``start_padding`` before the image, ``outputs`` (height, width) of them;
+    positions outside the image take no part, and a window with none inside
+    gives the dtype's lowest value.  A new array of x's dtype."""
+    module = _simd.quantize_module(variant)
+    x = np.ascontiguousarray(x)
+    out = np.empty(x.shape[:2] + tuple(outputs), x.dtype)
+    planes = x.shape[0] * x.shape[1]
+    module.max_pool_bytes(x.view(np.uint8).reshape(planes, *x.shape[2:]),
+                          out.view(np.uint8).reshape(planes, *out.shape[2:]),
+                          tuple(kernel), tuple(strides), tuple(dilations),
+                          tuple(start_padding), x.dtype == np.int8, resolve_threads(n_threads))
     return out
