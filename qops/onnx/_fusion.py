@@ -32,7 +32,7 @@ import numpy as np
 
 import qops as api
 from qops.errors import QopsError, UnsupportedError
-from qops.onnx import _nodes
+from qops.onnx import _nodes, _numpy_ops
 from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
 from qops.onnx._numpy_ops import native_tables
 from qops.registry import dtypes as _dtypes
@@ -227,6 +227,8 @@ class Matcher:
                 group = self._weight_only_matmul(index, node)
             elif _is(node, "Erf"):
                 group = self._gelu(index, node)
+            elif _is(node, "Softmax"):
+                group = self._scaled_softmax(index, node)
             if group is not None:
                 self.claimed |= group.consumed
                 found.append(group)
@@ -779,6 +781,34 @@ class Matcher:
         consumed = {div_index, index, add_index, times_index, last_index}
         return Group("qops Gelu (fused)", max(consumed), frozenset(consumed), [x],
                      [last.output[0]], call, f"{last.name or 'Mul'} (qops Gelu (fused))")
+
+    def _scaled_softmax(self, index, node):
+        """Div(x, c) or Mul(x, c) -> Softmax, with a constant float32 c of one
+        value and float32 x (attention's scaled scores), as one call
+        (:func:`qops.onnx._numpy_ops.softmax` with the step before it): the
+        kernels divide or multiply as they read x, where two passes over the
+        scores and a buffer of them would be."""
+        if native_tables() is None or len(node.input) != 1 or len(node.output) != 1:
+            return None
+        scale_index, scale = self.sole_producer(node.input[0], index)
+        if not (_is(scale, "Div") or _is(scale, "Mul")) or len(scale.input) != 2:
+            return None
+        x, constant = scale.input[0], self._single_float32(scale.input[1])
+        if constant is None and _is(scale, "Mul"):
+            x, constant = scale.input[1], self._single_float32(scale.input[0])
+        if constant is None or self.graph.types.get(x) != np.float32:
+            return None
+        run = _numpy_ops.softmax(node, attribute_values(node), self.graph.opset(node),
+                                 before=(scale.op_type, constant))
+        if run is None:
+            return None
+
+        def call(arguments, n_threads):
+            return run(arguments)
+
+        consumed = {scale_index, index}
+        return Group("qops Softmax (fused)", index, frozenset(consumed), [x], [node.output[0]],
+                     call, f"{node.name or 'Softmax'} (qops Softmax (fused))")
 
     def sole_producer_of_reader(self, name, producer_index):
         """The one node reading ``name`` (made by ``producer_index``)."""

@@ -306,7 +306,7 @@ def erf(node, attributes, opset):
 
 # -- Softmax and LayerNormalization ---------------------------------------------------------
 
-def softmax(node, attributes, opset):
+def softmax(node, attributes, opset, before=None):
     """Softmax: ``exp(x - max) / sum(exp(x - max))`` along ``axis`` (from
     opset 13, default -1), or over the sizes from ``axis`` on taken as one
     (before 13, default 1), in x's type, computed in one buffer.
@@ -315,14 +315,28 @@ def softmax(node, attributes, opset):
     which makes the results equal for opset 13 on; onnx.reference applies the
     opset-13 rule at every opset, qops the earlier opsets' own.  With the
     opset unknown (None) the node is declined.
+
+    float32 along the last axis goes to the compiled kernels where they are
+    built (:func:`qops.backends.native.tables.softmax_float32`): the same
+    steps with an exponential of their own and the sum in float64, within 3
+    units in the last place of the exact softmax of ``x - max`` (NumPy's own
+    steps reach 8 there, a float32 sum of 128 values taking most of them).
+
+    ``before`` is a Div or Mul node's step taken in, ``("Div", c)`` or
+    ``("Mul", c)`` with ``c`` a constant of one value: the softmax of
+    ``x / c`` or ``x * c``, the quotient or product rounded as NumPy rounds it
+    (so as those nodes make it), in the shape the two broadcast to.
     """
     if opset is None or len(node.output) != 1:
         return None
     single_axis = opset >= 13
     axis = attributes.get("axis", -1 if single_axis else 1)
+    operation, constant = before or (None, None)
 
     def run(arguments):
         x = np.asarray(arguments[0])
+        if operation is not None:
+            x = x.reshape(np.broadcast_shapes(x.shape, constant.shape))
         if x.dtype.kind != "f":
             raise TypeError(f"Softmax takes floating-point tensors, not {x.dtype}")
         if x.ndim == 0:
@@ -334,8 +348,18 @@ def softmax(node, attributes, opset):
         else:  # the sizes from axis on as one axis
             view = x.reshape(int(np.prod(x.shape[:axis % x.ndim], dtype=np.int64)), -1)
             along = 1
+        tables = native_tables()
+        if (tables is not None and x.size and x.dtype == np.float32
+                and along % view.ndim == view.ndim - 1
+                and (operation is None or constant.dtype == np.float32)):
+            scalar = None if operation is None else constant.reshape(())
+            return [tables.softmax_float32(
+                view, divisor=scalar if operation == "Div" else None,
+                multiplier=scalar if operation == "Mul" else None).reshape(x.shape)]
+        if operation is not None:
+            view = (np.divide if operation == "Div" else np.multiply)(view, constant.reshape(()))
         if x.size == 0:
-            return [x.copy()]
+            return [view.reshape(x.shape).copy()]
         y = np.subtract(view, view.max(axis=along, keepdims=True))
         np.exp(y, out=y)
         np.divide(y, y.sum(axis=along, keepdims=True), out=y)

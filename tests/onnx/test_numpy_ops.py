@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -17,6 +18,12 @@ from qops.backends.native import tables  # noqa: E402
 from qops.backends.native import variants as _simd  # noqa: E402
 from qops.onnx import _numpy_ops  # noqa: E402
 from qops.onnx._graph import attribute_values  # noqa: E402
+
+
+def _without_kernels():
+    """_numpy_ops as where the compiled kernels are not built (NumPy's steps
+    alone), for the ``with`` block."""
+    return mock.patch.object(_numpy_ops, "native_tables", lambda: None)
 
 
 def _reference(node, arguments, opset=21):
@@ -144,8 +151,7 @@ def test_the_max_pool_kernel_does_not_depend_on_the_thread_count(variant):
 
 @given(data=st.data(), dtype=st.sampled_from([np.uint8, np.int8]),
        rank=st.sampled_from([1, 2]))
-def test_max_pool_of_bytes_in_numpy_alone_is_onnx_s_definition(monkeypatch_tables, data,
-                                                                dtype, rank):
+def test_max_pool_of_bytes_in_numpy_alone_is_onnx_s_definition(data, dtype, rank):
     # Where the kernels are not built, the NumPy statement pools bytes.
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
     kernel = [data.draw(st.integers(1, 3)) for _ in range(rank)]
@@ -156,18 +162,10 @@ def test_max_pool_of_bytes_in_numpy_alone_is_onnx_s_definition(monkeypatch_table
     x = rng.integers(info.min, info.max + 1, (2, 3, *sizes), dtype=dtype)
     node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=kernel, strides=strides,
                             pads=pads)
-    (actual,) = _numpy_ops.max_pool(node, attribute_values(node), 21)([x])
+    with _without_kernels():
+        (actual,) = _numpy_ops.max_pool(node, attribute_values(node), 21)([x])
     np.testing.assert_array_equal(
         actual, _max_pool_by_definition(x, kernel, strides, (1,) * rank, pads, "NOTSET", False))
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_tables():
-    """_numpy_ops without the compiled kernels (as where they are not built)."""
-    patch = pytest.MonkeyPatch()
-    patch.setattr(_numpy_ops, "native_tables", lambda: None)
-    yield
-    patch.undo()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.uint8])
@@ -316,17 +314,96 @@ def test_erf_node_of_float64_is_math_erf():
 @given(data=st.data(), rank=st.integers(1, 4), with_axis=st.booleans(),
        dtype=st.sampled_from([np.float32, np.float64]), opset=st.sampled_from([13, 21]))
 def test_softmax_against_onnx_reference(data, rank, with_axis, dtype, opset):
-    """From opset 13 the steps are onnx.reference's own: within 2 ulp (they
-    agree exactly where both run NumPy's same reductions)."""
+    """From opset 13 NumPy's steps (without the kernels) are onnx.reference's
+    own: within 2 ulp (they agree exactly where both run NumPy's same
+    reductions)."""
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
     shape = tuple(data.draw(st.integers(1, 6)) for _ in range(rank))
     x = (rng.normal(0, data.draw(st.sampled_from([0.1, 3.0, 30.0])), shape)).astype(dtype)
     attributes = {"axis": data.draw(st.integers(-rank, rank - 1))} if with_axis else {}
     node = helper.make_node("Softmax", ["x"], ["y"], **attributes)
     (expected,) = _reference(node, [x], opset)
-    (actual,) = _numpy_ops.softmax(node, attribute_values(node), opset)([x])
+    with _without_kernels():
+        (actual,) = _numpy_ops.softmax(node, attribute_values(node), opset)([x])
     assert actual.dtype == x.dtype and actual.shape == x.shape
     np.testing.assert_allclose(actual, expected, rtol=2 * np.finfo(dtype).eps, atol=0)
+
+
+#: The bound the tests hold the softmax kernel to, in units of the float32
+#: spacing at the exact softmax of the float32 differences x - max (2.6 seen
+#: on rows of 128; NumPy's own steps reach 8 there).
+SOFTMAX_ULP_BOUND = 3.0
+
+
+def _softmax_ulp_errors(y, x):
+    """|y - softmax(x)| in units of the float32 spacing at the exact value,
+    per element: the exact softmax in float64 of the differences x - max as
+    float32 rounds them (the first step of every statement)."""
+    differences = (x - x.max(axis=-1, keepdims=True)).astype(np.float64)
+    exponentials = np.exp(differences)
+    exact = exponentials / exponentials.sum(axis=-1, keepdims=True)
+    spacing = np.spacing(exact.astype(np.float32)).astype(np.float64)
+    return np.abs(y.astype(np.float64) - exact) / spacing
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+@given(data=st.data())
+def test_the_softmax_kernel_is_within_its_bound_of_the_exact_softmax(variant, data):
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    # Rows around the lanes' width; spreads from nearly flat to most values
+    # underflowing (subnormal and zero results).
+    shape = (data.draw(st.integers(1, 40)), data.draw(st.integers(1, 300)))
+    x = rng.normal(0, data.draw(st.sampled_from([0.01, 1.0, 5.0, 30.0, 200.0])),
+                   shape).astype(np.float32)
+    operation = data.draw(st.sampled_from([None, "divisor", "multiplier"]))
+    constant = np.float32(data.draw(st.sampled_from([8.0, 0.125, 3.0, 1e-3])))
+    keywords = {} if operation is None else {operation: constant}
+    y = tables.softmax_float32(x, **keywords, n_threads=data.draw(st.integers(1, 3)),
+                               variant=variant)
+    scaled = (x if operation is None else x / constant if operation == "divisor"
+              else x * constant)
+    assert y.dtype == np.float32 and y.shape == x.shape
+    assert _softmax_ulp_errors(y, scaled).max() <= SOFTMAX_ULP_BOUND
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+def test_the_softmax_kernel_takes_nan_and_infinities_as_numpy_s_steps(variant):
+    rows = np.array([[np.nan, 0, 1, 2], [np.inf, 0, -np.inf, 1], [-np.inf] * 4,
+                     [-np.inf, -np.inf, 0, 0], [np.inf, np.inf, 0, 0], [0, -0.0, 0, 0],
+                     [3.4e38, -3.4e38, 0, 1], [-1e30, 0, 0, -200]], np.float32)
+    with np.errstate(invalid="ignore"):
+        differences = rows - rows.max(axis=-1, keepdims=True)
+        exponentials = np.exp(differences)
+        expected = exponentials / exponentials.sum(axis=-1, keepdims=True)
+    got = tables.softmax_float32(rows, variant=variant)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))
+    finite = ~np.isnan(expected)
+    np.testing.assert_array_equal(got[finite] == 0, expected[finite] == 0)
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+def test_the_softmax_kernel_does_not_depend_on_the_thread_count(variant):
+    x = np.random.default_rng(6).normal(0, 4, (12 * 128, 128)).astype(np.float32)
+    runs = [tables.softmax_float32(x, divisor=np.float32(8), n_threads=n, variant=variant)
+            for n in (1, 2, 3)]
+    assert np.array_equal(runs[0].view(np.uint32), runs[1].view(np.uint32))
+    assert np.array_equal(runs[0].view(np.uint32), runs[2].view(np.uint32))
+
+
+@given(data=st.data(), opset=st.sampled_from([11, 13, 21]))
+def test_softmax_of_float32_along_the_last_axis_is_within_the_bound(data, opset):
+    """The node's float32 softmax over the trailing values (the kernels' where
+    built, else NumPy's steps) against the exact softmax of x - max."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    rows = data.draw(st.integers(1, 20))
+    length = data.draw(st.integers(1, 200))
+    x = rng.normal(0, data.draw(st.sampled_from([0.1, 3.0, 30.0])), (rows, length)).astype(
+        np.float32)
+    node = helper.make_node("Softmax", ["x"], ["y"], axis=1 if opset < 13 else -1)
+    (actual,) = _numpy_ops.softmax(node, attribute_values(node), opset)([x])
+    bound = SOFTMAX_ULP_BOUND if tables.built() else 12.0
+    assert _softmax_ulp_errors(actual, x).max() <= bound
 
 
 @pytest.mark.parametrize("axis", [None, 0, 1, 2, -1, -2])

@@ -991,3 +991,83 @@ def test_gelu_with_constants_of_one_value_and_more_dimensions_keeps_the_nodes_sh
     (want,) = qops.onnx.InferenceSession(model, fuse=False).run(None, {"x": x})
     assert got.shape == want.shape == (1, 3, 700)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _scaled_softmax_model(operation="Div", order="as exported", shared_output=False,
+                          constant=8.0, axis=None, opset=17):
+    """x -> Div(x, c) or Mul(x, c) -> Softmax -> y: attention's scaled scores."""
+    scaled = ["c", "x"] if order == "swapped" else ["x", "c"]
+    attributes = {} if axis is None else {"axis": axis}
+    nodes = [helper.make_node(operation, scaled, ["scaled"], name="scale"),
+             helper.make_node("Softmax", ["scaled"], ["y"], name="softmax", **attributes)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if shared_output:
+        outputs.append(helper.make_tensor_value_info("scaled", TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        nodes, "scaled_softmax",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 40, 130])], outputs,
+        [numpy_helper.from_array(np.asarray(constant, np.float32), "c")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _attention_scores(seed):
+    x = np.random.default_rng(seed).normal(0, 20, (2, 3, 40, 130)).astype(np.float32)
+    x[0, 0, 0, :4] = [np.nan, 0.0, 1.0, 2.0]           # a row of NaN
+    x[0, 0, 1, :3] = [np.inf, 0.0, -np.inf]            # +inf: NaN - as NumPy's steps
+    x[0, 0, 2, :] = -np.inf                             # all -inf: NaN
+    x[0, 0, 3, :5] = -np.inf                            # some -inf: zeros there
+    return x
+
+
+@pytest.mark.parametrize("operation, order", [("Div", "as exported"), ("Mul", "as exported"),
+                                              ("Mul", "swapped")])
+def test_scaled_softmax_runs_as_one_step_equal_to_its_nodes_on_the_kernels(operation, order):
+    """Div or Mul by a constant, then Softmax, as one step: the quotient or
+    product rounded as the node rounds it, then the kernel's softmax (the
+    unfused Softmax's too), bit for bit."""
+    _compiled_tables()
+    model = _scaled_softmax_model(operation, order)
+    x = _attention_scores(8)
+    fused = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in fused._steps_list] == ["qops Softmax (fused)"]
+    literal = qops.onnx.InferenceSession(model, fuse=False)
+    assert "qops Softmax (fused)" not in [step.kind for step in literal._steps_list]
+    (got,), (want,) = fused.run(None, {"x": x}), literal.run(None, {"x": x})
+    assert got.shape == want.shape == x.shape
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+    # The special rows as NumPy's steps make them; the rest sums to one.
+    assert np.isnan(got[0, 0, :3]).all()
+    assert (got[0, 0, 3, :5] == 0).all()
+    np.testing.assert_allclose(got[0, 1].sum(-1), 1, rtol=1e-5)
+
+
+@pytest.mark.parametrize("breakage", ["shared output", "vector constant", "constant first"])
+def test_scaled_softmax_nodes_stay_apart_where_fusing_would_change_the_graph(breakage):
+    """A scaled value the graph also outputs, a constant of more than one
+    value, or a Div of the constant by x leaves the nodes as they are."""
+    model = {"shared output": lambda: _scaled_softmax_model(shared_output=True),
+             "vector constant": lambda: _scaled_softmax_model(constant=np.full(130, 8.0)),
+             "constant first": lambda: _scaled_softmax_model(order="swapped")}[breakage]()
+    session = qops.onnx.InferenceSession(model)
+    assert "qops Softmax (fused)" not in [step.kind for step in session._steps_list]
+    x = np.random.default_rng(5).normal(0, 2, (2, 3, 40, 130)).astype(np.float32)
+    literal = qops.onnx.InferenceSession(model, fuse=False)
+    for got, want in zip(session.run(None, {"x": x}), literal.run(None, {"x": x})):
+        assert np.array_equal(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("axis, opset", [(1, 11), (2, 17), (-1, 17)])
+def test_scaled_softmax_of_any_axis_and_constant_shape_is_its_nodes(axis, opset):
+    """A softmax over an inner axis (NumPy's steps after the quotient), over
+    the sizes from axis on (before opset 13), and a constant of one value with
+    more dimensions (the nodes' broadcast shape) give the nodes' results."""
+    _compiled_tables()
+    model = _scaled_softmax_model(constant=np.full((1, 1, 1, 1, 1), 8.0), axis=axis,
+                                  opset=opset)
+    x = np.random.default_rng(9).normal(0, 20, (2, 3, 40, 130)).astype(np.float32)
+    fused = qops.onnx.InferenceSession(model)
+    assert "qops Softmax (fused)" in [step.kind for step in fused._steps_list]
+    (got,) = fused.run(None, {"x": x})
+    (want,) = qops.onnx.InferenceSession(model, fuse=False).run(None, {"x": x})
+    assert got.shape == want.shape == (1, 2, 3, 40, 130)
+    assert np.array_equal(got.view(np.uint32), want.view(np.uint32))

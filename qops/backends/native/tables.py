@@ -1,7 +1,7 @@
 """onnxruntime's QOperator tables on the compiled kernels (byte lookups and
 QLinearSoftmax's rows), QLinearMul of two tensors of one shape, float32
-erf and LayerNormalization for a model session's Erf and LayerNormalization,
-and MaxPool of bytes for its MaxPool.
+erf, LayerNormalization and Softmax for a model session's Erf,
+LayerNormalization and Softmax, and MaxPool of bytes for its MaxPool.
 
 :mod:`qops.onnx._qoperator` states each node's rule in NumPy, makes its
 table by that rule, and calls these where the kernels are built (NumPy's
@@ -35,7 +35,8 @@ def _built(variant):
         return False
     return all(hasattr(module, name)
                for name in ("lookup_bytes", "mul_bytes", "softmax_rows", "erf_float32",
-                            "gelu_float32", "layer_normalization_rows", "max_pool_bytes"))
+                            "gelu_float32", "layer_normalization_rows", "max_pool_bytes",
+                            "softmax_float32_rows"))
 
 
 def lookup(first, table, second=None, *, n_threads=None, variant=None):
@@ -144,4 +145,23 @@ def max_pool_bytes(x, kernel, strides, dilations, start_padding, outputs, *, n_t
                           out.view(np.uint8).reshape(planes, *out.shape[2:]),
                           tuple(kernel), tuple(strides), tuple(dilations),
                           tuple(start_padding), x.dtype == np.int8, resolve_threads(n_threads))
+    return out
+
+
+def softmax_float32(x, *, divisor=None, multiplier=None, n_threads=None, variant=None):
+    """The softmax of float32 ``x`` along its last axis by the steps of
+    :func:`qops.onnx._numpy_ops.softmax` (exp, include/qops_exp.h, and the
+    sums in a fixed order of the kernel's own), after ``x / divisor`` or
+    ``x * multiplier`` (a float32 scalar, rounded as NumPy rounds it) where
+    one is given: a new float32 array of x's shape."""
+    module = _simd.quantize_module(variant)
+    x = np.ascontiguousarray(x, np.float32)
+    out = np.empty(x.shape, np.float32)
+    if x.ndim == 0:
+        raise ValueError("softmax_float32: x is a scalar; it needs an axis")
+    rows = x.reshape(-1, x.shape[-1]) if x.shape[-1] else x.reshape(0, 0)
+    module.softmax_float32_rows(rows, out.reshape(rows.shape),
+                                None if divisor is None else np.float32(divisor),
+                                None if multiplier is None else np.float32(multiplier),
+                                resolve_threads(n_threads))
     return out

@@ -50,7 +50,7 @@ for name in ("qops_gemm_pack_a.h", "qops_gemm_units.h"):
     VARIANTS.append(pytest.param(name, [], ["-mavx2", "-mfma"], id=f"{name}-avx2"))
 # The quantize kernels' helpers as their AVX2 and AVX-512 modules compile them.
 for name in ("qops_quantized_add.h", "qops_quantize_linear.h", "qops_average_pooling.h",
-             "qops_max_pool.h"):
+             "qops_max_pool.h", "qops_softmax.h"):
     VARIANTS.append(pytest.param(name, [], ["-mavx2", "-mfma"], id=f"{name}-avx2"))
     VARIANTS.append(pytest.param(name, [], ["-mavx512f", "-mavx512bw", "-mavx512vl",
                                             "-mavx512dq"], id=f"{name}-avx512"))

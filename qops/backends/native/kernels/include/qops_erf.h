@@ -7,12 +7,10 @@
    |x| clamped to 4 (erf is 1 in float32 from 3.92 on).  Both branches are
    evaluated for every element and blended; the sign is x's; NaN gives NaN.
 
-   The exponential's argument lies in [-17, 2] here (above 0 only in the
-   branch the blend discards): exp(t) = 2^n * e^r with
-   n = rint(t / ln 2), r = t - n ln 2 (ln 2 in two parts, so r is exact to
-   a few ulp), and e^r by its Taylor polynomial of degree 7 (|r| <= 0.35: the
-   truncation is under 1e-8).  Its error is scaled down by erfc(x) <= 0.22 in
-   the result.  Built without contraction, so every step rounds as written. */
+   The exponential (qops_exp.h) has its argument in [-17, 2] here (above 0
+   only in the branch the blend discards); its error is scaled down by
+   erfc(x) <= 0.22 in the result.  Built without contraction, so every step
+   rounds as written. */
 #ifndef QOPS_ERF_H
 #define QOPS_ERF_H
 
@@ -20,38 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "qops_rounding.h"
-
-static inline uint32_t qops_erf_bits(float value) {
-    uint32_t bits;
-    memcpy(&bits, &value, 4);
-    return bits;
-}
-
-static inline float qops_erf_float(uint32_t bits) {
-    float value;
-    memcpy(&value, &bits, 4);
-    return value;
-}
-
-/* e^t for t in [-87, 88]. */
-static inline float qops_erf_exp(float t) {
-    const float log2e = 1.44269504f;
-    const float ln2_high = 0.693145752f;    /* 11 bits: n * ln2_high is exact */
-    const float ln2_low = 1.42860677e-06f;
-    float n = (t * log2e + QOPS_ROUNDING_MAGIC) - QOPS_ROUNDING_MAGIC;
-    float r = (t - n * ln2_high) - n * ln2_low;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    /* 2^n as a float's exponent field: n + 127 is in [1, 254]. */
-    return p * qops_erf_float((uint32_t)((int32_t)n + 127) << 23);
-}
+#include "qops_exp.h"
 
 static inline void qops_erf_float32(const float* x, float* out, ptrdiff_t count) {
     const float small[6] = {0.12837916612625122f, -0.3761255145072937f, 0.11282455176115036f,
@@ -63,8 +30,8 @@ static inline void qops_erf_float32(const float* x, float* out, ptrdiff_t count)
     const float erfc_at_split = 0.215924933552742f;
     for (ptrdiff_t i = 0; i < count; i++) {
         float value = x[i];
-        uint32_t bits = qops_erf_bits(value);
-        float magnitude = qops_erf_float(bits & 0x7fffffffu);
+        uint32_t bits = qops_float_bits(value);
+        float magnitude = qops_bits_float(bits & 0x7fffffffu);
         magnitude = magnitude < 4.0f ? magnitude : 4.0f;   /* NaN becomes 4: restored below */
         float square = magnitude * magnitude;
         float tail = square * small[5];
@@ -80,9 +47,9 @@ static inline void qops_erf_float32(const float* x, float* out, ptrdiff_t count)
         exponent = (exponent + large[2]) * offset;
         exponent = (exponent + large[1]) * offset;
         exponent = (exponent + large[0]) * offset;
-        float result = 1.0f - qops_erf_exp(exponent) * erfc_at_split;
+        float result = 1.0f - qops_exp(exponent) * erfc_at_split;
         result = offset < 0.0f ? tail : result;
-        result = qops_erf_float(qops_erf_bits(result) | (bits & 0x80000000u));
+        result = qops_bits_float(qops_float_bits(result) | (bits & 0x80000000u));
         out[i] = value == value ? result : value;
     }
 }
