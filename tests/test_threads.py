@@ -141,3 +141,53 @@ def test_workers_kept_spinning_counts_holds_that_nest_and_are_given_back():
     assert runs == [1] * 97 and bad == 0
     with pytest.raises(ValueError):
         pool.hold(2)
+
+
+def test_workers_resting_gives_back_this_thread_s_holds_only():
+    """Inside workers_resting the holds this thread took are given back and
+    taken again after (also when the block raises); another thread's hold
+    stays; without holds of its own the block changes nothing."""
+    if not pool.enabled():
+        pytest.skip("this build runs every job on its caller")
+
+    def holds():
+        count = pool.hold(1) - 1
+        pool.hold(-1)
+        return count
+
+    before = holds()
+    with _threads.workers_resting():
+        assert holds() == before
+    with _threads.workers_kept_spinning(), _threads.workers_kept_spinning():
+        assert holds() == before + 2
+        with _threads.workers_resting():
+            assert holds() == before
+            runs, bad = pool.range_coverage(97, 3, 2, spin=2000)
+            assert runs == [1] * 97 and bad == 0
+        assert holds() == before + 2
+        with pytest.raises(RuntimeError), _threads.workers_resting():
+            raise RuntimeError("a product failed")
+        assert holds() == before + 2
+        elsewhere = []
+        thread = threading.Thread(target=lambda: elsewhere.append(holds()))
+        thread.start()
+        thread.join()
+        assert elsewhere == [before + 2]  # the pool's count, this thread's holds in it
+
+    entered, leave = threading.Event(), threading.Event()
+
+    def other_thread():
+        with _threads.workers_kept_spinning():
+            entered.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    entered.wait(10)
+    try:
+        with _threads.workers_resting():
+            assert holds() == before + 1  # the other thread's hold stays
+    finally:
+        leave.set()
+        thread.join()
+    assert holds() == before

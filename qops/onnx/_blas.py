@@ -7,14 +7,20 @@ and can take many times the product's time (docs/benchmarks.rst has the
 figures).  :func:`one_blas_thread` runs a function with
 BLAS on one thread, through threadpoolctl where it is installed (the
 setting is the process's, so it is set and restored around the product
-alone).
+alone).  A product of many matrices (attention's heads) shares them out
+among the call's threads instead, each matrix still one BLAS call on one
+thread (:func:`_shared_matmul`), qops' idle workers resting meanwhile.
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+
+from qops.threads import resolve_threads, workers_resting
 
 _CONTROLLERS = []
 _FOUND = threading.Event()
@@ -77,16 +83,82 @@ def _blas_ready(array):
     return np.ascontiguousarray(array)
 
 
+#: Products of matrices of at least this many multiply-adds in all share
+#: their matrices among threads: below it a hand-over costs more than a
+#: thread saves.
+SHARED_MIN_WORK = 1 << 22
+
+# Python threads for the shared products' other parts, made on first use
+# (and again in a forked child, which has none of them): (pid, executor).
+_HELPERS = [None, None]
+
+
+def _helpers(count):
+    """An executor of at least ``count`` threads, this process's."""
+    with _LOCK:
+        pid, executor = _HELPERS
+        if executor is None or pid != os.getpid() or executor._max_workers < count:
+            executor = ThreadPoolExecutor(max_workers=max(count, 1),
+                                          thread_name_prefix="qops-matmul")
+            _HELPERS[:] = [os.getpid(), executor]
+        return executor
+
+
+def _shared_matmul(a, b, n_threads):
+    """``np.matmul(a, b)`` with the matrices of its first batch axis of more
+    than one shared out in contiguous parts, one part per thread (this one
+    and helpers), each product of a matrix pair the same BLAS call as
+    unshared: the same result, bit for bit, whatever the thread count."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.result_type(a, b))
+    axis = next(index for index, size in enumerate(batch) if size > 1)
+    size = batch[axis]
+    parts = min(n_threads, size)
+    bounds = [size * part // parts for part in range(parts + 1)]
+
+    def part_of(array, start, stop):
+        # The operands' batch axes align with the output's from the right;
+        # an axis of one (or none) broadcasts whole.
+        position = axis - (out.ndim - array.ndim)
+        if position < 0 or array.shape[position] == 1:
+            return array
+        return array[(slice(None),) * position + (slice(start, stop),)]
+
+    def product(start, stop):
+        np.matmul(part_of(a, start, stop), part_of(b, start, stop),
+                  out=part_of(out, start, stop))
+
+    with workers_resting():
+        futures = [_helpers(parts - 1).submit(product, bounds[part], bounds[part + 1])
+                   for part in range(1, parts)]
+        try:
+            product(bounds[0], bounds[1])
+        finally:
+            for future in futures:
+                future.result()
+    return out
+
+
 def matmul(node, attributes, opset):
     """MatMul of float operands: NumPy's, on operands BLAS can read as they
-    are (:func:`_blas_ready`), on one BLAS thread.  Other types go to
-    onnx.reference."""
+    are (:func:`_blas_ready`), on one BLAS thread; a product of many
+    matrices large enough shares them among the call's threads
+    (:func:`_shared_matmul`).  Other types go to onnx.reference."""
 
     def run(arguments):
         a, b = (np.asarray(value) for value in arguments[:2])
         if a.dtype.kind != "f" or b.dtype.kind != "f":
             return [np.matmul(a, b)]
-        return [one_blas_thread(np.matmul, _blas_ready(a), _blas_ready(b))]
+        a, b = _blas_ready(a), _blas_ready(b)
+        n_threads = resolve_threads()
+        # Matrices of one batch shape only: NumPy then makes one BLAS call per
+        # matrix pair, shared out or not (a broadcast operand may be taken as
+        # one larger product instead).
+        if n_threads > 1 and a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:
+            work = a.size * b.shape[-1]
+            if work >= SHARED_MIN_WORK and any(size > 1 for size in a.shape[:-2]):
+                return [one_blas_thread(_shared_matmul, a, b, n_threads)]
+        return [one_blas_thread(np.matmul, a, b)]
 
     return run
 
