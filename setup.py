@@ -50,7 +50,7 @@ def kernel(name, extra_flags=(), package=KERNELS, numpy_headers=False):
 # (_outputs) use NumPy's C API.  The pool is one extension that every kernel
 # module cimports: one per process.
 extensions = [kernel("_platform"), kernel("_qops_pool"), kernel("_small"),
-              kernel("_peak_probes"),
+              kernel("_peak_probes"), kernel("_float_products"),
               kernel("_lean", package="qops.backends.native", numpy_headers=True),
               kernel("_outputs", package="qops.backends.native", numpy_headers=True)]
 rounding_flags = ROUNDING_FLAGS if compiler_accepts(ROUNDING_FLAGS) else []

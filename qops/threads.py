@@ -20,7 +20,7 @@ import os
 from qops.errors import ValidationError
 
 __all__ = ["get_num_threads", "set_num_threads", "resolve_threads", "threads_in_context",
-           "workers_kept_spinning", "workers_resting", "MAX_THREADS"]
+           "workers_kept_spinning", "MAX_THREADS"]
 
 #: More threads than this is a mistake, not a machine (the pool uses at most
 #: 255 workers; OpenMP takes an int).
@@ -31,8 +31,6 @@ _POOL = []
 _unbuilt_setting = [None]
 #: The count of the innermost threads_in_context block, per thread and task.
 _context_setting = contextvars.ContextVar("qops_threads_in_context", default=None)
-#: The holds this thread (or task) has taken by workers_kept_spinning.
-_holds_taken = contextvars.ContextVar("qops_holds_taken", default=0)
 
 
 def _pool():
@@ -135,32 +133,7 @@ def workers_kept_spinning(enabled=True):
         yield
         return
     pool.hold(1)
-    token = _holds_taken.set(_holds_taken.get() + 1)
     try:
         yield
     finally:
-        _holds_taken.reset(token)
         pool.hold(-1)
-
-
-@contextlib.contextmanager
-def workers_resting():
-    """Inside this block the holds this thread (or task) took with
-    :func:`workers_kept_spinning` are given back, so that idle workers go to
-    sleep instead of spinning: for work on threads of another kind (BLAS's,
-    Python's), which spinning workers would take cores from.  Taken again as
-    the block ends; other threads' holds stay."""
-    taken = _holds_taken.get()
-    pool = _pool() if taken else None
-    if pool is None:
-        yield
-        return
-    for _ in range(taken):
-        pool.hold(-1)
-    token = _holds_taken.set(0)
-    try:
-        yield
-    finally:
-        _holds_taken.reset(token)
-        for _ in range(taken):
-            pool.hold(1)

@@ -7,20 +7,18 @@ and can take many times the product's time (docs/benchmarks.rst has the
 figures).  :func:`one_blas_thread` runs a function with
 BLAS on one thread, through threadpoolctl where it is installed (the
 setting is the process's, so it is set and restored around the product
-alone).  A product of many matrices (attention's heads) shares them out
-among the call's threads instead, each matrix still one BLAS call on one
-thread (:func:`_shared_matmul`), qops' idle workers resting meanwhile.
+alone).  A product of many float32 matrices (attention's heads) shares
+them out among the call's threads instead: each matrix pair one call of
+that BLAS's sgemm, made from qops' pool (:func:`_pool_matmul`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from qops.threads import resolve_threads, workers_resting
+from qops.threads import resolve_threads
 
 _CONTROLLERS = []
 _FOUND = threading.Event()
@@ -84,66 +82,63 @@ def _blas_ready(array):
 
 
 #: Products of matrices of at least this many multiply-adds in all share
-#: their matrices among threads: below it a hand-over costs more than a
-#: thread saves.
-SHARED_MIN_WORK = 1 << 22
+#: their matrices among the pool's threads (a hand-over of microseconds).
+SHARED_MIN_WORK = 1 << 20
 
-# Python threads for the shared products' other parts, made on first use
-# (and again in a forked child, which has none of them): (pid, executor).
-_HELPERS = [None, None]
-
-
-def _helpers(count):
-    """An executor of at least ``count`` threads, this process's."""
-    with _LOCK:
-        pid, executor = _HELPERS
-        if executor is None or pid != os.getpid() or executor._max_workers < count:
-            executor = ThreadPoolExecutor(max_workers=max(count, 1),
-                                          thread_name_prefix="qops-matmul")
-            _HELPERS[:] = [os.getpid(), executor]
-        return executor
+#: cblas_sgemm of 64-bit integers, by the names BLAS libraries give it
+#: (NumPy's wheels bundle OpenBLAS's ILP64 build under the first).
+_SGEMM_64_NAMES = ("scipy_cblas_sgemm64_", "cblas_sgemm64_")
+_SGEMM = []
 
 
-def _shared_matmul(a, b, n_threads):
-    """``np.matmul(a, b)`` with the matrices of its first batch axis of more
-    than one shared out in contiguous parts, one part per thread (this one
-    and helpers), each product of a matrix pair the same BLAS call as
-    unshared: the same result, bit for bit, whatever the thread count."""
-    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    out = np.empty(batch + (a.shape[-2], b.shape[-1]), np.result_type(a, b))
-    axis = next(index for index, size in enumerate(batch) if size > 1)
-    size = batch[axis]
-    parts = min(n_threads, size)
-    bounds = [size * part // parts for part in range(parts + 1)]
-
-    def part_of(array, start, stop):
-        # The operands' batch axes align with the output's from the right;
-        # an axis of one (or none) broadcasts whole.
-        position = axis - (out.ndim - array.ndim)
-        if position < 0 or array.shape[position] == 1:
-            return array
-        return array[(slice(None),) * position + (slice(start, stop),)]
-
-    def product(start, stop):
-        np.matmul(part_of(a, start, stop), part_of(b, start, stop),
-                  out=part_of(out, start, stop))
-
-    with workers_resting():
-        futures = [_helpers(parts - 1).submit(product, bounds[part], bounds[part + 1])
-                   for part in range(1, parts)]
+def _sgemm_64():
+    """The address of the cblas_sgemm (64-bit integers) of the BLAS NumPy
+    loaded, found once; 0 where none is found (or the kernels are not built)."""
+    if not _SGEMM:
+        address = 0
         try:
-            product(bounds[0], bounds[1])
-        finally:
-            for future in futures:
-                future.result()
+            import ctypes
+
+            from qops.backends.native.kernels import _float_products  # noqa: F401
+
+            for controller in _blas_libraries():
+                library = ctypes.CDLL(controller.filepath)
+                for name in _SGEMM_64_NAMES:
+                    if hasattr(library, name):
+                        address = ctypes.cast(getattr(library, name), ctypes.c_void_p).value
+                        break
+                if address:
+                    break
+        except Exception:  # noqa: BLE001 - no such BLAS: the Python threads share instead
+            address = 0
+        _SGEMM.append(address or 0)
+    return _SGEMM[0]
+
+
+def _pool_matmul(a, b, n_threads):
+    """``np.matmul(a, b)`` of float32 matrices of one batch shape on the
+    pool's threads (qops.backends.native.kernels._float_products), each pair
+    one cblas_sgemm call; None where the pool cannot take it (no such BLAS,
+    another dtype, a matrix BLAS cannot read in place)."""
+    address = _sgemm_64()
+    if (not address or a.dtype != np.float32 or b.dtype != np.float32 or a.ndim < 3
+            or a.shape[:-2] != b.shape[:-2]):
+        return None
+    from qops.backends.native.kernels import _float_products
+
+    out = np.empty(a.shape[:-1] + b.shape[-1:], np.float32)
+    try:
+        _float_products.products(address, a, b, out, n_threads)
+    except ValueError:
+        return None
     return out
 
 
 def matmul(node, attributes, opset):
     """MatMul of float operands: NumPy's, on operands BLAS can read as they
     are (:func:`_blas_ready`), on one BLAS thread; a product of many
-    matrices large enough shares them among the call's threads
-    (:func:`_shared_matmul`).  Other types go to onnx.reference."""
+    float32 matrices large enough shares them among the call's threads
+    (:func:`_pool_matmul`).  Other types go to onnx.reference."""
 
     def run(arguments):
         a, b = (np.asarray(value) for value in arguments[:2])
@@ -157,7 +152,9 @@ def matmul(node, attributes, opset):
         if n_threads > 1 and a.ndim >= 3 and a.shape[:-2] == b.shape[:-2]:
             work = a.size * b.shape[-1]
             if work >= SHARED_MIN_WORK and any(size > 1 for size in a.shape[:-2]):
-                return [one_blas_thread(_shared_matmul, a, b, n_threads)]
+                product = one_blas_thread(_pool_matmul, a, b, n_threads)
+                if product is not None:
+                    return [product]
         return [one_blas_thread(np.matmul, a, b)]
 
     return run

@@ -536,61 +536,60 @@ def test_float_matmul_of_strided_views_equals_numpy_and_leaves_blas_threads_as_t
     np.testing.assert_array_equal(product, integers @ integers.T)
 
 
-@pytest.mark.parametrize("shapes", [((1, 12, 128, 64), (1, 12, 64, 128)),  # attention's heads
-                                    ((3, 5, 40, 70), (3, 5, 70, 50)),  # below the threshold
-                                    ((7, 30, 300), (7, 300, 400))])
-def test_float_matmul_shared_among_threads_is_the_same_bits_for_every_count(shapes):
-    """Products large enough share their matrices among the call's threads:
-    each matrix pair is the same BLAS call, so the bits do not depend on the
-    thread count (nor on where the shares fall)."""
+@pytest.mark.parametrize("layout", ["contiguous", "heads transposed", "keys transposed",
+                                    "empty depth"])
+def test_float_products_on_the_pool_are_numpy_s_bits_for_every_thread_count(layout):
+    """Each matrix pair is one call of NumPy's own BLAS sgemm on the pool's
+    threads: NumPy's matmul bit for bit, whatever the count."""
     from qops.onnx import _blas
+
+    if not _blas._sgemm_64():
+        pytest.skip("NumPy's BLAS has no cblas_sgemm of 64-bit integers here")
+    rng = np.random.default_rng(4)
+    depth = 0 if layout == "empty depth" else 64
+    a = rng.normal(size=(2, 128, 6, depth)).astype(np.float32).transpose(0, 2, 1, 3)
+    b = rng.normal(size=(2, 6, depth, 96)).astype(np.float32)
+    if layout == "contiguous":
+        a = np.ascontiguousarray(a)
+    if layout == "keys transposed":
+        b = np.ascontiguousarray(b.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
+    expected = np.matmul(a, b)
+    for n_threads in (1, 2, 5):
+        got = _blas.one_blas_thread(_blas._pool_matmul, a, b, n_threads)
+        assert got.shape == expected.shape and got.dtype == np.float32
+        np.testing.assert_array_equal(got.view(np.uint32), expected.view(np.uint32))
+
+
+def test_float_products_the_pool_cannot_take_are_left_to_numpy():
+    """Another dtype, batch shapes that differ, or a matrix BLAS cannot read
+    in place (neither rows nor columns of consecutive elements) are not the
+    pool's: None, and the callers go on to NumPy; the kernel names what is
+    wrong with arrays that do not describe products."""
+    from qops.backends.native.kernels import _float_products
+    from qops.onnx import _blas
+
+    if not _blas._sgemm_64():
+        pytest.skip("NumPy's BLAS has no cblas_sgemm of 64-bit integers here")
+    a = np.ones((4, 8, 8), np.float32)
+    assert _blas._pool_matmul(a.astype(np.float64), a.astype(np.float64), 2) is None
+    assert _blas._pool_matmul(a, a[:1], 2) is None
+    assert _blas._pool_matmul(np.ones((4, 8, 16), np.float32)[:, :, ::2], a, 2) is None
+    out = np.empty((4, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="do not describe the products"):
+        _float_products.products(_blas._sgemm_64(), a, a, out[:, :, :4], 2)
+    with pytest.raises(ValueError, match="do not describe the products"):
+        _float_products.products(0, a, a, out, 2)
+    with pytest.raises(ValueError, match="cannot read in place"):
+        _float_products.products(_blas._sgemm_64(), np.ones((4, 8, 16), np.float32)[:, :, ::2],
+                                 a, out, 2)
+    # the run on NumPy's BLAS from there equals NumPy's
+    node = helper.make_node("MatMul", ["a", "b"], ["y"])
+    strided = np.arange(4 * 8 * 16, dtype=np.float32).reshape(4, 8, 16)[:, :, ::2]
     from qops.threads import threads_in_context
 
-    rng = np.random.default_rng(3)
-    a, b = (rng.normal(size=shape).astype(np.float32) for shape in shapes)
-    node = helper.make_node("MatMul", ["a", "b"], ["y"])
-    run = _blas.matmul(node, {}, 21)
-    results = []
-    for n_threads in (1, 2, 3, 7):
-        with threads_in_context(n_threads):
-            (product,) = run([a, b])
-        results.append(product)
-        # a count above the matrices' also covers every matrix once
-        np.testing.assert_array_equal(
-            _blas.one_blas_thread(_blas._shared_matmul, a, b, n_threads + 40).view(np.uint32),
-            product.view(np.uint32))
-    for product in results[1:]:
-        np.testing.assert_array_equal(product.view(np.uint32), results[0].view(np.uint32))
-    np.testing.assert_allclose(results[0], a.astype(np.float64) @ b.astype(np.float64),
-                               rtol=1e-4, atol=1e-3)
-
-
-def test_a_shared_float_matmul_gives_back_the_workers_holds_and_takes_them_again():
-    """The threads of another kind run while qops' workers rest: the holds
-    this thread took are given back for the product and taken again after."""
-    from qops.backends.native.kernels import _qops_pool as pool
-    from qops.onnx import _blas
-    from qops.threads import workers_kept_spinning
-
-    if not pool.enabled():
-        pytest.skip("this build runs every job on its caller")
-    seen = []
-    real = np.matmul
-
-    def watching(*arguments, **keywords):
-        seen.append(pool.hold(1) - 1)
-        pool.hold(-1)
-        return real(*arguments, **keywords)
-
-    a = np.ones((4, 300, 200), np.float32)
-    before = pool.hold(1) - 1
-    pool.hold(-1)
-    with workers_kept_spinning(), mock.patch.object(np, "matmul", watching):
-        product = _blas._shared_matmul(a, a.transpose(0, 2, 1), 2)
-        assert pool.hold(1) - 1 == before + 1
-        pool.hold(-1)
-    assert seen == [before, before]
-    np.testing.assert_array_equal(product[0], np.full((300, 300), 200, np.float32))
+    with threads_in_context(2), mock.patch.object(_blas, "SHARED_MIN_WORK", 1):
+        (product,) = _blas.matmul(node, {}, 21)([strided, a])
+    np.testing.assert_array_equal(product, np.matmul(strided, a))
 
 
 # -- Flatten, Reshape and Transpose ----------------------------------------------------------

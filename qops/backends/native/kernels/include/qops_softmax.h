@@ -36,27 +36,37 @@ typedef float qops_softmax_floats __attribute__((vector_size(16)));
 typedef int32_t qops_softmax_ints __attribute__((vector_size(16)));
 
 /* The largest v of the row, NaN where one is NaN.  A maximum is exact in any
-   order: four lanes of GCC's vector type, whose compare-and-select the
-   compiler makes whole vectors of (a float select in a plain loop stays
-   scalar). */
+   order: sixteen lanes in four of GCC's four-float vectors, whose
+   compare-and-select the compiler makes whole vectors of (a float select in a
+   plain loop stays scalar), four chains apart so that each compare waits on
+   the one four steps before it. */
 static inline float qops_softmax_largest(const float* x, ptrdiff_t n, int before,
                                          float constant) {
-    qops_softmax_floats largest = (qops_softmax_floats){0} - INFINITY;
-    qops_softmax_ints unordered = (qops_softmax_ints){0};
-    const ptrdiff_t whole = n - n % 4;
-    for (ptrdiff_t i = 0; i < whole; i += 4) {
-        qops_softmax_floats v;
-        for (int l = 0; l < 4; l++) v[l] = qops_softmax_value(x[i + l], before, constant);
-        const qops_softmax_ints larger = (qops_softmax_ints)(v > largest);
-        largest = (qops_softmax_floats)(((qops_softmax_ints)v & larger)
-                                        | ((qops_softmax_ints)largest & ~larger));
-        unordered |= (qops_softmax_ints)(v != v);
+    qops_softmax_floats largest[4];
+    qops_softmax_ints unordered[4];
+    for (int q = 0; q < 4; q++) {
+        largest[q] = (qops_softmax_floats){0} - INFINITY;
+        unordered[q] = (qops_softmax_ints){0};
+    }
+    const ptrdiff_t whole = n - n % 16;
+    for (ptrdiff_t i = 0; i < whole; i += 16) {
+        for (int q = 0; q < 4; q++) {
+            qops_softmax_floats v;
+            for (int l = 0; l < 4; l++)
+                v[l] = qops_softmax_value(x[i + 4 * q + l], before, constant);
+            const qops_softmax_ints larger = (qops_softmax_ints)(v > largest[q]);
+            largest[q] = (qops_softmax_floats)(((qops_softmax_ints)v & larger)
+                                               | ((qops_softmax_ints)largest[q] & ~larger));
+            unordered[q] |= (qops_softmax_ints)(v != v);
+        }
     }
     float top = -INFINITY;
     int nan_seen = 0;
-    for (int l = 0; l < 4; l++) {
-        top = largest[l] > top ? largest[l] : top;
-        nan_seen |= unordered[l] != 0;
+    for (int q = 0; q < 4; q++) {
+        for (int l = 0; l < 4; l++) {
+            top = largest[q][l] > top ? largest[q][l] : top;
+            nan_seen |= unordered[q][l] != 0;
+        }
     }
     for (ptrdiff_t i = whole; i < n; i++) {
         const float v = qops_softmax_value(x[i], before, constant);
