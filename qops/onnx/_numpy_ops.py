@@ -518,7 +518,33 @@ def transpose(node, attributes, opset):
     return run
 
 
+# -- Add, Sub and Mul -----------------------------------------------------------------------
+# onnx.reference's are NumPy's ufunc of two operands of one dtype; here
+# without its fixed cost per node (a transformer's residual Adds).
+
+def _binary(ufunc, op_type):
+    def implementation(node, attributes, opset):
+        """``{op}``: NumPy's ``{ufunc}`` of two operands of one dtype, broadcast
+        as NumPy broadcasts (ONNX's multidirectional rule)."""
+        def run(arguments):
+            a, b = (np.asarray(value) for value in arguments[:2])
+            if a.dtype != b.dtype:
+                raise TypeError(f"{op_type}: A is {a.dtype} and B {b.dtype}; both take one type")
+            return [np.asarray(ufunc(a, b))]
+
+        return run
+
+    implementation.__doc__ = implementation.__doc__.format(op=op_type, ufunc=ufunc.__name__)
+    return implementation
+
+
+add = _binary(np.add, "Add")
+subtract = _binary(np.subtract, "Sub")
+multiply = _binary(np.multiply, "Mul")
+
+
 #: op_type -> implementation(node, attributes, opset), for the default domain.
 IMPLEMENTATIONS = {"MaxPool": max_pool, "Erf": erf, "Softmax": softmax,
                    "LayerNormalization": layer_normalization, "Flatten": flatten,
-                   "Reshape": reshape, "Transpose": transpose}
+                   "Reshape": reshape, "Transpose": transpose, "Add": add, "Sub": subtract,
+                   "Mul": multiply}

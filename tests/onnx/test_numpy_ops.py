@@ -681,3 +681,35 @@ def test_float_matmul_reads_transposed_heads_in_place_and_copies_other_views():
     other = rng.normal(0, 1, (3, 5, 8)).astype(np.float32)
     np.testing.assert_allclose(run([other, every_other])[0],
                                other @ np.ascontiguousarray(every_other), rtol=1e-6)
+
+
+# -- Add, Sub and Mul ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("op_type", ["Add", "Sub", "Mul"])
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64, np.float16, np.int32,
+                                              np.int64, np.uint8, np.int8]))
+def test_add_sub_and_mul_are_onnx_reference_s(op_type, data, dtype):
+    """Broadcast operands of every rank, integers wrapping as onnx.reference's."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    rank = data.draw(st.integers(0, 4))
+    shape = tuple(data.draw(st.integers(1, 4)) for _ in range(rank))
+    other = tuple(size if data.draw(st.booleans()) else 1 for size in shape)
+    other = other[data.draw(st.integers(0, rank)):]
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        a, b = (rng.integers(info.min, info.max + 1, s, dtype=dtype) for s in (shape, other))
+    else:
+        a, b = (rng.normal(0, 100, s).astype(dtype) for s in (shape, other))
+    if data.draw(st.booleans()):
+        a, b = b, a
+    node = helper.make_node(op_type, ["a", "b"], ["y"])
+    (expected,) = _reference(node, [a, b])
+    (actual,) = _numpy_ops.IMPLEMENTATIONS[op_type](node, {}, 21)([a, b])
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_add_of_two_types_is_refused_as_onnx_reference_refuses_it():
+    node = helper.make_node("Add", ["a", "b"], ["y"])
+    with pytest.raises(TypeError, match="Add: A is float32 and B float64; both take one type"):
+        _numpy_ops.add(node, {}, 21)([np.ones(2, np.float32), np.ones(2)])
