@@ -108,10 +108,16 @@ def dequantized_weights(b, scales, zero_points, *, k, n, bits, block_size):
     return np.ascontiguousarray(weights.T, dtype=np.float32)
 
 
+def int8_rule_may_apply(zero_points, block_size, accuracy_level):
+    """Whether a call's attributes and zero points take the level-4 rule
+    (see above), which its A then takes where every value is finite."""
+    return (accuracy_level == 4 and block_size <= INT8_BLOCK_LIMIT
+            and (zero_points is None or np.asarray(zero_points).dtype == np.uint8))
+
+
 def takes_int8_rule(rows, zero_points, block_size, accuracy_level):
     """Whether a call is computed by the level-4 rule (see above)."""
-    return (accuracy_level == 4 and block_size <= INT8_BLOCK_LIMIT
-            and (zero_points is None or np.asarray(zero_points).dtype == np.uint8)
+    return (int8_rule_may_apply(zero_points, block_size, accuracy_level)
             and bool(np.isfinite(rows).all()))
 
 

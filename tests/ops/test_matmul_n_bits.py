@@ -146,6 +146,43 @@ def test_level_four_quantizes_a_block_as_stated():
     assert not empty_codes.any() and empty_scales[0, 0] == 0
 
 
+@pytest.mark.parametrize("variant", variants.quantize_variants())
+@settings(deadline=None)
+@given(m=st.integers(1, 40), k=st.integers(1, 600), block_log=st.integers(4, 8),
+       spread=st.sampled_from([1e-40, 1e-3, 1.0, 1e30]), seed=st.integers(0, 2 ** 32 - 1))
+def test_the_kernels_quantize_a_as_the_rule_states(variant, m, k, block_log, spread, seed):
+    """Level 4's A on the kernels (each variant, every thread count) is
+    quantize_a_blocks' codes, scales and sums bit for bit: blocks of zeros,
+    subnormal and huge spreads, ties of the rounding, K past a block's end."""
+    from qops.reference.n_bits import quantize_a_blocks
+
+    rng = np.random.default_rng(seed)
+    block_size = 2 ** block_log
+    rows = (rng.normal(0, 1, (m, k)) * spread).astype(np.float32)
+    rows[:, : min(k, 16)] = 0 if seed % 3 == 0 else rows[:, : min(k, 16)]
+    if seed % 3 == 1:
+        # 127 / amax = 1 with amax 127: every half integer is a tie
+        rows[:, :min(k, block_size)] = rng.integers(-254, 255, (m, min(k, block_size))) / 2
+        rows[:, 0] = 127
+    kernels = variants.quantize_module(variant)
+    want = quantize_a_blocks(rows, block_size)
+    for n_threads in (1, 2, 3):
+        got = kernels.matmul_n_bits_quantize_rows(rows, block_size, n_threads)
+        for name, mine, theirs in zip(("codes", "scales", "sums"), got, want):
+            assert mine.dtype == theirs.dtype and mine.shape == theirs.shape, name
+            np.testing.assert_array_equal(mine.view(np.uint8), theirs.view(np.uint8), name)
+
+
+@pytest.mark.parametrize("variant", variants.quantize_variants())
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_the_kernels_leave_an_a_with_a_value_not_finite_to_the_float_rule(variant, bad):
+    kernels = variants.quantize_module(variant)
+    rows = np.ones((70, 600), np.float32)
+    rows[69, 599] = bad
+    assert kernels.matmul_n_bits_quantize_rows(rows, 32, 2) is None
+    assert kernels.matmul_n_bits_quantize_rows(rows[:69], 32, 2) is not None
+
+
 def test_level_four_is_exact_block_sums_then_fmas_in_order():
     """One output by the level-4 rule, stated here with Python integers."""
     from qops.reference.n_bits import quantize_a_blocks

@@ -12,12 +12,7 @@ import numpy as np
 
 from qops.backends.contract import Prepared
 from qops.backends.native import variants as _simd
-from qops.reference.n_bits import (
-    quantize_a_blocks,
-    scales_of,
-    takes_int8_rule,
-    zero_points_of,
-)
+from qops.reference.n_bits import int8_rule_may_apply, scales_of, zero_points_of
 
 __all__ = ["prepare", "supported"]
 
@@ -97,8 +92,13 @@ def prepare(call, variant=None):
             rows = np.ascontiguousarray(np.asarray(arrays["a"]).reshape(-1, k), np.float32)
             zeros, scales, integer_zeros = kept(call, "parameters by panels",
                                                 lambda: parameters(arrays))
-            if takes_int8_rule(rows, arrays["zero_points"], block_size, level):
-                codes, a_scales, a_sums = quantize_a_blocks(rows, block_size)
+            # The level-4 rule's A, None where a value is not finite (the
+            # float rule then, as qops.reference.n_bits.takes_int8_rule says).
+            quantized = (kernels.matmul_n_bits_quantize_rows(rows, block_size, n_threads)
+                         if int8_rule_may_apply(arrays["zero_points"], block_size, level)
+                         else None)
+            if quantized is not None:
+                codes, a_scales, a_sums = quantized
                 kernels.matmul_n_bits_int8(codes, a_scales, a_sums,
                                            level_four_weights(call, n_threads),
                                            integer_zeros, scales, bias32, n, bits,

@@ -42,6 +42,9 @@ cdef extern from "qops_matmul_n_bits.h":
         int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
         const float* scales, Py_ssize_t parameters, const float* bias, Py_ssize_t columns,
         float* out) noexcept nogil
+    int nbits_quantize_row "qops_nbits_quantize_row"(
+        const float* x, Py_ssize_t k, Py_ssize_t block_size, int8_t* codes, float* scales,
+        int32_t* sums) noexcept nogil
     void nbits_pack_codes "qops_nbits_pack_codes"(
         const int8_t* codes, Py_ssize_t padded_k, Py_ssize_t rows, int32_t* packed) noexcept nogil
     void nbits_rows_panel_int8_4bit "qops_nbits_rows_panel_int8_4bit"(
@@ -60,6 +63,55 @@ from qops.backends.native.kernels._qops_pool cimport run_range, run_tasks
 
 #: Columns per panel of the interleaved weights.
 PANEL_COLUMNS = NBITS_COLUMNS
+
+
+cdef struct NBitsQuantizeRows:
+    const float* rows
+    Py_ssize_t k, block_size, k_blocks
+    int8_t* codes
+    float* scales
+    int32_t* sums
+    uint8_t* finite
+
+
+cdef void nbits_quantize_rows(void* context, Py_ssize_t start, Py_ssize_t stop,
+                              int slot) noexcept nogil:
+    cdef const NBitsQuantizeRows* job = <const NBitsQuantizeRows*>context
+    cdef Py_ssize_t r
+    for r in range(start, stop):
+        job.finite[r] = nbits_quantize_row(job.rows + r * job.k, job.k, job.block_size,
+                                           job.codes + r * job.k_blocks * job.block_size,
+                                           job.scales + r * job.k_blocks,
+                                           job.sums + r * job.k_blocks)
+
+
+def matmul_n_bits_quantize_rows(const float[:, ::1] rows, Py_ssize_t block_size, int n_threads):
+    """Level 4's A: ``(codes, scales, sums)`` of each row of ``rows`` (M x K
+    float32) by qops.reference.n_bits.quantize_a_blocks' rule, bit for bit,
+    or None where a value is not finite (that rule then does not apply)."""
+    cdef Py_ssize_t m = rows.shape[0], k = rows.shape[1]
+    cdef NBitsQuantizeRows job
+    if block_size < 1 or k < 1:
+        raise ValueError("matmul_n_bits_quantize_rows: K and the block size must be positive")
+    job.k_blocks = (k + block_size - 1) // block_size
+    codes = np.empty((m, job.k_blocks * block_size), np.int8)
+    scales = np.empty((m, job.k_blocks), np.float32)
+    sums = np.empty((m, job.k_blocks), np.int32)
+    finite = np.empty(m, np.uint8)
+    if m == 0:
+        return codes, scales, sums
+    cdef int8_t[:, ::1] codes_view = codes
+    cdef float[:, ::1] scales_view = scales
+    cdef int32_t[:, ::1] sums_view = sums
+    cdef uint8_t[::1] finite_view = finite
+    job.rows = &rows[0, 0]
+    job.k, job.block_size = k, block_size
+    job.codes, job.scales, job.sums = &codes_view[0, 0], &scales_view[0, 0], &sums_view[0, 0]
+    job.finite = &finite_view[0]
+    with nogil:
+        run_range(nbits_quantize_rows, &job, m, max(1, PARALLEL_MIN // k),
+                  n_threads if m * k >= PARALLEL_MIN else 1)
+    return (codes, scales, sums) if finite.all() else None
 
 
 cdef struct NBitsInterleave:

@@ -25,6 +25,7 @@
 #include <immintrin.h>
 #endif
 #if defined(__AVX2__)
+#include "qops_rounding.h"
 #include "qops_ymm.h"
 #endif
 
@@ -603,6 +604,49 @@ static inline void qops_nbits_quads_layout(const uint8_t* lines, ptrdiff_t bytes
    column's pair sums (its sum); a group's four rows share each load of the
    run.  Sums, block rule and order are qops_nbits_rows_4bit's, so the
    two give the same bits. */
+/* Level 4's quantization of one row of A (qops.reference.n_bits.
+   quantize_a_blocks, its steps in float32 in its order): per block of
+   block_size values (zeros past k), amax = max |x|; a zero amax gives scale
+   0 and codes 0, else scale = amax / 127, inverse = 127 / amax and each code
+   rint(x * inverse) (ties to even) clamped to [-127, 127]; sums[j] is block
+   j's sum of codes.  Returns 0 where a value is not finite (the rule then
+   does not apply and nothing written is read), else 1. */
+static inline int qops_nbits_quantize_row(const float* x, ptrdiff_t k, ptrdiff_t block_size,
+                                          int8_t* codes, float* scales, int32_t* sums) {
+    const ptrdiff_t k_blocks = (k + block_size - 1) / block_size;
+    int finite = 1;
+    for (ptrdiff_t j = 0; j < k_blocks; j++) {
+        const float* values = x + j * block_size;
+        const ptrdiff_t count = k - j * block_size < block_size ? k - j * block_size
+                                                                : block_size;
+        float amax = 0.0f;
+        for (ptrdiff_t i = 0; i < count; i++) {
+            const float magnitude = fabsf(values[i]);
+            amax = magnitude > amax ? magnitude : amax;
+            /* NaN and the infinities: neither is below float32's largest value. */
+            finite &= magnitude <= 3.40282347e38f;
+        }
+        int8_t* block_codes = codes + j * block_size;
+        int32_t sum = 0;
+        if (amax > 0.0f) {
+            const float inverse = 127.0f / amax;
+            scales[j] = amax / 127.0f;
+            for (ptrdiff_t i = 0; i < count; i++) {
+                float code = (values[i] * inverse + QOPS_ROUNDING_MAGIC) - QOPS_ROUNDING_MAGIC;
+                code = code < -127.0f ? -127.0f : code > 127.0f ? 127.0f : code;
+                block_codes[i] = (int8_t)code;
+                sum += (int32_t)code;
+            }
+        } else {
+            scales[j] = 0.0f;
+            for (ptrdiff_t i = 0; i < count; i++) block_codes[i] = 0;
+        }
+        for (ptrdiff_t i = count; i < block_size; i++) block_codes[i] = 0;
+        sums[j] = sum;
+    }
+    return finite;
+}
+
 /* Rows a group: the kernel's window loop names its four rows' sums. */
 #define QOPS_NBITS_INT8_GROUP 4
 #define QOPS_NBITS_INT8_PREFILL_ROWS (32 * QOPS_NBITS_INT8_GROUP)
