@@ -108,10 +108,14 @@ def matmul_n_bits_quantize_rows(const float[:, ::1] rows, Py_ssize_t block_size,
     job.k, job.block_size = k, block_size
     job.codes, job.scales, job.sums = &codes_view[0, 0], &scales_view[0, 0], &sums_view[0, 0]
     job.finite = &finite_view[0]
+    cdef Py_ssize_t r
     with nogil:
         run_range(nbits_quantize_rows, &job, m, max(1, PARALLEL_MIN // k),
                   n_threads if m * k >= PARALLEL_MIN else 1)
-    return (codes, scales, sums) if finite.all() else None
+    for r in range(m):
+        if not finite_view[r]:
+            return None
+    return codes, scales, sums
 
 
 cdef struct NBitsInterleave:
