@@ -32,7 +32,7 @@ import numpy as np
 
 import qops as api
 from qops.errors import QopsError, UnsupportedError
-from qops.onnx import _nodes, _numpy_ops
+from qops.onnx import _nodes, _numpy_ops, _qoperator
 from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
 from qops.onnx._numpy_ops import native_tables
 from qops.registry import dtypes as _dtypes
@@ -113,6 +113,12 @@ class Group:
     outputs: list
     call: object
     label: str
+
+
+#: Elementwise float nodes a byte chain (Matcher._byte_chain) takes, and the
+#: most of them in one chain.
+_CHAIN_OPERATORS = frozenset({"Erf", "Add", "Sub", "Mul", "Div"})
+_CHAIN_MOST_NODES = 8
 
 
 def _is(node, op_type):
@@ -218,7 +224,7 @@ class Matcher:
                 continue
             group = None
             if _is(node, "QuantizeLinear"):
-                group = self._quantized_group(index, node)
+                group = self._quantized_group(index, node) or self._byte_chain(index, node)
             elif _is(node, "MatMulInteger"):
                 group = self._dynamic_matmul(index, node)
             elif _is(node, "Split"):
@@ -781,6 +787,94 @@ class Matcher:
         consumed = {div_index, index, add_index, times_index, last_index}
         return Group("qops Gelu (fused)", max(consumed), frozenset(consumed), [x],
                      [last.output[0]], call, f"{last.name or 'Mul'} (qops Gelu (fused))")
+
+    def _byte_chain(self, q_index, q_node):
+        """DQ(x) -> a chain of elementwise float nodes (Erf, and Add, Sub, Mul
+        or Div with a constant float32 of one value) -> Q, 8-bit x and output
+        quantized per tensor: a function of x's byte alone, so one 256-entry
+        table, made at once by the very steps the nodes take (the DQ and Q
+        nodes' own rule, each node's implementation here) on every byte, and
+        looked up.  GELU's Div -> Erf between a QOperator model's QLinear
+        nodes is one: three passes over the tensor and two float buffers,
+        where the lookup is one pass over bytes."""
+        output = self.quantizer(q_node)
+        if output is None:
+            return None
+        chain, name, reader = [], q_node.input[0], q_index
+        while len(chain) < _CHAIN_MOST_NODES:
+            index, node = self.sole_producer(name, reader)
+            if node is None or node.op_type not in _CHAIN_OPERATORS or node.domain not in (
+                    "", "ai.onnx") or len(node.output) != 1:
+                return None
+            if node.op_type == "Erf":
+                if len(node.input) != 1:
+                    return None
+                chained = node.input[0]
+            else:
+                if len(node.input) != 2:
+                    return None
+                if self._single_float32(node.input[1]) is not None:
+                    chained = node.input[0]
+                elif self._single_float32(node.input[0]) is not None:
+                    chained = node.input[1]
+                else:
+                    return None
+            chain.append((index, node, chained))
+            found = self.activation(chained)
+            if found is not None:
+                break
+            name, reader = chained, index
+        else:
+            return None
+        dq_index, x_name, _, x_dtype = found
+        if self.graph.types.get(x_name) not in (None, x_dtype):
+            return None
+        chain.reverse()
+        dq_node = self.graph.nodes[dq_index]
+        try:
+            table, shape = self._chain_table(dq_node, x_dtype, chain, q_node)
+        except Exception:  # noqa: BLE001 - a chain the nodes cannot run: left to them
+            return None
+        consumed = {q_index} | {index for index, _, _ in chain}
+        if self.graph.sole_consumer(dq_node.output[0]) == chain[0][0]:
+            consumed.add(dq_index)
+
+        def call(arguments, n_threads):
+            x = np.asarray(arguments[0])
+            if x.dtype != x_dtype:
+                raise TypeError(f"DequantizeLinear: x is {x.dtype}; the chain takes {x_dtype}")
+            y = _qoperator.apply_lookup_table(x, table)
+            return [y.reshape(np.broadcast_shapes(x.shape, shape))]
+
+        steps = " -> ".join(node.op_type for _, node, _ in chain)
+        return Group("qops byte chain (lookup)", q_index, frozenset(consumed), [x_name],
+                     [q_node.output[0]], call,
+                     f"{q_node.name or 'QuantizeLinear'} (DQ -> {steps} -> Q, one lookup)")
+
+    def _chain_table(self, dq_node, x_dtype, chain, q_node):
+        """The chain's output byte for each input byte (``table[b]`` for the
+        byte b, as raw bytes are read), and the shape its constants broadcast
+        to (x's shape then broadcasts with it)."""
+        bytes_ = np.arange(256, dtype=np.uint8).view(x_dtype)
+        constants = lambda node: [self.constant(name) if name else None  # noqa: E731
+                                  for name in node.input[1:]]
+        value = _nodes.dequantize_linear([bytes_] + constants(dq_node), attribute_values(dq_node),
+                                         self.graph.opset(dq_node))[0]
+        shape = ()
+        for _, node, chained in chain:
+            arguments = [value if name == chained else self.constant(name)
+                         for name in node.input]
+            for argument in arguments:
+                if argument is not value:
+                    shape = np.broadcast_shapes(shape, argument.shape)
+            implementation = _numpy_ops.IMPLEMENTATIONS.get(node.op_type)
+            run = (None if implementation is None
+                   else implementation(node, attribute_values(node), self.graph.opset(node)))
+            run = run or self.runner_for(node)
+            value = np.asarray(run(arguments)[0])
+        y = _nodes.quantize_linear([value] + constants(q_node), attribute_values(q_node),
+                                   self.graph.opset(q_node))[0]
+        return np.ascontiguousarray(y.reshape(-1)), shape
 
     def _scaled_softmax(self, index, node):
         """Div(x, c) or Mul(x, c) -> Softmax, with a constant float32 c of one

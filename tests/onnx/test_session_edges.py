@@ -1071,3 +1071,112 @@ def test_scaled_softmax_of_any_axis_and_constant_shape_is_its_nodes(axis, opset)
     (want,) = qops.onnx.InferenceSession(model, fuse=False).run(None, {"x": x})
     assert got.shape == want.shape == (1, 2, 3, 40, 130)
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _byte_chain_model(chain, x_dtype=np.uint8, y_dtype=np.uint8, extra_output=None,
+                      dq_also_read=False, dq_scale=0.05):
+    """x (bytes) -> DQ -> each (op_type, constant, constant first) of ``chain``
+    -> Q -> y; the constants float32 (one value, any shape)."""
+    element = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}
+    initializers = [numpy_helper.from_array(np.asarray(dq_scale, np.float32), "x_scale"),
+                    numpy_helper.from_array(np.asarray(3, x_dtype), "x_zero"),
+                    numpy_helper.from_array(np.float32(0.011), "y_scale"),
+                    numpy_helper.from_array(np.asarray(-5 if y_dtype == np.int8 else 128, y_dtype),
+                                            "y_zero")]
+    nodes = [helper.make_node("DequantizeLinear", ["x", "x_scale", "x_zero"], ["v0"], name="dq")]
+    for position, (op_type, constant, first) in enumerate(chain):
+        source, target = f"v{position}", f"v{position + 1}"
+        if op_type == "Erf":
+            nodes.append(helper.make_node("Erf", [source], [target], name=f"n{position}"))
+            continue
+        name = f"c{position}"
+        initializers.append(numpy_helper.from_array(np.asarray(constant, np.float32), name))
+        operands = [name, source] if first else [source, name]
+        nodes.append(helper.make_node(op_type, operands, [target], name=f"n{position}"))
+    nodes.append(helper.make_node("QuantizeLinear", [f"v{len(chain)}", "y_scale", "y_zero"],
+                                  ["y"], name="q"))
+    outputs = [helper.make_tensor_value_info("y", element[y_dtype], None)]
+    if extra_output:
+        outputs.append(helper.make_tensor_value_info(extra_output, TensorProto.FLOAT, None))
+    if dq_also_read:
+        nodes.append(helper.make_node("Relu", ["v0"], ["side"], name="side"))
+        outputs.append(helper.make_tensor_value_info("side", TensorProto.FLOAT, None))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info(
+        "x", element[x_dtype], [2, 256])], outputs, initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def _every_byte(dtype):
+    return np.stack([np.arange(256, dtype=np.uint8).view(dtype),
+                     np.arange(255, -1, -1, dtype=np.uint8).view(dtype)])
+
+
+GELU_HALF = [("Div", np.sqrt(2.0), False), ("Erf", None, False)]
+
+
+@pytest.mark.parametrize("chain, x_dtype, y_dtype", [
+    (GELU_HALF, np.uint8, np.uint8),
+    (GELU_HALF, np.int8, np.int8),
+    ([("Mul", 0.7, True), ("Add", -1.5, False), ("Sub", 2.0, True), ("Div", 4.0, True)],
+     np.uint8, np.int8),
+    ([("Div", 8.0, False)], np.int8, np.uint8)])
+def test_a_chain_of_elementwise_nodes_between_dq_and_q_is_one_lookup_equal_to_its_nodes(
+        chain, x_dtype, y_dtype):
+    """Every byte goes through the table the nodes' own steps made: the
+    unfused nodes' bytes, bit for bit (constants on either side)."""
+    model = _byte_chain_model(chain, x_dtype, y_dtype)
+    fused = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in fused._steps_list] == ["qops byte chain (lookup)"]
+    literal = qops.onnx.InferenceSession(model, fuse=False)
+    x = _every_byte(x_dtype)
+    (got,), (want,) = fused.run(None, {"x": x}), literal.run(None, {"x": x})
+    assert got.dtype == want.dtype == np.dtype(y_dtype) and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 8  # the chain does map bytes to many values
+
+
+def test_a_byte_chain_leaves_a_dq_read_elsewhere_and_keeps_the_nodes_shape():
+    """The DequantizeLinear another node reads stays for it; a constant of
+    one value with more dimensions gives the nodes' broadcast shape."""
+    model = _byte_chain_model([("Mul", np.full((1, 1, 1), 0.5), False), ("Erf", None, False)],
+                              dq_also_read=True)
+    fused = qops.onnx.InferenceSession(model)
+    kinds = [step.kind for step in fused._steps_list]
+    assert "qops byte chain (lookup)" in kinds and "qops DequantizeLinear" in kinds
+    literal = qops.onnx.InferenceSession(model, fuse=False)
+    x = _every_byte(np.uint8)
+    got, want = fused.run(None, {"x": x}), literal.run(None, {"x": x})
+    assert got[0].shape == want[0].shape == (1, 2, 256)
+    for mine, theirs in zip(got, want):
+        np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.parametrize("breakage", ["inner output", "vector constant", "per-channel dq",
+                                      "another operator"])
+def test_a_byte_chain_stays_apart_where_fusing_would_change_the_graph(breakage):
+    chain, extra, scale = [("Div", 2.0, False), ("Erf", None, False)], None, 0.05
+    if breakage == "inner output":
+        extra = "v1"
+    elif breakage == "vector constant":
+        chain = [("Mul", np.full(256, 0.5), False)]
+    elif breakage == "per-channel dq":
+        scale = np.full(2, 0.05)
+    else:
+        chain = [("Div", 2.0, False), ("Exp", None, False)]
+    if breakage == "another operator":
+        model = _byte_chain_model(chain[:1])
+        exp = helper.make_node("Exp", ["v1"], ["v1e"], name="exp")
+        model.graph.node.insert(2, exp)
+        model.graph.node[3].input[0] = "v1e"
+    else:
+        model = _byte_chain_model(chain, extra_output=extra, dq_scale=scale)
+        if breakage == "per-channel dq":
+            model.graph.node[0].attribute.append(helper.make_attribute("axis", 0))
+            model.graph.initializer[1].CopyFrom(numpy_helper.from_array(
+                np.full(2, 3, np.uint8), "x_zero"))
+    session = qops.onnx.InferenceSession(model)
+    assert "qops byte chain (lookup)" not in [step.kind for step in session._steps_list]
+    x = _every_byte(np.uint8)
+    literal = qops.onnx.InferenceSession(model, fuse=False)
+    for got, want in zip(session.run(None, {"x": x}), literal.run(None, {"x": x})):
+        np.testing.assert_array_equal(got, want)
