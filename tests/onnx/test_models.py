@@ -128,9 +128,9 @@ def test_full_size_cnn_equals_onnxruntime_s_fused_graph_bit_for_bit(example, cac
     _check_cnn(example, False, cache_dir, n_threads=2)
 
 
-def _close(actual, expected, what):
-    """Within 1e-2 of the largest magnitude (the layer's output is float)."""
-    bound = 1e-2 * np.abs(expected).max()
+def _close(actual, expected, what, share=1e-2):
+    """Within ``share`` of the largest magnitude (the layer's output is float)."""
+    bound = share * np.abs(expected).max()
     gap = np.abs(actual - expected).max()
     assert gap <= bound, f"{gap} from {what} (bound {bound})"
 
@@ -158,8 +158,12 @@ def _check_bert(example, small, cache_dir):
         # requantizations, and LayerNormalization scales the gaps up.
         assert np.corrcoef(actual.ravel(), unfused.ravel())[0, 1] > 0.99
     if VNNI:
+        # A peer's check, not an oracle's: onnxruntime's own kernels stray from
+        # its fused graph's statement (which qops equals to float32's last
+        # places) by up to 1.7% of the largest output in the full-size QDQ
+        # layer per tensor, 2026-11-29 (AMD EPYC Zen 4, onnxruntime 1.32).
         (peer,) = _onnxruntime(model, feeds)
-        _close(actual, peer, "onnxruntime")
+        _close(actual, peer, "onnxruntime", share=2.5e-2)
 
 
 @pytest.mark.parametrize("example", BERTS, ids=lambda e: e.name)
