@@ -1180,3 +1180,63 @@ def test_a_byte_chain_stays_apart_where_fusing_would_change_the_graph(breakage):
     literal = qops.onnx.InferenceSession(model, fuse=False)
     for got, want in zip(session.run(None, {"x": x}), literal.run(None, {"x": x})):
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_convolution_step_of_a_bound_form_goes_straight_to_its_kernel_and_others_do_not():
+    """Once its operator has bound an image's form, a QLinearConv step runs
+    the kernel directly for images of that form; an image of another size,
+    or a switch of the implementations, takes the operator's call again.
+    Every result is the function's own."""
+    from qops.backends import dispatch
+
+    rng = np.random.default_rng(12)
+    weight = rng.integers(-127, 128, (6, 4, 3, 3), dtype=np.int8)
+    constants = [_init("xs", np.float32(0.05)), _init("xz", np.uint8(100)), _init("w", weight),
+                 _init("ws", np.float32(0.02)), _init("wz", np.int8(0)),
+                 _init("ys", np.float32(0.3)), _init("yz", np.uint8(90))]
+    node = helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"],
+                            ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node], "conv", [helper.make_tensor_value_info("x", TensorProto.UINT8,
+                                                       [1, 4, "h", "w"])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], constants)
+    session = qops.onnx.InferenceSession(helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)]))
+    (step,) = session._steps_list
+
+    def expected(x):
+        return qops.quantized_linear_convolution(
+            input=x, input_scale=np.float32(0.05), input_zero_point=np.uint8(100),
+            filter=weight, filter_scale=np.float32(0.02), filter_zero_point=np.int8(0),
+            output_scale=np.float32(0.3), output_zero_point=np.uint8(90),
+            start_padding=(1, 1), end_padding=(1, 1))
+
+    from qops.onnx import _fusion
+
+    direct = []
+    real_empty = _fusion.empty_output
+
+    def counted(shape, dtype):
+        direct.append(shape)
+        return real_empty(shape, dtype)
+
+    images = [rng.integers(0, 256, (1, 4, 9, 9), dtype=np.uint8) for _ in range(4)]
+    other = rng.integers(0, 256, (1, 4, 7, 11), dtype=np.uint8)
+    name = next(entry.name for entry in dispatch.implementations("QUANTIZED_LINEAR_CONVOLUTION")
+                if entry.name != "reference")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_fusion, "empty_output", counted)
+        for image in images:
+            (y,) = session.run(None, {"x": image})
+            np.testing.assert_array_equal(y, expected(image))
+        assert len(direct) == 2  # the first two bind the form, the next two go straight
+        (y,) = session.run(None, {"x": other})
+        np.testing.assert_array_equal(y, expected(other))
+        dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", name, False)
+        try:
+            (y,) = session.run(None, {"x": images[0]})
+            np.testing.assert_array_equal(y, expected(images[0]))
+        finally:
+            dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", name, True)
+        assert len(direct) == 2
+    assert step.kind == "qops QLinearConv (compiled)"
