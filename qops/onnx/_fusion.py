@@ -31,8 +31,6 @@ import math
 import numpy as np
 
 import qops as api
-from qops.backends import dispatch
-from qops.backends.contract import empty_output
 from qops.errors import QopsError, UnsupportedError
 from qops.onnx import _nodes, _numpy_ops, _qoperator
 from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
@@ -993,16 +991,15 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
     compiled_by_padding = {}
 
     def compiled_for(padding):
-        """(the compiled convolution with this padding, its run(n_threads, image))."""
-        found = compiled_by_padding.get(padding)
-        if found is None:
-            operator = api.compile(
+        """run(n_threads, image) of the convolution with this padding."""
+        run = compiled_by_padding.get(padding)
+        if run is None:
+            # Every slot but the image is bound, so the runner exists.
+            run = compiled_by_padding[padding] = api.compile(
                 "QUANTIZED_LINEAR_CONVOLUTION", strides=strides, dilations=dilations,
                 start_padding=padding[0], end_padding=padding[1], group_count=group,
-                **constants)
-            # Every slot but the image is bound, so the runner exists.
-            found = compiled_by_padding[padding] = (operator, operator.data_runner())
-        return found
+                **constants).data_runner()
+        return run
 
     fixed_padding = None
     if auto_pad == "NOTSET":
@@ -1014,23 +1011,11 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         # Packed now, and errors in the constants surface as the session is built:
         # one call on the smallest image the filter takes.
         extent = [(k - 1) * d + 1 for k, d in zip(filter_.shape[2:], dilations)]
-        compiled_for(fixed_padding)[1](
+        compiled_for(fixed_padding)(
             1, np.zeros((1, filter_.shape[1] * group, *extent), np.dtype(input_zero_point.dtype)))
-
-    # The kernel run of the fixed padding's operator, once it has bound the
-    # image's form: (dtype, shape, dispatch generation, run_data, output
-    # shape, output dtype).  A call of that form goes straight to it.
-    direct = [None]
 
     def call(arguments, n_threads):
         x = arguments[0]
-        kernel = direct[0]
-        if (kernel is not None and type(x) is np.ndarray and x.dtype == kernel[0]
-                and x.shape == kernel[1] and x.flags.c_contiguous and type(n_threads) is int
-                and kernel[2] == dispatch.generation()):
-            y = empty_output(kernel[4], kernel[5])
-            kernel[3](x, y, n_threads)
-            return [_clamped(y, clamp)]
         if squeeze:
             x = np.asarray(x)[:, :, None, :]
         padding = fixed_padding
@@ -1039,13 +1024,7 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
             start, end = _nodes.conv_padding(auto_pad, None, sizes, filter_.shape[2:],
                                              strides, dilations)
             padding = (tuple(start), tuple(end))
-        x = np.ascontiguousarray(x)
-        operator, run = compiled_for(padding)
-        y = run(n_threads, x)
-        if padding is fixed_padding and not squeeze:
-            bound = operator.bound_kernel(x)
-            if bound is not None:
-                direct[0] = (x.dtype, x.shape, dispatch.generation()) + bound
+        y = compiled_for(padding)(n_threads, np.ascontiguousarray(x))
         y = _clamped(y, clamp)
         return [y[:, :, 0, :] if squeeze else y]
 

@@ -672,31 +672,6 @@ class CompiledOperator:
 
         return run
 
-    def bound_kernel(self, *data):
-        """``(run_data, output_shape, output_dtype)``: the kernel run this
-        operator has bound, where ``data`` (the data operands in slot order,
-        as :meth:`data_runner`'s callers give them) are of its bound form
-        and its kernel reads them as they are (no reshape); else ``None``.
-
-        ``run_data(*data, out, n_threads)`` writes the call's result into
-        ``out`` (a new C-ordered array of that shape and dtype).  It checks
-        nothing: a caller keeping it runs it only on data of this form
-        (dtype, shape, C order) and while
-        :func:`qops.backends.dispatch.generation` is the one at hand now,
-        and else calls :meth:`data_runner`'s run.
-        """
-        bound = self._binder.bound
-        if (self._parameter_names or bound is None or bound.layout_shapes is not None
-                or bound.generation != dispatch.generation()
-                or len(data) * 2 != len(bound.form)):
-            return None
-        for index, operand in enumerate(data):
-            if not (type(operand) is np.ndarray and operand.dtype == bound.form[2 * index]
-                    and operand.shape == bound.form[2 * index + 1]
-                    and operand.flags.c_contiguous):
-                return None
-        return bound.run_data, bound.output_shape, bound.output_dtype
-
     def _run_bound(self, slots, n_threads):
         """The call on the bound kernel run when it is of the bound form
         (data of its dtypes and shapes, the very parameter objects), else ``None``."""

@@ -366,42 +366,6 @@ def test_a_convolution_like_the_last_runs_its_bound_kernel(form, input_type, mon
     assert planned == [1]
 
 
-def test_bound_kernel_is_the_bound_run_for_its_form_only():
-    """bound_kernel gives the bound kernel run (a session's direct way in)
-    only for data of the bound form in C order, while the implementations
-    are those it was bound with; its run writes the call's result."""
-    from qops.backends import dispatch
-
-    rng = np.random.default_rng(6)
-    constants = dict(filter=ints(rng, (24, 16, 3, 3), i8),
-                     filter_scale=rng.uniform(0.01, 0.03, 24).astype(f32),
-                     bias=rng.integers(-2000, 2000, 24).astype(np.int32), input_scale=f32(0.05),
-                     input_zero_point=u8(120), output_scale=f32(2.0), output_zero_point=u8(128),
-                     start_padding=(1, 1), end_padding=(1, 1))
-    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
-    image = ints(rng, (1, 16, 9, 9), u8)
-    assert compiled.bound_kernel(image) is None  # nothing bound yet
-    run = compiled.data_runner()
-    run(2, image)
-    run(2, ints(rng, (1, 16, 9, 9), u8))
-    run_data, shape, dtype = compiled.bound_kernel(image)
-    out = np.empty(shape, dtype)
-    run_data(image, out, 2)
-    np.testing.assert_array_equal(out, qops.quantized_linear_convolution(input=image,
-                                                                         **constants))
-    assert compiled.bound_kernel(ints(rng, (1, 16, 9, 8), u8)) is None
-    assert compiled.bound_kernel(ints(rng, (1, 16, 9, 9), i8)) is None
-    assert compiled.bound_kernel(np.asfortranarray(image)) is None
-    assert compiled.bound_kernel(image, image) is None
-    name = next(entry.name for entry in dispatch.implementations("QUANTIZED_LINEAR_CONVOLUTION")
-                if entry.name != "reference")
-    dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", name, False)
-    try:
-        assert compiled.bound_kernel(image) is None  # switched since it was bound
-    finally:
-        dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", name, True)
-
-
 def test_a_data_runner_takes_the_bound_run_and_falls_back_to_the_call(monkeypatch):
     """data_runner (a session's way in): calls of the bound form go to the
     bound kernel run without the plans, any other form (another shape or
