@@ -945,14 +945,22 @@ def _literal(inputs, output, function):
 
 def add_call(a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point):
     """The quantized add with every parameter bound (NumPy scalars, which the
-    operator's fast path takes without validating them again); operands of
-    two ranks, or anything else the fast path declines, go through the
-    adapter, which broadcasts them as ONNX does."""
+    operator's fast path takes without validating them again), the shorter
+    operand's shape with ones before it; two scalars, or anything else the
+    fast path declines, go through the adapter, which broadcasts them as
+    ONNX does."""
     parameters = (a_scale, a_zero_point, b_scale, b_zero_point, output_scale, output_zero_point)
 
     def call(arguments, n_threads):
         a, b = arguments
-        if type(a) is np.ndarray and type(b) is np.ndarray and a.ndim == b.ndim and a.ndim:
+        if type(a) is np.ndarray and type(b) is np.ndarray and (a.ndim or b.ndim):
+            # ONNX's broadcasting lines the shapes up from the right: the
+            # operator's, once the shorter has ones before it (a bias of N
+            # beside M x N rows).
+            if a.ndim < b.ndim:
+                a = a.reshape((1,) * (b.ndim - a.ndim) + a.shape)
+            elif b.ndim < a.ndim:
+                b = b.reshape((1,) * (a.ndim - b.ndim) + b.shape)
             return [api.element_wise_quantized_linear_add(
                 a, a_scale, a_zero_point, b, b_scale, b_zero_point, output_scale,
                 output_zero_point, n_threads=n_threads)]

@@ -643,8 +643,32 @@ def _prepared_add(node, graph):
         return None
     scalars = [value.reshape(())[()] for value in values]
     call = _fusion.add_call(*scalars)
+    for variable, fixed in ((0, 3), (3, 0)):
+        constant = constants.get(names[fixed])
+        if constant is not None and constant.size == 1 and constant.dtype == zeros[0].dtype:
+            return _add_by_table(call, variable, constant, zeros[0].dtype)
     return "qops QLinearAdd (bound)", lambda arguments, n_threads: call(
         [arguments[0], arguments[3]], n_threads)
+
+
+def _add_by_table(call, variable, constant, dtype):
+    """A bound QLinearAdd whose other operand is a constant of one value: a
+    function of the variable operand's byte alone, so a 256-entry table, made
+    by the add itself on every byte, looked up (GELU's + 1 between a
+    QOperator model's nodes)."""
+    every_byte = np.arange(256, dtype=np.uint8).view(dtype)
+    pair = [every_byte, constant.reshape(())] if variable == 0 else [constant.reshape(()),
+                                                                      every_byte]
+    table = np.ascontiguousarray(call(pair, 1)[0].reshape(-1))
+
+    def run(arguments, n_threads):
+        x = arguments[variable]
+        if type(x) is not np.ndarray or x.dtype != dtype:
+            return call([arguments[0], arguments[3]], n_threads)
+        y = _qoperator.apply_lookup_table(x, table)
+        return [y.reshape(np.broadcast_shapes(x.shape, constant.shape))]
+
+    return "qops QLinearAdd (by table)", run
 
 
 def _prepared_qgemm(node, graph):

@@ -1180,3 +1180,72 @@ def test_a_byte_chain_stays_apart_where_fusing_would_change_the_graph(breakage):
     literal = qops.onnx.InferenceSession(model, fuse=False)
     for got, want in zip(session.run(None, {"x": x}), literal.run(None, {"x": x})):
         np.testing.assert_array_equal(got, want)
+
+
+def _qlinear_add_model(a_shape, b_shape, b_constant=None, constant_first=False, dtype=np.uint8):
+    """com.microsoft QLinearAdd of A and B (B a constant when given) with
+    constant scales and zero points."""
+    element = {np.uint8: TensorProto.UINT8, np.int8: TensorProto.INT8}[dtype]
+    zero = (lambda v: np.asarray(v, dtype))
+    initializers = [_init("as", np.float32(0.07)), _init("az", zero(9)),
+                    _init("bs", np.float32(0.03)), _init("bz", zero(-7 if dtype == np.int8 else 200)),
+                    _init("cs", np.float32(0.05)), _init("cz", zero(100))]
+    inputs = [helper.make_tensor_value_info("a", element, a_shape)]
+    if b_constant is None:
+        inputs.append(helper.make_tensor_value_info("b", element, b_shape))
+    else:
+        initializers.append(_init("b", np.asarray(b_constant, dtype)))
+    operands = (["b", "bs", "bz", "a", "as", "az"] if constant_first
+                else ["a", "as", "az", "b", "bs", "bz"])
+    node = helper.make_node("QLinearAdd", operands + ["cs", "cz"], ["y"], domain="com.microsoft")
+    graph = helper.make_graph([node], "add", inputs,
+                              [helper.make_tensor_value_info("y", element, None)], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                   helper.make_opsetid("com.microsoft", 1)])
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 5, 64), (64,)), ((64,), (3, 5, 64)),
+                                              ((2, 3, 4), (3, 1)), ((2, 1, 4), (3, 4))])
+def test_a_bound_qlinear_add_of_two_ranks_broadcasts_as_the_adapter(a_shape, b_shape):
+    """The shorter operand gets ones before its shape and the operator
+    broadcasts: the adapter's (ONNX's) results, bit for bit."""
+    from qops.onnx import _nodes
+
+    model = _qlinear_add_model(a_shape, b_shape)
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session._steps_list] == ["qops QLinearAdd (bound)"]
+    rng = np.random.default_rng(14)
+    a = rng.integers(0, 256, a_shape, dtype=np.uint8)
+    b = rng.integers(0, 256, b_shape, dtype=np.uint8)
+    (got,) = session.run(None, {"a": a, "b": b})
+    (want,) = _nodes.qlinear_add([a, np.float32(0.07), np.uint8(9), b, np.float32(0.03),
+                                  np.uint8(200), np.float32(0.05), np.uint8(100)], {}, 1)
+    assert got.shape == np.broadcast_shapes(a_shape, b_shape)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("constant_first", [False, True])
+@pytest.mark.parametrize("constant", [np.array(17), np.full((1, 1, 1), 240)])
+def test_a_qlinear_add_of_a_constant_of_one_value_is_a_table_of_the_add(dtype, constant_first,
+                                                                       constant):
+    """Every byte of the variable operand gives the add's own result (the
+    unfused adapter's), in the shape the two broadcast to."""
+    from qops.onnx import _nodes
+
+    constant = constant.astype(np.int64).astype(dtype) if dtype == np.uint8 else (
+        constant.astype(np.int64) - 128).astype(dtype)
+    model = _qlinear_add_model([2, 256], None, constant, constant_first, dtype)
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session._steps_list] == ["qops QLinearAdd (by table)"]
+    a = np.stack([np.arange(256, dtype=np.uint8), np.arange(255, -1, -1, dtype=np.uint8)]).view(
+        dtype)
+    (got,) = session.run(None, {"a": a})
+    scales = [np.float32(0.07), dtype(9), np.float32(0.03),
+              dtype(-7) if dtype == np.int8 else dtype(200)]
+    operands = ([constant, scales[2], scales[3], a, scales[0], scales[1]] if constant_first
+                else [a, scales[0], scales[1], constant, scales[2], scales[3]])
+    (want,) = _nodes.qlinear_add(operands + [np.float32(0.05), dtype(100)], {}, 1)
+    assert got.shape == want.shape == np.broadcast_shapes((2, 256), constant.shape)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(got)) > 100
