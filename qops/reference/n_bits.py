@@ -18,7 +18,9 @@ finite A, A is quantized instead (:func:`quantize_a_blocks`):
 
 1. Each row of A, per block of K: ``amax = max |a|``; ``a_scale =
    float32(amax / 127)``; ``code = round_half_even(float32(a *
-   float32(127 / amax)))`` clamped to [-127, 127] (all 0 where amax is 0).
+   float32(127 / amax)))`` clamped to [-127, 127] (all 0 where amax is 0;
+   where amax is below 127 / FLT_MAX its inverse is infinite, and a zero
+   ``a`` gives code 0, not the NaN of 0 * inf).
 2. Each block's sum is exact: ``s = sum(code * q) - zp * sum(code)``.
 3. ``acc = fma(float32(s), float32(a_scale * scale), acc)`` over the blocks
    in order from 0; then the bias and the rounding to A's type as above.
@@ -136,8 +138,9 @@ def quantize_a_blocks(rows, block_size):
     safe = np.where(nonzero, amax, np.float32(1))
     inverse = np.where(nonzero, np.float32(127) / safe, np.float32(0)).astype(np.float32)
     scales = np.where(nonzero, safe / np.float32(127), np.float32(0)).astype(np.float32)
-    products = (blocks * inverse[..., None]).astype(np.float32)
-    codes = np.clip(np.rint(products), -127, 127).astype(np.int8)
+    with np.errstate(invalid="ignore"):  # 0 * inf: the zero's code is 0 (see above)
+        products = (blocks * inverse[..., None]).astype(np.float32)
+    codes = np.clip(np.nan_to_num(np.rint(products), nan=0.0), -127, 127).astype(np.int8)
     return (codes.reshape(m, -1), scales,
             codes.astype(np.int32).sum(axis=2, dtype=np.int32))
 

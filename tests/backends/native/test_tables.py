@@ -3,6 +3,8 @@ quantize variant: byte lookups against NumPy's indexing, QLinearSoftmax's
 rows against the rule written out here and against qops.onnx's NumPy
 statement, bit for bit, on 1 and 2 threads."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -104,19 +106,45 @@ def test_many_softmax_rows_do_not_depend_on_the_thread_count(variant):
                                               variant=variant), one)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+def _lookup_paths():
+    """(variant, VBMI) pairs: each variant's lookups on their vector rows, and
+    on AVX-512 VBMI as well where the variant's build and the CPU take it."""
+    paths = []
+    for variant in VARIANTS:
+        paths.append(pytest.param(variant, False, id=f"{variant}-rows"))
+        if _simd.quantize_module(variant).lookup_takes_vbmi(True):
+            paths.append(pytest.param(variant, True, id=f"{variant}-vbmi"))
+    return paths
+
+
+LOOKUP_PATHS = _lookup_paths()
+
+
+@contextlib.contextmanager
+def _lookups_on(variant, vbmi):
+    """The variant's lookups on the path asked for, then back to the default."""
+    module = _simd.quantize_module(variant)
+    assert module.lookup_takes_vbmi(vbmi) == vbmi
+    try:
+        yield
+    finally:
+        module.lookup_takes_vbmi(True)
+
+
+@pytest.mark.parametrize("variant, vbmi", LOOKUP_PATHS)
 @settings(max_examples=30, deadline=None)
 @given(dtype=st.sampled_from([np.uint8, np.int8]),
        shape=st.sampled_from([(0,), (1,), (17,), (3, 5000), (70000,)]),
        pairs=st.booleans(), seed=st.integers(0, 2 ** 32 - 1),
        n_threads=st.sampled_from([1, 2]))
-def test_lookups_equal_numpy_s_indexing(variant, dtype, shape, pairs, seed, n_threads):
+def test_lookups_equal_numpy_s_indexing(variant, vbmi, dtype, shape, pairs, seed, n_threads):
     rng = np.random.default_rng(seed)
     low, high = RANGES[dtype]
     first = rng.integers(low, high + 1, shape).astype(dtype)
     second = rng.integers(low, high + 1, shape).astype(dtype) if pairs else None
     table = rng.integers(low, high + 1, 65536 if pairs else 256).astype(dtype)
-    got = tables.lookup(first, table, second, n_threads=n_threads, variant=variant)
+    with _lookups_on(variant, vbmi):
+        got = tables.lookup(first, table, second, n_threads=n_threads, variant=variant)
     index = first.view(np.uint8).astype(np.int64)
     if pairs:
         index = index * 256 + second.view(np.uint8)
@@ -223,11 +251,16 @@ def test_mul_refuses_an_infinite_multiplier_and_mismatched_operands():
         tables.mul(a, np.zeros(5, np.uint8), (0, 0, 0), np.float32(1))
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_a_256_entry_lookup_of_every_length_past_a_vector_and_every_byte(variant):
+@pytest.mark.parametrize("variant, vbmi", LOOKUP_PATHS)
+def test_a_256_entry_lookup_of_every_length_past_a_vector_and_every_byte(variant, vbmi):
     """The vector lookup (64 or 32 bytes a step) and the byte loop after it:
     every length up to two vectors and more, each byte value in every lane
     position, against NumPy's indexing."""
+    with _lookups_on(variant, vbmi):
+        _every_length_and_byte(variant)
+
+
+def _every_length_and_byte(variant):
     table = np.random.default_rng(3).permutation(256).astype(np.uint8)
     values = ((np.arange(300) * 97) % 256).astype(np.uint8)
     for count in range(0, 140):

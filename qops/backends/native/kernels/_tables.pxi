@@ -14,6 +14,14 @@ from libc.math cimport INFINITY
 cdef extern from "qops_lookup.h":
     void lookup_bytes256 "qops_lookup_bytes256"(
         const uint8_t* x, Py_ssize_t count, const uint8_t* table, uint8_t* out) noexcept nogil
+    int lookup_allow_vbmi "qops_lookup_allow_vbmi"(int allowed) noexcept nogil
+
+
+def lookup_takes_vbmi(bint allowed=True):
+    """Lets this module's 256-entry lookups take AVX-512 VBMI where the CPU
+    has it (``allowed``), or keeps them on the sixteen rows; returns whether
+    they take it now (the tests run both ways; the default is to take it)."""
+    return bool(lookup_allow_vbmi(allowed))
 
 
 cdef struct Lookup:

@@ -24,8 +24,9 @@
 #if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
-#if defined(__AVX2__)
+
 #include "qops_rounding.h"
+#if defined(__AVX2__)
 #include "qops_ymm.h"
 #endif
 
@@ -608,8 +609,8 @@ static inline void qops_nbits_quads_layout(const uint8_t* lines, ptrdiff_t bytes
    quantize_a_blocks, its steps in float32 in its order): per block of
    block_size values (zeros past k), amax = max |x|; a zero amax gives scale
    0 and codes 0, else scale = amax / 127, inverse = 127 / amax and each code
-   rint(x * inverse) (ties to even) clamped to [-127, 127]; sums[j] is block
-   j's sum of codes.  Returns 0 where a value is not finite (the rule then
+   rint(x * inverse) (ties to even) clamped to [-127, 127], a zero x's 0 where
+   the inverse overflows; sums[j] is block j's sum of codes.  Returns 0 where a value is not finite (the rule then
    does not apply and nothing written is read), else 1. */
 static inline int qops_nbits_quantize_row(const float* x, ptrdiff_t k, ptrdiff_t block_size,
                                           int8_t* codes, float* scales, int32_t* sums) {
@@ -633,6 +634,8 @@ static inline int qops_nbits_quantize_row(const float* x, ptrdiff_t k, ptrdiff_t
             scales[j] = amax / 127.0f;
             for (ptrdiff_t i = 0; i < count; i++) {
                 float code = (values[i] * inverse + QOPS_ROUNDING_MAGIC) - QOPS_ROUNDING_MAGIC;
+                /* 0 * inf (a subnormal amax's inverse) is NaN: the zero's code is 0. */
+                code = code != code ? 0.0f : code;
                 code = code < -127.0f ? -127.0f : code > 127.0f ? 127.0f : code;
                 block_codes[i] = (int8_t)code;
                 sum += (int32_t)code;
