@@ -103,6 +103,7 @@ def n_bits(spec, level, threads):
     K,N,BLOCK,ROWS[,zp]."""
     from qops.backends.native import matmul_n_bits as native
     from qops.cli import bench_n_bits
+    from qops.reference.n_bits import quantize_a_blocks
 
     k, n, block_size, rows, *zero = spec.split(",")
     case = bench_n_bits.NBitsCase(int(k), int(n), int(block_size), zero == ["zp"], int(rows),
@@ -114,7 +115,7 @@ def n_bits(spec, level, threads):
     block_scales = native._per_panel(native.scales_of(scales, case.n, k_blocks), case.n,
                                      k_blocks)
     rows_of_a = np.ascontiguousarray(np.asarray(a, np.float32).reshape(-1, case.k))
-    codes, a_scales, a_sums = native.quantize_a_blocks(rows_of_a, case.block_size)
+    codes, a_scales, a_sums = quantize_a_blocks(rows_of_a, case.block_size)
     packed = {}
 
     def call(module, out):
