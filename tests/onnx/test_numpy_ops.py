@@ -574,6 +574,9 @@ def test_float_products_the_pool_cannot_take_are_left_to_numpy():
     assert _blas._pool_matmul(a.astype(np.float64), a.astype(np.float64), 2) is None
     assert _blas._pool_matmul(a, a[:1], 2) is None
     assert _blas._pool_matmul(np.ones((4, 8, 16), np.float32)[:, :, ::2], a, 2) is None
+    unaligned = np.ndarray((4, 8, 8), np.float32, np.zeros(4 * 64 * 4 + 1, np.uint8).data, 1)
+    assert not unaligned.flags.aligned
+    assert _blas._pool_matmul(unaligned, a, 2) is None
     out = np.empty((4, 8, 8), np.float32)
     with pytest.raises(ValueError, match="do not describe the products"):
         _float_products.products(_blas._sgemm_64(), a, a, out[:, :, :4], 2)

@@ -114,6 +114,8 @@ def products(uintptr_t sgemm, a, b, out, int n_threads):
     b_offsets = _offsets(b)
     p.a_offsets = &a_offsets[0]
     p.b_offsets = &b_offsets[0]
+    if not (a.flags.aligned and b.flags.aligned and out.flags.aligned):
+        raise ValueError("products: a matrix BLAS cannot read in place (its floats unaligned)")
     p.a = <const float*><uintptr_t>a.__array_interface__["data"][0]
     p.b = <const float*><uintptr_t>b.__array_interface__["data"][0]
     p.out = <float*><uintptr_t>out.__array_interface__["data"][0]
