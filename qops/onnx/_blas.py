@@ -109,7 +109,7 @@ def _sgemm_64():
                         break
                 if address:
                     break
-        except Exception:  # noqa: BLE001 - no such BLAS: the Python threads share instead
+        except Exception:  # noqa: BLE001 - no such BLAS: NumPy's matmul instead
             address = 0
         _SGEMM.append(address or 0)
     return _SGEMM[0]

@@ -855,11 +855,13 @@ class Matcher:
         """The chain's output byte for each input byte (``table[b]`` for the
         byte b, as raw bytes are read), and the shape its constants broadcast
         to (x's shape then broadcasts with it)."""
-        bytes_ = np.arange(256, dtype=np.uint8).view(x_dtype)
-        constants = lambda node: [self.constant(name) if name else None  # noqa: E731
-                                  for name in node.input[1:]]
-        value = _nodes.dequantize_linear([bytes_] + constants(dq_node), attribute_values(dq_node),
-                                         self.graph.opset(dq_node))[0]
+        def constants(node):
+            """A Q or DQ node's scale and zero point (None where omitted)."""
+            return [self.constant(name) if name else None for name in node.input[1:]]
+
+        every_byte = np.arange(256, dtype=np.uint8).view(x_dtype)
+        value = _nodes.dequantize_linear([every_byte] + constants(dq_node),
+                                         attribute_values(dq_node), self.graph.opset(dq_node))[0]
         shape = ()
         for _, node, chained in chain:
             arguments = [value if name == chained else self.constant(name)
