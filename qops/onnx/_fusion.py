@@ -859,7 +859,7 @@ class Matcher:
             """A Q or DQ node's scale and zero point (None where omitted)."""
             return [self.constant(name) if name else None for name in node.input[1:]]
 
-        every_byte = np.arange(256, dtype=np.uint8).view(x_dtype)
+        every_byte = _qoperator.EVERY_BYTE[np.dtype(x_dtype)]
         value = _nodes.dequantize_linear([every_byte] + constants(dq_node),
                                          attribute_values(dq_node), self.graph.opset(dq_node))[0]
         shape = ()

@@ -320,7 +320,7 @@ def softmax(node, attributes, opset, before=None):
     built (:func:`qops.backends.native.tables.softmax_float32`): the same
     steps with an exponential of their own and the sum in float64, within 3
     units in the last place of the exact softmax of ``x - max`` (NumPy's own
-    steps reach 8 there, a float32 sum of 128 values taking most of them).
+    float32 sum loses more: docs/models.rst).
 
     ``before`` is a Div or Mul node's step taken in, ``("Div", c)`` or
     ``("Mul", c)`` with ``c`` a constant of one value: the softmax of

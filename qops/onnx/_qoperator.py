@@ -590,9 +590,9 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
     if size >= 256 and (a.size == 1 or b.size == 1):
         # One operand is a single value: a 256-entry row of the rule, indexed by the other.
         if b.size == 1:
-            row = _mul_values(_ALL_BYTES[a.dtype], b.reshape(1), zero_points, multiplier)
+            row = _mul_values(EVERY_BYTE[a.dtype], b.reshape(1), zero_points, multiplier)
             return apply_lookup_table(a, row).reshape(shape)
-        row = _mul_values(a.reshape(1), _ALL_BYTES[a.dtype], zero_points, multiplier)
+        row = _mul_values(a.reshape(1), EVERY_BYTE[a.dtype], zero_points, multiplier)
         return apply_lookup_table(b, row).reshape(shape)
     native = native_tables()
     if (native is not None and a.shape == b.shape == shape and size >= _MUL_COMPUTED_MIN_SIZE
@@ -615,8 +615,9 @@ def qlinear_mul(a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_z
     return np.take(table, index)
 
 
-#: Every value of each byte type, in byte order (entry i has raw byte i).
-_ALL_BYTES = {dtype: np.arange(256, dtype=np.uint8).view(dtype) for dtype in _BYTE_TYPES}
+#: Every value of each byte type, in byte order (entry i has raw byte i): the
+#: inputs a 256-entry table is made from (here, and by the session's fusions).
+EVERY_BYTE = {dtype: np.arange(256, dtype=np.uint8).view(dtype) for dtype in _BYTE_TYPES}
 #: Tensors from this many elements on are multiplied through the 65536-entry
 #: product table (building one costs about as much as applying the rule to
 #: this many pairs); smaller ones take the rule directly unless a table for
@@ -649,7 +650,7 @@ def _mul_table(key, multiplier, zero_points, dtype):
     gives what evaluating the rule gives, bit for bit.  Kept for the last
     few parameter sets (a session's QDQ Mul groups reuse theirs on every run).
     """
-    values = _ALL_BYTES[dtype]
+    values = EVERY_BYTE[dtype]
     table = _mul_values(values[:, None], values[None, :], zero_points, multiplier).reshape(-1)
     table.flags.writeable = False
     _MUL_TABLES[key] = table

@@ -656,7 +656,7 @@ def _add_by_table(call, variable, constant, dtype):
     function of the variable operand's byte alone, so a 256-entry table, made
     by the add itself on every byte, looked up (GELU's + 1 between a
     QOperator model's nodes)."""
-    every_byte = np.arange(256, dtype=np.uint8).view(dtype)
+    every_byte = _qoperator.EVERY_BYTE[np.dtype(dtype)]
     pair = [every_byte, constant.reshape(())] if variable == 0 else [constant.reshape(()),
                                                                       every_byte]
     table = np.ascontiguousarray(call(pair, 1)[0].reshape(-1))

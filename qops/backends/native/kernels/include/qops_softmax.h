@@ -11,8 +11,8 @@
    NumPy's maximum makes it.  The sum adds in float64, in sixteen lanes,
    element i into lane i % 16, and the lanes then in order: a fixed order,
    whatever the width or thread count, which the compiler vectorizes, and
-   then one rounding to float32 (a float32 sum of a row of 128 takes up to
-   ten ulp where float64's takes one half). */
+   then one rounding to float32 (a float32 sum of a long row loses several
+   ulp; float64's one rounding loses half of one). */
 #ifndef QOPS_SOFTMAX_H
 #define QOPS_SOFTMAX_H
 
