@@ -241,28 +241,48 @@ static inline qops_nbits_v16 qops_nbits_dequantize_row(const uint8_t* block, int
     return acc;
 }
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 /* A line's 16 columns of 4-bit codes as float32: k even (low nibbles) and k
-   odd (high nibbles), columns 0-7 and 8-15 of each. */
-typedef struct { __m256 even_low, even_high, odd_low, odd_high; } qops_nbits_line4;
+   odd (high nibbles). */
+typedef struct { qops_nbits_v16 even, odd; } qops_nbits_line4;
 
 static inline qops_nbits_line4 qops_nbits_line4_of(const uint8_t* line) {
+#if defined(__AVX512F__)
+    const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)line));
+    qops_nbits_line4 codes = {
+        _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(0x0F))),
+        _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4))};
+#else
     const __m128i nibbles = _mm_set1_epi8(0x0F);
     const __m128i bytes = _mm_loadu_si128((const __m128i*)line);
     const __m128i even = _mm_and_si128(bytes, nibbles);
     const __m128i odd = _mm_and_si128(_mm_srli_epi16(bytes, 4), nibbles);
     qops_nbits_line4 codes = {
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(even)),
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(even, 8))),
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(odd)),
-        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(odd, 8)))};
+        {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(even)),
+         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(even, 8)))},
+        {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(odd)),
+         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(odd, 8)))}};
+#endif
     return codes;
 }
 
 /* acc + value * ((code - zero) * scale), rounded as the rule's steps are. */
-static inline __m256 qops_nbits_step(__m256 acc, __m256 value, __m256 code, __m256 zero,
-                                     __m256 scale) {
-    return _mm256_fmadd_ps(value, _mm256_mul_ps(_mm256_sub_ps(code, zero), scale), acc);
+static inline qops_nbits_v16 qops_nbits_step(qops_nbits_v16 acc, float value,
+                                             qops_nbits_v16 code, qops_nbits_v16 zero,
+                                             qops_nbits_v16 scale) {
+#if defined(__AVX512F__)
+    return _mm512_fmadd_ps(_mm512_set1_ps(value),
+                           _mm512_mul_ps(_mm512_sub_ps(code, zero), scale), acc);
+#else
+    const __m256 broadcast = _mm256_set1_ps(value);
+    qops_nbits_v16 r = {
+        _mm256_fmadd_ps(broadcast, _mm256_mul_ps(_mm256_sub_ps(code.low, zero.low), scale.low),
+                        acc.low),
+        _mm256_fmadd_ps(broadcast,
+                        _mm256_mul_ps(_mm256_sub_ps(code.high, zero.high), scale.high),
+                        acc.high)};
+    return r;
+#endif
 }
 
 /* qops_nbits_row_two_panels for 4-bit codes: a line's two k from one load,
@@ -272,44 +292,34 @@ static inline void qops_nbits_row_two_panels_4bit(const float* row, ptrdiff_t k,
                                                   const uint8_t* panel, ptrdiff_t panel_bytes,
                                                   ptrdiff_t block_size, ptrdiff_t blob,
                                                   const float* zeros, const float* scales,
-                                                  ptrdiff_t parameters, __m256* sums) {
-    __m256 first_low = _mm256_setzero_ps(), first_high = _mm256_setzero_ps();
-    __m256 second_low = _mm256_setzero_ps(), second_high = _mm256_setzero_ps();
+                                                  ptrdiff_t parameters, qops_nbits_v16* first,
+                                                  qops_nbits_v16* second) {
+    qops_nbits_v16 first_sums = *first, second_sums = *second;
     for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
         const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
         const float* first_zero = zeros + j * QOPS_NBITS_COLUMNS;
         const float* first_scale = scales + j * QOPS_NBITS_COLUMNS;
-        const __m256 zero0 = _mm256_loadu_ps(first_zero);
-        const __m256 zero1 = _mm256_loadu_ps(first_zero + 8);
-        const __m256 scale0 = _mm256_loadu_ps(first_scale);
-        const __m256 scale1 = _mm256_loadu_ps(first_scale + 8);
-        const __m256 zero2 = _mm256_loadu_ps(first_zero + parameters);
-        const __m256 zero3 = _mm256_loadu_ps(first_zero + parameters + 8);
-        const __m256 scale2 = _mm256_loadu_ps(first_scale + parameters);
-        const __m256 scale3 = _mm256_loadu_ps(first_scale + parameters + 8);
+        const qops_nbits_v16 zero0 = qops_nbits_load(first_zero);
+        const qops_nbits_v16 scale0 = qops_nbits_load(first_scale);
+        const qops_nbits_v16 zero1 = qops_nbits_load(first_zero + parameters);
+        const qops_nbits_v16 scale1 = qops_nbits_load(first_scale + parameters);
         const uint8_t* bytes = panel + j * blob * QOPS_NBITS_COLUMNS;
         const float* values = row + k0;
         for (ptrdiff_t i = 0; 2 * i < count; i++) {
-            const qops_nbits_line4 first = qops_nbits_line4_of(bytes + i * QOPS_NBITS_COLUMNS);
-            const qops_nbits_line4 second = qops_nbits_line4_of(
+            const qops_nbits_line4 line0 = qops_nbits_line4_of(bytes + i * QOPS_NBITS_COLUMNS);
+            const qops_nbits_line4 line1 = qops_nbits_line4_of(
                 bytes + panel_bytes + i * QOPS_NBITS_COLUMNS);
-            const __m256 even = _mm256_set1_ps(values[2 * i]);
-            first_low = qops_nbits_step(first_low, even, first.even_low, zero0, scale0);
-            first_high = qops_nbits_step(first_high, even, first.even_high, zero1, scale1);
-            second_low = qops_nbits_step(second_low, even, second.even_low, zero2, scale2);
-            second_high = qops_nbits_step(second_high, even, second.even_high, zero3, scale3);
+            first_sums = qops_nbits_step(first_sums, values[2 * i], line0.even, zero0, scale0);
+            second_sums = qops_nbits_step(second_sums, values[2 * i], line1.even, zero1, scale1);
             if (2 * i + 1 == count) break;  /* a last block of odd length */
-            const __m256 odd = _mm256_set1_ps(values[2 * i + 1]);
-            first_low = qops_nbits_step(first_low, odd, first.odd_low, zero0, scale0);
-            first_high = qops_nbits_step(first_high, odd, first.odd_high, zero1, scale1);
-            second_low = qops_nbits_step(second_low, odd, second.odd_low, zero2, scale2);
-            second_high = qops_nbits_step(second_high, odd, second.odd_high, zero3, scale3);
+            first_sums = qops_nbits_step(first_sums, values[2 * i + 1], line0.odd, zero0,
+                                         scale0);
+            second_sums = qops_nbits_step(second_sums, values[2 * i + 1], line1.odd, zero1,
+                                          scale1);
         }
     }
-    sums[0] = first_low;
-    sums[1] = first_high;
-    sums[2] = second_low;
-    sums[3] = second_high;
+    *first = first_sums;
+    *second = second_sums;
 }
 #endif
 
@@ -327,15 +337,10 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
     static const float no_sums[QOPS_NBITS_COLUMNS];
     const int per_byte = 8 / bits;
     qops_nbits_v16 first = qops_nbits_load(no_sums), second = first;
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     if (bits == 4) {
-        __m256 sums[4];
         qops_nbits_row_two_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros,
-                                       scales, parameters, sums);
-        first.low = sums[0];
-        first.high = sums[1];
-        second.low = sums[2];
-        second.high = sums[3];
+                                       scales, parameters, &first, &second);
         k = 0;  /* the general loop below has nothing left to do */
     }
 #endif
