@@ -317,9 +317,9 @@ def test_a_call_like_the_last_runs_its_bound_kernel_and_follows_its_data(a_type,
 @pytest.mark.parametrize("form", ["3 x 3", "1 x 1", "1 x 1, stride 2", "depthwise", "1-d"])
 @pytest.mark.parametrize("input_type", [u8, i8])
 def test_a_convolution_like_the_last_runs_its_bound_kernel(form, input_type, monkeypatch):
-    """The bound kernel of a compiled convolution (the implicit GEMM, the
-    pointwise product with and without a stride, the depthwise kernel, a
-    1-D input in its 2-D layout): each new image gives the plain function's
+    """The bound kernel of a compiled convolution (the implicit GEMM, also a
+    strided 1 x 1's, the pointwise product, the depthwise kernel, a 1-D
+    input in its 2-D layout): each new image gives the plain function's
     result, on every thread count, without the plans."""
     from qops.backends import dispatch
 
@@ -349,6 +349,7 @@ def test_a_convolution_like_the_last_runs_its_bound_kernel(form, input_type, mon
     _, plan, arrays, _, _ = compiled._plans.recent()
     call = dataclasses.replace(plan.template, arrays=dict(arrays, input=image))
     assert dispatch.select(call).name == {"3 x 3": "kernels", "1-d": "kernels",
+                                          "1 x 1, stride 2": "kernels",
                                           "depthwise": "depthwise kernels"}.get(
                                               form, "pointwise kernels")
     planned = []

@@ -449,11 +449,16 @@ POINTWISE_MIN_FILL = 0.9
 
 
 def is_pointwise(call):
-    """A 1 x 1 convolution of one group without padding: a product of the
-    filter (output channels x channels) and each image (channels x pixels)
-    that fills the micro-tile's columns well enough."""
+    """A 1 x 1 convolution of one group without padding or strides: a
+    product of the filter (output channels x channels) and each image
+    (channels x pixels) that fills the micro-tile's columns well enough.
+
+    A strided one reads a subsample of its image, which the implicit GEMM's
+    copy-in takes where it lies; here it would be a strided copy of its own
+    first, on one thread (slower, as docs/performance_notes.rst records)."""
     filter, attributes = call.arrays["filter"], call.attributes
     if (attributes["group_count"] != 1 or any(size != 1 for size in filter.shape[2:])
+            or any(step != 1 for step in attributes["strides"])
             or any(attributes["start_padding"]) or any(attributes["end_padding"])):
         return False
     pixels = int(np.prod(call.output_shape[2:], dtype=np.int64))
@@ -473,7 +478,6 @@ def prepare_pointwise(call, variant=None):
     image, filter = arrays["input"], arrays["filter"]
     batch, channels = image.shape[:2]
     out_channels = filter.shape[0]
-    strides = tuple(attributes["strides"])
     pixels = int(np.prod(call.output_shape[2:], dtype=np.int64))
     a_flip, b_flip = _signed(filter), not _signed(image)
     raw = call.output_dtype == np.int32
@@ -482,7 +486,6 @@ def prepare_pointwise(call, variant=None):
     a_index = np.zeros(batch, np.int64)
     b_index = np.arange(batch, dtype=np.int64)
     work = batch * pixels * out_channels * channels
-    subsample = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides)
 
     def derive(arrays, multiplier):
         row_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32,
@@ -496,8 +499,6 @@ def prepare_pointwise(call, variant=None):
             per_row = (scale.reshape(-1, 1), out_zero.reshape(-1, 1),
                        None if bias is None else bias.astype(np.int64))
         return _frozen((row_zero, column_zero) + per_row)
-
-    strided = any(step != 1 for step in strides)
 
     def bound_run(call):
         """run_data(image, out, n_threads) of a call with the filter and
@@ -524,8 +525,6 @@ def prepare_pointwise(call, variant=None):
             (batch, channels, pixels), b_flip, a_packed_once=call.packed is not None)
 
         def run_data(image, out, n_threads):
-            if strided:
-                image = image[subsample]
             product.run(None, _bytes(image).reshape(batch, channels, pixels),
                         out.view(np.uint8).reshape(out_shape), min(n_threads, most_threads))
 
