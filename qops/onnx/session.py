@@ -334,6 +334,9 @@ class InferenceSession:
                 return prepared
             adapter, opset = rule
             attributes = attribute_values(node)
+            prepared = _prepared_per_tensor(node, self._graph, adapter, attributes, opset)
+            if prepared is not None:
+                return prepared
 
             def call(arguments, n_threads):
                 return adapter(arguments, attributes, opset)
@@ -669,6 +672,49 @@ def _add_by_table(call, variable, constant, dtype):
         return [y.reshape(np.broadcast_shapes(x.shape, constant.shape))]
 
     return "qops QLinearAdd (by table)", run
+
+
+def _prepared_per_tensor(node, graph, adapter, attributes, opset):
+    """QuantizeLinear (float32 to 8 bits) or DequantizeLinear (8 bits to
+    float32) with a constant float32 scale and 8-bit zero point of one value
+    each, at the defaults: the kernels called with the parameters bound (a
+    model's input and output nodes, which run once a run, cold); else None.
+    An input the bound form does not take runs through the adapter."""
+    if node.domain not in ("", "ai.onnx") or node.op_type not in ("QuantizeLinear",
+                                                                   "DequantizeLinear"):
+        return None
+    names = list(node.input) + [""] * 3
+    scale, zero_point = (graph.constants.get(name) if name else None for name in names[1:3])
+    quantizing = node.op_type == "QuantizeLinear"
+    defaults = {"axis", "saturate"} | ({"output_dtype"} if quantizing else set())
+    if (scale is None or zero_point is None or scale.dtype != np.float32 or scale.size != 1
+            or zero_point.size != 1 or zero_point.dtype not in (np.uint8, np.int8)
+            or any(attributes[name] for name in set(attributes) - defaults)
+            or _numpy_ops.native_tables() is None):
+        return None
+    if quantizing and attributes.get("output_dtype") and _nodes._onnx_dtype(
+            attributes["output_dtype"]) != zero_point.dtype:
+        return None
+    scale, zero_point = scale.reshape(()), zero_point.reshape(())
+    input_dtype = np.dtype(np.float32) if quantizing else zero_point.dtype
+    try:  # the operator checks the parameters once
+        adapter([np.zeros(1, input_dtype), scale, zero_point], attributes, opset)
+    except QopsError:
+        return None  # the adapter then says what is wrong, naming the node
+    from qops.backends.native import quantize
+
+    bound = (quantize.bound_quantize_per_tensor if quantizing
+             else quantize.bound_dequantize_per_tensor)(scale, zero_point)
+
+    def call(arguments, n_threads):
+        x = arguments[0]
+        if type(x) is np.ndarray and x.dtype == input_dtype and x.flags.c_contiguous:
+            result = bound(x, n_threads)
+            if result is not None:
+                return [result]
+        return adapter(arguments, attributes, opset)
+
+    return f"qops {node.op_type} (bound)", call
 
 
 def _prepared_qgemm(node, graph):

@@ -616,7 +616,7 @@ def test_shared_dq_group_outputs_as_graph_outputs_and_any_node_order():
     for source in (model, reversed_model):
         session = qops.onnx.InferenceSession(source)
         assert sorted(_kinds(session)) == ["QDQ Conv", "QDQ Conv", "QDQ MaxPool on integers",
-                                           "qops DequantizeLinear"]
+                                           "qops DequantizeLinear (bound)"]
         actual = session.run(None, {"x": x})
         for got, wanted in zip(actual[:3], expected[:3]):
             assert _gap(got, wanted) <= 1
@@ -1142,7 +1142,7 @@ def test_a_byte_chain_leaves_a_dq_read_elsewhere_and_keeps_the_nodes_shape():
                               dq_also_read=True)
     fused = qops.onnx.InferenceSession(model)
     kinds = [step.kind for step in fused._steps_list]
-    assert "qops byte chain (lookup)" in kinds and "qops DequantizeLinear" in kinds
+    assert "qops byte chain (lookup)" in kinds and "qops DequantizeLinear (bound)" in kinds
     literal = qops.onnx.InferenceSession(model, fuse=False)
     x = _every_byte(np.uint8)
     got, want = fused.run(None, {"x": x}), literal.run(None, {"x": x})
@@ -1249,3 +1249,78 @@ def test_a_qlinear_add_of_a_constant_of_one_value_is_a_table_of_the_add(dtype, c
     assert got.shape == want.shape == np.broadcast_shapes((2, 256), constant.shape)
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(got)) > 100
+
+
+def _per_tensor_model(op_type, x_type, y_type, scale, zero_point):
+    """One QuantizeLinear or DequantizeLinear node with constant parameters."""
+    initializers = [numpy_helper.from_array(scale, "scale"),
+                    numpy_helper.from_array(zero_point, "zero_point")]
+    node = helper.make_node(op_type, ["x", "scale", "zero_point"], ["y"], name="boundary")
+    graph = helper.make_graph([node], "g", [_vi("x", _ONNX[np.dtype(x_type)], [3, 700])],
+                              [_vi("y", _ONNX[np.dtype(y_type)], [3, 700])], initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.mark.parametrize("zero_point", [np.uint8(131), np.array([-5], np.int8)])
+@pytest.mark.parametrize("scale", [np.float32(0.0125), np.array([3e-5], np.float32)])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_quantize_linear_of_constant_parameters_is_bound_and_exact(zero_point, scale,
+                                                                    n_threads):
+    """A model's QuantizeLinear with one constant scale and zero point runs
+    bound (straight to the kernels): onnx.reference's bits, ties included;
+    on the infinities, NaN and values far past the range (where the
+    reference's float-to-integer cast is the platform's), the operator's."""
+    zero_point = np.asarray(zero_point)
+    model = _per_tensor_model("QuantizeLinear", np.float32, zero_point.dtype, scale, zero_point)
+    session = qops.onnx.InferenceSession(model, n_threads)
+    assert [step.kind for step in session._steps_list] == ["qops QuantizeLinear (bound)"]
+    rng = np.random.default_rng(21)
+    step = float(scale.reshape(()))
+    x = (rng.integers(-400, 400, (3, 700)) * step / 2).astype(np.float32)  # ties at every other
+    x.flat[:6] = [np.inf, -np.inf, np.nan, 1e30, -1e30, -0.0]
+    (got,) = session.run(None, {"x": x})
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert got.dtype == want.dtype == zero_point.dtype
+    np.testing.assert_array_equal(got.flat[6:], want.flat[6:])
+    np.testing.assert_array_equal(got, qops.quantize_linear(x, scale.reshape(()),
+                                                            zero_point.reshape(())))
+    low, high = np.iinfo(zero_point.dtype).min, np.iinfo(zero_point.dtype).max
+    assert [got.flat[i] for i in (0, 1, 3, 4, 5)] == [high, low, high, low, zero_point]
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_dequantize_linear_of_constant_parameters_is_bound_and_exact(dtype, n_threads):
+    """Every byte through a model's bound DequantizeLinear: onnx.reference's
+    bits."""
+    model = _per_tensor_model("DequantizeLinear", dtype, np.float32, np.float32(0.37),
+                              np.array(7 if dtype == np.uint8 else -7, dtype))
+    session = qops.onnx.InferenceSession(model, n_threads)
+    assert [step.kind for step in session._steps_list] == ["qops DequantizeLinear (bound)"]
+    x = np.resize(np.arange(256, dtype=np.uint8), (3, 700)).view(dtype)
+    (got,) = session.run(None, {"x": x})
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_bound_boundary_node_leaves_other_inputs_to_the_operator():
+    """An input the bound form does not take (a strided view) runs through
+    the operator's adapter, with the same result."""
+    model = _per_tensor_model("DequantizeLinear", np.uint8, np.float32, np.float32(0.5),
+                              np.array(3, np.uint8))
+    session = qops.onnx.InferenceSession(model)
+    (_, call, _, _, _), = session._program
+    x = np.arange(2 * 3 * 700, dtype=np.int64).astype(np.uint8).reshape(3, 1400)[:, ::2]
+    (got,) = call([x, np.float32(0.5), np.uint8(3)], 2)
+    np.testing.assert_array_equal(got, (x.astype(np.float32) - 3) * np.float32(0.5))
+
+
+def test_a_boundary_node_with_a_bad_constant_is_not_bound_and_names_itself():
+    """A zero scale is not bound: the run says what is wrong, naming the node."""
+    model = _per_tensor_model("QuantizeLinear", np.float32, np.uint8, np.float32(0),
+                              np.array(3, np.uint8))
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session._steps_list] == ["qops QuantizeLinear"]
+    with pytest.raises(qops.ValidationError, match="boundary"):
+        session.run(None, {"x": np.ones((3, 700), np.float32)})

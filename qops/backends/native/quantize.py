@@ -14,7 +14,8 @@ import math
 import numpy as np
 
 from qops import reference
-from qops.backends.contract import Prepared, run_prepared
+from qops.backends.contract import Prepared, empty_output, run_prepared
+from qops.backends.native import _lean
 from qops.backends.native import variants as _simd
 from qops.backends.native.kernels import _quantize_portable as _k
 from qops.packing import PackedBits
@@ -170,6 +171,51 @@ def prepare_quantize(call, variant=None):
                  zero_point_given=zero_point_given, n_threads=n_threads, **kinds)
 
     return Prepared(run, derive)
+
+
+# -- a model's lone per-tensor nodes --------------------------------------------------------
+#
+# A model session's QuantizeLinear of its input and DequantizeLinear of its
+# output run once a run, after the rest of the run has left their Python
+# path out of the caches: there each layer of calls between the node and
+# its kernel costs microseconds (a DequantizeLinear of 1000 values took
+# 40 us in its place in a run and 10 us repeated).  These bind the
+# parameters and call the kernels with nothing between.
+
+
+def bound_quantize_per_tensor(scale, zero_point):
+    """``run(x, n_threads)``: QuantizeLinear of float32 ``x`` per tensor, at the
+    defaults, with the float32 ``scale`` and the int8 or uint8 ``zero_point``
+    (NumPy scalars, or arrays of one value) bound; None where the lean path
+    does not take ``x`` (not a C-contiguous float32 array, or empty) or the
+    values, and the caller then runs the operator."""
+    entry = _simd.quantize_module().lean_entry()
+
+    def run(x, n_threads):
+        return _lean.quantize_per_tensor(entry, x, scale, zero_point, None, n_threads)
+
+    return run
+
+
+def bound_dequantize_per_tensor(scale, zero_point):
+    """``run(x, n_threads)``: DequantizeLinear to float32 per tensor of ``x``,
+    of ``zero_point``'s type (int8 or uint8) and C-contiguous as the caller
+    checked, with the float32 ``scale`` and the ``zero_point`` (one value
+    each, checked by the operator) bound."""
+    dequantize = _simd.quantize_module().dequantize
+    kind = _X_KINDS[_dtypes.name_of(np.asarray(zero_point).dtype)]
+    scale, zero = _parameter(scale), _parameter(zero_point)
+    out_kind = _FLOAT_KINDS["FLOAT32"]
+
+    def run(x, n_threads):
+        out = empty_output(x.shape, np.float32)
+        if out.size:
+            dequantize(_raw(x), kind, 0, _NO_TABLE, scale, zero,
+                       **_layout(x.shape, "per-tensor", 0, 0), out=_raw(out),
+                       out_kind=out_kind, n_threads=n_threads)
+        return out
+
+    return run
 
 
 def prepare_dynamic_quantize(call, variant=None):
