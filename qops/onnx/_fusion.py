@@ -562,7 +562,9 @@ class Matcher:
                     raise
                 return [literal(arguments)]
 
-        return f"QDQ {node.op_type}", [x[1]], call
+        bound = (_bound_global_average(fixed, x[3], call)
+                 if node.op_type == "GlobalAveragePool" else None)
+        return f"QDQ {node.op_type}", [x[1]], bound or call
 
     def _softmax(self, node, output, clamp):
         rule = self.contrib.get("QLinearSoftmax")
@@ -1068,3 +1070,29 @@ def _matmul_call(b, b_scale, b_zero_point, a_quantization, output, clamp):
         return [_clamped(y, clamp).reshape(lead + (columns,))]
 
     return call
+
+
+def _bound_global_average(fixed, dtype, call):
+    """A global average pooling's call with its parameters (``fixed``: the
+    scales and zero points, checked by running ``call`` once) bound to the
+    kernel (:func:`qops.backends.native.pooling.bound_global_average`) for
+    2-D images of ``dtype``, else ``call``; None where the kernels are not
+    built or the operator refuses the parameters."""
+    if native_tables() is None:
+        return None
+    try:
+        call([np.zeros((1, 1, 1, 1), dtype)], 1)
+    except QopsError:
+        return None
+    from qops.backends.native import pooling
+
+    pool = pooling.bound_global_average(*fixed)
+
+    def bound(arguments, n_threads):
+        x = arguments[0]
+        if (type(x) is np.ndarray and x.dtype == dtype and x.ndim == 4 and x.size
+                and x.flags.c_contiguous):
+            return [pool(x, n_threads)]
+        return call(arguments, n_threads)
+
+    return bound

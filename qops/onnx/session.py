@@ -717,6 +717,29 @@ def _prepared_per_tensor(node, graph, adapter, attributes, opset):
     return f"qops {node.op_type} (bound)", call
 
 
+def _prepared_global_average(node, graph):
+    """com.microsoft QLinearGlobalAveragePool, channels first, with constant
+    per-tensor float32 scales and 8-bit zero points: bound to the kernel
+    (:func:`qops.onnx._fusion._bound_global_average`); else None."""
+    names = list(node.input) + [""] * 5
+    values = [graph.constants.get(name) if name else None for name in names[1:5]]
+    attributes = attribute_values(node)
+    if (attributes.get("channels_last") or any(value is None or value.size != 1
+                                               for value in values)
+            or any(value.dtype != np.float32 for value in values[0::2])
+            or values[1].dtype not in (np.uint8, np.int8)
+            or values[3].dtype not in (np.uint8, np.int8)):
+        return None
+    fixed = [value.reshape(()) for value in values]
+    adapter = _nodes.CONTRIB_ADAPTERS["QLinearGlobalAveragePool"]
+
+    def call(arguments, n_threads):
+        return adapter([arguments[0], *fixed], attributes, 1)
+
+    bound = _fusion._bound_global_average(fixed, values[1].dtype, call)
+    return None if bound is None else ("qops QLinearGlobalAveragePool (bound)", bound)
+
+
 def _prepared_qgemm(node, graph):
     """com.microsoft QGemm with everything but A constant (C of one row at
     most): B' compiled once on MATRIX_MULTIPLY_INTEGER, the multipliers made
@@ -791,6 +814,8 @@ def _prepared_qlinear(node, graph):
         return _prepared_qgemm(node, graph)
     if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "MatMulNBits":
         return _prepared_n_bits(node, graph)
+    if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QLinearGlobalAveragePool":
+        return _prepared_global_average(node, graph)
     if node.domain not in ("", "ai.onnx") or node.op_type not in ("QLinearConv", "QLinearMatMul"):
         return None
     names = list(node.input) + [""] * 9

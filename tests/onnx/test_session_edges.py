@@ -1324,3 +1324,76 @@ def test_a_boundary_node_with_a_bad_constant_is_not_bound_and_names_itself():
     assert [step.kind for step in session._steps_list] == ["qops QuantizeLinear"]
     with pytest.raises(qops.ValidationError, match="boundary"):
         session.run(None, {"x": np.ones((3, 700), np.float32)})
+
+
+@pytest.fixture
+def bound_pool_calls(monkeypatch):
+    """How many images the bound global pooling took (its kernel call)."""
+    from qops.backends.native import pooling
+
+    taken = []
+    made = pooling.bound_global_average
+
+    def counting(*parameters):
+        pool = made(*parameters)
+
+        def run(x, n_threads):
+            taken.append(x.shape)
+            return pool(x, n_threads)
+
+        return run
+
+    monkeypatch.setattr(pooling, "bound_global_average", counting)
+    return taken
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 7, 7), (2, 1280, 7, 7), (3, 5, 1, 13), (1, 4, 40, 33)])
+@pytest.mark.parametrize("dtype, y_dtype", [(np.uint8, np.uint8), (np.int8, np.int8)])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_qdq_global_pooling_is_bound_and_the_operator_bit_for_bit(shape, dtype, y_dtype,
+                                                                   n_threads, bound_pool_calls):
+    """DQ -> GlobalAveragePool -> Q with constant parameters runs on the
+    bound kernel: QUANTIZED_LINEAR_AVERAGE_POOLING's bytes over the whole
+    image, each image of the batch."""
+    x_zero, y_zero = dtype(3 if dtype == np.uint8 else -3), y_dtype(200 if y_dtype == np.uint8
+                                                                  else -20)
+    nodes = [_dq("x", "xd"), helper.make_node("GlobalAveragePool", ["xd"], ["p"]),
+             _q("p", "y", "ys", "yz")]
+    x = _quantized(np.random.default_rng(sum(shape)), shape, dtype)
+    model = _model(nodes, _feeds_inputs({"x": x}), [_out("y")],
+                   _qparams(0.021, x_zero) + [_init("ys", np.float32(0.013)),
+                                              _init("yz", np.asarray(y_zero))])
+    session = qops.onnx.InferenceSession(model, n_threads)
+    assert _kinds(session) == ["QDQ GlobalAveragePool"]
+    (got,) = session.run(None, {"x": x})
+    want = qops.quantized_linear_average_pooling(
+        input=x, input_scale=np.float32(0.021), input_zero_point=x_zero,
+        output_scale=np.float32(0.013), output_zero_point=y_zero, window_size=shape[2:])
+    assert bound_pool_calls == [shape]
+    assert got.dtype == want.dtype and got.shape == shape[:2] + (1, 1)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", [(2, 96, 7, 7), (1, 6, 11)])
+def test_a_qlinear_global_average_pool_is_bound_where_it_is_2d(shape, bound_pool_calls):
+    """QOperator's QLinearGlobalAveragePool with constant parameters: bound
+    for 2-D images, the adapter otherwise (a 1-D input), the adapter's
+    bytes either way."""
+    from qops.onnx import _nodes
+
+    parameters = [np.float32(0.05), np.uint8(9), np.float32(0.02), np.uint8(120)]
+    node = helper.make_node("QLinearGlobalAveragePool", ["x", "s", "z", "ys", "yz"], ["y"],
+                            domain="com.microsoft", channels_last=0)
+    x = _quantized(np.random.default_rng(5), shape, np.uint8)
+    model = _model([node], _feeds_inputs({"x": x}), [_out("y")],
+                   [_init(name, value) for name, value in zip(("s", "z", "ys", "yz"),
+                                                              parameters)],
+                   extra_opsets=[helper.make_opsetid("com.microsoft", 1)])
+    session = qops.onnx.InferenceSession(model)
+    assert _kinds(session) == ["qops QLinearGlobalAveragePool (bound)"]
+    (got,) = session.run(None, {"x": x})
+    (want,) = _nodes.CONTRIB_ADAPTERS["QLinearGlobalAveragePool"]([x, *parameters],
+                                                                  {"channels_last": 0}, 1)
+    assert bound_pool_calls == ([shape] if len(shape) == 4 else [])
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

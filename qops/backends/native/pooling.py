@@ -10,16 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from qops.backends.contract import Prepared
+from qops.backends.contract import Prepared, empty_output
 from qops.backends.native import variants as _simd
 from qops.backends.native.quantize import _raw
 from qops.reference.pooling import window_sums
 from qops.registry import dtypes as _dtypes
 
-__all__ = ["prepare_average_pooling", "supports_average_pooling"]
+__all__ = ["bound_global_average", "prepare_average_pooling", "supports_average_pooling"]
 
 #: Windows of up to this many elements: their sums of bytes fit int32.
 MAX_WINDOW = 2**23
+
+#: Image shapes a bound global pooling keeps the geometry of.
+_SHAPES_KEPT = 8
 
 _SPATIAL = ("window_size", "strides", "dilations", "start_padding", "end_padding")
 
@@ -39,6 +42,16 @@ def _per_channel(value, channels, dtype, shift=0):
     return np.ascontiguousarray(flat + dtype(shift))
 
 
+def _windows(size, geometry, include_padding):
+    """(out_size, counts, inside) of an image of ``size``: each output
+    position's divisor and the number of its window's elements inside."""
+    _, inside = window_sums(np.zeros((1, 1) + size, np.uint8), None, **geometry)
+    counts = (np.full_like(inside, int(np.prod(geometry["window_size"])))
+              if include_padding else inside)
+    return (tuple(inside.shape), np.ascontiguousarray(counts.reshape(-1), np.int32),
+            np.ascontiguousarray(inside.reshape(-1), np.int32))
+
+
 def prepare_average_pooling(call, variant=None):
     """``run(call, out, n_threads)`` for poolings of this signature."""
     attributes = call.attributes
@@ -46,12 +59,7 @@ def prepare_average_pooling(call, variant=None):
     channels = image.shape[1]
     size = tuple(image.shape[2:])
     geometry = {name: tuple(attributes[name]) for name in _SPATIAL}
-    _, inside = window_sums(np.zeros((1, 1) + size, np.uint8), None, **geometry)
-    counts = (np.full_like(inside, int(np.prod(geometry["window_size"])))
-              if attributes["include_padding"] else inside)
-    out_size = tuple(inside.shape)
-    inside = np.ascontiguousarray(inside.reshape(-1), np.int32)
-    counts = np.ascontiguousarray(counts.reshape(-1), np.int32)
+    out_size, counts, inside = _windows(size, geometry, attributes["include_padding"])
     signed = image.dtype == np.int8
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(call.output_dtype)]
     kernel = _simd.quantize_module(variant).average_pooling
@@ -70,3 +78,48 @@ def prepare_average_pooling(call, variant=None):
                low, high, _raw(out), n_threads)
 
     return Prepared(run, derive)
+
+
+def bound_global_average(input_scale, input_zero_point, output_scale, output_zero_point):
+    """``run(x, n_threads)``: the average of each image of ``x`` (N x C x H x W,
+    C-contiguous, not empty, of ``input_zero_point``'s type: the caller's
+    checks) as QUANTIZED_LINEAR_AVERAGE_POOLING gives it over the whole
+    image, with the per-tensor scales and the int8 or uint8 zero points
+    (checked by the operator first) bound; N x C x 1 x 1 of
+    ``output_zero_point``'s type.
+
+    A model's global pooling runs once a run, its Python path cold, where
+    every layer of calls costs (as for qops.backends.native.quantize's
+    bound nodes): this one calls the kernel, its geometry made once per
+    image shape."""
+    kernel = _simd.quantize_module().average_pooling
+    signed = np.asarray(input_zero_point).dtype == np.int8
+    out_dtype = np.asarray(output_zero_point).dtype
+    low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(out_dtype)]
+    shapes = {}
+
+    def parts(channels, size):
+        size = (1,) * (3 - len(size)) + tuple(size)  # the kernel's three spatial axes
+        geometry = dict(window_size=size, strides=(1, 1, 1), dilations=(1, 1, 1),
+                        start_padding=(0, 0, 0), end_padding=(0, 0, 0))
+        _, counts, inside = _windows(size, geometry, False)
+        return (size, (1, 1, 1), size, geometry["strides"], geometry["dilations"],
+                geometry["start_padding"], counts, inside,
+                _per_channel(input_zero_point, channels, np.int32, 128 if signed else 0),
+                _per_channel(input_scale, channels, np.float64),
+                _per_channel(output_scale, channels, np.float64),
+                _per_channel(output_zero_point, channels, np.int32))
+
+    def run(x, n_threads):
+        channels, size = x.shape[1], x.shape[2:]
+        bound = shapes.get(x.shape[1:])
+        if bound is None:
+            if len(shapes) >= _SHAPES_KEPT:
+                shapes.clear()
+            bound = shapes[x.shape[1:]] = parts(channels, size)
+        out = empty_output(x.shape[:2] + (1,) * len(size), out_dtype)
+        kernel(_raw(x), 0x80 if signed else 0, channels, *bound, low, high, _raw(out),
+               n_threads)
+        return out
+
+    return run
