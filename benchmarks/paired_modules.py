@@ -5,8 +5,8 @@ loads both builds of a variant's GEMM module (``_qgemm_avx2...so`` copied
 aside before and after a change) side by side, and times each case
 through both, alternating short rounds.  A case ``CIN,COUT,HW`` is a
 pointwise convolution (filter x image, CIN -> COUT channels over HW x HW
-pixels, per-channel requantization, as a compiled QLinearConv runs it)
-through ``matmul``; ``dw:C,HW`` a 3 x 3 depthwise convolution of C
+pixels, per-channel requantization, as a compiled QLinearConv runs it:
+a ``BoundProduct`` bound once per build); ``dw:C,HW`` a 3 x 3 depthwise convolution of C
 channels over HW x HW pixels, padded by one, through ``depthwise2d``;
 ``row:K,N`` a product of one row on a packed K x N B (a classifier's),
 on the narrowed panels where the build has them; ``n0:K,N,BLOCK,ROWS[,zp]``
@@ -61,12 +61,16 @@ def pointwise(rng, channels, out_channels, side, module, threads):
     multiplier = (rng.random((out_channels, 1)) * 1e-3 + 1e-4).astype(np.float32)
     out_zero = np.full((out_channels, 1), 128, np.int32)
     bias = rng.integers(-1000, 1000, out_channels).astype(np.int64)
-    sums = module.matrix_row_sums(a, False, 1)
+    bound = {}
 
     def call(module, out):
-        module.matmul(a, False, index, None, None, index, pixels, row_zero, column_zero,
-                      multiplier, out_zero, out, 0, 255, threads, False, True, bias, sums, image,
-                      True)
+        # Bound once per build, as a compiled convolution binds its product.
+        if module not in bound:
+            bound[module] = module.BoundProduct(
+                a, False, index, None, None, index, pixels, row_zero, column_zero, multiplier,
+                out_zero, 1, 0, 255, False, True, bias, module.matrix_row_sums(a, False, 1),
+                image.shape, True, a_packed_once=True)
+        bound[module].run(None, image, out, threads)
 
     return call, (1, out_channels, pixels)
 

@@ -645,6 +645,7 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     epilogue.raw = raw
     epilogue.to_float = False
     epilogue.float_bias = NULL
+    epilogue.row_stores = NULL
     if raw and not epilogue.sums_fit_int32:
         raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
     return terms, keep

@@ -266,20 +266,21 @@ cdef inline uint32_t per_row_term(const Epilogue* epilogue, Py_ssize_t r,
 
 
 cdef struct RowTermsStore:
-    # The arrays a RowTerms points at, for MR rows.
+    # The arrays a RowTerms points at, for MR rows, and its shortcuts.
     uint32_t term[MR]
     uint32_t row_zero[MR]
     float multiplier[MR]
     float floor[MR]
     float ceiling[MR]
     int32_t offset[MR]
+    bint one_row_zero
+    bint packs_clamp
 
 
-cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssize_t row0,
-                                   const Epilogue* epilogue, const Gemm* gemm) noexcept nogil:
-    """The RowTerms of a micro-tile's rows from row0 (in store; rows past M
-    take zero terms and the first row's zero point), and its shortcuts, but
-    for column_sum, which belongs to its columns."""
+cdef inline void fill_row_store(RowTermsStore* store, Py_ssize_t row0, const Epilogue* epilogue,
+                                const Gemm* gemm) noexcept nogil:
+    """The RowTerms arrays and shortcuts of a micro-tile's rows from row0
+    (rows past M take zero terms and the first row's zero point)."""
     cdef Py_ssize_t i, r
     cdef int64_t zero
     cdef int32_t out_zero
@@ -312,15 +313,49 @@ cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssi
         scaled = (fabs(<double>epilogue.multiplier[r])
                   * (<double>epilogue.k * MAX_PRODUCT + fabs(bias)))
         largest_scaled = scaled if scaled > largest_scaled else largest_scaled
-    terms.one_row_zero = one_row_zero
-    terms.packs_clamp = packs_clamp_exactly(largest_scaled, epilogue.low, epilogue.high)
+    store.one_row_zero = one_row_zero
+    store.packs_clamp = packs_clamp_exactly(largest_scaled, epilogue.low, epilogue.high)
+
+
+cdef inline void point_row_terms(RowTerms* terms, const RowTermsStore* store,
+                                 int32_t low) noexcept nogil:
+    """terms <- the RowTerms of the rows whose arrays store holds, but for
+    column_sum, which belongs to its columns."""
+    terms.one_row_zero = store.one_row_zero
+    terms.packs_clamp = store.packs_clamp
     terms.term = store.term
     terms.row_zero = store.row_zero
     terms.multiplier = store.multiplier
     terms.floor = store.floor
     terms.ceiling = store.ceiling
     terms.offset = store.offset
-    terms.low = epilogue.low
+    terms.low = low
+
+
+cdef inline void row_terms_of_rows(RowTerms* terms, RowTermsStore* store, Py_ssize_t row0,
+                                   const Epilogue* epilogue, const Gemm* gemm) noexcept nogil:
+    """The RowTerms of a micro-tile's rows from row0: the epilogue's
+    precomputed block where it has them (row0 a multiple of MR, as every
+    block of the units starts), else made in store."""
+    if epilogue.row_stores != NULL and row0 % MR == 0:
+        point_row_terms(terms, <const RowTermsStore*>epilogue.row_stores + row0 // MR,
+                        epilogue.low)
+        return
+    fill_row_store(store, row0, epilogue, gemm)
+    point_row_terms(terms, store, epilogue.low)
+
+
+def row_stores_bytes(Py_ssize_t m):
+    """Bytes of the RowTermsStore of every block of MR rows of m rows."""
+    return ceil_div(m, MR) * sizeof(RowTermsStore)
+
+
+cdef void fill_row_stores(RowTermsStore* stores, const Epilogue* epilogue,
+                          const Gemm* gemm) noexcept nogil:
+    """Every block's RowTermsStore (row_stores_bytes(gemm.m) bytes)."""
+    cdef Py_ssize_t block
+    for block in range(ceil_div(gemm.m, MR)):
+        fill_row_store(&stores[block], block * MR, epilogue, gemm)
 
 
 cdef inline uint8_t* row_terms_at(RowTerms* terms, Py_ssize_t row0, Py_ssize_t col0,

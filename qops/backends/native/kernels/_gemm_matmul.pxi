@@ -229,6 +229,7 @@ cdef class BoundProduct:
         cdef const float[::1] float_bias_view
         self.epilogue.to_float = to_float
         self.epilogue.float_bias = NULL
+        self.epilogue.row_stores = NULL
         if float_bias is not None:
             float_bias_view = float_bias
             self.epilogue.float_bias = &float_bias_view[0]
@@ -253,8 +254,19 @@ cdef class BoundProduct:
             # unit, call after call: packed here once (by this thread alone,
             # which only a product run many times repays).
             packed_a = prepack_a(&self.gemm, self.a_batches)
+        cdef uint8_t[::1] row_stores_view
+        row_stores = None
+        if (a_packed_once and not a_per_call and self.a_batches == 1 and not self.sums_in_run
+                and self.epilogue.per_row and self.epilogue.sums_fit_int32 and not raw):
+            # A filter's rows are the same call after call: their epilogue
+            # terms are made here once, not by every unit of every call (on
+            # a short K, as much work as the unit's sums).
+            row_stores = row_stores_view = np.empty(row_stores_bytes(self.m), np.uint8)
+            fill_row_stores(<RowTermsStore*>&row_stores_view[0], &self.epilogue, &self.gemm)
+            self.epilogue.row_stores = &row_stores_view[0]
         self.kept = (described, a_index, b_packed, b_colsum, b_index, row_zero, col_zero,
-                     multiplier, out_zero, float_bias, packed_zeros, packed_a, b_narrow)
+                     multiplier, out_zero, float_bias, packed_zeros, packed_a, b_narrow,
+                     row_stores)
 
     def run(self, a, b_source, uint8_t[:, :, ::1] out, int n_threads):
         """out <- the products, with ``a`` (with a_per_call, else None) and

@@ -186,6 +186,10 @@ cdef struct Epilogue:
     # rule, each step rounded once: the kernels are built without contraction).
     bint to_float
     const float* float_bias
+    # The RowTermsStore of each block of MR rows (_gemm_epilogues.pxi), made
+    # once where a bound product runs many times with one A (BoundProduct);
+    # NULL: each unit makes its blocks' terms.
+    const void* row_stores
 
 
 cdef inline Py_ssize_t ceil_div(Py_ssize_t a, Py_ssize_t b) noexcept nogil:

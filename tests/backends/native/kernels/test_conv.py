@@ -633,7 +633,8 @@ def test_pointwise_compiled_keeps_the_filter_row_sums(variant, channels, monkeyp
 @pytest.mark.parametrize("out_type", TYPES)
 @pytest.mark.parametrize("filter_zero", ["one", "per channel"])
 @pytest.mark.parametrize("case", ["below", "at", "past", "bias past"])
-def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zero, case):
+def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zero, case,
+                                                   monkeypatch):
     """The per-row epilogue of a filter x image product (each output
     channel's own multiplier) at the bound it reasons with, K * 255 * 255
     plus the row's |bias| (times its multiplier) against 2**30: uint8 filter
@@ -691,6 +692,58 @@ def test_the_pointwise_epilogue_holds_to_its_bound(variant, out_type, filter_zer
     for n_threads in (1, 2):
         got = run_variant(_native.run_pointwise, call, variant, n_threads)
         assert np.array_equal(got.astype(np.int64), expected)
+    # Compiled, the product keeps its rows' epilogue terms from call to call.
+    import qops
+    monkeypatch.setattr(_simd, "selected", lambda: variant)
+    constants = {name: slots[name] for name in ("filter", "filter_scale", "filter_zero_point",
+                                                "bias")}
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    runtime = {name: value for name, value in slots.items() if name not in constants}
+    for n_threads in (1, 2, 1):
+        got = compiled(**runtime, n_threads=n_threads)
+        assert np.array_equal(got.astype(np.int64), expected)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@settings(max_examples=25, deadline=None)
+@given(out_channels=st.integers(1, 110), channels=st.sampled_from((1, 3, 16, 37, 64)),
+       per_channel_zero=st.booleans(), out_type=st.sampled_from(TYPES),
+       input_zeros=st.lists(st.integers(0, 255), min_size=2, max_size=2),
+       batch=st.integers(1, 2), seed=st.integers(0, 2**32 - 1))
+def test_compiled_pointwise_rows_keep_their_terms_call_after_call(
+        variant, out_channels, channels, per_channel_zero, out_type, input_zeros, batch, seed):
+    """A compiled 1 x 1 convolution (filter x image) makes its rows' epilogue
+    terms once: output channels across partial and whole micro-tiles and
+    several units of rows, per-channel scales, zero points and biases,
+    calls with other images and input zero points, every thread count: the
+    reference's bytes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_simd, "selected", lambda: variant)
+        _compiled_pointwise_against_the_reference(out_channels, channels, per_channel_zero,
+                                                  out_type, input_zeros, batch, seed)
+
+
+def _compiled_pointwise_against_the_reference(out_channels, channels, per_channel_zero,
+                                              out_type, input_zeros, batch, seed):
+    import qops
+    rng = np.random.default_rng(seed)
+    constants = dict(
+        filter=random_values(rng, (out_channels, channels, 1, 1), np.int8),
+        filter_scale=rng.uniform(0.001, 0.05, out_channels).astype(np.float32),
+        filter_zero_point=(random_values(rng, (out_channels,), np.int8) if per_channel_zero
+                           else np.int8(rng.integers(-128, 128))),
+        bias=rng.integers(-3000, 3000, out_channels).astype(np.int32))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    for input_zero in input_zeros:
+        slots = dict(input=random_values(rng, (batch, channels, 8, 16), np.uint8),
+                     input_scale=np.float32(0.04), input_zero_point=np.uint8(input_zero),
+                     output_scale=np.float32(0.3), output_zero_point=random_values(rng, (),
+                                                                                   out_type))
+        call = convolution.prepare(dict(slots, **constants), {}, "4_0")
+        assert _native.is_pointwise(call)
+        want = reference(call)
+        for n_threads in (2, 1):
+            assert np.array_equal(compiled(**slots, n_threads=n_threads), want)
 
 
 def test_pointwise_products_take_the_pointwise_kernels():
