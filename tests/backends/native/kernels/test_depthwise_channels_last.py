@@ -1,7 +1,7 @@
 """The channels-last depthwise pixel (qops_depthwise_channels_last.h) built
 alone at each width and run on this CPU, against the rule stated in NumPy:
 the AVX-512 branch, which only the VNNI build compiles in, runs here
-wherever the CPU has AVX-512F and BW."""
+wherever the CPU has AVX-512F and BW, with vpdpwssd where it has VNNI too."""
 
 import ctypes
 
@@ -25,7 +25,7 @@ void pixel(const uint8_t* copy, const ptrdiff_t* tap_offset, ptrdiff_t count,
 """
 
 
-@pytest.fixture(scope="module", params=["scalar", "avx2", "avx512"])
+@pytest.fixture(scope="module", params=["scalar", "avx2", "avx512", "avx512-vnni"])
 def pixel(request, tmp_path_factory):
     from c_compiler import compiler, library_at_width
 

@@ -14,40 +14,69 @@
 
 /* One output pixel of the block's channels: each tap's bytes (the copy's
    pixel at tap_offset[t], a byte per channel) times its weights, summed
-   modulo 2**32 from the terms (the caller proved the true sum fits int32),
+   modulo 2**32 with the terms (the caller proved the true sum fits int32),
    then requantized by the contract's rule: float32(sum) * multiplier,
    clamped to [floor, ceiling] (the output's range less the zero point),
    rounded half to even, plus the zero point, whose low byte is the output.
 
-   With AVX2 or AVX-512, the block's sums stay in registers across the taps:
-   eight or four chains of vpmulld (ten cycles from sum to sum) hide each
-   other's latency, where one chunk's two chains waited it out at every
-   tap.  vcvtps2dq rounds half to even in the default mode.  Elsewhere,
-   plain loops over the block, which the compiler vectorizes. */
+   With AVX2 or AVX-512, the block's sums stay in registers across the taps,
+   which go two at a time as int16 pairs (the weights are at most 255 in
+   magnitude, the bytes 0 to 255): one multiply-add of pairs (vpdpwssd with
+   AVX-512 VNNI) for two taps of a vector's channels, in place of a vpmulld
+   and an add per tap (docs/performance_notes.rst).  vcvtps2dq rounds half
+   to even in the default mode.  Elsewhere, plain loops over the block, which the compiler
+   vectorizes. */
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>
-#define QOPS_CHANNELS_LAST_PAIRS 0
+#define QOPS_CHANNELS_LAST_PAIRS 1
+/* Channels a vector of int16 pairs spans: the weights' layout's group. */
+#define QOPS_CHANNELS_LAST_GROUP 32
+/* sums + the pairs' products, exact: each pair's two products fit int32. */
+#if defined(__AVX512VNNI__)
+#define QOPS_CHANNELS_LAST_MADD(sums, a, b) _mm512_dpwssd_epi32(sums, a, b)
+#else
+#define QOPS_CHANNELS_LAST_MADD(sums, a, b) _mm512_add_epi32(sums, _mm512_madd_epi16(a, b))
+#endif
 static inline void qops_depthwise_channels_last_pixel(
         const uint8_t* copy, const ptrdiff_t* tap_offset, ptrdiff_t count,
         const void* laid_weights, const uint32_t* terms, const float* multiplier,
         const float* floor_value, const float* ceiling_value, const int32_t* out_zero,
         uint8_t* result) {
-    const int32_t* weights = (const int32_t*)laid_weights;
+    const __m512i* weight = (const __m512i*)laid_weights;
+    /* Per 32 channels, the unpacks' low pairs (channels 0-3, 8-11, 16-19,
+       24-27) and high pairs (4-7, 12-15, 20-23, 28-31). */
     __m512i sums[QOPS_CHANNEL_BLOCK / 16];
     ptrdiff_t part, t;
     for (part = 0; part < QOPS_CHANNEL_BLOCK / 16; part++)
-        sums[part] = _mm512_loadu_si512((const void*)(terms + 16 * part));
-    for (t = 0; t < count; t++) {
-        const uint8_t* source = copy + tap_offset[t] * QOPS_CHANNEL_BLOCK;
-        const int32_t* weight = weights + t * QOPS_CHANNEL_BLOCK;
-        for (part = 0; part < QOPS_CHANNEL_BLOCK / 16; part++)
-            sums[part] = _mm512_add_epi32(sums[part], _mm512_mullo_epi32(
-                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(source + 16 * part))),
-                _mm512_loadu_si512((const void*)(weight + 16 * part))));
+        sums[part] = _mm512_setzero_si512();
+    for (t = 0; t < count; t += 2) {
+        const uint8_t* first = copy + tap_offset[t] * QOPS_CHANNEL_BLOCK;
+        const uint8_t* second = copy + tap_offset[t + 1 < count ? t + 1 : t] * QOPS_CHANNEL_BLOCK;
+        for (part = 0; part < QOPS_CHANNEL_BLOCK / 32; part++) {
+            const __m512i a = _mm512_cvtepu8_epi16(
+                _mm256_loadu_si256((const __m256i*)(first + 32 * part)));
+            const __m512i b = _mm512_cvtepu8_epi16(
+                _mm256_loadu_si256((const __m256i*)(second + 32 * part)));
+            sums[2 * part] = QOPS_CHANNELS_LAST_MADD(sums[2 * part], _mm512_unpacklo_epi16(a, b),
+                                                     _mm512_loadu_si512((const void*)weight));
+            sums[2 * part + 1] = QOPS_CHANNELS_LAST_MADD(
+                sums[2 * part + 1], _mm512_unpackhi_epi16(a, b),
+                _mm512_loadu_si512((const void*)(weight + 1)));
+            weight += 2;
+        }
     }
+    /* Back in channel order, plus each channel's term, requantized. */
+    const __m512i low_order = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19,
+                                                4, 5, 6, 7, 20, 21, 22, 23);
+    const __m512i high_order = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27,
+                                                 12, 13, 14, 15, 28, 29, 30, 31);
     for (part = 0; part < QOPS_CHANNEL_BLOCK / 16; part++) {
         const ptrdiff_t first = 16 * part;
-        __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(sums[part]),
+        const __m512i in_order = _mm512_add_epi32(
+            _mm512_permutex2var_epi32(sums[part & ~1], part & 1 ? high_order : low_order,
+                                      sums[part | 1]),
+            _mm512_loadu_si512((const void*)(terms + first)));
+        __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(in_order),
                                       _mm512_loadu_ps(multiplier + first));
         scaled = _mm512_min_ps(_mm512_max_ps(scaled, _mm512_loadu_ps(floor_value + first)),
                                _mm512_loadu_ps(ceiling_value + first));
@@ -58,24 +87,7 @@ static inline void qops_depthwise_channels_last_pixel(
 #elif defined(__AVX2__)
 #include <immintrin.h>
 #define QOPS_CHANNELS_LAST_PAIRS 1
-
-/* The weights of taps t and t + 1 (0 past the last tap) as vpmaddwd's int16
-   pairs, in the channel order the byte-to-word unpacks give: per tap pair
-   and 16 channels, 16 pairs for channels 0-3 and 8-11, then 16 for 4-7 and
-   12-15. */
-static inline void qops_depthwise_channels_last_lay_weights(const int32_t* weights,
-                                                            ptrdiff_t count, int16_t* target) {
-    ptrdiff_t t, group, i;
-    static const int order[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
-    for (t = 0; t < count; t += 2)
-        for (group = 0; group < QOPS_CHANNEL_BLOCK; group += 16)
-            for (i = 0; i < 16; i++) {
-                ptrdiff_t c = group + order[i];
-                *target++ = (int16_t)weights[t * QOPS_CHANNEL_BLOCK + c];
-                *target++ = (int16_t)(t + 1 < count ? weights[(t + 1) * QOPS_CHANNEL_BLOCK + c]
-                                                    : 0);
-            }
-}
+#define QOPS_CHANNELS_LAST_GROUP 16
 
 static inline __m256i qops_channels_last_requantize8(__m256i sums, const float* multiplier,
                                                      const float* floor_value,
@@ -165,7 +177,27 @@ static inline void qops_depthwise_channels_last_pixel(
 }
 #endif
 
-#if !QOPS_CHANNELS_LAST_PAIRS
+#if QOPS_CHANNELS_LAST_PAIRS
+/* The weights of taps t and t + 1 (0 past the last tap) as int16 pairs, in
+   the channel order the byte-to-word unpacks give: per tap pair and group
+   of QOPS_CHANNELS_LAST_GROUP channels (a vector's words, in lanes of 8),
+   the low unpack's pairs (channels 0-3 of each lane of 8), then the high
+   one's (4-7). */
+static inline void qops_depthwise_channels_last_lay_weights(const int32_t* weights,
+                                                            ptrdiff_t count, int16_t* target) {
+    const ptrdiff_t half = QOPS_CHANNELS_LAST_GROUP / 2;
+    ptrdiff_t t, group, i;
+    for (t = 0; t < count; t += 2)
+        for (group = 0; group < QOPS_CHANNEL_BLOCK; group += QOPS_CHANNELS_LAST_GROUP)
+            for (i = 0; i < QOPS_CHANNELS_LAST_GROUP; i++) {
+                const ptrdiff_t j = i % half;
+                const ptrdiff_t c = group + j / 4 * 8 + i / half * 4 + j % 4;
+                *target++ = (int16_t)weights[t * QOPS_CHANNEL_BLOCK + c];
+                *target++ = (int16_t)(t + 1 < count ? weights[(t + 1) * QOPS_CHANNEL_BLOCK + c]
+                                                    : 0);
+            }
+}
+#else
 /* The weights as the pixel kernel reads them: as they are. */
 static inline void qops_depthwise_channels_last_lay_weights(const int32_t* weights,
                                                             ptrdiff_t count, int16_t* target) {
