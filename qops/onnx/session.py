@@ -772,6 +772,18 @@ def _prepared_qgemm(node, graph):
     except QopsError as error:
         raise node_error(node, str(error)) from None
     adapter = _nodes.CONTRIB_ADAPTERS["QGemm"]
+    convolution = _qgemm_as_convolution(values, attributes, b_columns, a_dtype, a_zero_point)
+    if convolution is not None:
+        def call(arguments, n_threads):
+            a = arguments[0]
+            if not (type(a) is np.ndarray and a.dtype == a_dtype and a.ndim == 2
+                    and a.shape[0 if trans_a else 1] == k):
+                return adapter(arguments, attributes, 1)
+            a = a.T if trans_a else a
+            (y,) = convolution([np.ascontiguousarray(a)[:, :, None, None]], n_threads)
+            return [y.reshape(a.shape[0], -1)]
+
+        return "qops QGemm (compiled)", call
     # Every slot but A is bound, so the runner exists.
     run_product = product.data_runner()
 
@@ -784,6 +796,36 @@ def _prepared_qgemm(node, graph):
         return [tail.requantized(sums)]
 
     return "qops QGemm (compiled)", call
+
+
+def _qgemm_as_convolution(values, attributes, b_columns, a_dtype, a_zero_point):
+    """A QGemm of alpha 1 with a quantized output as the compiled 1 x 1
+    convolution (A's rows its images), or None.  Its rule is then the
+    convolution's: the exact sums plus C as the bias, times
+    ``float32(a_scale * b_scale) / y_scale`` (onnxruntime's multiplier, whose
+    ``alpha * a_scale`` is ``a_scale``), rounded half to even, plus the zero
+    point, saturated; the whole requantization in the kernels' epilogue."""
+    a_scale, b_scale, b_zero, c, y_scale, y_zero = (values[i] for i in (1, 4, 5, 6, 7, 8))
+    n = b_columns.shape[1]
+    if (float(attributes.get("alpha", 1.0)) != 1.0 or y_scale is None or y_zero is None
+            or a_scale.size != 1 or y_scale.size != 1 or y_zero.size != 1
+            or y_zero.dtype not in (np.uint8, np.int8)
+            or any(scale.dtype != np.float32 for scale in (a_scale, b_scale, y_scale))
+            or b_scale.size not in (1, n) or (b_zero is not None and b_zero.size not in (1, n))
+            or (c is not None and (c.dtype != np.int32 or c.size not in (1, n)))):
+        return None
+    bias = None if c is None else np.ascontiguousarray(np.broadcast_to(c.reshape(-1), (n,)))
+    try:
+        return _fusion._conv_call(
+            np.ascontiguousarray(b_columns.T)[:, :, None, None],
+            b_scale.reshape(-1) if b_scale.size > 1 else np.float32(b_scale.reshape(())),
+            None if b_zero is None else (b_zero.reshape(-1) if b_zero.size > 1
+                                         else b_zero.reshape(())),
+            bias, {}, False, np.float32(a_scale.reshape(())),
+            np.asarray(a_zero_point, a_dtype).reshape(())[()],
+            _fusion.Quantization(y_scale, y_zero, 1), None)
+    except QopsError:
+        return None
 
 
 def _prepared_n_bits(node, graph):
