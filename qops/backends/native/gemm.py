@@ -22,9 +22,10 @@ from qops.backends.native import variants
 from qops.registry import dtypes as _dtypes
 
 __all__ = ["prepare_matmul", "prepare_integer_to_float", "prepare_convolution",
-           "prepare_pointwise", "prepare_depthwise", "run_matmul", "run_integer_to_float",
-           "run_convolution", "run_pointwise", "run_depthwise", "threads_for",
-           "WORK_PER_THREAD", "fits_int32", "is_pointwise", "is_depthwise"]
+           "prepare_pointwise", "prepare_pixel_rows", "prepare_depthwise", "run_matmul",
+           "run_integer_to_float", "run_convolution", "run_pointwise", "run_pixel_rows",
+           "run_depthwise", "threads_for", "WORK_PER_THREAD", "fits_int32", "is_pointwise",
+           "is_pixel_rows", "is_depthwise"]
 
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
 _SINGLE_BATCH = np.zeros(1, np.int64)
@@ -537,6 +538,75 @@ def prepare_pointwise(call, variant=None):
                     lambda call: bound_run(call) if call.packed is not None else None)
 
 
+# -- 1 x 1 convolution of one-pixel images (a Gemm's rows) ----------------------------------
+
+def is_pixel_rows(call):
+    """A 1 x 1 convolution of one group without padding whose images are
+    single pixels (a Gemm or a classifier as a convolution): NCHW lays the
+    images out as the rows of a batch x channels matrix A, and the output as
+    the rows of A times the filter's transpose, so the product is a
+    matrix multiply's, B packed once and read once per call (narrowed where
+    its panels are int16), with no copy of the image."""
+    filter, attributes = call.arrays["filter"], call.attributes
+    return (attributes["group_count"] == 1 and all(size == 1 for size in filter.shape[2:])
+            and all(size == 1 for size in call.arrays["input"].shape[2:])
+            and not any(attributes["start_padding"]) and not any(attributes["end_padding"]))
+
+
+def prepare_pixel_rows(call, variant=None):
+    """A QUANTIZED_LINEAR_CONVOLUTION :func:`is_pixel_rows` takes, on the
+    matrix multiply's kernels: A the images' rows, B the filter's transpose
+    (channels x output channels), each output channel's multiplier, zero
+    point and bias its column's."""
+    variant = variant or variants.selected()
+    kernels = variants.module(variant)
+    arrays = call.arrays
+    image, filter = arrays["input"], arrays["filter"]
+    batch, channels = image.shape[:2]
+    out_channels = filter.shape[0]
+    a_flip, b_flip = _signed(image), not _signed(filter)
+    low, high = _range(call.output_dtype)
+    a_shape, out_shape = (1, batch, channels), (1, batch, out_channels)
+    b_shape = (1, channels, out_channels)
+    work = batch * out_channels * channels
+    most_threads = max(1, max(work, filter.size * B_VALUE_WORK) // WORK_PER_THREAD)
+
+    def derive(arrays, multiplier):
+        row_zero = _vector(arrays["input_zero_point"], batch, np.int32, _FLIP if a_flip else 0)
+        column_zero = _vector(arrays["filter_zero_point"], out_channels, np.int32,
+                              -_FLIP if b_flip else 0)
+        scale, out_zero, bias = _channel_requantization(arrays, multiplier, out_channels)
+        return _frozen((row_zero, column_zero, scale.reshape(1, -1), out_zero.reshape(1, -1),
+                        None if bias is None else bias.astype(np.int64)))
+
+    def bound_run(call, pack_threads):
+        """run_data(image, out, n_threads) with the filter and values of ``call``."""
+        row_zero, column_zero, multiplier, out_zero, bias = call.values
+        columns = _bytes(call.arrays["filter"]).reshape(out_channels, channels).T
+        packed_b, colsum = _cached(call, ("filter columns", variant), lambda: (
+            kernels.pack_b_batches(np.ascontiguousarray(columns).reshape(b_shape), b_flip,
+                                   pack_threads)))
+        narrow_b = (_cached(call, ("filter columns narrowed", variant),
+                            lambda: kernels.narrow_panels(packed_b))
+                    if batch <= kernels.NARROW_MAX_ROWS else None)
+        matmul = kernels.matmul
+
+        def run_data(image, out, n_threads):
+            matmul(_bytes(image).reshape(a_shape), a_flip, _SINGLE_BATCH, packed_b, colsum,
+                   _SINGLE_BATCH, out_channels, row_zero, column_zero, multiplier, out_zero,
+                   out.view(np.uint8).reshape(out_shape), low, high,
+                   min(n_threads, most_threads), False, False, bias, None, None, False, False,
+                   None, narrow_b)
+
+        return run_data
+
+    def run(call, out, n_threads):
+        bound_run(call, threads_for(work, n_threads))(call.arrays["input"], out, n_threads)
+
+    return Prepared(run, derive,
+                    lambda call: bound_run(call, 1) if call.packed is not None else None)
+
+
 def is_depthwise(call):
     filter = call.arrays["filter"]
     return filter.shape[1] == 1 and call.attributes["group_count"] > 1
@@ -588,4 +658,5 @@ run_matmul = run_prepared(prepare_matmul)
 run_integer_to_float = run_prepared(prepare_integer_to_float)
 run_convolution = run_prepared(prepare_convolution)
 run_pointwise = run_prepared(prepare_pointwise)
+run_pixel_rows = run_prepared(prepare_pixel_rows)
 run_depthwise = run_prepared(prepare_depthwise)

@@ -185,6 +185,11 @@ def register_all(register):
              run_prepared(gemm.prepare_pointwise), priority=POINTWISE,
              supports=lambda call: _has_work(call, "input", "filter") and gemm.is_pointwise(call),
              prepare=gemm.prepare_pointwise)
+    register("QUANTIZED_LINEAR_CONVOLUTION", "pixel rows kernels",
+             run_prepared(gemm.prepare_pixel_rows), priority=POINTWISE,
+             supports=lambda call: (_has_work(call, "input", "filter")
+                                    and gemm.is_pixel_rows(call)),
+             prepare=gemm.prepare_pixel_rows)
     register("QUANTIZED_LINEAR_CONVOLUTION", "kernels", run_prepared(gemm.prepare_convolution),
              priority=KERNELS, supports=lambda call: _has_work(call, "input", "filter"),
              prepare=gemm.prepare_convolution)

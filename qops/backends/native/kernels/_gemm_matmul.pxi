@@ -138,9 +138,13 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
     b_narrow: narrow_panels(b_packed), read instead of b_packed by a short
     block of rows (a product of one or two rows: half the bytes).
 
+    bias (int64, N, or None) is added to each column's exact sums (a
+    convolution of one-pixel images as a product: its output channels'
+    biases).
+
     per_row: the requantization belongs to the rows (a pointwise convolution
     as filter x image, whose rows are output channels): multiplier and
-    out_zero are M x 1, bias (int64, M, or None) is added to each row, and
+    out_zero are M x 1, bias (int64, M, or None) is added to each row instead, and
     col_zero holds one zero point for every column.  a_row_sums (int64,
     a_batches x M) are the sums of A' per row when the caller keeps them (a
     constant A); else they are computed when a column zero point needs them.
@@ -390,7 +394,7 @@ cdef int check_matmul(const uint8_t[:, :, ::1] a, const int64_t[::1] a_index,
             or multiplier.shape[1] < columns
             or not (out_zero.shape[0] == m or (out_zero.shape[0] == 1 and not per_row))
             or out_zero.shape[1] < columns
-            or (bias is not None and (not per_row or np.shape(bias) != (m,)))
+            or (bias is not None and np.shape(bias) != ((m,) if per_row else (n,)))
             or (a_row_sums is not None and np.shape(a_row_sums) != (a_batches, m))
             or (to_float and (not raw or per_row))
             or (float_bias is not None and (not to_float or np.shape(float_bias) != (n,)))):

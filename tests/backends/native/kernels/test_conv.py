@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from kernel_cases import (TYPES, VARIANTS, _native, at_page_end, random_values, reference,
                           run_variant)
 
+from qops.backends import dispatch as _dispatch
 from qops.backends.native import variants as _simd
 from qops.ops import convolution
 
@@ -744,6 +745,55 @@ def _compiled_pointwise_against_the_reference(out_channels, channels, per_channe
         want = reference(call)
         for n_threads in (2, 1):
             assert np.array_equal(compiled(**slots, n_threads=n_threads), want)
+
+
+@st.composite
+def pixel_rows_calls(draw):
+    """1 x 1 convolutions of one group whose images are single pixels (a
+    Gemm's rows as images): one to five of them (the product's short rows,
+    the narrowed panels' one or two), channels across K groups and blocks,
+    a stride that changes nothing."""
+    batch = draw(st.integers(1, 5))
+    channels = draw(st.sampled_from((1, 3, 4, 17, 64, 1100)))
+    out_channels = draw(st.integers(1, 70))
+    types = tuple(draw(st.sampled_from(TYPES)) for _ in range(3))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    channel_shape = (out_channels,) if draw(st.booleans()) else ()
+    return _convolution_call(draw, rng, (batch, channels, 1, 1), (out_channels, channels, 1, 1),
+                             types, channel_shape, dict(strides=(draw(st.integers(1, 3)),) * 2))
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@settings(max_examples=60, deadline=None)
+@given(call=pixel_rows_calls())
+def test_one_pixel_images_take_the_product_and_match_the_reference(call, n_threads):
+    """Every variant gives the reference's bytes, the filter's biases added
+    to their columns; the dispatcher picks this form."""
+    assert _native.is_pixel_rows(call)
+    assert _dispatch.select(call).name == "pixel rows kernels"
+    assert_every_variant_exact(_native.run_pixel_rows, call, n_threads)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_compiled_classifier_of_one_pixel_images_keeps_its_packed_filter(variant,
+                                                                           monkeypatch):
+    """Compiled, the filter is packed (and narrowed) once; images of one and
+    of three rows, every thread count: the reference's bytes."""
+    import qops
+    monkeypatch.setattr(_simd, "selected", lambda: variant)
+    rng = np.random.default_rng(11)
+    constants = dict(filter=random_values(rng, (1000, 1280, 1, 1), np.int8),
+                     filter_scale=rng.uniform(0.001, 0.01, 1000).astype(np.float32),
+                     bias=rng.integers(-20000, 20000, 1000).astype(np.int32),
+                     input_scale=np.float32(0.03), input_zero_point=np.uint8(7),
+                     output_scale=np.float32(0.2), output_zero_point=np.uint8(120))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    for batch in (1, 3, 1):
+        image = random_values(rng, (batch, 1280, 1, 1), np.uint8)
+        call = convolution.prepare(dict(constants, input=image), {}, "4_0")
+        want = reference(call)
+        for n_threads in (1, 2):
+            assert np.array_equal(compiled(image, n_threads=n_threads), want)
 
 
 def test_pointwise_products_take_the_pointwise_kernels():
