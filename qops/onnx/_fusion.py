@@ -1090,8 +1090,10 @@ def _bound_global_average(fixed, dtype, call):
 
     def bound(arguments, n_threads):
         x = arguments[0]
+        # The kernel's window sums are int32 up to the operator's MAX_WINDOW;
+        # past it (and for any other input) the operator's path decides.
         if (type(x) is np.ndarray and x.dtype == dtype and x.ndim == 4 and x.size
-                and x.flags.c_contiguous):
+                and x.flags.c_contiguous and x.shape[2] * x.shape[3] <= pooling.MAX_WINDOW):
             return [pool(x, n_threads)]
         return call(arguments, n_threads)
 

@@ -687,8 +687,10 @@ def _prepared_per_tensor(node, graph, adapter, attributes, opset):
     scale, zero_point = (graph.constants.get(name) if name else None for name in names[1:3])
     quantizing = node.op_type == "QuantizeLinear"
     defaults = {"axis", "saturate"} | ({"output_dtype"} if quantizing else set())
+    # One value each, of rank 1 at most (as the adapter reads per-tensor pairs).
     if (scale is None or zero_point is None or scale.dtype != np.float32 or scale.size != 1
-            or zero_point.size != 1 or zero_point.dtype not in (np.uint8, np.int8)
+            or zero_point.size != 1 or max(scale.ndim, zero_point.ndim) > 1
+            or zero_point.dtype not in (np.uint8, np.int8)
             or any(attributes[name] for name in set(attributes) - defaults)
             or _numpy_ops.native_tables() is None):
         return None
@@ -725,7 +727,7 @@ def _prepared_global_average(node, graph):
     values = [graph.constants.get(name) if name else None for name in names[1:5]]
     attributes = attribute_values(node)
     if (attributes.get("channels_last") or any(value is None or value.size != 1
-                                               for value in values)
+                                               or value.ndim > 1 for value in values)
             or any(value.dtype != np.float32 for value in values[0::2])
             or values[1].dtype not in (np.uint8, np.int8)
             or values[3].dtype not in (np.uint8, np.int8)):
@@ -742,9 +744,11 @@ def _prepared_global_average(node, graph):
 
 def _prepared_qgemm(node, graph):
     """com.microsoft QGemm with everything but A constant (C of one row at
-    most): B' compiled once on MATRIX_MULTIPLY_INTEGER, the multipliers made
-    once, onnxruntime's requantization after; else None.  An A the prepared
-    form does not take runs through the adapter, which names what is wrong."""
+    most): with alpha 1 and a quantized output, the compiled 1 x 1
+    convolution (:func:`_qgemm_as_convolution`); else B' compiled once on
+    MATRIX_MULTIPLY_INTEGER, the multipliers made once, onnxruntime's
+    requantization after; else None.  An A the prepared form does not take
+    runs through the adapter, which names what is wrong."""
     names = list(node.input) + [""] * 9
     constants = graph.constants
     if any(names[i] and names[i] not in constants for i in range(1, 9)) or (
@@ -798,6 +802,10 @@ def _prepared_qgemm(node, graph):
     return "qops QGemm (compiled)", call
 
 
+#: The largest magnitude of one product of two 8-bit values less their zero points.
+_LARGEST_PRODUCT = 255 * 255
+
+
 def _qgemm_as_convolution(values, attributes, b_columns, a_dtype, a_zero_point):
     """A QGemm of alpha 1 with a quantized output as the compiled 1 x 1
     convolution (A's rows its images), or None.  Its rule is then the
@@ -806,8 +814,11 @@ def _qgemm_as_convolution(values, attributes, b_columns, a_dtype, a_zero_point):
     ``alpha * a_scale`` is ``a_scale``), rounded half to even, plus the zero
     point, saturated; the whole requantization in the kernels' epilogue."""
     a_scale, b_scale, b_zero, c, y_scale, y_zero = (values[i] for i in (1, 4, 5, 6, 7, 8))
-    n = b_columns.shape[1]
+    k, n = b_columns.shape
+    # The integer product the other form runs refuses a K whose sums may
+    # leave int32; the convolution would sum them in int64: that K stays there.
     if (float(attributes.get("alpha", 1.0)) != 1.0 or y_scale is None or y_zero is None
+            or k * _LARGEST_PRODUCT > np.iinfo(np.int32).max
             or a_scale.size != 1 or y_scale.size != 1 or y_zero.size != 1
             or y_zero.dtype not in (np.uint8, np.int8)
             or any(scale.dtype != np.float32 for scale in (a_scale, b_scale, y_scale))

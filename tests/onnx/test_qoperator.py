@@ -358,6 +358,51 @@ def test_qgemm_in_a_session_equals_its_stated_rule(a_type, b_type, y_type, seed,
     judge(got, expected, context="QGemm in a session")
 
 
+@pytest.mark.parametrize("alpha, output, c_form", [(1.0, "quantized", "row"),
+                                                    (1.0, "quantized", None),
+                                                    (1.0, "quantized", "scalar"),
+                                                    (1.5, "quantized", "row"),
+                                                    (1.0, "float", "row")])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_a_qgemm_of_alpha_one_runs_as_the_compiled_convolution(alpha, output, c_form,
+                                                               per_column, monkeypatch):
+    """alpha 1 and a quantized output: the session's QGemm is the compiled
+    1 x 1 convolution (its image rows A's rows), the stated rule bit for
+    bit, on one row and on several; other QGemms keep the integer product."""
+    from qops.onnx import _fusion
+
+    taken = []
+    made = _fusion._conv_call
+
+    def counting(*arguments):
+        run = made(*arguments)
+
+        def spied(images, n_threads):
+            taken.append(images[0].shape)
+            return run(images, n_threads)
+
+        return spied
+
+    monkeypatch.setattr(_fusion, "_conv_call", counting)
+    rng = np.random.default_rng(17)
+    for rows in (1, 5):
+        values = gemm_values(rng, np.uint8, np.int8, np.int8, (rows, 40, 24), (False, True),
+                             per_column, c_form, output, 0.03, 0.4)
+        _, model = node_and_model("QGemm", GEMM_INPUTS, values, ("A",),
+                                  np.int8 if values["y_zero_point"] is not None else np.float32,
+                                  alpha=alpha, transB=1)
+        session = qops.onnx.InferenceSession(model)
+        assert [step.kind for step in session.steps] == ["qops QGemm (compiled)"]
+        taken.clear()
+        (got,) = session.run(None, {"A": values["A"]})
+        expected = stated_gemm(values["A"], F32(0.03), values["a_zero_point"], values["B"],
+                               values["b_scale"], values["b_zero_point"], values["C"],
+                               values["y_scale"], values["y_zero_point"], alpha, False, True)
+        judge(got, expected, context="QGemm as a convolution")
+        as_convolution = alpha == 1.0 and output == "quantized"
+        assert taken == ([(rows, 40, 1, 1)] if as_convolution else [])
+
+
 def test_a_compiled_qgemm_names_what_is_wrong_with_a():
     rng = np.random.default_rng(5)
     values = dict(A=random_values(rng, (3, 4), np.uint8), a_scale=F32(0.02),

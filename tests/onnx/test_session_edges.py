@@ -1261,11 +1261,46 @@ def _per_tensor_model(op_type, x_type, y_type, scale, zero_point):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
+@pytest.fixture
+def bound_boundary_calls(monkeypatch):
+    """The inputs the bound QuantizeLinear and DequantizeLinear took (their
+    kernel calls), and the adapter's calls."""
+    from qops.backends.native import quantize
+    from qops.onnx import _nodes
+
+    taken = {"bound": [], "adapter": []}
+    for name in ("bound_quantize_per_tensor", "bound_dequantize_per_tensor"):
+        made = getattr(quantize, name)
+
+        def counting(scale, zero_point, made=made):
+            run = made(scale, zero_point)
+
+            def spied(x, n_threads):
+                result = run(x, n_threads)
+                if result is not None:
+                    taken["bound"].append(x.shape)
+                return result
+
+            return spied
+
+        monkeypatch.setattr(quantize, name, counting)
+    for op_type in ("QuantizeLinear", "DequantizeLinear"):
+        adapter = _nodes.ADAPTERS[op_type]
+
+        def spied_adapter(inputs, attributes, opset, adapter=adapter):
+            taken["adapter"].append(np.shape(inputs[0]))
+            return adapter(inputs, attributes, opset)
+
+        monkeypatch.setitem(_nodes.ADAPTERS, op_type, spied_adapter)
+    return taken
+
+
 @pytest.mark.parametrize("zero_point", [np.uint8(131), np.array([-5], np.int8)])
 @pytest.mark.parametrize("scale", [np.float32(0.0125), np.array([3e-5], np.float32)])
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_a_quantize_linear_of_constant_parameters_is_bound_and_exact(zero_point, scale,
-                                                                    n_threads):
+                                                                    n_threads,
+                                                                    bound_boundary_calls):
     """A model's QuantizeLinear with one constant scale and zero point runs
     bound (straight to the kernels): onnx.reference's bits, ties included;
     on the infinities, NaN and values far past the range (where the
@@ -1286,11 +1321,13 @@ def test_a_quantize_linear_of_constant_parameters_is_bound_and_exact(zero_point,
                                                             zero_point.reshape(())))
     low, high = np.iinfo(zero_point.dtype).min, np.iinfo(zero_point.dtype).max
     assert [got.flat[i] for i in (0, 1, 3, 4, 5)] == [high, low, high, low, zero_point]
+    assert bound_boundary_calls["bound"] == [(3, 700)]
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_a_dequantize_linear_of_constant_parameters_is_bound_and_exact(dtype, n_threads):
+def test_a_dequantize_linear_of_constant_parameters_is_bound_and_exact(dtype, n_threads,
+                                                                      bound_boundary_calls):
     """Every byte through a model's bound DequantizeLinear: onnx.reference's
     bits."""
     model = _per_tensor_model("DequantizeLinear", dtype, np.float32, np.float32(0.37),
@@ -1302,9 +1339,10 @@ def test_a_dequantize_linear_of_constant_parameters_is_bound_and_exact(dtype, n_
     (want,) = ReferenceEvaluator(model).run(None, {"x": x})
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, want)
+    assert bound_boundary_calls["bound"] == [(3, 700)]
 
 
-def test_a_bound_boundary_node_leaves_other_inputs_to_the_operator():
+def test_a_bound_boundary_node_leaves_other_inputs_to_the_operator(bound_boundary_calls):
     """An input the bound form does not take (a strided view) runs through
     the operator's adapter, with the same result."""
     model = _per_tensor_model("DequantizeLinear", np.uint8, np.float32, np.float32(0.5),
@@ -1312,8 +1350,19 @@ def test_a_bound_boundary_node_leaves_other_inputs_to_the_operator():
     session = qops.onnx.InferenceSession(model)
     (_, call, _, _, _), = session._program
     x = np.arange(2 * 3 * 700, dtype=np.int64).astype(np.uint8).reshape(3, 1400)[:, ::2]
+    bound_boundary_calls["adapter"].clear()  # the session's own check of the parameters
     (got,) = call([x, np.float32(0.5), np.uint8(3)], 2)
     np.testing.assert_array_equal(got, (x.astype(np.float32) - 3) * np.float32(0.5))
+    assert bound_boundary_calls == {"bound": [], "adapter": [(3, 700)]}
+
+
+def test_a_boundary_node_with_a_2d_parameter_is_left_to_the_operator():
+    """A scale of shape (1, 1) is not a per-tensor pair the adapter reads:
+    the node is not bound, and a run says what the operator says."""
+    model = _per_tensor_model("DequantizeLinear", np.uint8, np.float32,
+                              np.array([[0.5]], np.float32), np.array(3, np.uint8))
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session._steps_list] == ["qops DequantizeLinear"]
 
 
 def test_a_boundary_node_with_a_bad_constant_is_not_bound_and_names_itself():
@@ -1372,6 +1421,42 @@ def test_a_qdq_global_pooling_is_bound_and_the_operator_bit_for_bit(shape, dtype
     assert bound_pool_calls == [shape]
     assert got.dtype == want.dtype and got.shape == shape[:2] + (1, 1)
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_bound_global_pooling_leaves_what_it_does_not_take_to_the_operator(
+        bound_pool_calls, monkeypatch):
+    """A strided view, an empty batch and an image past the operator's
+    largest window for the kernel go to the operator's path, with its
+    result."""
+    from qops.backends.native import pooling
+
+    nodes = [_dq("x", "xd"), helper.make_node("GlobalAveragePool", ["xd"], ["p"]),
+             _q("p", "y", "ys", "yz")]
+    x = _quantized(np.random.default_rng(8), (2, 4, 6, 10), np.uint8)
+    model = _model(nodes, _feeds_inputs({"x": x}, {"x": ["n", 4, 6, 10]}), [_out("y")],
+                   _qparams(0.02, np.uint8(5)) + [_init("ys", np.float32(0.01)),
+                                                  _init("yz", np.uint8(100))])
+    session = qops.onnx.InferenceSession(model)
+    (_, call, _, _, _), = session._program
+
+    def operator(image):
+        return qops.quantized_linear_average_pooling(
+            input=np.ascontiguousarray(image), input_scale=np.float32(0.02),
+            input_zero_point=np.uint8(5), output_scale=np.float32(0.01),
+            output_zero_point=np.uint8(100), window_size=image.shape[2:])
+
+    (got,) = call([x], 2)
+    np.testing.assert_array_equal(got, operator(x))
+    assert bound_pool_calls == [x.shape]
+    strided = np.concatenate([x, x], axis=-1)[..., ::2]
+    (got,) = call([strided], 2)
+    np.testing.assert_array_equal(got, operator(strided))
+    (got,) = call([x[:0]], 2)
+    assert got.shape == (0, 4, 1, 1)
+    monkeypatch.setattr(pooling, "MAX_WINDOW", 59)
+    (got,) = call([x], 2)
+    np.testing.assert_array_equal(got, operator(x))
+    assert bound_pool_calls == [x.shape]
 
 
 @pytest.mark.parametrize("shape", [(2, 96, 7, 7), (1, 6, 11)])

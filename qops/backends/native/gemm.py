@@ -586,9 +586,11 @@ def prepare_pixel_rows(call, variant=None):
         packed_b, colsum = _cached(call, ("filter columns", variant), lambda: (
             kernels.pack_b_batches(np.ascontiguousarray(columns).reshape(b_shape), b_flip,
                                    pack_threads)))
-        narrow_b = (_cached(call, ("filter columns narrowed", variant),
-                            lambda: kernels.narrow_panels(packed_b))
-                    if batch <= kernels.NARROW_MAX_ROWS else None)
+        # Narrowed once for a compiled operator's calls; a plain call reads
+        # the panels it has just packed.
+        narrow_b = (call.packed.get(("filter columns narrowed", variant),
+                                    lambda: kernels.narrow_panels(packed_b))
+                    if call.packed is not None and batch <= kernels.NARROW_MAX_ROWS else None)
         matmul = kernels.matmul
 
         def run_data(image, out, n_threads):

@@ -4,7 +4,8 @@ Per operator, best first: the lean paths (``lean``: small matrix multiplies
 and per-tensor float32 quantization, checked and run in C,
 :mod:`qops.backends.native._lean`), the depthwise kernels (``depthwise
 kernels``), the 1 x 1 convolutions as filter x image products (``pointwise
-kernels``), the GEMM and quantize kernels (``kernels``); the reference
+kernels``) and those of one-pixel images as the images' rows times the
+filter (``pixel rows kernels``), the GEMM and quantize kernels (``kernels``); the reference
 (:mod:`qops.backends.reference`) takes what none of them does.  A lean path
 also hands out fast paths: objects that take the operator function's own
 arguments and run a call of a form they know without building any Python

@@ -178,9 +178,8 @@ def prepare_quantize(call, variant=None):
 # A model session's QuantizeLinear of its input and DequantizeLinear of its
 # output run once a run, after the rest of the run has left their Python
 # path out of the caches: there each layer of calls between the node and
-# its kernel costs microseconds (a DequantizeLinear of 1000 values took
-# 40 us in its place in a run and 10 us repeated).  These bind the
-# parameters and call the kernels with nothing between.
+# its kernel costs (docs/performance_notes.rst).  These bind the parameters
+# and call the kernels with nothing between.
 
 
 def bound_quantize_per_tensor(scale, zero_point):

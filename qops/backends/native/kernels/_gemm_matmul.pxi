@@ -45,7 +45,7 @@ cdef void batch_row_sums(Gemm* gemm, Py_ssize_t batches, int64_t* sums,
 
 
 # The most rows of A a product may have to read B' narrowed (b_narrow): a
-# block this short runs microkernel_narrow.  None where the panels are bytes
+# block this short runs microkernel_narrow.  0 where the panels are bytes
 # already, so that callers never ask for a copy there.
 NARROW_MAX_ROWS = SHORT_BLOCK_ROWS if B_BYTES == 2 else 0
 
@@ -168,7 +168,8 @@ cdef class BoundProduct:
     The arguments are matmul's, with ``out_batches`` for out (the products
     in the batch) and ``b_source_shape`` for b_source; with ``a_per_call``
     each call brings an A of a's shape (a is then only its shape's model,
-    and a_row_sums must be None); with ``a_packed_once`` a constant A of
+    and a_row_sums must be None); with ``a_packed_once`` (a bound product run
+call after call) its rows' epilogue terms are made here once, and a constant A of
     short rows is packed here rather than by the units of every run; with
     ``b_narrow`` (narrow_panels(b_packed)) a short block of rows reads that.
     A call's operands are checked against the bound shapes (ValueError);
