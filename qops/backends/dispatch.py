@@ -22,7 +22,8 @@ import numpy as np
 from qops.backends.contract import Call, Implementation, Prepared, empty_output
 
 __all__ = ["Call", "Implementation", "Prepared", "register", "implementations", "select",
-           "execute", "prepare", "fast_path", "set_enabled", "generation", "summary"]
+           "execute", "prepare", "fast_path", "set_enabled", "generation", "summary",
+           "register_helper", "helper"]
 
 
 _TABLE: dict = {}
@@ -35,6 +36,26 @@ _GENERATION = [0]
 
 def generation():
     return _GENERATION[0]
+
+
+def _numpy_range(x, n_threads):
+    return x.min(), x.max()
+
+
+#: Helpers the front ends' value checks call, by name: NumPy's unless the
+#: compiled kernels register their own on first use.  "float32 range":
+#: ``(x.min(), x.max())`` of a float32 array, the same values.
+_HELPERS = {"float32 range": _numpy_range}
+
+
+def register_helper(name: str, function):
+    _HELPERS[name] = function
+
+
+def helper(name: str):
+    """The value-check helper ``name`` (see ``_HELPERS``)."""
+    _load()
+    return _HELPERS[name]
 
 
 def register(operator: str, name: str, run, *, supports=None, priority: int = 0, prepare=None,
@@ -66,6 +87,7 @@ def _load():
             pass
         else:
             implementations.register_all(register)
+            implementations.register_helpers(register_helper)
         _LOADED.append(True)
 
 

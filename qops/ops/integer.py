@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from qops import reference, registry
+from qops.backends import dispatch
 from qops.backends.contract import Call
 from qops.ops import arguments as _args
 from qops.ops.common import output_desc
@@ -224,9 +225,9 @@ def dynamic_parameters(template, arrays):
     (the scale comes from their range), then the scale and zero point, by
     the reference's statement of ONNX's rule."""
     x = np.asarray(arrays["input"], np.float32)
-    # NaN carries through min and max, and an infinity is one of them: two
-    # passes say whether every value is finite and give the range.
-    minimum, maximum = x.min(), x.max()
+    # NaN carries through min and max, and an infinity is one of them: the
+    # range says whether every value is finite (in one pass on the kernels).
+    minimum, maximum = dispatch.helper("float32 range")(x, None)
     if not (np.isfinite(minimum) and np.isfinite(maximum)):
         fail(template.operator, "input has NaN or infinite values; the scale comes from its "
                                 "finite range", slot="input")

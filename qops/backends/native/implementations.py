@@ -169,6 +169,11 @@ def _prepare_integer_to_float_16(call, variant=None):
     return gemm.prepare_integer_to_float_16(call, variant, exact=reference.integer_to_float)
 
 
+def register_helpers(register_helper):
+    """The value-check helpers the kernels run faster than NumPy."""
+    register_helper("float32 range", quantize.float32_range)
+
+
 def register_all(register):
     """Put the compiled implementations ahead of the reference."""
     register("QUANTIZED_LINEAR_MATRIX_MULTIPLY", "lean", run_prepared(_prepare_lean_matmul),

@@ -20,6 +20,7 @@ from qops.backends.native import variants as _simd
 from qops.backends.native.kernels import _quantize_portable as _k
 from qops.packing import PackedBits
 from qops.reference.quantize import division_type
+from qops.threads import resolve_threads
 from qops.registry import dtypes as _dtypes
 
 _X_KINDS = {
@@ -215,6 +216,17 @@ def bound_dequantize_per_tensor(scale, zero_point):
         return out
 
     return run
+
+
+def float32_range(x, n_threads):
+    """``(x.min(), x.max())`` of a float32 array, the same values (NaN for
+    both where x has a NaN), in one pass on the pool's threads where
+    NumPy's are two passes on one; an empty x is NumPy's to refuse."""
+    if x.size == 0:
+        return x.min(), x.max()
+    least, greatest = _simd.quantize_module().range_float32(
+        np.ascontiguousarray(x).reshape(-1), resolve_threads(n_threads))
+    return np.float32(least), np.float32(greatest)
 
 
 def prepare_dynamic_quantize(call, variant=None):
