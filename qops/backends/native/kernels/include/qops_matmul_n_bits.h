@@ -953,6 +953,23 @@ static inline void qops_nbits_quads_4bit(const uint8_t* lines, ptrdiff_t count, 
     }
 }
 
+/* One row's four codes (``value``, broadcast) times a quad of codes of the
+   run's two halves, into that row's two sums (its named registers once
+   inlined): int32 by vpdpbusd with VNNI, else int16 pair sums by
+   vpmaddubsw, exact for the window the caller widens after. */
+QOPS_NBITS_ROWS_INLINE void qops_nbits_row_quads(__m256i* first, __m256i* second,
+                                                 __m256i codes_first, __m256i codes_second,
+                                                 int32_t value) {
+    const __m256i a = _mm256_set1_epi32(value);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    *first = _mm256_dpbusd_epi32(*first, codes_first, a);
+    *second = _mm256_dpbusd_epi32(*second, codes_second, a);
+#else
+    *first = qops_add_epi16_in_place(*first, _mm256_maddubs_epi16(codes_first, a));
+    *second = qops_add_epi16_in_place(*second, _mm256_maddubs_epi16(codes_second, a));
+#endif
+}
+
 /* A group's sums over one part of a run (quads b0 .. b0 + span of it): into
    sums (zero first where the part starts its block).  Inlined twice: with
    sums in registers for a part that is a whole block, in memory for parts
@@ -975,18 +992,10 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_part_sums(const __m256i* run, const int32
     for (ptrdiff_t q = b0; q < b0 + span; q++) {
         const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
         const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
-        __m256i a = _mm256_set1_epi32(four[0]);
-        first0 = _mm256_dpbusd_epi32(first0, codes_first, a);
-        second0 = _mm256_dpbusd_epi32(second0, codes_second, a);
-        a = _mm256_set1_epi32(four[1]);
-        first1 = _mm256_dpbusd_epi32(first1, codes_first, a);
-        second1 = _mm256_dpbusd_epi32(second1, codes_second, a);
-        a = _mm256_set1_epi32(four[2]);
-        first2 = _mm256_dpbusd_epi32(first2, codes_first, a);
-        second2 = _mm256_dpbusd_epi32(second2, codes_second, a);
-        a = _mm256_set1_epi32(four[3]);
-        first3 = _mm256_dpbusd_epi32(first3, codes_first, a);
-        second3 = _mm256_dpbusd_epi32(second3, codes_second, a);
+        qops_nbits_row_quads(&first0, &second0, codes_first, codes_second, four[0]);
+        qops_nbits_row_quads(&first1, &second1, codes_first, codes_second, four[1]);
+        qops_nbits_row_quads(&first2, &second2, codes_first, codes_second, four[2]);
+        qops_nbits_row_quads(&first3, &second3, codes_first, codes_second, four[3]);
     }
     sums[0] = first0;
     sums[1] = second0;
@@ -1007,26 +1016,10 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_part_sums(const __m256i* run, const int32
         for (ptrdiff_t q = w0; q < stop; q++) {
             const __m256i codes_first = run[2 * q], codes_second = run[2 * q + 1];
             const int32_t* four = values + q * QOPS_NBITS_INT8_GROUP;
-            __m256i a = _mm256_set1_epi32(four[0]);
-            first0 = qops_add_epi16_in_place(
-                first0, _mm256_maddubs_epi16(codes_first, a));
-            second0 = qops_add_epi16_in_place(
-                second0, _mm256_maddubs_epi16(codes_second, a));
-            a = _mm256_set1_epi32(four[1]);
-            first1 = qops_add_epi16_in_place(
-                first1, _mm256_maddubs_epi16(codes_first, a));
-            second1 = qops_add_epi16_in_place(
-                second1, _mm256_maddubs_epi16(codes_second, a));
-            a = _mm256_set1_epi32(four[2]);
-            first2 = qops_add_epi16_in_place(
-                first2, _mm256_maddubs_epi16(codes_first, a));
-            second2 = qops_add_epi16_in_place(
-                second2, _mm256_maddubs_epi16(codes_second, a));
-            a = _mm256_set1_epi32(four[3]);
-            first3 = qops_add_epi16_in_place(
-                first3, _mm256_maddubs_epi16(codes_first, a));
-            second3 = qops_add_epi16_in_place(
-                second3, _mm256_maddubs_epi16(codes_second, a));
+            qops_nbits_row_quads(&first0, &second0, codes_first, codes_second, four[0]);
+            qops_nbits_row_quads(&first1, &second1, codes_first, codes_second, four[1]);
+            qops_nbits_row_quads(&first2, &second2, codes_first, codes_second, four[2]);
+            qops_nbits_row_quads(&first3, &second3, codes_first, codes_second, four[3]);
         }
         sums[0] = _mm256_add_epi32(sums[0], _mm256_madd_epi16(first0, ones));
         sums[1] = _mm256_add_epi32(sums[1], _mm256_madd_epi16(second0, ones));
