@@ -985,7 +985,9 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_part_sums(const __m256i* run, const int32
     }
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
     /* vpdpbusd: four codes by four row codes into int32 at once
-       (no int16 window to widen). */
+       (no int16 window to widen).  A loop of its own, the sums read and
+       written in place: the AVX2 loop's windows, shared, ran slower here
+       (docs/performance_notes.rst). */
     __m256i first0 = sums[0], second0 = sums[1], first1 = sums[2];
     __m256i second1 = sums[3], first2 = sums[4], second2 = sums[5];
     __m256i first3 = sums[6], second3 = sums[7];
