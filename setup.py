@@ -46,8 +46,8 @@ def kernel(name, extra_flags=(), package=KERNELS, numpy_headers=False):
                      **settings)
 
 
-# The lean per-call paths (qops.backends.native._lean) and the output buffers
-# (_outputs) use NumPy's C API.  The pool is one extension that every kernel
+# The lean per-call paths (qops.backends.native._lean), the output buffers
+# (_outputs) and the GEMM kernels' bound runs use NumPy's C API.  The pool is one extension that every kernel
 # module cimports: one per process.
 extensions = [kernel("_platform"), kernel("_qops_pool"), kernel("_small"),
               kernel("_peak_probes"), kernel("_float_products"),
@@ -58,7 +58,8 @@ for variant, flags in SIMD_VARIANTS.items():
     if not os.path.exists(os.path.join(*KERNELS.split("."), f"_qgemm_{variant}.pyx")):
         continue
     if compiler_accepts(flags):
-        extensions.append(kernel(f"_qgemm_{variant}", flags + rounding_flags))
+        extensions.append(kernel(f"_qgemm_{variant}", flags + rounding_flags,
+                                 numpy_headers=True))
     else:
         print(f"qops build: compiler rejects {' '.join(flags)}; no {variant} kernels",
               file=sys.stderr)

@@ -419,10 +419,17 @@ class Bound(NamedTuple):
     output_dtype: np.dtype
     run_data: Callable      # Prepared.bind's run(*data, out, n_threads)
     generation: int         # dispatch.generation() when bound
+    # run_data.fresh, where the kernels have one: fresh(*data, n_threads) is
+    # a new output, or None when the data are not as it takes them.
+    fresh: Optional[Callable] = None
 
     def run(self, n_threads, *data):
         """The output of a call of this form on ``data`` (the data operands
         in slot order), the caller having matched its form."""
+        if self.fresh is not None:
+            result = self.fresh(*data, resolve_threads(n_threads))
+            if result is not None:
+                return result
         result = empty_output(self.output_shape, self.output_dtype)
         if self.layout_shapes is not None:
             data = tuple(operand if shape is None else operand.reshape(shape)
@@ -505,7 +512,9 @@ class Binder:
                            None if all(shape is None for shape in layout_shapes)
                            else layout_shapes,
                            template.output_shape, template.output_dtype, run_data,
-                           dispatch.generation())
+                           dispatch.generation(),
+                           None if layout_shapes.count(None) != len(layout_shapes)
+                           else getattr(run_data, "fresh", None))
 
 
 class FastPath:

@@ -529,6 +529,8 @@ def prepare_pointwise(call, variant=None):
             product.run(None, _bytes(image).reshape(batch, channels, pixels),
                         out.view(np.uint8).reshape(out_shape), min(n_threads, most_threads))
 
+        product.set_output(call.output_shape, call.output_dtype, most_threads)
+        run_data.fresh = product.run_fresh
         return run_data
 
     def run(call, out, n_threads):
@@ -600,6 +602,14 @@ def prepare_pixel_rows(call, variant=None):
                    min(n_threads, most_threads), False, False, bias, None, None, False, False,
                    None, narrow_b)
 
+        if call.packed is not None:
+            # Bound once for a compiled operator: its calls bring the images alone.
+            product = kernels.BoundProduct(
+                np.zeros(a_shape, np.uint8), a_flip, _SINGLE_BATCH, packed_b, colsum,
+                _SINGLE_BATCH, out_channels, row_zero, column_zero, multiplier, out_zero, 1,
+                low, high, False, False, bias, a_per_call=True, b_narrow=narrow_b)
+            product.set_output(call.output_shape, call.output_dtype, most_threads)
+            run_data.fresh = product.run_fresh
         return run_data
 
     def run(call, out, n_threads):

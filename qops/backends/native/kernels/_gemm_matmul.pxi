@@ -183,6 +183,10 @@ call after call) its rows' epilogue terms are made here once, and a constant A o
     cdef Py_ssize_t a_batches, m, k, n, batches, out_columns
     cdef Py_ssize_t b_batches, b_stride, colsum_stride, column_tiles
     cdef bint during, a_per_call, sums_in_run, empty
+    # run_fresh's output (set_output) and the most threads it runs on.
+    cdef cnp.dtype fresh_dtype
+    cdef int fresh_rank, fresh_threads
+    cdef cnp.npy_intp fresh_dims[cnp.NPY_MAXDIMS]
 
     def __init__(self, const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
                  const int8_t[:, ::1] b_packed, const int64_t[:, ::1] b_colsum,
@@ -276,13 +280,10 @@ call after call) its rows' epilogue terms are made here once, and a constant A o
     def run(self, a, b_source, uint8_t[:, :, ::1] out, int n_threads):
         """out <- the products, with ``a`` (with a_per_call, else None) and
         ``b_source`` (when bound with b_source_shape, else None)."""
-        cdef Gemm gemm = self.gemm
-        cdef Epilogue epilogue = self.epilogue
         cdef const uint8_t[:, :, ::1] a_view
         cdef const uint8_t[:, :, ::1] source
-        cdef int32_t* ready = NULL
-        keep = []
-        n_threads = max(n_threads, 1)
+        cdef const uint8_t* a_data = NULL
+        cdef const uint8_t* source_data = NULL
         if self.empty:
             return
         if (out.shape[0] != self.batches or out.shape[1] != self.m
@@ -295,8 +296,72 @@ call after call) its rows' epilogue terms are made here once, and a constant A o
                     or a_view.shape[2] != self.k):
                 raise ValueError("matmul: arguments do not cover the output "
                                  "(a is not of the bound shape)")
-            gemm.a = &a_view[0, 0, 0]
-        gemm.out = &out[0, 0, 0]
+            a_data = &a_view[0, 0, 0]
+        if self.during:
+            source = b_source
+            if (source.shape[0] != self.b_batches or source.shape[1] != self.k
+                    or source.shape[2] != self.n):
+                raise ValueError("matmul: arguments do not cover the output "
+                                 "(b_source is not of the bound shape)")
+            source_data = &source[0, 0, 0]
+        self.run_on(a_data, source_data, &out[0, 0, 0], n_threads)
+
+    def set_output(self, shape, dtype, int most_threads):
+        """Make :meth:`run_fresh` answer arrays of ``shape`` and ``dtype``
+        (whose bytes are the bound output's), on at most ``most_threads``."""
+        cdef Py_ssize_t size = 1, i
+        if len(shape) > cnp.NPY_MAXDIMS:
+            raise ValueError("matmul: too many output dimensions")
+        for i in range(len(shape)):
+            self.fresh_dims[i] = shape[i]
+            size *= shape[i]
+        self.fresh_dtype = np.dtype(dtype)
+        if size * self.fresh_dtype.itemsize != self.batches * self.m * self.out_columns:
+            raise ValueError("matmul: the output shape does not hold the bound output")
+        self.fresh_rank = len(shape)
+        self.fresh_threads = max(most_threads, 1)
+
+    def run_fresh(self, operand, int n_threads):
+        """A new output (:meth:`set_output`'s shape) of the products with
+        ``operand`` as the call's one operand (A with a_per_call, else B's
+        source), or None (nothing run) unless ``operand`` is a C-contiguous
+        NumPy array of exactly the bound operand's bytes: the caller then
+        takes :meth:`run`.  A compiled convolution's call after call: no
+        views, memoryviews or Python output call on the way."""
+        cdef cnp.ndarray array, out
+        cdef Py_ssize_t wanted
+        if self.fresh_dtype is None or self.empty or self.a_per_call == self.during:
+            return None
+        if type(operand) is not np.ndarray:
+            return None
+        array = <cnp.ndarray>operand
+        wanted = (self.a_batches * self.m * self.k if self.a_per_call
+                  else self.b_batches * self.k * self.n)
+        if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or cnp.PyArray_ITEMSIZE(array) != 1
+                or cnp.PyArray_NBYTES(array) != wanted):
+            return None
+        out = empty_array(self.fresh_rank, self.fresh_dims, self.fresh_dtype)
+        if self.a_per_call:
+            self.run_on(<const uint8_t*>cnp.PyArray_DATA(array), NULL,
+                        <uint8_t*>cnp.PyArray_DATA(out), min(n_threads, self.fresh_threads))
+        else:
+            self.run_on(NULL, <const uint8_t*>cnp.PyArray_DATA(array),
+                        <uint8_t*>cnp.PyArray_DATA(out), min(n_threads, self.fresh_threads))
+        return out
+
+    cdef int run_on(self, const uint8_t* a, const uint8_t* b_source, uint8_t* out,
+                    int n_threads) except -1:
+        """The run, on operands whose shapes the caller has checked: ``a``
+        with a_per_call and K > 0, ``b_source`` when bound with its shape
+        (else NULL each)."""
+        cdef Gemm gemm = self.gemm
+        cdef Epilogue epilogue = self.epilogue
+        cdef int32_t* ready = NULL
+        keep = []
+        n_threads = max(n_threads, 1)
+        if a != NULL:
+            gemm.a = a
+        gemm.out = out
         gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
         if self.sums_in_run:
             # Each band of rows summed by the first unit that needs it
@@ -308,11 +373,6 @@ call after call) its rows' epilogue terms are made here once, and a constant A o
             epilogue.row_sum = gemm.a_sums
         gemm.b_ready = NULL
         if self.during:
-            source = b_source
-            if (source.shape[0] != self.b_batches or source.shape[1] != self.k
-                    or source.shape[2] != self.n):
-                raise ValueError("matmul: arguments do not cover the output "
-                                 "(b_source is not of the bound shape)")
             # Packed during the run, into this thread's workspace, by the
             # first unit that reads each column tile (ensure_packed).
             gemm.b = <int8_t*>workspace_bytes("packed b", self.b_batches * self.b_stride, keep)
@@ -321,7 +381,7 @@ call after call) its rows' epilogue terms are made here once, and a constant A o
             ready = <int32_t*>workspace_bytes(
                 "b column tiles", self.b_batches * self.column_tiles * sizeof(int32_t), keep)
             memset(ready, 0, self.b_batches * self.column_tiles * sizeof(int32_t))
-            gemm.b_source = &source[0, 0, 0]
+            gemm.b_source = b_source
             gemm.b_panels = <int8_t*>gemm.b
             gemm.b_sums = <int64_t*>epilogue.column_sum
             gemm.b_sums_stride = self.colsum_stride
@@ -330,6 +390,7 @@ call after call) its rows' epilogue terms are made here once, and a constant A o
         with nogil:
             run_matmul(&gemm, &epilogue, self.a_batches, n_threads)
         del keep  # what the run read through gemm and epilogue
+        return 0
 
 
 cdef enum:

@@ -39,7 +39,12 @@ from libc.string cimport memcpy, memset
 
 import threading
 
+cimport numpy as cnp
 import numpy as np
+
+from qops.backends.native._outputs cimport empty_array
+
+cnp.import_array()
 
 from qops.backends.native.kernels._qops_pool cimport MAX_WORKERS, run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (

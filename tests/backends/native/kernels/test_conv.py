@@ -796,6 +796,45 @@ def test_a_compiled_classifier_of_one_pixel_images_keeps_its_packed_filter(varia
             assert np.array_equal(compiled(image, n_threads=n_threads), want)
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("image_shape", [(1, 24, 12, 16), (3, 40, 1, 1)])
+def test_a_fully_bound_convolution_makes_each_output_in_the_kernels(variant, image_shape,
+                                                                    monkeypatch):
+    """A compiled 1 x 1 convolution with every slot but the image bound (a
+    session's node), as filter x image and as one-pixel images' rows: once
+    bound, each call's output is made by the bound product itself, and is
+    the reference's bytes; a strided image of the same shape takes the
+    general run and gives the reference's bytes too."""
+    import qops
+    monkeypatch.setattr(_simd, "selected", lambda: variant)
+    rng = np.random.default_rng(12)
+    channels, out_channels = image_shape[1], 37
+    constants = dict(filter=random_values(rng, (out_channels, channels, 1, 1), np.int8),
+                     filter_scale=rng.uniform(0.001, 0.02, out_channels).astype(np.float32),
+                     filter_zero_point=np.int8(3),
+                     bias=rng.integers(-2000, 2000, out_channels).astype(np.int32),
+                     input_scale=np.float32(0.03), input_zero_point=np.uint8(9),
+                     output_scale=np.float32(0.2), output_zero_point=np.int8(-4))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    run = compiled.data_runner()
+    made = []
+    for index, n_threads in enumerate((1, 2, 2, 1)):
+        if index == 2:  # bound by the two calls before: count what the kernels make
+            bound = compiled._binder.bound
+            fresh = bound.fresh
+            compiled._binder.bound = bound._replace(
+                fresh=lambda *data: made.append(fresh(*data)) or made[-1])
+        image = random_values(rng, image_shape, np.uint8)
+        if index == 3:
+            image = random_values(rng, image_shape[:3] + (2 * image_shape[3],),
+                                  np.uint8)[..., ::2]
+        want = reference(convolution.prepare(dict(constants, input=image), {}, "4_0"))
+        got = run(n_threads, image)
+        assert got.dtype == np.int8 and np.array_equal(got, want)
+    # The third call's output made by the kernels; the strided image refused.
+    assert len(made) == 2 and made[0] is not None and made[1] is None
+
+
 def test_pointwise_products_take_the_pointwise_kernels():
     """A 1 x 1 convolution whose pixels fill the micro-tile's columns runs as
     filter x image; padding, strides, groups or a wider filter keep the

@@ -750,3 +750,55 @@ def test_a_bound_product_runs_each_new_operand_and_checks_its_shape(variant):
     with pytest.raises(ValueError, match="row sums"):
         kernels.BoundProduct(a, False, index, packed_b, colsum, index, n, *per_row, 1, 0, 255,
                              False, True, bias, np.zeros((1, m), np.int64), a_per_call=True)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_bound_product_makes_fresh_outputs_of_the_operands_it_takes(variant):
+    """run_fresh (a compiled convolution's call after call): a new output of
+    the shape and dtype set_output gave, the same bytes as run for each
+    call's B source and for each call's A; None, with nothing run, for an
+    operand it does not take as it is (another type, a strided view, other
+    bytes, wider items), so the caller takes run instead."""
+    kernels = _simd.module(variant)
+    rng = np.random.default_rng(22)
+    m, k, n = 24, 19, 70
+    a = rng.integers(0, 256, (1, m, k), dtype=np.uint8)
+    row_zero = rng.integers(0, 256, m).astype(np.int32)
+    per_row = (row_zero, np.array([3], np.int32),
+               rng.uniform(1e-4, 3e-4, (m, 1)).astype(np.float32),
+               rng.integers(0, 256, (m, 1)).astype(np.int32))
+    bias = rng.integers(-5000, 5000, m).astype(np.int64)
+    index = np.zeros(1, np.int64)
+    by_source = kernels.BoundProduct(a, False, index, None, None, index, n, *per_row, 1, 0, 255,
+                                     False, True, bias, None, (1, k, n), False,
+                                     a_packed_once=True)
+    assert by_source.run_fresh(np.zeros((1, k, n), np.uint8), 1) is None  # no set_output yet
+    by_source.set_output((1, m, 10, 7), np.int8, 2)
+    for n_threads in (1, 2):
+        image = rng.integers(0, 256, (1, k, 10, 7), dtype=np.uint8)
+        fresh = by_source.run_fresh(image, n_threads)
+        assert fresh.shape == (1, m, 10, 7) and fresh.dtype == np.int8
+        out = np.empty((1, m, n), np.uint8)
+        by_source.run(None, image.reshape(1, k, n), out, n_threads)
+        assert np.array_equal(fresh.view(np.uint8).reshape(1, m, n), out)
+        assert np.array_equal(out[0], _per_row_statement(a[0], row_zero, image.reshape(k, n),
+                                                         per_row[1], bias, per_row[2],
+                                                         per_row[3]))
+    wide = np.zeros((1, k, 2 * n), np.uint8)
+    for refused in (wide[:, :, ::2], np.zeros((1, k, n + 1), np.uint8),
+                    np.zeros((1, k, n // 2), np.uint16), wide.tolist()):
+        assert by_source.run_fresh(refused, 1) is None
+    with pytest.raises(ValueError, match="does not hold"):
+        by_source.set_output((1, m, n + 1), np.uint8, 1)
+    b = rng.integers(0, 256, (1, k, n), dtype=np.uint8)
+    packed_b, colsum = kernels.pack_b_batches(b, False, 1)
+    by_a = kernels.BoundProduct(a, False, index, packed_b, colsum, index, n,
+                                np.zeros(m, np.int32), np.full(n, 3, np.int32),
+                                np.full((1, n), 2e-4, np.float32), np.full((1, n), 7, np.int32),
+                                1, 0, 255, a_per_call=True)
+    by_a.set_output((m, n), np.uint8, 2)
+    rows = rng.integers(0, 256, (1, m, k), dtype=np.uint8)
+    out = np.empty((1, m, n), np.uint8)
+    by_a.run(rows, None, out, 2)
+    assert np.array_equal(by_a.run_fresh(rows, 2), out[0])
+    assert by_a.run_fresh(np.asfortranarray(rows[0]), 2) is None
