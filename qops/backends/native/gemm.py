@@ -655,6 +655,15 @@ def prepare_depthwise(call, variant=None):
                         filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero, bias,
                         out.view(np.uint8).reshape(out_shape), low, high, n_threads)
 
+        if call.packed is not None and len(call.output_shape) == 4:
+            # Compiled: where the kernels take the images channels-last, the
+            # filter's blocks are laid once and each output made there.
+            bound = kernels.BoundDepthwise(
+                image.shape, image_signed, input_zero, taps, filter_signed,
+                filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero, bias,
+                call.output_shape, call.output_dtype, low, high)
+            if bound.takes:
+                run_data.fresh = bound.run_fresh
         return run_data
 
     def run(call, out, n_threads):

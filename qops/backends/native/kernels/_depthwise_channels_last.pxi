@@ -57,6 +57,8 @@ cdef struct ChannelsLastJob:
     Py_ssize_t out_w
     uint8_t* scratch
     Py_ssize_t per_slot          # scratch bytes per slot
+    const uint8_t* constants     # each block's constants (block_constants), or NULL:
+                                 # each task makes its block's in its slot
 
 
 cdef inline bint takes_channels_last(Py_ssize_t per_channel, Py_ssize_t channels,
@@ -81,7 +83,26 @@ cdef int channels_last(const uint8_t[:, :, :, ::1] image, bint input_signed,
     """depthwise2d channels-last, its arguments checked by it (one output
     channel per input channel, every sum inside int32)."""
     cdef ChannelsLastJob job
-    cdef Py_ssize_t t, batch = out.shape[0], count = kernel_h * kernel_w
+    offsets = describe_channels_last(
+        &job, image, input_signed, centre_zero, taps, filter_signed, filter_zero, kernel_h,
+        kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left, padded_w,
+        padded_pixels, multiplier, out_zero, bias, out, low, high)
+    run_channels_last(&job, out.shape[0], n_threads)
+    del offsets  # what job.tap_offset points into
+    return 0
+
+
+cdef object describe_channels_last(
+        ChannelsLastJob* job, const uint8_t[:, :, :, ::1] image, bint input_signed,
+        int32_t centre_zero, const uint8_t[:, ::1] taps, bint filter_signed,
+        const int32_t[::1] filter_zero, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
+        Py_ssize_t stride_h, Py_ssize_t stride_w, Py_ssize_t dilation_h, Py_ssize_t dilation_w,
+        Py_ssize_t pad_top, Py_ssize_t pad_left, Py_ssize_t padded_w, Py_ssize_t padded_pixels,
+        const float[::1] multiplier, const int32_t[::1] out_zero, const int32_t* bias,
+        uint8_t[:, :, :, ::1] out, int32_t low, int32_t high):
+    """``job`` for these operands (checked by depthwise2d); returns the tap
+    offsets' array, which job.tap_offset points into."""
+    cdef Py_ssize_t t, count = kernel_h * kernel_w
     offsets = np.empty(count, np.intp)
     cdef Py_ssize_t[::1] tap_offset = offsets
     for t in range(count):
@@ -113,17 +134,70 @@ cdef int channels_last(const uint8_t[:, :, :, ::1] image, bint input_signed,
     job.out = &out[0, 0, 0, 0]
     job.out_h = out.shape[2]
     job.out_w = out.shape[3]
-    return run_channels_last(&job, batch, n_threads)
+    job.constants = NULL
+    return offsets
+
+
+cdef inline Py_ssize_t constants_bytes(Py_ssize_t count) noexcept nogil:
+    """Bytes of one block's constants (block_constants): the laid weights
+    ((count + 1) x CHANNEL_BLOCK int32, as lay_weights fills them), then the
+    terms, multipliers, floors, ceilings and output zero points (a
+    CHANNEL_BLOCK of 4-byte values each); a multiple of 64."""
+    return ((count + 1) * CHANNEL_BLOCK * 4 + 5 * CHANNEL_BLOCK * 4 + 63) & ~63
+
+
+cdef void block_constants(const ChannelsLastJob* job, Py_ssize_t first, int32_t* weights,
+                          uint8_t* target) noexcept nogil:
+    """Channels [first, first + CHANNEL_BLOCK)'s constants into target
+    (constants_bytes), through ``weights`` (count x CHANNEL_BLOCK int32 of
+    scratch): the weights w - w_zp laid as the pixel kernel reads them (0
+    past the last channel, so that those lanes sum to 0 whatever the copy
+    holds there), and per channel the term (the bias less the input zero
+    point times the weights' sum, modulo 2**32), the multiplier, the clamp's
+    floor and ceiling less the output zero point, and that zero point."""
+    cdef Py_ssize_t count = job.count, c, t
+    cdef Py_ssize_t block = min(<Py_ssize_t>CHANNEL_BLOCK, job.channels - first)
+    cdef int16_t* laid = <int16_t*>target
+    cdef uint32_t* terms = <uint32_t*>(target + (count + 1) * CHANNEL_BLOCK * 4)
+    cdef float* multiplier = <float*>(terms + CHANNEL_BLOCK)
+    cdef float* floor_value = multiplier + CHANNEL_BLOCK
+    cdef float* ceiling_value = floor_value + CHANNEL_BLOCK
+    cdef int32_t* out_zero = <int32_t*>(ceiling_value + CHANNEL_BLOCK)
+    cdef int64_t weight_sum
+    cdef int32_t zero
+    for c in range(CHANNEL_BLOCK):
+        if c < block:
+            weight_sum = 0
+            for t in range(count):
+                weights[t * CHANNEL_BLOCK + c] = filter_tap(
+                    job.taps + (first + c) * count, t, job.filter_signed,
+                    job.filter_zero[first + c])
+                weight_sum = weight_sum + weights[t * CHANNEL_BLOCK + c]
+            terms[c] = <uint32_t>((job.bias[first + c] if job.bias != NULL else 0)
+                                  - job.centre_zero * weight_sum)
+            multiplier[c] = job.multiplier[first + c]
+            zero = job.out_zero[first + c]
+            out_zero[c] = zero
+            floor_value[c] = <float>(job.low - zero)
+            ceiling_value[c] = <float>(job.high - zero)
+        else:
+            for t in range(count):
+                weights[t * CHANNEL_BLOCK + c] = 0
+            terms[c] = 0
+            multiplier[c] = 0
+            out_zero[c] = 0
+            floor_value[c] = 0
+            ceiling_value[c] = 0
+    lay_weights(weights, count, laid)
 
 
 cdef int run_channels_last(ChannelsLastJob* job, Py_ssize_t batch, int n_threads) except -1:
     """Every (image, block of channels) as tasks on the pool."""
-    # Per slot: the padded copy (bytes), the weights (int32) and as the pixel
-    # kernel reads them, the results (bytes), each channel's terms.
-    job.per_slot = (job.padded_pixels * CHANNEL_BLOCK
-                    + (2 * job.count + 1) * CHANNEL_BLOCK * sizeof(int32_t)
-                    + job.out_h * job.out_w * CHANNEL_BLOCK + 64
-                    + CHANNEL_BLOCK * (sizeof(uint32_t) + 3 * sizeof(float) + sizeof(int32_t)))
+    # Per slot: the padded copy (bytes), the results (bytes), the weights
+    # (int32) and the block's constants (unless the job has them made).
+    job.per_slot = ((job.padded_pixels + job.out_h * job.out_w) * CHANNEL_BLOCK + 64
+                    + job.count * CHANNEL_BLOCK * sizeof(int32_t)
+                    + constants_bytes(job.count))
     job.per_slot = (job.per_slot + 63) & ~63
     cdef int threads = slots_for(n_threads, batch * job.blocks)
     job.scratch = <uint8_t*>malloc(threads * job.per_slot + 64)
@@ -152,45 +226,22 @@ cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_s
     cdef uint8_t* base = <uint8_t*>(((<size_t>(job.scratch + slot * job.per_slot)) + 63)
                                     & ~(<size_t>63))
     cdef uint8_t* copy = base
-    cdef int32_t* weights = <int32_t*>(copy + job.padded_pixels * CHANNEL_BLOCK)
-    cdef int16_t* laid = <int16_t*>(weights + count * CHANNEL_BLOCK)
-    cdef uint8_t* results = <uint8_t*>(weights + (2 * count + 1) * CHANNEL_BLOCK)
-    cdef uint32_t* terms = <uint32_t*>(results + pixels * CHANNEL_BLOCK + 64)
-    cdef float* multiplier = <float*>(terms + CHANNEL_BLOCK)
-    cdef float* floor_value = multiplier + CHANNEL_BLOCK
-    cdef float* ceiling_value = floor_value + CHANNEL_BLOCK
-    cdef int32_t* out_zero = <int32_t*>(ceiling_value + CHANNEL_BLOCK)
+    cdef uint8_t* results = copy + job.padded_pixels * CHANNEL_BLOCK
+    cdef int32_t* weights = <int32_t*>(results + ((pixels * CHANNEL_BLOCK + 64 + 63) & ~63))
+    cdef const uint8_t* constants
+    if job.constants != NULL:
+        constants = job.constants + (first // CHANNEL_BLOCK) * constants_bytes(count)
+    else:
+        block_constants(job, first, weights, <uint8_t*>(weights + count * CHANNEL_BLOCK))
+        constants = <uint8_t*>(weights + count * CHANNEL_BLOCK)
+    cdef const int16_t* laid = <const int16_t*>constants
+    cdef const uint32_t* terms = <const uint32_t*>(constants + (count + 1) * CHANNEL_BLOCK * 4)
+    cdef const float* multiplier = <const float*>(terms + CHANNEL_BLOCK)
+    cdef const float* floor_value = multiplier + CHANNEL_BLOCK
+    cdef const float* ceiling_value = floor_value + CHANNEL_BLOCK
+    cdef const int32_t* out_zero = <const int32_t*>(ceiling_value + CHANNEL_BLOCK)
     cdef const uint8_t* image = job.image + index * job.image_bytes
-    cdef Py_ssize_t c, t, oh, ow, pixel
-    cdef int64_t weight_sum
-    cdef int32_t zero
-    # The channels' weights (w - w_zp; 0 past the block, so that those lanes
-    # sum to 0 whatever the copy holds there) and terms: the bias less the
-    # input zero point times the weights' sum, modulo 2**32.
-    for c in range(CHANNEL_BLOCK):
-        if c < block:
-            weight_sum = 0
-            for t in range(count):
-                weights[t * CHANNEL_BLOCK + c] = filter_tap(
-                    job.taps + (first + c) * count, t, job.filter_signed,
-                    job.filter_zero[first + c])
-                weight_sum = weight_sum + weights[t * CHANNEL_BLOCK + c]
-            terms[c] = <uint32_t>((job.bias[first + c] if job.bias != NULL else 0)
-                                  - job.centre_zero * weight_sum)
-            multiplier[c] = job.multiplier[first + c]
-            zero = job.out_zero[first + c]
-            out_zero[c] = zero
-            floor_value[c] = <float>(job.low - zero)
-            ceiling_value[c] = <float>(job.high - zero)
-        else:
-            for t in range(count):
-                weights[t * CHANNEL_BLOCK + c] = 0
-            terms[c] = 0
-            multiplier[c] = 0
-            out_zero[c] = 0
-            floor_value[c] = 0
-            ceiling_value[c] = 0
-    lay_weights(weights, count, laid)
+    cdef Py_ssize_t oh, ow, pixel
     copy_block_channels_last(job, image, first, block, copy)
     pixel = 0
     for oh in range(job.out_h):
@@ -232,3 +283,93 @@ cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* im
                                   min(<Py_ssize_t>16, job.width - w0),
                                   target + w0 * CHANNEL_BLOCK + c0, CHANNEL_BLOCK,
                                   job.flip_input, end - (source - image))
+
+
+cdef class BoundDepthwise:
+    """A depthwise convolution of one image shape with its filter and
+    parameters bound, as a compiled operator calls it again and again: each
+    call brings the images alone (:meth:`run_fresh`).  Where depthwise2d runs
+    the images channels-last, each block's constants (the laid weights and
+    per-channel terms: block_constants) are made here once, not by every
+    task of every call, and the output is made here; elsewhere
+    :attr:`takes` is False and :meth:`run_fresh` answers None.
+
+    The arguments are depthwise2d's, with the image's and the output's
+    shapes for the arrays, and the output's dtype; depthwise2d runs once
+    here on a zero image, so that everything it checks is checked.
+    """
+    cdef ChannelsLastJob job
+    cdef object kept               # the arrays the job points into
+    cdef Py_ssize_t batch, image_bytes
+    cdef cnp.dtype out_dtype
+    cdef cnp.npy_intp dims[4]
+    cdef readonly bint takes
+
+    def __init__(self, image_shape, bint input_signed, int32_t input_zero,
+                 const uint8_t[:, ::1] taps, bint filter_signed,
+                 const int32_t[::1] filter_zero, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
+                 strides, dilations, start_padding, end_padding,
+                 const float[::1] multiplier, const int32_t[::1] out_zero, bias, out_shape,
+                 out_dtype, int32_t low, int32_t high):
+        cdef Py_ssize_t i, block
+        cdef const int32_t[::1] bias_view
+        cdef const int32_t* bias_pointer = NULL
+        cdef int32_t* weights
+        cdef uint8_t[::1] constants_view
+        image = np.zeros(tuple(image_shape), np.uint8)
+        out = np.empty(tuple(out_shape), np.uint8)
+        depthwise2d(image, input_signed, input_zero, taps, filter_signed, filter_zero, kernel_h,
+                    kernel_w, strides, dilations, start_padding, end_padding, multiplier,
+                    out_zero, bias, out, low, high, 1)
+        self.out_dtype = np.dtype(out_dtype)
+        if self.out_dtype.itemsize != 1 or out.ndim != 4:
+            raise ValueError("depthwise2d: the output is 4-D, a byte per value")
+        for i in range(4):
+            self.dims[i] = out.shape[i]
+        self.batch = out.shape[0]
+        self.image_bytes = image.size
+        cdef Py_ssize_t padded_h = image.shape[2] + start_padding[0] + end_padding[0]
+        cdef Py_ssize_t padded_w = image.shape[3] + start_padding[1] + end_padding[1]
+        if bias is not None:
+            bias_view = bias
+            bias_pointer = &bias_view[0]
+        # depthwise2d's choice, as it makes it.
+        self.takes = (out.size > 0
+                      and takes_channels_last(out.shape[1] // image.shape[1], out.shape[1],
+                                              out.shape[2] * out.shape[3], padded_h * padded_w)
+                      and sums_fit_int32(kernel_h * kernel_w, bias_pointer, out.shape[1]))
+        if not self.takes:
+            return
+        offsets = describe_channels_last(
+            &self.job, image, input_signed, input_zero + (128 if input_signed else 0), taps,
+            filter_signed, filter_zero, kernel_h, kernel_w, strides[0], strides[1],
+            dilations[0], dilations[1], start_padding[0], start_padding[1], padded_w,
+            padded_h * padded_w, multiplier, out_zero, bias_pointer, out, low, high)
+        constants = np.empty(self.job.blocks * constants_bytes(self.job.count), np.uint8)
+        constants_view = constants
+        scratch = np.empty(self.job.count * CHANNEL_BLOCK, np.int32)
+        weights = <int32_t*>cnp.PyArray_DATA(scratch)
+        for block in range(self.job.blocks):
+            block_constants(&self.job, block * CHANNEL_BLOCK, weights,
+                            &constants_view[block * constants_bytes(self.job.count)])
+        self.job.constants = &constants_view[0]
+        self.kept = (offsets, constants, taps, filter_zero, multiplier, out_zero, bias)
+
+    def run_fresh(self, image, int n_threads):
+        """A new output of the convolution of ``image``, or None (nothing
+        run) where it does not take it: not channels-last, or not a
+        C-contiguous NumPy array of the bound image's bytes."""
+        cdef cnp.ndarray array, out
+        cdef ChannelsLastJob job
+        if not self.takes or type(image) is not np.ndarray:
+            return None
+        array = <cnp.ndarray>image
+        if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or cnp.PyArray_ITEMSIZE(array) != 1
+                or cnp.PyArray_NBYTES(array) != self.image_bytes):
+            return None
+        out = empty_array(4, self.dims, self.out_dtype)
+        job = self.job
+        job.image = <const uint8_t*>cnp.PyArray_DATA(array)
+        job.out = <uint8_t*>cnp.PyArray_DATA(out)
+        run_channels_last(&job, self.batch, n_threads)
+        return out

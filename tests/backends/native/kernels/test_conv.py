@@ -835,6 +835,65 @@ def test_a_fully_bound_convolution_makes_each_output_in_the_kernels(variant, ima
     assert len(made) == 2 and made[0] is not None and made[1] is None
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+@settings(max_examples=20, deadline=None)
+@given(channels=st.sampled_from((100, 128, 130, 192, 576)), size=st.integers(1, 16),
+       kernel=st.sampled_from((1, 3, 5)), stride=st.integers(1, 2), padded=st.booleans(),
+       types=st.tuples(st.sampled_from(TYPES), st.sampled_from(TYPES), st.sampled_from(TYPES)),
+       per_channel_zero=st.booleans(), with_bias=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_a_fully_bound_depthwise_convolution_lays_its_filter_once(
+        variant, channels, size, kernel, stride, padded, types, per_channel_zero, with_bias,
+        seed):
+    """A compiled depthwise convolution with every slot but the image bound:
+    where the kernels take its images channels-last (two blocks of channels
+    at least, small images) each block's weights and terms are laid once
+    and each call's output made by the bound kernel; every call, whichever
+    path, gives the reference's bytes, a strided image too."""
+    import qops
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_simd, "selected", lambda: variant)
+        rng = np.random.default_rng(seed)
+        image_type, filter_type, out_type = types
+        pad = (kernel // 2,) * 2 if padded else (0, 0)
+        if size + 2 * pad[0] < kernel:
+            return
+        constants = dict(
+            filter=random_values(rng, (channels, 1, kernel, kernel), filter_type),
+            filter_scale=rng.uniform(0.001, 0.02, channels).astype(np.float32),
+            filter_zero_point=(random_values(rng, (channels,), filter_type) if per_channel_zero
+                               else random_values(rng, (), filter_type)),
+            bias=(rng.integers(-3000, 3000, channels).astype(np.int32) if with_bias
+                  else None),
+            input_scale=np.float32(0.03), input_zero_point=random_values(rng, (), image_type),
+            output_scale=np.float32(0.1), output_zero_point=random_values(rng, (), out_type))
+        attributes = dict(strides=(stride, stride), start_padding=pad, end_padding=pad,
+                          group_count=channels)
+        compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+        run = compiled.data_runner()
+        made = []
+        for index, n_threads in enumerate((1, 2, 2, 1)):
+            if index == 2:  # bound by the two calls before
+                bound = compiled._binder.bound
+                fresh = bound.fresh
+                if fresh is not None:
+                    compiled._binder.bound = bound._replace(
+                        fresh=lambda *data: made.append(fresh(*data)) or made[-1])
+            image = random_values(rng, (1, channels, size, size), image_type)
+            if index == 3:
+                image = random_values(rng, (1, channels, size, 2 * size), image_type)[..., ::2]
+            want = reference(convolution.prepare(dict(constants, input=image), attributes,
+                                                 "4_0"))
+            got = run(n_threads, image)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+        takes = channels >= 128 and (size + 2 * pad[0]) ** 2 <= 400
+        if takes:
+            # The third call's output made by the kernels; the strided image refused.
+            assert len(made) == 2 and made[0] is not None and made[1] is None
+        else:
+            assert made == []
+
+
 def test_pointwise_products_take_the_pointwise_kernels():
     """A 1 x 1 convolution whose pixels fill the micro-tile's columns runs as
     filter x image; padding, strides, groups or a wider filter keep the
