@@ -430,6 +430,12 @@ def prepare_convolution(call, variant=None):
                    multiplier, out_zero, bias, out.view(np.uint8).reshape(out_shape), low, high,
                    min(n_threads, most_threads), raw, unpadded)
 
+        if call.packed is not None:
+            # Compiled: described once, each output made in the kernels.
+            run_data.fresh = kernels.BoundConvolution(
+                image.shape, input_flip, input_zero, packed, colsum, *geometry, col_zero,
+                multiplier, out_zero, bias, out_shape, low, high, call.output_shape,
+                call.output_dtype, most_threads, raw, unpadded).run_fresh
         return run_data
 
     def run(call, out, n_threads):

@@ -490,6 +490,116 @@ cdef struct Convolution:
     const int64_t* terms          # the bias per output channel, or NULL
 
 
+cdef class BoundConvolution:
+    """conv2d with its filter and parameters bound, for one image shape (a
+    compiled operator's convolution, called again and again): checked and
+    described once, its offsets made once, so that a call
+    (:meth:`run_fresh`) costs its run, this thread's workspaces and a new
+    output.
+
+    The arguments are conv2d's, with the image's shape for the image, the
+    bytes' shape conv2d writes (``out_shape``) for out, and the shape and
+    dtype of the output arrays :meth:`run_fresh` makes (the same bytes).
+    """
+    cdef Convolution conv
+    cdef Gemm gemm
+    cdef Epilogue epilogue
+    cdef object kept               # the arrays the descriptions point into
+    cdef Py_ssize_t image_bytes
+    cdef bint empty
+    cdef int most_threads, fresh_rank
+    cdef cnp.dtype fresh_dtype
+    cdef cnp.npy_intp fresh_dims[cnp.NPY_MAXDIMS]
+
+    def __init__(self, image_shape, bint input_flip, uint8_t input_zero,
+                 const int8_t[:, ::1] filter_packed, const int64_t[:, ::1] filter_colsum,
+                 Py_ssize_t kernel_h, Py_ssize_t kernel_w, Py_ssize_t taps_per_run, strides,
+                 dilations, start_padding, end_padding, const int32_t[::1] col_zero,
+                 const float[::1] multiplier, const int32_t[::1] out_zero, bias, out_shape,
+                 int32_t low, int32_t high, fresh_shape, fresh_dtype, int most_threads,
+                 bint raw=False, bint unpadded=False):
+        cdef Py_ssize_t size = 1, i
+        cdef Py_ssize_t[::1] row_view, step_view
+        image = np.zeros(tuple(image_shape), np.uint8)
+        out = np.empty(tuple(out_shape), np.uint8)
+        self.image_bytes = image.size
+        self.most_threads = max(most_threads, 1)
+        self.fresh_dtype = np.dtype(fresh_dtype)
+        self.fresh_rank = len(fresh_shape)
+        if self.fresh_rank > cnp.NPY_MAXDIMS:
+            raise ValueError("conv2d: too many output dimensions")
+        for i in range(self.fresh_rank):
+            self.fresh_dims[i] = fresh_shape[i]
+            size *= fresh_shape[i]
+        if size * self.fresh_dtype.itemsize != out.size:
+            raise ValueError("conv2d: the output shape does not hold the output's bytes")
+        self.empty = not check_convolution(
+            &self.conv, image, filter_packed, filter_colsum, kernel_h, kernel_w, taps_per_run,
+            strides, dilations, start_padding, end_padding, col_zero, multiplier, out_zero,
+            bias, out, raw)
+        if self.empty:
+            return
+        self.conv.input_flip = input_flip
+        if unpadded and (self.conv.group_count != 1 or taps_per_run != kernel_w
+                         or self.conv.dilation_w != 1):
+            raise ValueError("conv2d: an unpadded copy takes one group, taps_per_run kernel_w, "
+                             "dilation_w 1")
+        self.conv.unpadded = unpadded
+        if unpadded:
+            self.conv.block_padded = self.conv.group_channels
+            self.conv.pixel_stride = self.conv.group_channels
+        terms, _ = setup_convolution(&self.conv, &self.gemm, &self.epilogue, image,
+                                     filter_packed, filter_colsum, input_zero, col_zero,
+                                     multiplier, out_zero, bias, out, low, high, raw, 1)
+        # The offsets are this object's: the thread's workspaces hold only
+        # what one call uses.
+        row_offsets = np.empty(max(self.conv.pixels, 1), np.intp)
+        step_offsets = np.empty(max(self.conv.steps, 1), np.intp)
+        row_view, step_view = row_offsets, step_offsets
+        memcpy(&row_view[0], self.gemm.row_offset, self.conv.pixels * sizeof(Py_ssize_t))
+        memcpy(&step_view[0], self.gemm.step_offset, self.conv.steps * sizeof(Py_ssize_t))
+        self.gemm.row_offset = &row_view[0]
+        self.gemm.step_offset = &step_view[0]
+        self.epilogue.row_zero = &self.conv.row_zero
+        self.kept = (terms, row_offsets, step_offsets, filter_packed, filter_colsum, col_zero,
+                     multiplier, out_zero)
+
+    def run_fresh(self, image, int n_threads):
+        """A new output of the convolution of ``image``, or None (nothing
+        run) unless it is a C-contiguous NumPy array of the bound image's
+        bytes."""
+        cdef cnp.ndarray array, out
+        cdef Convolution conv
+        cdef Gemm gemm
+        cdef Epilogue epilogue
+        if self.empty or type(image) is not np.ndarray:
+            return None
+        array = <cnp.ndarray>image
+        if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or cnp.PyArray_ITEMSIZE(array) != 1
+                or cnp.PyArray_NBYTES(array) != self.image_bytes):
+            return None
+        out = empty_array(self.fresh_rank, self.fresh_dims, self.fresh_dtype)
+        conv, gemm, epilogue = self.conv, self.gemm, self.epilogue
+        n_threads = max(1, min(n_threads, self.most_threads))
+        keep = []
+        conv.image = <const uint8_t*>cnp.PyArray_DATA(array)
+        conv.out = <uint8_t*>cnp.PyArray_DATA(out)
+        # This thread's workspaces, as setup_convolution takes them.
+        conv.buffer = workspace_bytes("channels last", conv.chunk * conv.image_bytes + A_SLACK,
+                                      keep)
+        conv.sums = <int64_t*>workspace_bytes(
+            "row sums", conv.chunk * conv.pixels * sizeof(int64_t), keep)
+        if conv.needs_row_sums:
+            gemm.a_sums = conv.sums
+            gemm.a_ready = <int32_t*>workspace_bytes(
+                "row bands", conv.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
+        gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
+        with nogil:
+            run_convolution(&conv, &gemm, &epilogue, n_threads)
+        del keep  # what the run read through conv and gemm
+        return out
+
+
 cdef bint check_convolution(Convolution* conv, const uint8_t[:, :, :, ::1] image,
                             const int8_t[:, ::1] filter_packed,
                             const int64_t[:, ::1] filter_colsum, Py_ssize_t kernel_h,

@@ -17,6 +17,13 @@ def _convolution_call(draw, rng, image_shape, filter_shape, types, channel_shape
     """A validated convolution call of random values: optional zero points, a
     bias of none, small or near-int32 values (the last takes the int64
     epilogue), per-tensor or per-channel (``channel_shape``) filter parameters."""
+    return convolution.prepare(
+        _convolution_slots(draw, rng, image_shape, filter_shape, types, channel_shape),
+        attributes, "2_1")
+
+
+def _convolution_slots(draw, rng, image_shape, filter_shape, types, channel_shape):
+    """The slots of :func:`_convolution_call`."""
     in_type, filter_type, out_type = types
     out_channels = filter_shape[0]
     slots = dict(
@@ -34,11 +41,17 @@ def _convolution_call(draw, rng, image_shape, filter_shape, types, channel_shape
     if slots["bias"] is not None:
         bound = slots["bias"]
         slots["bias"] = rng.integers(-bound, bound, out_channels, dtype=np.int64).astype(np.int32)
-    return convolution.prepare(slots, attributes, "2_1")
+    return slots
 
 
 @st.composite
 def conv_calls(draw):
+    return convolution.prepare(*draw(conv_slots()), "2_1")
+
+
+@st.composite
+def conv_slots(draw):
+    """(slots, attributes) of a convolution of random geometry and values."""
     groups = draw(st.integers(1, 3))
     depthwise = draw(st.booleans())
     # Under 16 channels a group's filter columns fold into one step; from 16, one step per tap.
@@ -58,11 +71,11 @@ def conv_calls(draw):
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     per_channel = draw(st.booleans())
     channel_shape = (out_channels,) if per_channel else ()
-    return _convolution_call(draw, rng, (batch, channels, height, width),
-                             (out_channels, group_channels) + kernel, (in_type, filter_type, out_type),
-                             channel_shape, dict(strides=strides, dilations=dilations,
-                                                 start_padding=start, end_padding=end,
-                                                 group_count=groups))
+    return (_convolution_slots(draw, rng, (batch, channels, height, width),
+                               (out_channels, group_channels) + kernel,
+                               (in_type, filter_type, out_type), channel_shape),
+            dict(strides=strides, dilations=dilations, start_padding=start, end_padding=end,
+                 group_count=groups))
 
 
 @pytest.mark.parametrize("n_threads", [1, 2])
@@ -77,6 +90,73 @@ def test_every_variant_matches_the_reference(call, n_threads):
         for run in runs:
             got = run_variant(run, call, variant, n_threads)
             assert np.array_equal(got, expected), (variant, run.__name__)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@settings(max_examples=40, deadline=None)
+@given(slots_and_attributes=conv_slots(), seed=st.integers(0, 2**32 - 1))
+def test_a_fully_bound_convolution_runs_each_image_on_its_bound_kernels(
+        variant, slots_and_attributes, seed):
+    """A compiled convolution with every slot but the image bound (a
+    session's node), of any geometry, whichever kernels take it: once bound,
+    each call's output is made by the bound kernels where they have such a
+    run (the implicit GEMM always does), and every call gives the
+    reference's bytes, a strided image too."""
+    import qops
+    slots, attributes = slots_and_attributes
+    constants = {name: value for name, value in slots.items() if name != "input"}
+    rng = np.random.default_rng(seed)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_simd, "selected", lambda: variant)
+        compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+        run = compiled.data_runner()
+        shape, dtype = slots["input"].shape, slots["input"].dtype
+        made, fresh = [], None
+        for index, n_threads in enumerate((1, 2, 2, 1)):
+            if index == 2:  # bound by the two calls before
+                bound = compiled._binder.bound
+                fresh = bound.fresh
+                if fresh is not None:
+                    compiled._binder.bound = bound._replace(
+                        fresh=lambda *data: made.append(fresh(*data)) or made[-1])
+            image = random_values(rng, shape, dtype)
+            if index == 3:
+                image = random_values(rng, shape[:3] + (2 * shape[3],), dtype)[..., ::2]
+            call = convolution.prepare(dict(slots, input=image), attributes, "2_1")
+            got = run(n_threads, image)
+            assert got.dtype == call.output_dtype and np.array_equal(got, reference(call))
+        if _dispatch.select(call).name == "kernels":
+            # The implicit GEMM's bound run made the third call's output; the
+            # last image, a strided view unless it has one value a row, it refused.
+            assert fresh is not None and made[0] is not None
+            assert (made[1] is None) == (not image.flags.c_contiguous)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_compiled_integer_convolution_makes_its_int32_sums_on_the_bound_kernels(variant,
+                                                                                 monkeypatch):
+    """CONVOLUTION_INTEGER compiled, its filter and zero points bound: the
+    bound implicit GEMM writes each call's exact int32 sums."""
+    import qops
+    monkeypatch.setattr(_simd, "selected", lambda: variant)
+    rng = np.random.default_rng(5)
+    image_shape, filter_ = (1, 6, 9, 8), random_values(rng, (5, 6, 3, 3), np.int8)
+    compiled = qops.compile("CONVOLUTION_INTEGER", filter=filter_, input_zero_point=np.uint8(3),
+                            filter_zero_point=np.int8(-2), start_padding=(1, 1),
+                            end_padding=(1, 1))
+    run = compiled.data_runner()
+    for n_threads in (1, 2, 2, 1):
+        image = random_values(rng, image_shape, np.uint8)
+        shifted = np.pad(image.astype(np.int64) - 3, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        weights = filter_.astype(np.int64) + 2
+        want = np.zeros((1, 5, 9, 8), np.int64)
+        for kh in range(3):
+            for kw in range(3):
+                want += np.einsum("oc,chw->ohw", weights[:, :, kh, kw],
+                                  shifted[0, :, kh:kh + 9, kw:kw + 8])[None]
+        got = run(n_threads, image)
+        assert got.dtype == np.int32 and np.array_equal(got, want)
+    assert compiled._binder.bound.fresh is not None
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
