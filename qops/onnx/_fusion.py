@@ -1040,6 +1040,17 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         y = _clamped(y, clamp)
         return [y[:, :, 0, :] if squeeze else y]
 
+    full_range = np.iinfo(np.asarray(output_zero_point).dtype)
+    if (fixed_padding is not None and not squeeze
+            and clamp in (None, (full_range.min, full_range.max))):
+        # A network's usual node: one runner, the image as it comes (the
+        # runner's kernels copy a strided one, its operator anything else).
+        runner = compiled_for(fixed_padding)
+
+        def direct(arguments, n_threads):
+            return [runner(n_threads, arguments[0])]
+
+        return direct
     return call
 
 

@@ -667,6 +667,11 @@ class CompiledOperator:
                     index += 2
                 else:
                     if index == len(form):
+                        fresh = bound.fresh
+                        if fresh is not None:
+                            result = fresh(*data, resolve_threads(n_threads))
+                            if result is not None:
+                                return result
                         return bound.run(n_threads, *data)
             return self(n_threads=n_threads, **dict(zip(names, data)))
 

@@ -47,6 +47,9 @@ cdef enum:
 
 #: The most bytes the free list keeps idle.
 KEPT_BYTES = 64 << 20
+# The same, for give_back: a buffer may be freed while the interpreter tears
+# this module's globals down (an output that outlived everything else).
+cdef size_t kept_bytes = KEPT_BYTES
 #: The smallest output the lean paths (_lean.pyx) take from here.
 SMALLEST_OUTPUT_BYTES = LARGE_OUTPUT_BYTES
 
@@ -79,10 +82,10 @@ cdef void give_back(void* memory, size_t size):
     """Keep `memory` for a later output, the oldest idle buffers freed to
     make room; a buffer larger than the whole allowance is freed at once."""
     global idle_count, idle_bytes
-    if size > <size_t>KEPT_BYTES:
+    if size > kept_bytes:
         free(memory)
         return
-    while idle_count == KEPT or idle_bytes + size > <size_t>KEPT_BYTES:
+    while idle_count == KEPT or idle_bytes + size > kept_bytes:
         free(idle_memory[0])
         idle_bytes -= idle_size[0]
         idle_count -= 1

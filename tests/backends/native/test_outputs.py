@@ -117,3 +117,21 @@ def test_a_product_and_a_quantization_write_every_byte_of_reused_memory(fill):
     address = _reused(expected.shape, np.int8, fill)
     got = qops.quantize_linear(x, np.float32(0.05), np.int8(3))
     assert got.ctypes.data == address and np.array_equal(got, expected)
+
+
+def test_outputs_alive_at_exit_go_back_quietly():
+    """Outputs still referenced as the interpreter ends (module globals, the
+    last ones a script made) are freed while their module's globals are torn
+    down: nothing is printed and the exit status is 0."""
+    import subprocess
+    import sys
+
+    script = ("import numpy as np\n"
+              "from qops.backends.native import _outputs\n"
+              "kept = [_outputs.empty((n,), np.uint8) for n in (5000, 90000, 5000)]\n"
+              "kept.append(_outputs.empty((70 << 20,), np.uint8))\n"
+              "_outputs.kept_at_exit = kept  # freed as the module itself goes\n"
+              "del kept[0]\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stderr == ""
