@@ -295,8 +295,9 @@ cdef class BoundDepthwise:
     :attr:`takes` is False and :meth:`run_fresh` answers None.
 
     The arguments are depthwise2d's, with the image's and the output's
-    shapes for the arrays, and the output's dtype; depthwise2d runs once
-    here on a zero image, so that everything it checks is checked.
+    shapes for the arrays, and the output's dtype; where it takes the
+    images, depthwise2d runs once here on a zero image, so that everything
+    it checks is checked.
     """
     cdef ChannelsLastJob job
     cdef object kept               # the arrays the job points into
@@ -316,30 +317,35 @@ cdef class BoundDepthwise:
         cdef const int32_t* bias_pointer = NULL
         cdef int32_t* weights
         cdef uint8_t[::1] constants_view
-        image = np.zeros(tuple(image_shape), np.uint8)
-        out = np.empty(tuple(out_shape), np.uint8)
+        image_shape, out_shape = tuple(image_shape), tuple(out_shape)
+        if len(image_shape) != 4 or len(out_shape) != 4:
+            raise ValueError("depthwise2d: the image and the output are 4-D")
+        cdef Py_ssize_t padded_h = image_shape[2] + start_padding[0] + end_padding[0]
+        cdef Py_ssize_t padded_w = image_shape[3] + start_padding[1] + end_padding[1]
+        if bias is not None:
+            bias_view = bias
+            bias_pointer = &bias_view[0]
+        # depthwise2d's choice, as it makes it (of operands it has checked).
+        self.takes = (out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3] > 0
+                      and image_shape[1] > 0
+                      and takes_channels_last(out_shape[1] // image_shape[1], out_shape[1],
+                                              out_shape[2] * out_shape[3], padded_h * padded_w)
+                      and sums_fit_int32(kernel_h * kernel_w, bias_pointer, out_shape[1]))
+        if not self.takes:
+            return
+        image = np.zeros(image_shape, np.uint8)
+        out = np.empty(out_shape, np.uint8)
+        # Run once on a zero image: everything depthwise2d checks is checked.
         depthwise2d(image, input_signed, input_zero, taps, filter_signed, filter_zero, kernel_h,
                     kernel_w, strides, dilations, start_padding, end_padding, multiplier,
                     out_zero, bias, out, low, high, 1)
         self.out_dtype = np.dtype(out_dtype)
-        if self.out_dtype.itemsize != 1 or out.ndim != 4:
-            raise ValueError("depthwise2d: the output is 4-D, a byte per value")
+        if self.out_dtype.itemsize != 1:
+            raise ValueError("depthwise2d: the output has a byte per value")
         for i in range(4):
             self.dims[i] = out.shape[i]
         self.batch = out.shape[0]
         self.image_bytes = image.size
-        cdef Py_ssize_t padded_h = image.shape[2] + start_padding[0] + end_padding[0]
-        cdef Py_ssize_t padded_w = image.shape[3] + start_padding[1] + end_padding[1]
-        if bias is not None:
-            bias_view = bias
-            bias_pointer = &bias_view[0]
-        # depthwise2d's choice, as it makes it.
-        self.takes = (out.size > 0
-                      and takes_channels_last(out.shape[1] // image.shape[1], out.shape[1],
-                                              out.shape[2] * out.shape[3], padded_h * padded_w)
-                      and sums_fit_int32(kernel_h * kernel_w, bias_pointer, out.shape[1]))
-        if not self.takes:
-            return
         offsets = describe_channels_last(
             &self.job, image, input_signed, input_zero + (128 if input_signed else 0), taps,
             filter_signed, filter_zero, kernel_h, kernel_w, strides[0], strides[1],
