@@ -47,8 +47,8 @@ def kernel(name, extra_flags=(), package=KERNELS, numpy_headers=False):
 
 
 # The lean per-call paths (qops.backends.native._lean), the output buffers
-# (_outputs) and the GEMM kernels' bound runs use NumPy's C API.  The pool is one extension that every kernel
-# module cimports: one per process.
+# (_outputs) and the GEMM kernels' bound runs use NumPy's C API.  The pool is
+# one extension that every kernel module cimports: one per process.
 extensions = [kernel("_platform"), kernel("_qops_pool"), kernel("_small"),
               kernel("_peak_probes"), kernel("_float_products"),
               kernel("_lean", package="qops.backends.native", numpy_headers=True),

@@ -61,7 +61,10 @@ class Prepared:
     (or ``None`` where it cannot bind).  The data operands are a compiled
     operator's one runtime operand (``call.packed`` holds its constants),
     or every data operand of a plain call in slot order (``call.packed`` is
-    ``None``).
+    ``None``).  A compiled operator's ``run_data`` may carry
+    ``run_data.fresh(*data, n_threads)``: the same run into a new output it
+    makes itself, or ``None`` (nothing run) for data it does not take as
+    they are, which then go to ``run_data``.
     """
 
     run: Callable

@@ -1043,8 +1043,9 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
     full_range = np.iinfo(np.asarray(output_zero_point).dtype)
     if (fixed_padding is not None and not squeeze
             and clamp in (None, (full_range.min, full_range.max))):
-        # A network's usual node: one runner, the image as it comes (the
-        # runner's kernels copy a strided one, its operator anything else).
+        # A network's usual node: one runner, the image as it comes (a
+        # strided one is copied on the runner's general path, anything else
+        # is the operator's to check).
         runner = compiled_for(fixed_padding)
 
         def direct(arguments, n_threads):

@@ -667,6 +667,7 @@ class CompiledOperator:
                     index += 2
                 else:
                     if index == len(form):
+                        # Bound.run, inline: a session's every step comes here.
                         fresh = bound.fresh
                         if fresh is not None:
                             result = fresh(*data, resolve_threads(n_threads))

@@ -517,8 +517,8 @@ class Binder:
                            else layout_shapes,
                            template.output_shape, template.output_dtype, run_data,
                            dispatch.generation(),
-                           None if layout_shapes.count(None) != len(layout_shapes)
-                           else getattr(run_data, "fresh", None))
+                           getattr(run_data, "fresh", None)
+                           if all(shape is None for shape in layout_shapes) else None)
 
 
 class FastPath:

@@ -415,10 +415,11 @@ def prepare_convolution(call, variant=None):
                                 -_FLIP if filter_flip else 0),
                         *per_channel))
 
-    def bound_run(call, pack_threads):
+    def bound_run(call, pack_threads, fresh=False):
         """run_data(image, out, n_threads) of a call with the filter and
         values of ``call`` (the filter packed once for a compiled operator,
-        else for this call)."""
+        else for this call); with ``fresh`` (a compiled operator's bound
+        calls), run_data.fresh too (see Prepared)."""
         filter = call.arrays["filter"]
         packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
             filter, group_count, taps_per_run, kernels, pack_threads, taps, call.packed is None))
@@ -430,8 +431,8 @@ def prepare_convolution(call, variant=None):
                    multiplier, out_zero, bias, out.view(np.uint8).reshape(out_shape), low, high,
                    min(n_threads, most_threads), raw, unpadded)
 
-        if call.packed is not None:
-            # Compiled: described once, each output made in the kernels.
+        if fresh:
+            # Described once, each output made in the kernels.
             run_data.fresh = kernels.BoundConvolution(
                 image.shape, input_flip, input_zero, packed, colsum, *geometry, col_zero,
                 multiplier, out_zero, bias, out_shape, low, high, call.output_shape,
@@ -442,7 +443,7 @@ def prepare_convolution(call, variant=None):
         bound_run(call, threads_for(work, n_threads))(call.arrays["input"], out, n_threads)
 
     def bind(call):
-        return bound_run(call, 1) if call.packed is not None else None
+        return bound_run(call, 1, fresh=True) if call.packed is not None else None
 
     return Prepared(run, derive, bind)
 
@@ -507,9 +508,10 @@ def prepare_pointwise(call, variant=None):
                        None if bias is None else bias.astype(np.int64))
         return _frozen((row_zero, column_zero) + per_row)
 
-    def bound_run(call):
+    def bound_run(call, fresh=False):
         """run_data(image, out, n_threads) of a call with the filter and
-        values of ``call``."""
+        values of ``call``; with ``fresh`` (a compiled operator's bound
+        calls), run_data.fresh too (see Prepared)."""
         rows = _bytes(call.arrays["filter"]).reshape(1, out_channels, channels)
         row_zero, column_zero, multiplier, out_zero, bias = call.values
         row_sums = None
@@ -535,15 +537,16 @@ def prepare_pointwise(call, variant=None):
             product.run(None, _bytes(image).reshape(batch, channels, pixels),
                         out.view(np.uint8).reshape(out_shape), min(n_threads, most_threads))
 
-        product.set_output(call.output_shape, call.output_dtype, most_threads)
-        run_data.fresh = product.run_fresh
+        if fresh:
+            product.set_output(call.output_shape, call.output_dtype, most_threads)
+            run_data.fresh = product.run_fresh
         return run_data
 
     def run(call, out, n_threads):
         bound_run(call)(call.arrays["input"], out, n_threads)
 
     return Prepared(run, derive,
-                    lambda call: bound_run(call) if call.packed is not None else None)
+                    lambda call: bound_run(call, True) if call.packed is not None else None)
 
 
 # -- 1 x 1 convolution of one-pixel images (a Gemm's rows) ----------------------------------
@@ -587,8 +590,10 @@ def prepare_pixel_rows(call, variant=None):
         return _frozen((row_zero, column_zero, scale.reshape(1, -1), out_zero.reshape(1, -1),
                         None if bias is None else bias.astype(np.int64)))
 
-    def bound_run(call, pack_threads):
-        """run_data(image, out, n_threads) with the filter and values of ``call``."""
+    def bound_run(call, pack_threads, fresh=False):
+        """run_data(image, out, n_threads) with the filter and values of
+        ``call``; with ``fresh`` (a compiled operator's bound calls),
+        run_data.fresh too (see Prepared)."""
         row_zero, column_zero, multiplier, out_zero, bias = call.values
         columns = _bytes(call.arrays["filter"]).reshape(out_channels, channels).T
         packed_b, colsum = _cached(call, ("filter columns", variant), lambda: (
@@ -608,8 +613,8 @@ def prepare_pixel_rows(call, variant=None):
                    min(n_threads, most_threads), False, False, bias, None, None, False, False,
                    None, narrow_b)
 
-        if call.packed is not None:
-            # Bound once for a compiled operator: its calls bring the images alone.
+        if fresh:
+            # Bound once: a compiled operator's calls bring the images alone.
             product = kernels.BoundProduct(
                 np.zeros(a_shape, np.uint8), a_flip, _SINGLE_BATCH, packed_b, colsum,
                 _SINGLE_BATCH, out_channels, row_zero, column_zero, multiplier, out_zero, 1,
@@ -621,8 +626,8 @@ def prepare_pixel_rows(call, variant=None):
     def run(call, out, n_threads):
         bound_run(call, threads_for(work, n_threads))(call.arrays["input"], out, n_threads)
 
-    return Prepared(run, derive,
-                    lambda call: bound_run(call, 1) if call.packed is not None else None)
+    return Prepared(run, derive, lambda call: (bound_run(call, 1, fresh=True)
+                                               if call.packed is not None else None))
 
 
 def is_depthwise(call):
@@ -649,9 +654,10 @@ def prepare_depthwise(call, variant=None):
                         _vector(arrays["filter_zero_point"], out_channels, np.int32),
                         *_channel_requantization(arrays, multiplier, out_channels)))
 
-    def bound_run(call):
+    def bound_run(call, fresh=False):
         """run_data(image, out, n_threads) of a call with the filter and
-        values of ``call``."""
+        values of ``call``; with ``fresh`` (a compiled operator's bound
+        calls), run_data.fresh too where the kernels have it (see Prepared)."""
         input_zero, filter_zero, multiplier, out_zero, bias = call.values
         taps = _bytes(call.arrays["filter"]).reshape(taps_shape)
         depthwise2d = kernels.depthwise2d
@@ -661,9 +667,9 @@ def prepare_depthwise(call, variant=None):
                         filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero, bias,
                         out.view(np.uint8).reshape(out_shape), low, high, n_threads)
 
-        if call.packed is not None and len(call.output_shape) == 4:
-            # Compiled: where the kernels take the images channels-last, the
-            # filter's blocks are laid once and each output made there.
+        if fresh and len(call.output_shape) == 4:
+            # Where the kernels take the images channels-last, the filter's
+            # blocks are laid once and each output made there.
             bound = kernels.BoundDepthwise(
                 image.shape, image_signed, input_zero, taps, filter_signed,
                 filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero, bias,
@@ -676,7 +682,7 @@ def prepare_depthwise(call, variant=None):
         bound_run(call)(call.arrays["input"], out, n_threads)
 
     return Prepared(run, derive,
-                    lambda call: bound_run(call) if call.packed is not None else None)
+                    lambda call: bound_run(call, True) if call.packed is not None else None)
 
 
 #: A validated call run once, on a named variant with ``variant=`` (the tests

@@ -183,8 +183,8 @@ def depthwise2d(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t in
     # Inputs are read as unsigned bytes; a signed input is shifted by 128 and
     # so is its zero point, which leaves every difference unchanged.
     centre_zero = input_zero + (128 if input_signed else 0)
-    if (takes_channels_last(per_channel, out_channels, out_h * out_w, padded_h * padded_w)
-            and sums_fit_int32(count, bias_ptr, out_channels)):
+    if runs_channels_last(per_channel, out_channels, out_h * out_w, padded_h * padded_w, count,
+                          bias_ptr):
         channels_last(image, input_signed, centre_zero, taps, filter_signed, filter_zero,
                       kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w, pad_top,
                       pad_left, padded_w, padded_h * padded_w, multiplier, out_zero, bias_ptr,

@@ -71,6 +71,15 @@ cdef inline bint takes_channels_last(Py_ssize_t per_channel, Py_ssize_t channels
             and out_pixels <= CHANNELS_LAST_OUTPUTS and padded_pixels <= CHANNELS_LAST_PADDED)
 
 
+cdef inline bint runs_channels_last(Py_ssize_t per_channel, Py_ssize_t channels,
+                                    Py_ssize_t out_pixels, Py_ssize_t padded_pixels,
+                                    Py_ssize_t count, const int32_t* bias) noexcept nogil:
+    """depthwise2d's choice of this kernel: the images it takes, and every
+    channel's sum inside int32 (``bias``: a value per channel, or NULL)."""
+    return (takes_channels_last(per_channel, channels, out_pixels, padded_pixels)
+            and sums_fit_int32(count, bias, channels))
+
+
 cdef int channels_last(const uint8_t[:, :, :, ::1] image, bint input_signed,
                        int32_t centre_zero, const uint8_t[:, ::1] taps, bint filter_signed,
                        const int32_t[::1] filter_zero, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
@@ -139,11 +148,18 @@ cdef object describe_channels_last(
 
 
 cdef inline Py_ssize_t constants_bytes(Py_ssize_t count) noexcept nogil:
-    """Bytes of one block's constants (block_constants): the laid weights
-    ((count + 1) x CHANNEL_BLOCK int32, as lay_weights fills them), then the
-    terms, multipliers, floors, ceilings and output zero points (a
-    CHANNEL_BLOCK of 4-byte values each); a multiple of 64."""
+    """Bytes of one block's constants (block_constants), a multiple of 64:
+    the laid weights (room for (count + 1) x CHANNEL_BLOCK int32, lay_weights'
+    widest layout), then the terms, multipliers, floors, ceilings and output
+    zero points (a CHANNEL_BLOCK of 4-byte values each)."""
     return ((count + 1) * CHANNEL_BLOCK * 4 + 5 * CHANNEL_BLOCK * 4 + 63) & ~63
+
+
+cdef inline Py_ssize_t results_bytes(Py_ssize_t pixels) noexcept nogil:
+    """Bytes of a task's requantized results, a CHANNEL_BLOCK per pixel, and
+    64 more (the transposes back read whole 16-byte rows), to a multiple of
+    64."""
+    return (pixels * CHANNEL_BLOCK + 64 + 63) & ~63
 
 
 cdef void block_constants(const ChannelsLastJob* job, Py_ssize_t first, int32_t* weights,
@@ -193,12 +209,12 @@ cdef void block_constants(const ChannelsLastJob* job, Py_ssize_t first, int32_t*
 
 cdef int run_channels_last(ChannelsLastJob* job, Py_ssize_t batch, int n_threads) except -1:
     """Every (image, block of channels) as tasks on the pool."""
-    # Per slot: the padded copy (bytes), the results (bytes), the weights
-    # (int32) and the block's constants (unless the job has them made).
-    job.per_slot = ((job.padded_pixels + job.out_h * job.out_w) * CHANNEL_BLOCK + 64
-                    + job.count * CHANNEL_BLOCK * sizeof(int32_t)
-                    + constants_bytes(job.count))
-    job.per_slot = (job.per_slot + 63) & ~63
+    # Per slot: the padded copy (bytes) and the results; unless the job has
+    # the blocks' constants made, the weights (int32) and a block's constants.
+    job.per_slot = (((job.padded_pixels * CHANNEL_BLOCK + 63) & ~63)
+                    + results_bytes(job.out_h * job.out_w))
+    if job.constants == NULL:
+        job.per_slot += job.count * CHANNEL_BLOCK * sizeof(int32_t) + constants_bytes(job.count)
     cdef int threads = slots_for(n_threads, batch * job.blocks)
     job.scratch = <uint8_t*>malloc(threads * job.per_slot + 64)
     if job.scratch == NULL:
@@ -226,8 +242,8 @@ cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_s
     cdef uint8_t* base = <uint8_t*>(((<size_t>(job.scratch + slot * job.per_slot)) + 63)
                                     & ~(<size_t>63))
     cdef uint8_t* copy = base
-    cdef uint8_t* results = copy + job.padded_pixels * CHANNEL_BLOCK
-    cdef int32_t* weights = <int32_t*>(results + ((pixels * CHANNEL_BLOCK + 64 + 63) & ~63))
+    cdef uint8_t* results = copy + ((job.padded_pixels * CHANNEL_BLOCK + 63) & ~63)
+    cdef int32_t* weights = <int32_t*>(results + results_bytes(pixels))
     cdef const uint8_t* constants
     if job.constants != NULL:
         constants = job.constants + (first // CHANNEL_BLOCK) * constants_bytes(count)
@@ -324,13 +340,16 @@ cdef class BoundDepthwise:
         cdef Py_ssize_t padded_w = image_shape[3] + start_padding[1] + end_padding[1]
         if bias is not None:
             bias_view = bias
-            bias_pointer = &bias_view[0]
-        # depthwise2d's choice, as it makes it (of operands it has checked).
+            if bias_view.shape[0] != out_shape[1]:
+                raise ValueError("depthwise2d: arguments do not match the convolution's geometry")
+            if bias_view.shape[0]:
+                bias_pointer = &bias_view[0]
+        # depthwise2d's choice, as it makes it; the operands it then checks.
         self.takes = (out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3] > 0
                       and image_shape[1] > 0
-                      and takes_channels_last(out_shape[1] // image_shape[1], out_shape[1],
-                                              out_shape[2] * out_shape[3], padded_h * padded_w)
-                      and sums_fit_int32(kernel_h * kernel_w, bias_pointer, out_shape[1]))
+                      and runs_channels_last(out_shape[1] // image_shape[1], out_shape[1],
+                                             out_shape[2] * out_shape[3], padded_h * padded_w,
+                                             kernel_h * kernel_w, bias_pointer))
         if not self.takes:
             return
         image = np.zeros(image_shape, np.uint8)
@@ -351,31 +370,31 @@ cdef class BoundDepthwise:
             filter_signed, filter_zero, kernel_h, kernel_w, strides[0], strides[1],
             dilations[0], dilations[1], start_padding[0], start_padding[1], padded_w,
             padded_h * padded_w, multiplier, out_zero, bias_pointer, out, low, high)
-        constants = np.empty(self.job.blocks * constants_bytes(self.job.count), np.uint8)
+        # Each block's constants on a cache line of its own.
+        constants = np.empty(self.job.blocks * constants_bytes(self.job.count) + 64, np.uint8)
         constants_view = constants
+        cdef uint8_t* first = &constants_view[0]
+        first += -<size_t>first & 63
         scratch = np.empty(self.job.count * CHANNEL_BLOCK, np.int32)
         weights = <int32_t*>cnp.PyArray_DATA(scratch)
         for block in range(self.job.blocks):
             block_constants(&self.job, block * CHANNEL_BLOCK, weights,
-                            &constants_view[block * constants_bytes(self.job.count)])
-        self.job.constants = &constants_view[0]
+                            first + block * constants_bytes(self.job.count))
+        self.job.constants = first
         self.kept = (offsets, constants, taps, filter_zero, multiplier, out_zero, bias)
 
     def run_fresh(self, image, int n_threads):
         """A new output of the convolution of ``image``, or None (nothing
         run) where it does not take it: not channels-last, or not a
         C-contiguous NumPy array of the bound image's bytes."""
-        cdef cnp.ndarray array, out
+        cdef cnp.ndarray out
         cdef ChannelsLastJob job
-        if not self.takes or type(image) is not np.ndarray:
-            return None
-        array = <cnp.ndarray>image
-        if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or cnp.PyArray_ITEMSIZE(array) != 1
-                or cnp.PyArray_NBYTES(array) != self.image_bytes):
+        cdef const uint8_t* data = NULL
+        if not self.takes or not bytes_taken(image, self.image_bytes, &data):
             return None
         out = empty_array(4, self.dims, self.out_dtype)
         job = self.job
-        job.image = <const uint8_t*>cnp.PyArray_DATA(array)
+        job.image = data
         job.out = <uint8_t*>cnp.PyArray_DATA(out)
         run_channels_last(&job, self.batch, n_threads)
         return out

@@ -420,13 +420,35 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     cdef Convolution conv
     cdef Gemm gemm
     cdef Epilogue epilogue
-    if not check_convolution(&conv, image, filter_packed, filter_colsum, kernel_h, kernel_w,
-                             taps_per_run,
-                             strides, dilations, start_padding, end_padding, col_zero,
-                             multiplier, out_zero, bias, out, raw):
-        return
-    conv.input_flip = input_flip
     n_threads = max(n_threads, 1)
+    buffers = describe_convolution(&conv, &gemm, &epilogue, image, input_flip, input_zero,
+                                   filter_packed, filter_colsum, kernel_h, kernel_w,
+                                   taps_per_run, strides, dilations, start_padding,
+                                   end_padding, col_zero, multiplier, out_zero, bias, out, low,
+                                   high, raw, unpadded, n_threads)
+    if buffers is None:
+        return
+    with nogil:
+        run_convolution(&conv, &gemm, &epilogue, n_threads)
+    del buffers  # what the run read through c, gemm and e
+
+
+cdef object describe_convolution(
+        Convolution* conv, Gemm* gemm, Epilogue* epilogue, const uint8_t[:, :, :, ::1] image,
+        bint input_flip, uint8_t input_zero, const int8_t[:, ::1] filter_packed,
+        const int64_t[:, ::1] filter_colsum, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
+        Py_ssize_t taps_per_run, strides, dilations, start_padding, end_padding,
+        const int32_t[::1] col_zero, const float[::1] multiplier, const int32_t[::1] out_zero,
+        bias, uint8_t[:, :, ::1] out, int32_t low, int32_t high, bint raw, bint unpadded,
+        int n_threads):
+    """conv2d's operands checked (check_convolution) and described; returns
+    what setup_convolution returns, or None when there is nothing to
+    compute."""
+    if not check_convolution(conv, image, filter_packed, filter_colsum, kernel_h, kernel_w,
+                             taps_per_run, strides, dilations, start_padding, end_padding,
+                             col_zero, multiplier, out_zero, bias, out, raw):
+        return None
+    conv.input_flip = input_flip
     if unpadded and (conv.group_count != 1 or taps_per_run != kernel_w or conv.dilation_w != 1):
         raise ValueError("conv2d: an unpadded copy takes one group, taps_per_run kernel_w, "
                          "dilation_w 1")
@@ -434,13 +456,9 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
     if unpadded:
         conv.block_padded = conv.group_channels
         conv.pixel_stride = conv.group_channels
-    buffers = setup_convolution(&conv, &gemm, &epilogue, image, filter_packed, filter_colsum,
-                                input_zero,
-                                col_zero, multiplier, out_zero, bias, out, low, high, raw,
-                                n_threads)
-    with nogil:
-        run_convolution(&conv, &gemm, &epilogue, n_threads)
-    del buffers  # what the run read through c, gemm and e
+    return setup_convolution(conv, gemm, epilogue, image, filter_packed, filter_colsum,
+                             input_zero, col_zero, multiplier, out_zero, bias, out, low, high,
+                             raw, n_threads)
 
 
 cdef struct Convolution:
@@ -518,41 +536,23 @@ cdef class BoundConvolution:
                  const float[::1] multiplier, const int32_t[::1] out_zero, bias, out_shape,
                  int32_t low, int32_t high, fresh_shape, fresh_dtype, int most_threads,
                  bint raw=False, bint unpadded=False):
-        cdef Py_ssize_t size = 1, i
         cdef Py_ssize_t[::1] row_view, step_view
         image = np.zeros(tuple(image_shape), np.uint8)
         out = np.empty(tuple(out_shape), np.uint8)
+        output_form(fresh_shape, fresh_dtype, out.size, self.fresh_dims, &self.fresh_rank)
+        self.fresh_dtype = np.dtype(fresh_dtype)
         self.image_bytes = image.size
         self.most_threads = max(most_threads, 1)
-        self.fresh_dtype = np.dtype(fresh_dtype)
-        self.fresh_rank = len(fresh_shape)
-        if self.fresh_rank > cnp.NPY_MAXDIMS:
-            raise ValueError("conv2d: too many output dimensions")
-        for i in range(self.fresh_rank):
-            self.fresh_dims[i] = fresh_shape[i]
-            size *= fresh_shape[i]
-        if size * self.fresh_dtype.itemsize != out.size:
-            raise ValueError("conv2d: the output shape does not hold the output's bytes")
-        self.empty = not check_convolution(
-            &self.conv, image, filter_packed, filter_colsum, kernel_h, kernel_w, taps_per_run,
-            strides, dilations, start_padding, end_padding, col_zero, multiplier, out_zero,
-            bias, out, raw)
+        described = describe_convolution(
+            &self.conv, &self.gemm, &self.epilogue, image, input_flip, input_zero, filter_packed,
+            filter_colsum, kernel_h, kernel_w, taps_per_run, strides, dilations, start_padding,
+            end_padding, col_zero, multiplier, out_zero, bias, out, low, high, raw, unpadded, 1)
+        self.empty = described is None
         if self.empty:
             return
-        self.conv.input_flip = input_flip
-        if unpadded and (self.conv.group_count != 1 or taps_per_run != kernel_w
-                         or self.conv.dilation_w != 1):
-            raise ValueError("conv2d: an unpadded copy takes one group, taps_per_run kernel_w, "
-                             "dilation_w 1")
-        self.conv.unpadded = unpadded
-        if unpadded:
-            self.conv.block_padded = self.conv.group_channels
-            self.conv.pixel_stride = self.conv.group_channels
-        terms, _ = setup_convolution(&self.conv, &self.gemm, &self.epilogue, image,
-                                     filter_packed, filter_colsum, input_zero, col_zero,
-                                     multiplier, out_zero, bias, out, low, high, raw, 1)
-        # The offsets are this object's: the thread's workspaces hold only
-        # what one call uses.
+        # The offsets are this object's (the thread's workspaces hold only
+        # what one call uses); the epilogue's row zero is this object's
+        # conv.row_zero already.
         row_offsets = np.empty(max(self.conv.pixels, 1), np.intp)
         step_offsets = np.empty(max(self.conv.steps, 1), np.intp)
         row_view, step_view = row_offsets, step_offsets
@@ -560,40 +560,27 @@ cdef class BoundConvolution:
         memcpy(&step_view[0], self.gemm.step_offset, self.conv.steps * sizeof(Py_ssize_t))
         self.gemm.row_offset = &row_view[0]
         self.gemm.step_offset = &step_view[0]
-        self.epilogue.row_zero = &self.conv.row_zero
-        self.kept = (terms, row_offsets, step_offsets, filter_packed, filter_colsum, col_zero,
-                     multiplier, out_zero)
+        self.kept = (described[0], row_offsets, step_offsets, filter_packed, filter_colsum,
+                     col_zero, multiplier, out_zero)
 
     def run_fresh(self, image, int n_threads):
         """A new output of the convolution of ``image``, or None (nothing
         run) unless it is a C-contiguous NumPy array of the bound image's
         bytes."""
-        cdef cnp.ndarray array, out
+        cdef cnp.ndarray out
         cdef Convolution conv
         cdef Gemm gemm
         cdef Epilogue epilogue
-        if self.empty or type(image) is not np.ndarray:
-            return None
-        array = <cnp.ndarray>image
-        if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or cnp.PyArray_ITEMSIZE(array) != 1
-                or cnp.PyArray_NBYTES(array) != self.image_bytes):
+        cdef const uint8_t* data = NULL
+        if self.empty or not bytes_taken(image, self.image_bytes, &data):
             return None
         out = empty_array(self.fresh_rank, self.fresh_dims, self.fresh_dtype)
         conv, gemm, epilogue = self.conv, self.gemm, self.epilogue
         n_threads = max(1, min(n_threads, self.most_threads))
         keep = []
-        conv.image = <const uint8_t*>cnp.PyArray_DATA(array)
+        conv.image = data
         conv.out = <uint8_t*>cnp.PyArray_DATA(out)
-        # This thread's workspaces, as setup_convolution takes them.
-        conv.buffer = workspace_bytes("channels last", conv.chunk * conv.image_bytes + A_SLACK,
-                                      keep)
-        conv.sums = <int64_t*>workspace_bytes(
-            "row sums", conv.chunk * conv.pixels * sizeof(int64_t), keep)
-        if conv.needs_row_sums:
-            gemm.a_sums = conv.sums
-            gemm.a_ready = <int32_t*>workspace_bytes(
-                "row bands", conv.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
-        gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
+        convolution_workspaces(&conv, &gemm, n_threads, keep)
         with nogil:
             run_convolution(&conv, &gemm, &epilogue, n_threads)
         del keep  # what the run read through conv and gemm
@@ -694,21 +681,14 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     # one batched GEMM per group.
     conv.image_bytes = max(conv.padded_h * conv.padded_w * conv.pixel_stride, 1)
     conv.chunk = max(1, min(conv.batch, CHUNK_BYTES // conv.image_bytes))
-    # A_SLACK bytes past the last run (gemm.a_slack).
-    conv.buffer = workspace_bytes("channels last", conv.chunk * conv.image_bytes + A_SLACK, keep)
-    # Written before they are read (ensure_row_sums).
-    conv.sums = <int64_t*>workspace_bytes("row sums", conv.chunk * conv.pixels * sizeof(int64_t),
-                                          keep)
     gemm.a_ready = NULL
     gemm.a_packed = NULL
     gemm.b_narrow = NULL
     if conv.needs_row_sums:
         # Summed by the units (ensure_row_sums), the states zeroed per GEMM.
-        gemm.a_sums = conv.sums
         gemm.a_sums_stride = conv.pixels
         gemm.a_row_bands = row_bands(conv.pixels)
-        gemm.a_ready = <int32_t*>workspace_bytes(
-            "row bands", conv.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
+    convolution_workspaces(conv, gemm, n_threads, keep)
     cdef const int64_t[::1] term_view = terms
     conv.image = &image[0, 0, 0, 0]
     conv.filter_packed = &filter_packed[0, 0]
@@ -727,7 +707,6 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     gemm.groups = ceil_div(conv.steps * gemm.step_length, 4)
     gemm.a_flip = 0  # the copy holds A'
     gemm.b_ready = NULL  # the filter comes packed
-    gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
     gemm.n = conv.group_outputs
     gemm.out_row_stride = 1
     gemm.out_col_stride = conv.pixels
@@ -759,6 +738,25 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     if raw and not epilogue.sums_fit_int32:
         raise ValueError("conv2d: raw sums need K that keeps every value inside int32")
     return terms, keep
+
+
+cdef int convolution_workspaces(Convolution* conv, Gemm* gemm, int n_threads,
+                                list keep) except -1:
+    """A described convolution's buffers for one run, from this thread's
+    workspaces (``keep`` holds any made fresh until the run ends): the
+    channels-last copies, their row sums and bands where a filter zero point
+    asks for them, the threads' scratch."""
+    # A_SLACK bytes past the last run (gemm.a_slack).
+    conv.buffer = workspace_bytes("channels last", conv.chunk * conv.image_bytes + A_SLACK, keep)
+    # Written before they are read (ensure_row_sums).
+    conv.sums = <int64_t*>workspace_bytes("row sums", conv.chunk * conv.pixels * sizeof(int64_t),
+                                          keep)
+    if conv.needs_row_sums:
+        gemm.a_sums = conv.sums
+        gemm.a_ready = <int32_t*>workspace_bytes(
+            "row bands", conv.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
+    gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
+    return 0
 
 
 cdef void run_convolution(const Convolution* conv, Gemm* gemm, Epilogue* epilogue,

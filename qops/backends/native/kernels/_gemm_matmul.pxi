@@ -172,9 +172,10 @@ cdef class BoundProduct:
 call after call) its rows' epilogue terms are made here once, and a constant A of
     short rows is packed here rather than by the units of every run; with
     ``b_narrow`` (narrow_panels(b_packed)) a short block of rows reads that.
-    A call's operands are checked against the bound shapes (ValueError);
-    each call works on a copy of the descriptions, so one bound product may
-    run in several threads at once.
+    A call's operands are checked against the bound shapes (ValueError from
+    :meth:`run`; :meth:`run_fresh` answers None instead); each call works on
+    a copy of the descriptions, so one bound product may run in several
+    threads at once.
     """
     cdef Gemm gemm
     cdef Epilogue epilogue
@@ -309,44 +310,33 @@ call after call) its rows' epilogue terms are made here once, and a constant A o
     def set_output(self, shape, dtype, int most_threads):
         """Make :meth:`run_fresh` answer arrays of ``shape`` and ``dtype``
         (whose bytes are the bound output's), on at most ``most_threads``."""
-        cdef Py_ssize_t size = 1, i
-        if len(shape) > cnp.NPY_MAXDIMS:
-            raise ValueError("matmul: too many output dimensions")
-        for i in range(len(shape)):
-            self.fresh_dims[i] = shape[i]
-            size *= shape[i]
-        self.fresh_dtype = np.dtype(dtype)
-        if size * self.fresh_dtype.itemsize != self.batches * self.m * self.out_columns:
-            raise ValueError("matmul: the output shape does not hold the bound output")
-        self.fresh_rank = len(shape)
+        output_form(shape, dtype, self.batches * self.m * self.out_columns, self.fresh_dims,
+                    &self.fresh_rank)
         self.fresh_threads = max(most_threads, 1)
+        self.fresh_dtype = np.dtype(dtype)
 
     def run_fresh(self, operand, int n_threads):
         """A new output (:meth:`set_output`'s shape) of the products with
         ``operand`` as the call's one operand (A with a_per_call, else B's
-        source), or None (nothing run) unless ``operand`` is a C-contiguous
-        NumPy array of exactly the bound operand's bytes: the caller then
-        takes :meth:`run`.  A compiled convolution's call after call: no
-        views, memoryviews or Python output call on the way."""
-        cdef cnp.ndarray array, out
-        cdef Py_ssize_t wanted
+        source); None, with nothing run, before set_output, for a product
+        bound with no operand or both, or an empty one, and for an operand
+        that is not a C-contiguous NumPy array of exactly the bound
+        operand's bytes (the caller then takes :meth:`run`).  A compiled
+        convolution's call after call: no views, memoryviews or Python
+        output call on the way."""
+        cdef cnp.ndarray out
+        cdef const uint8_t* data = NULL
         if self.fresh_dtype is None or self.empty or self.a_per_call == self.during:
             return None
-        if type(operand) is not np.ndarray:
-            return None
-        array = <cnp.ndarray>operand
-        wanted = (self.a_batches * self.m * self.k if self.a_per_call
-                  else self.b_batches * self.k * self.n)
-        if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or cnp.PyArray_ITEMSIZE(array) != 1
-                or cnp.PyArray_NBYTES(array) != wanted):
+        if not bytes_taken(operand, self.a_batches * self.m * self.k if self.a_per_call
+                           else self.b_batches * self.k * self.n, &data):
             return None
         out = empty_array(self.fresh_rank, self.fresh_dims, self.fresh_dtype)
+        n_threads = min(n_threads, self.fresh_threads)
         if self.a_per_call:
-            self.run_on(<const uint8_t*>cnp.PyArray_DATA(array), NULL,
-                        <uint8_t*>cnp.PyArray_DATA(out), min(n_threads, self.fresh_threads))
+            self.run_on(data, NULL, <uint8_t*>cnp.PyArray_DATA(out), n_threads)
         else:
-            self.run_on(NULL, <const uint8_t*>cnp.PyArray_DATA(array),
-                        <uint8_t*>cnp.PyArray_DATA(out), min(n_threads, self.fresh_threads))
+            self.run_on(NULL, data, <uint8_t*>cnp.PyArray_DATA(out), n_threads)
         return out
 
     cdef int run_on(self, const uint8_t* a, const uint8_t* b_source, uint8_t* out,

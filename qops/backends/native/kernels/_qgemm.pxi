@@ -283,6 +283,39 @@ cdef uint8_t* workspace_bytes(str name, Py_ssize_t nbytes, list keep) except NUL
     return <uint8_t*>(address + (-address & 63))
 
 
+cdef inline bint bytes_taken(object operand, Py_ssize_t nbytes, const uint8_t** data):
+    """Whether a bound run takes ``operand`` as it is: a C-contiguous NumPy
+    array of single bytes, ``nbytes`` of them, its first at ``*data``."""
+    cdef cnp.ndarray array
+    if type(operand) is not np.ndarray:
+        return False
+    array = <cnp.ndarray>operand
+    if (not cnp.PyArray_IS_C_CONTIGUOUS(array) or cnp.PyArray_ITEMSIZE(array) != 1
+            or cnp.PyArray_NBYTES(array) != nbytes):
+        return False
+    data[0] = <const uint8_t*>cnp.PyArray_DATA(array)
+    return True
+
+
+cdef int output_form(object shape, object dtype, Py_ssize_t nbytes, cnp.npy_intp* dims,
+                     int* rank) except -1:
+    """``dims`` and ``rank`` of ``shape`` (at most NPY_MAXDIMS dimensions),
+    whose values of ``dtype`` must be exactly ``nbytes`` bytes (ValueError
+    otherwise, and nothing written)."""
+    cdef Py_ssize_t i, size = np.dtype(dtype).itemsize
+    shape = tuple(shape)
+    if len(shape) > cnp.NPY_MAXDIMS:
+        raise ValueError("bound run: too many output dimensions")
+    for i in range(len(shape)):
+        size *= shape[i]
+    if size != nbytes:
+        raise ValueError("bound run: the output shape does not hold the output's bytes")
+    for i in range(len(shape)):
+        dims[i] = shape[i]
+    rank[0] = len(shape)
+    return 0
+
+
 # The GEMM by role, each part using the ones above it.
 include "_microkernel_contract.pxi"
 include "_gemm_pack_b.pxi"

@@ -877,8 +877,10 @@ def test_a_compiled_classifier_of_one_pixel_images_keeps_its_packed_filter(varia
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("image_shape", [(1, 24, 12, 16), (3, 40, 1, 1)])
-def test_a_fully_bound_convolution_makes_each_output_in_the_kernels(variant, image_shape,
+@pytest.mark.parametrize("image_shape, form", [((1, 24, 12, 16), "pointwise kernels"),
+                                               ((2, 24, 12, 16), "pointwise kernels"),
+                                               ((3, 40, 1, 1), "pixel rows kernels")])
+def test_a_fully_bound_convolution_makes_each_output_in_the_kernels(variant, image_shape, form,
                                                                     monkeypatch):
     """A compiled 1 x 1 convolution with every slot but the image bound (a
     session's node), as filter x image and as one-pixel images' rows: once
@@ -908,9 +910,10 @@ def test_a_fully_bound_convolution_makes_each_output_in_the_kernels(variant, ima
         if index == 3:
             image = random_values(rng, image_shape[:3] + (2 * image_shape[3],),
                                   np.uint8)[..., ::2]
-        want = reference(convolution.prepare(dict(constants, input=image), {}, "4_0"))
+        call = convolution.prepare(dict(constants, input=image), {}, "4_0")
+        assert _dispatch.select(call).name == form
         got = run(n_threads, image)
-        assert got.dtype == np.int8 and np.array_equal(got, want)
+        assert got.dtype == np.int8 and np.array_equal(got, reference(call))
     # The third call's output made by the kernels; the strided image refused.
     assert len(made) == 2 and made[0] is not None and made[1] is None
 
@@ -918,13 +921,14 @@ def test_a_fully_bound_convolution_makes_each_output_in_the_kernels(variant, ima
 @pytest.mark.parametrize("variant", VARIANTS)
 @settings(max_examples=20, deadline=None)
 @given(channels=st.sampled_from((100, 128, 130, 192, 576)), size=st.integers(1, 16),
+       batch=st.integers(1, 2),
        kernel=st.sampled_from((1, 3, 5)), stride=st.integers(1, 2), padded=st.booleans(),
        types=st.tuples(st.sampled_from(TYPES), st.sampled_from(TYPES), st.sampled_from(TYPES)),
        per_channel_zero=st.booleans(), with_bias=st.booleans(),
        seed=st.integers(0, 2**32 - 1))
 def test_a_fully_bound_depthwise_convolution_lays_its_filter_once(
-        variant, channels, size, kernel, stride, padded, types, per_channel_zero, with_bias,
-        seed):
+        variant, channels, size, batch, kernel, stride, padded, types, per_channel_zero,
+        with_bias, seed):
     """A compiled depthwise convolution with every slot but the image bound:
     where the kernels take its images channels-last (two blocks of channels
     at least, small images) each block's weights and terms are laid once
@@ -959,19 +963,62 @@ def test_a_fully_bound_depthwise_convolution_lays_its_filter_once(
                 if fresh is not None:
                     compiled._binder.bound = bound._replace(
                         fresh=lambda *data: made.append(fresh(*data)) or made[-1])
-            image = random_values(rng, (1, channels, size, size), image_type)
+            image = random_values(rng, (batch, channels, size, size), image_type)
             if index == 3:
-                image = random_values(rng, (1, channels, size, 2 * size), image_type)[..., ::2]
+                image = random_values(rng, (batch, channels, size, 2 * size),
+                                      image_type)[..., ::2]
             want = reference(convolution.prepare(dict(constants, input=image), attributes,
                                                  "4_0"))
             got = run(n_threads, image)
             assert got.dtype == want.dtype and np.array_equal(got, want)
         takes = channels >= 128 and (size + 2 * pad[0]) ** 2 <= 400
         if takes:
-            # The third call's output made by the kernels; the strided image refused.
-            assert len(made) == 2 and made[0] is not None and made[1] is None
+            # The third call's output made by the kernels; the strided image
+            # refused unless it has one value a row (then it is contiguous).
+            assert len(made) == 2 and made[0] is not None
+            assert (made[1] is None) == (not image.flags.c_contiguous)
         else:
             assert made == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_bound_convolution_runs_in_several_threads_at_once(variant, monkeypatch):
+    """One compiled convolution of each bound form (implicit GEMM, filter x
+    image, channels-last depthwise), called from four Python threads at
+    once, each with images of its own: every output the reference's."""
+    import qops
+    from conftest import run_in_threads
+    monkeypatch.setattr(_simd, "selected", lambda: variant)
+    rng = np.random.default_rng(31)
+    forms = []
+    for filter_shape, image_shape, groups, pad in (((24, 20, 3, 3), (2, 20, 10, 10), 1, 1),
+                                                   ((48, 24, 1, 1), (1, 24, 8, 16), 1, 0),
+                                                   ((130, 1, 3, 3), (2, 130, 7, 7), 130, 1)):
+        constants = dict(filter=random_values(rng, filter_shape, np.int8),
+                         filter_scale=np.float32(0.01), filter_zero_point=np.int8(1),
+                         bias=rng.integers(-500, 500, filter_shape[0]).astype(np.int32),
+                         input_scale=np.float32(0.05), input_zero_point=np.uint8(4),
+                         output_scale=np.float32(0.4), output_zero_point=np.uint8(10))
+        attributes = dict(group_count=groups, start_padding=(pad, pad), end_padding=(pad, pad))
+        compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+        run = compiled.data_runner()
+        images = [random_values(rng, image_shape, np.uint8) for _ in range(4)]
+        wants = [reference(convolution.prepare(dict(constants, input=image), attributes, "4_0"))
+                 for image in images]
+        for image in images[:2]:
+            run(2, image)
+        assert compiled._binder.bound.fresh is not None
+        forms.append((run, images, wants))
+    failures = []
+
+    def work(index):
+        for _ in range(15):
+            for run, images, wants in forms:
+                if not np.array_equal(run(2, images[index]), wants[index]):
+                    failures.append(index)
+
+    run_in_threads(work, 4)
+    assert failures == []
 
 
 def test_pointwise_products_take_the_pointwise_kernels():

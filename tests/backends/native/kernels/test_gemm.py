@@ -790,6 +790,16 @@ def test_a_bound_product_makes_fresh_outputs_of_the_operands_it_takes(variant):
         assert by_source.run_fresh(refused, 1) is None
     with pytest.raises(ValueError, match="does not hold"):
         by_source.set_output((1, m, n + 1), np.uint8, 1)
+    # A refused output shape leaves the one set before.
+    image = rng.integers(0, 256, (1, k, n), dtype=np.uint8)
+    out = np.empty((1, m, n), np.uint8)
+    by_source.run(None, image, out, 1)
+    assert np.array_equal(by_source.run_fresh(image, 1).view(np.uint8).reshape(1, m, n), out)
+    unset = kernels.BoundProduct(a, False, index, None, None, index, n, *per_row, 1, 0, 255,
+                                 False, True, bias, None, (1, k, n), False)
+    with pytest.raises(ValueError, match="does not hold"):
+        unset.set_output((m, n - 1), np.uint8, 1)
+    assert unset.run_fresh(image, 1) is None  # still no output set
     b = rng.integers(0, 256, (1, k, n), dtype=np.uint8)
     packed_b, colsum = kernels.pack_b_batches(b, False, 1)
     by_a = kernels.BoundProduct(a, False, index, packed_b, colsum, index, n,
