@@ -92,6 +92,18 @@ def test_every_variant_matches_the_reference(call, n_threads):
             assert np.array_equal(got, expected), (variant, run.__name__)
 
 
+def record_bound_outputs(compiled, made):
+    """Have the outputs the kernels of ``compiled``'s bound run make (or its
+    None, for data it refuses) appended to ``made`` from now on; returns
+    the bound run's output-making call, None where it has none."""
+    bound = compiled._binder.bound
+    fresh = bound.fresh
+    if fresh is not None:
+        compiled._binder.bound = bound._replace(
+            fresh=lambda *data: made.append(fresh(*data)) or made[-1])
+    return fresh
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @settings(max_examples=40, deadline=None)
 @given(slots_and_attributes=conv_slots(), seed=st.integers(0, 2**32 - 1))
@@ -114,11 +126,7 @@ def test_a_fully_bound_convolution_runs_each_image_on_its_bound_kernels(
         made, fresh = [], None
         for index, n_threads in enumerate((1, 2, 2, 1)):
             if index == 2:  # bound by the two calls before
-                bound = compiled._binder.bound
-                fresh = bound.fresh
-                if fresh is not None:
-                    compiled._binder.bound = bound._replace(
-                        fresh=lambda *data: made.append(fresh(*data)) or made[-1])
+                fresh = record_bound_outputs(compiled, made)
             image = random_values(rng, shape, dtype)
             if index == 3:
                 image = random_values(rng, shape[:3] + (2 * shape[3],), dtype)[..., ::2]
@@ -902,10 +910,7 @@ def test_a_fully_bound_convolution_makes_each_output_in_the_kernels(variant, ima
     made = []
     for index, n_threads in enumerate((1, 2, 2, 1)):
         if index == 2:  # bound by the two calls before: count what the kernels make
-            bound = compiled._binder.bound
-            fresh = bound.fresh
-            compiled._binder.bound = bound._replace(
-                fresh=lambda *data: made.append(fresh(*data)) or made[-1])
+            record_bound_outputs(compiled, made)
         image = random_values(rng, image_shape, np.uint8)
         if index == 3:
             image = random_values(rng, image_shape[:3] + (2 * image_shape[3],),
@@ -958,11 +963,7 @@ def test_a_fully_bound_depthwise_convolution_lays_its_filter_once(
         made = []
         for index, n_threads in enumerate((1, 2, 2, 1)):
             if index == 2:  # bound by the two calls before
-                bound = compiled._binder.bound
-                fresh = bound.fresh
-                if fresh is not None:
-                    compiled._binder.bound = bound._replace(
-                        fresh=lambda *data: made.append(fresh(*data)) or made[-1])
+                fresh = record_bound_outputs(compiled, made)
             image = random_values(rng, (batch, channels, size, size), image_type)
             if index == 3:
                 image = random_values(rng, (batch, channels, size, 2 * size),
