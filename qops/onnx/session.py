@@ -334,7 +334,8 @@ class InferenceSession:
                 return prepared
             adapter, opset = rule
             attributes = attribute_values(node)
-            prepared = _prepared_per_tensor(node, self._graph, adapter, attributes, opset)
+            prepared = (_prepared_per_tensor(node, self._graph, adapter, attributes, opset)
+                        or _prepared_dynamic_quantize(node, adapter, attributes, opset))
             if prepared is not None:
                 return prepared
 
@@ -717,6 +718,29 @@ def _prepared_per_tensor(node, graph, adapter, attributes, opset):
         return adapter(arguments, attributes, opset)
 
     return f"qops {node.op_type} (bound)", call
+
+
+def _prepared_dynamic_quantize(node, adapter, attributes, opset):
+    """DynamicQuantizeLinear of float32 on the kernels, with no call through
+    the operator's front end (a dynamically quantized model's every layer
+    has four); None for another node.  An input the bound form does not
+    take runs through the adapter."""
+    if (node.domain not in ("", "ai.onnx") or node.op_type != "DynamicQuantizeLinear"
+            or _numpy_ops.native_tables() is None):
+        return None
+    from qops.backends.native import quantize
+
+    bound = quantize.bound_dynamic_quantize()
+
+    def call(arguments, n_threads):
+        result = bound(arguments[0], n_threads) if arguments else None
+        if result is None:
+            return adapter(arguments, attributes, opset)
+        y, scale, zero_point = result
+        # ONNX's scale and zero point are scalars.
+        return [y, np.asarray(scale), np.asarray(zero_point)]
+
+    return "qops DynamicQuantizeLinear (bound)", call
 
 
 def _prepared_global_average(node, graph):

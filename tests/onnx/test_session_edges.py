@@ -1342,6 +1342,81 @@ def test_a_dequantize_linear_of_constant_parameters_is_bound_and_exact(dtype, n_
     assert bound_boundary_calls["bound"] == [(3, 700)]
 
 
+def _dynamic_quantize_model():
+    """One DynamicQuantizeLinear node of a float32 input with a free shape."""
+    node = helper.make_node("DynamicQuantizeLinear", ["x"], ["y", "y_scale", "y_zero_point"],
+                            name="dynamic")
+    graph = helper.make_graph([node], "g", [_vi("x", T.FLOAT, ["rows", "columns"])],
+                              [_vi("y", T.UINT8, ["rows", "columns"]), _vi("y_scale", T.FLOAT, []),
+                               _vi("y_zero_point", T.UINT8, [])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+@pytest.fixture
+def bound_dynamic_calls(monkeypatch):
+    """The inputs the bound DynamicQuantizeLinear ran, and the adapter's."""
+    from qops.backends.native import quantize
+    from qops.onnx import _nodes
+
+    taken = {"bound": [], "adapter": []}
+    made = quantize.bound_dynamic_quantize
+
+    def counting():
+        run = made()
+
+        def spied(x, n_threads):
+            result = run(x, n_threads)
+            if result is not None:
+                taken["bound"].append(x.shape)
+            return result
+
+        return spied
+
+    monkeypatch.setattr(quantize, "bound_dynamic_quantize", counting)
+    adapter = _nodes.ADAPTERS["DynamicQuantizeLinear"]
+
+    def spied_adapter(inputs, attributes, opset):
+        taken["adapter"].append(np.shape(inputs[0]))
+        return adapter(inputs, attributes, opset)
+
+    monkeypatch.setitem(_nodes.ADAPTERS, "DynamicQuantizeLinear", spied_adapter)
+    return taken
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_dynamic_quantize_linear_runs_bound_and_exact(n_threads, bound_dynamic_calls):
+    """A model's DynamicQuantizeLinear of float32 runs bound: onnx.reference's
+    y, scale and zero point, bit for bit, on ranges of both signs, of one,
+    of a single value and of zeros; an input it does not take (a huge span,
+    NaN, an empty one) goes to the operator, which gives the same outputs
+    or says what is wrong, naming the node."""
+    session = qops.onnx.InferenceSession(_dynamic_quantize_model(), n_threads)
+    assert [step.kind for step in session._steps_list] == ["qops DynamicQuantizeLinear (bound)"]
+    evaluator = ReferenceEvaluator(_dynamic_quantize_model())
+    rng = np.random.default_rng(8)
+    inputs = [rng.standard_normal((128, 768)).astype(np.float32),
+              (3 + rng.random((5, 9))).astype(np.float32),
+              -(3 + rng.random((5, 9))).astype(np.float32),
+              np.full((2, 3), 0.75, np.float32), np.zeros((4, 4), np.float32)]
+    for x in inputs:
+        got = session.run(None, {"x": x})
+        want = evaluator.run(None, {"x": x})
+        assert [value.dtype for value in got] == [np.uint8, np.float32, np.uint8]
+        assert [value.shape for value in got] == [x.shape, (), ()]
+        for value, expected in zip(got, want):
+            assert value.tobytes() == np.asarray(expected).astype(value.dtype).tobytes()
+    assert bound_dynamic_calls["bound"] == [x.shape for x in inputs]
+    assert bound_dynamic_calls["adapter"] == []
+    huge = np.array([[-3e38, 3e38]], np.float32)
+    got = session.run(None, {"x": huge})
+    want = qops.dynamic_quantize_linear(huge)
+    for value, expected in zip(got, want):
+        assert value.tobytes() == expected.reshape(value.shape).tobytes()
+    with pytest.raises(qops.ValidationError, match="dynamic.*NaN"):
+        session.run(None, {"x": np.array([[1.0, np.nan]], np.float32)})
+    assert bound_dynamic_calls["adapter"] == [(1, 2), (1, 2)]
+
+
 def test_a_bound_boundary_node_leaves_other_inputs_to_the_operator(bound_boundary_calls):
     """An input the bound form does not take (a strided view) runs through
     the operator's adapter, with the same result."""
