@@ -1270,29 +1270,37 @@ def bound_boundary_calls(monkeypatch):
 
     taken = {"bound": [], "adapter": []}
     for name in ("bound_quantize_per_tensor", "bound_dequantize_per_tensor"):
-        made = getattr(quantize, name)
-
-        def counting(scale, zero_point, made=made):
-            run = made(scale, zero_point)
-
-            def spied(x, n_threads):
-                result = run(x, n_threads)
-                if result is not None:
-                    taken["bound"].append(x.shape)
-                return result
-
-            return spied
-
-        monkeypatch.setattr(quantize, name, counting)
+        monkeypatch.setattr(quantize, name, _counting_bound(getattr(quantize, name), taken))
     for op_type in ("QuantizeLinear", "DequantizeLinear"):
-        adapter = _nodes.ADAPTERS[op_type]
-
-        def spied_adapter(inputs, attributes, opset, adapter=adapter):
-            taken["adapter"].append(np.shape(inputs[0]))
-            return adapter(inputs, attributes, opset)
-
-        monkeypatch.setitem(_nodes.ADAPTERS, op_type, spied_adapter)
+        monkeypatch.setitem(_nodes.ADAPTERS, op_type,
+                            _counting_adapter(_nodes.ADAPTERS[op_type], taken))
     return taken
+
+
+def _counting_bound(make, taken):
+    """``make`` (a bound path's maker), whose runs append the shape of each
+    input they run (not of those they refuse) to taken["bound"]."""
+    def counting(*parameters):
+        run = make(*parameters)
+
+        def spied(x, n_threads):
+            result = run(x, n_threads)
+            if result is not None:
+                taken["bound"].append(x.shape)
+            return result
+
+        return spied
+
+    return counting
+
+
+def _counting_adapter(adapter, taken):
+    """``adapter``, appending the shape of each first input to taken["adapter"]."""
+    def spied(inputs, attributes, opset):
+        taken["adapter"].append(np.shape(inputs[0]))
+        return adapter(inputs, attributes, opset)
+
+    return spied
 
 
 @pytest.mark.parametrize("zero_point", [np.uint8(131), np.array([-5], np.int8)])
@@ -1359,27 +1367,10 @@ def bound_dynamic_calls(monkeypatch):
     from qops.onnx import _nodes
 
     taken = {"bound": [], "adapter": []}
-    made = quantize.bound_dynamic_quantize
-
-    def counting():
-        run = made()
-
-        def spied(x, n_threads):
-            result = run(x, n_threads)
-            if result is not None:
-                taken["bound"].append(x.shape)
-            return result
-
-        return spied
-
-    monkeypatch.setattr(quantize, "bound_dynamic_quantize", counting)
-    adapter = _nodes.ADAPTERS["DynamicQuantizeLinear"]
-
-    def spied_adapter(inputs, attributes, opset):
-        taken["adapter"].append(np.shape(inputs[0]))
-        return adapter(inputs, attributes, opset)
-
-    monkeypatch.setitem(_nodes.ADAPTERS, "DynamicQuantizeLinear", spied_adapter)
+    monkeypatch.setattr(quantize, "bound_dynamic_quantize",
+                        _counting_bound(quantize.bound_dynamic_quantize, taken))
+    monkeypatch.setitem(_nodes.ADAPTERS, "DynamicQuantizeLinear",
+                        _counting_adapter(_nodes.ADAPTERS["DynamicQuantizeLinear"], taken))
     return taken
 
 
