@@ -667,13 +667,7 @@ class CompiledOperator:
                     index += 2
                 else:
                     if index == len(form):
-                        # Bound.run, inline: a session's every step comes here.
-                        fresh = bound.fresh
-                        if fresh is not None:
-                            result = fresh(*data, resolve_threads(n_threads))
-                            if result is not None:
-                                return result
-                        return bound.run_into_new(n_threads, *data)
+                        return bound.run(n_threads, *data)
             return self(n_threads=n_threads, **dict(zip(names, data)))
 
         return run

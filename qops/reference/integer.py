@@ -3,6 +3,8 @@ MATRIX_MULTIPLY_INTEGER_TO_FLOAT, DYNAMIC_QUANTIZE_LINEAR), stated in NumPy."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from qops.reference._requantize import exact_products, widen
@@ -100,21 +102,37 @@ def dynamic_quantize_parameters(input, output_dtype):
     return dynamic_quantize_parameters_of_range(x.min(), x.max(), output_dtype)
 
 
+#: Spans of the range inside which no step below overflows, makes a
+#: subnormal scale or divides by zero: those skip NumPy's error-state
+#: context, most of a small call's time.
+_ORDINARY_SPANS = (2.0 ** -100, 2.0 ** 100)
+
+
 def dynamic_quantize_parameters_of_range(minimum, maximum, output_dtype):
     """:func:`dynamic_quantize_parameters` of an input whose smallest and
     largest values are ``minimum`` and ``maximum``."""
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(np.dtype(output_dtype))]
     largest = np.float32(max(0.0, float(maximum)))
     smallest = np.float32(min(0.0, float(minimum)))
+    if (largest == smallest
+            or _ORDINARY_SPANS[0] <= float(largest) - float(smallest) <= _ORDINARY_SPANS[1]):
+        return _parameters(largest, smallest, low, high, output_dtype)
     # A span past float32's largest value makes the scale infinite, a
     # subnormal one makes it 0, and ONNX's arithmetic goes on: a zero minimum
     # over a zero scale is 0 / 0, NaN, which its clamp (min and max, each
     # keeping the bound when a comparison fails) turns into the top of the range.
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-        span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
-        scale = np.float32(span / np.float32(high - low))
-        initial = np.float32(low) - smallest / scale
-    zero = np.float32(high) if np.isnan(initial) else np.rint(np.clip(initial, low, high))
+        return _parameters(largest, smallest, low, high, output_dtype)
+
+
+def _parameters(largest, smallest, low, high, output_dtype):
+    """The scale and zero point of the range [smallest, largest] (float32,
+    0 inside it): each step one float32 operation; the zero point clamped
+    to [low, high], then rounded half to even (Python's round, as np.rint)."""
+    span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
+    scale = np.float32(span / np.float32(high - low))
+    initial = float(np.float32(low) - smallest / scale)
+    zero = high if math.isnan(initial) else round(min(max(initial, low), high))
     return scale, np.dtype(output_dtype).type(zero)
 
 

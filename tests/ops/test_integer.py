@@ -245,3 +245,50 @@ def test_dynamic_quantize_linear_rejects(bad, message):
     level = "2_1" if message.startswith("DML") else None
     with pytest.raises(qops.ValidationError, match=message):
         qops.dynamic_quantize_linear(bad, feature_level=level)
+
+
+def _parameters_statement(minimum, maximum, low, high):
+    """ONNX's DynamicQuantizeLinear scale and zero point of a range, stated
+    on NumPy scalars: the range widened to 0, span / (high - low), the zero
+    point low - smallest / scale clamped (NaN to high) and rounded half to
+    even, each step in float32."""
+    largest = np.float32(max(0.0, float(maximum)))
+    smallest = np.float32(min(0.0, float(minimum)))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        span = np.float32(1.0) if largest == smallest else np.float32(largest - smallest)
+        scale = np.float32(span / np.float32(high - low))
+        initial = np.float32(low) - smallest / scale
+    zero = np.float32(high) if np.isnan(initial) else np.rint(np.clip(initial, low, high))
+    return scale, zero
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@settings(max_examples=2000, deadline=None)
+@given(first=st.floats(width=32, allow_nan=False, allow_infinity=False),
+       second=st.floats(width=32, allow_nan=False, allow_infinity=False))
+def test_dynamic_parameters_of_any_finite_range_are_the_statements(dtype, first, second):
+    """The reference's scale and zero point of every finite float32 range
+    (subnormal, huge, equal, one-signed, crossing 0): the statement's bits,
+    as a float32 and an integer of the output type."""
+    info = np.iinfo(dtype)
+    scale, zero = qops.reference.dynamic_quantize_parameters_of_range(
+        min(first, second), max(first, second), dtype)
+    want_scale, want_zero = _parameters_statement(min(first, second), max(first, second),
+                                                  info.min, info.max)
+    assert type(scale) is np.float32 and type(zero) is dtype
+    assert scale.tobytes() == want_scale.tobytes() and zero == want_zero
+
+
+@pytest.mark.parametrize("edges", [(0.0, 0.0), (-1e-40, 1e-40), (-3e38, 3e38), (2.0, 2.0),
+                                   (-5.0, -1.0), (0.5, 7.0), (-1.0, 2.0 ** 100),
+                                   (0.0, 1.4e-45), (-2.0 ** -100, 0.0)])
+def test_dynamic_parameters_of_the_special_ranges_are_the_statements(edges):
+    """The ranges at and past the ends of the spans computed without
+    NumPy's error state: the statement's bits, with no warning."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scale, zero = qops.reference.dynamic_quantize_parameters_of_range(*edges, np.uint8)
+    want_scale, want_zero = _parameters_statement(*edges, 0, 255)
+    assert scale.tobytes() == want_scale.tobytes() and zero == want_zero

@@ -207,47 +207,21 @@ def bound_dynamic_quantize():
     inside float32's subnormals, say), and the caller then runs the
     operator, which says what is wrong or follows ONNX's arithmetic."""
     entry = _simd.quantize_module().lean_entry()
-    range_float32 = _simd.quantize_module().range_float32
+    of_range = reference.dynamic_quantize_parameters_of_range
 
     def run(x, n_threads):
         if not (type(x) is np.ndarray and x.dtype == np.float32 and x.flags.c_contiguous
                 and x.size):
             return None
         n_threads = resolve_threads(n_threads)
-        least, greatest = range_float32(x.reshape(-1), n_threads)
+        least, greatest = float32_range(x, n_threads)
         if not (math.isfinite(least) and math.isfinite(greatest)):
             return None
-        scale, zero = uint8_parameters_of_range(least, greatest)
+        scale, zero = of_range(least, greatest, np.uint8)
         y = _lean.quantize_per_tensor(entry, x, scale, zero, None, n_threads)
         return None if y is None else (y, scale, zero)
 
     return run
-
-
-#: The spans uint8_parameters_of_range computes itself: inside them no step
-#: overflows, underflows to a subnormal scale or divides by zero.
-_ORDINARY_SPANS = (2.0 ** -100, 2.0 ** 100)
-
-
-def uint8_parameters_of_range(least, greatest):
-    """``reference.dynamic_quantize_parameters_of_range(least, greatest,
-    uint8)`` for finite float32 values (Python or NumPy floats), the same
-    bits: the same float32 operations on NumPy scalars, without the
-    reference's floating-point error state and array clip, which were most
-    of a small DynamicQuantizeLinear's time; a span outside
-    _ORDINARY_SPANS (where its special cases live) is the reference's."""
-    largest = np.float32(max(0.0, float(greatest)))
-    smallest = np.float32(min(0.0, float(least)))
-    if largest == smallest:
-        span = np.float32(1.0)
-    elif _ORDINARY_SPANS[0] <= float(largest) - float(smallest) <= _ORDINARY_SPANS[1]:
-        span = largest - smallest
-    else:
-        return reference.dynamic_quantize_parameters_of_range(least, greatest, np.uint8)
-    scale = span / np.float32(255)
-    initial = float(np.float32(0) - smallest / scale)
-    # round() ties to even, as np.rint; the clamp is the reference's clip.
-    return scale, np.uint8(round(min(max(initial, 0.0), 255.0)))
 
 
 def bound_dequantize_per_tensor(scale, zero_point):

@@ -243,11 +243,13 @@ cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_s
                                     & ~(<size_t>63))
     cdef uint8_t* copy = base
     cdef uint8_t* results = copy + ((job.padded_pixels * CHANNEL_BLOCK + 63) & ~63)
-    cdef int32_t* weights = <int32_t*>(results + results_bytes(pixels))
+    cdef int32_t* weights
     cdef const uint8_t* constants
     if job.constants != NULL:
         constants = job.constants + (first // CHANNEL_BLOCK) * constants_bytes(count)
     else:
+        # The slot's weights, then its block's constants, after the results.
+        weights = <int32_t*>(results + results_bytes(pixels))
         block_constants(job, first, weights, <uint8_t*>(weights + count * CHANNEL_BLOCK))
         constants = <uint8_t*>(weights + count * CHANNEL_BLOCK)
     cdef const int16_t* laid = <const int16_t*>constants
@@ -338,18 +340,12 @@ cdef class BoundDepthwise:
             raise ValueError("depthwise2d: the image and the output are 4-D")
         cdef Py_ssize_t padded_h = image_shape[2] + start_padding[0] + end_padding[0]
         cdef Py_ssize_t padded_w = image_shape[3] + start_padding[1] + end_padding[1]
-        if bias is not None:
-            bias_view = bias
-            if bias_view.shape[0] != out_shape[1]:
-                raise ValueError("depthwise2d: arguments do not match the convolution's geometry")
-            if bias_view.shape[0]:
-                bias_pointer = &bias_view[0]
-        # depthwise2d's choice, as it makes it; the operands it then checks.
+        # The images' shapes first (arithmetic alone), so that no other
+        # depthwise convolution runs the zero image below.
         self.takes = (out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3] > 0
                       and image_shape[1] > 0
-                      and runs_channels_last(out_shape[1] // image_shape[1], out_shape[1],
-                                             out_shape[2] * out_shape[3], padded_h * padded_w,
-                                             kernel_h * kernel_w, bias_pointer))
+                      and takes_channels_last(out_shape[1] // image_shape[1], out_shape[1],
+                                              out_shape[2] * out_shape[3], padded_h * padded_w))
         if not self.takes:
             return
         image = np.zeros(image_shape, np.uint8)
@@ -358,6 +354,15 @@ cdef class BoundDepthwise:
         depthwise2d(image, input_signed, input_zero, taps, filter_signed, filter_zero, kernel_h,
                     kernel_w, strides, dilations, start_padding, end_padding, multiplier,
                     out_zero, bias, out, low, high, 1)
+        if bias is not None:
+            bias_view = bias
+            bias_pointer = &bias_view[0]
+        # Then depthwise2d's whole choice, as it makes it.
+        self.takes = runs_channels_last(out_shape[1] // image_shape[1], out_shape[1],
+                                        out_shape[2] * out_shape[3], padded_h * padded_w,
+                                        kernel_h * kernel_w, bias_pointer)
+        if not self.takes:
+            return
         self.out_dtype = np.dtype(out_dtype)
         if self.out_dtype.itemsize != 1:
             raise ValueError("depthwise2d: the output has a byte per value")

@@ -144,10 +144,11 @@ def matmul(const uint8_t[:, :, ::1] a, bint a_flip, const int64_t[::1] a_index,
 
     per_row: the requantization belongs to the rows (a pointwise convolution
     as filter x image, whose rows are output channels): multiplier and
-    out_zero are M x 1, bias (int64, M, or None) is added to each row instead, and
-    col_zero holds one zero point for every column.  a_row_sums (int64,
-    a_batches x M) are the sums of A' per row when the caller keeps them (a
-    constant A); else they are computed when a column zero point needs them.
+    out_zero are M x 1, bias (int64, M, or None) is added to each row
+    instead, and col_zero holds one zero point for every column.  a_row_sums
+    (int64, a_batches x M) are the sums of A' per row when the caller keeps
+    them (a constant A); else they are computed when a column zero point
+    needs them.
     """
     product = BoundProduct(a, a_flip, a_index, b_packed, b_colsum, b_index, n, row_zero,
                            col_zero, multiplier, out_zero, out.shape[0], low, high, raw,
@@ -169,9 +170,10 @@ cdef class BoundProduct:
     in the batch) and ``b_source_shape`` for b_source; with ``a_per_call``
     each call brings an A of a's shape (a is then only its shape's model,
     and a_row_sums must be None); with ``a_packed_once`` (a bound product run
-call after call) its rows' epilogue terms are made here once, and a constant A of
-    short rows is packed here rather than by the units of every run; with
-    ``b_narrow`` (narrow_panels(b_packed)) a short block of rows reads that.
+    call after call) its rows' epilogue terms are made here once, and a
+    constant A of short rows is packed here rather than by the units of every
+    run; with ``b_narrow`` (narrow_panels(b_packed)) a short block of rows
+    reads that.
     A call's operands are checked against the bound shapes (ValueError from
     :meth:`run`; :meth:`run_fresh` answers None instead); each call works on
     a copy of the descriptions, so one bound product may run in several

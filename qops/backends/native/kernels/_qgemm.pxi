@@ -307,6 +307,8 @@ cdef int output_form(object shape, object dtype, Py_ssize_t nbytes, cnp.npy_intp
     if len(shape) > cnp.NPY_MAXDIMS:
         raise ValueError("bound run: too many output dimensions")
     for i in range(len(shape)):
+        if shape[i] < 0:
+            raise ValueError("bound run: a negative output dimension")
         size *= shape[i]
     if size != nbytes:
         raise ValueError("bound run: the output shape does not hold the output's bytes")
