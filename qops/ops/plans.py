@@ -430,10 +430,6 @@ class Bound(NamedTuple):
             result = self.fresh(*data, resolve_threads(n_threads))
             if result is not None:
                 return result
-        return self.run_into_new(n_threads, *data)
-
-    def run_into_new(self, n_threads, *data):
-        """:meth:`run` through ``run_data`` alone, into an output made here."""
         result = empty_output(self.output_shape, self.output_dtype)
         if self.layout_shapes is not None:
             data = tuple(operand if shape is None else operand.reshape(shape)
