@@ -65,11 +65,19 @@ class Prepared:
     ``run_data.fresh(*data, n_threads)``: the same run into a new output it
     makes itself, or ``None`` (nothing run) for data it does not take as
     they are, which then go to ``run_data``.
+    ``bind_channels_last(call, input_channels_last, output_channels_last)``,
+    when given (a convolution's), binds a compiled operator's calls on images
+    kept channels-last: it returns ``run(image, n_threads)``, which takes the
+    image as (N, H, W, C) bytes when ``input_channels_last`` (else as the
+    call's (N, C, H, W)) and returns a new output, (N, OH, OW, OC) when
+    ``output_channels_last``, or ``None`` (nothing run) for an image it does
+    not take as it is; the bind itself returns ``None`` where it cannot.
     """
 
     run: Callable
     derive: Callable = None
     bind: Callable = None
+    bind_channels_last: Callable = None
 
     def run_once(self, call, out, n_threads):
         """Derive the call's values (when this derives any), then run it."""

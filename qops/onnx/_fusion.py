@@ -32,7 +32,7 @@ import numpy as np
 
 import qops as api
 from qops.errors import QopsError, UnsupportedError
-from qops.onnx import _nodes, _numpy_ops, _qoperator
+from qops.onnx import _layout, _nodes, _numpy_ops, _qoperator
 from qops.onnx._graph import DEFAULT_DOMAIN, attribute_values
 from qops.onnx._numpy_ops import native_tables
 from qops.registry import dtypes as _dtypes
@@ -523,6 +523,7 @@ class Matcher:
                 except UnsupportedError:  # past DirectML's 8 dimensions: as written
                     return [literal(arguments)]
 
+            call.layouts = _layout.ElementwiseLayouts((0, 1))
             return "QDQ Add", [a[1], b[1]], call
         rule = self.contrib.get("QLinearMul")
         if rule is None:
@@ -982,6 +983,14 @@ def _clamped(y, clamp):
     return y
 
 
+#: The fewest channels, in and out, of a convolution that a session runs on
+#: channels-last tensors.  With fewer (a network's first stages: 16 to 32
+#: channels over 56 x 56 to 112 x 112 pixels) the products' rows are short or
+#: their tiles' columns mostly empty, and the channels-first form, the image
+#: as B and the filter as A, is the faster one (docs/performance_notes.rst).
+CHANNELS_LAST_MIN_CHANNELS = 64
+
+
 def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squeeze,
                input_scale, input_zero_point, output, clamp):
     """A compiled convolution with every constant bound; reads the image."""
@@ -1002,16 +1011,21 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
                      output_zero_point=output_zero_point)
     compiled_by_padding = {}
 
-    def compiled_for(padding):
-        """run(n_threads, image) of the convolution with this padding."""
-        run = compiled_by_padding.get(padding)
-        if run is None:
-            # Every slot but the image is bound, so the runner exists.
-            run = compiled_by_padding[padding] = api.compile(
+    def operator_for(padding):
+        """The compiled convolution with this padding and its data runner."""
+        made = compiled_by_padding.get(padding)
+        if made is None:
+            operator = api.compile(
                 "QUANTIZED_LINEAR_CONVOLUTION", strides=strides, dilations=dilations,
                 start_padding=padding[0], end_padding=padding[1], group_count=group,
-                **constants).data_runner()
-        return run
+                **constants)
+            # Every slot but the image is bound, so the runner exists.
+            made = compiled_by_padding[padding] = (operator, operator.data_runner())
+        return made
+
+    def compiled_for(padding):
+        """run(n_threads, image) of the convolution with this padding."""
+        return operator_for(padding)[1]
 
     fixed_padding = None
     if auto_pad == "NOTSET":
@@ -1041,8 +1055,28 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         return [y[:, :, 0, :] if squeeze else y]
 
     full_range = np.iinfo(np.asarray(output_zero_point).dtype)
-    if (fixed_padding is not None and not squeeze
-            and clamp in (None, (full_range.min, full_range.max))):
+    # Channels-last layouts where the kernels take them (the implicit GEMM and
+    # pixel rows; a grouped convolution runs on the depthwise kernels) and
+    # gain by them (see CHANNELS_LAST_MIN_CHANNELS).
+    if (fixed_padding is None or squeeze or group != 1
+            or min(filter_.shape[:2]) < CHANNELS_LAST_MIN_CHANNELS):
+        if fixed_padding is not None and not squeeze and clamp in (
+                None, (full_range.min, full_range.max)):
+            runner = compiled_for(fixed_padding)
+            return lambda arguments, n_threads: [runner(n_threads, arguments[0])]
+        return call
+
+    def in_layouts(input_channels_last, output_channels_last):
+        """The call on images and outputs kept channels-last where asked."""
+        runner = operator_for(fixed_padding)[0].channels_last_runner(input_channels_last,
+                                                                      output_channels_last)
+
+        def run(arguments, n_threads):
+            return [_clamped(runner(n_threads, arguments[0]), clamp)]
+
+        return run
+
+    if clamp in (None, (full_range.min, full_range.max)):
         # A network's usual node: one runner, the image as it comes (a
         # strided one is copied on the runner's general path, anything else
         # is the operator's to check).
@@ -1051,7 +1085,9 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         def direct(arguments, n_threads):
             return [runner(n_threads, arguments[0])]
 
+        direct.layouts = _layout.ConvolutionLayouts(in_layouts)
         return direct
+    call.layouts = _layout.ConvolutionLayouts(in_layouts)
     return call
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from qops.errors import QopsError, ValidationError
 import qops as api
-from qops.onnx import _blas, _fusion, _nodes, _numpy_ops, _qoperator
+from qops.onnx import _blas, _fusion, _layout, _nodes, _numpy_ops, _qoperator
 from qops.onnx._graph import (
     DEFAULT_DOMAIN,
     Graph,
@@ -94,6 +94,9 @@ class Step:
     call: object = dataclasses.field(repr=False, compare=False)
     #: The model's node, for a step that runs one node as written.
     node: object = dataclasses.field(default=None, repr=False, compare=False)
+    #: Whether the step reads its image (or operands) and writes its output
+    #: channels-last, as (N, H, W, C) arrays: ``(input, output)``.
+    channels_last: tuple = (False, False)
 
 
 def _type_name(elem_type):
@@ -133,6 +136,11 @@ class InferenceSession:
         Recognise QDQ groups and dynamically quantized products and run each
         as one qops operator.  ``False`` runs every node as written (the
         quantized nodes onnxruntime's quantizer writes still run on qops).
+    channels_last : bool, default True
+        Keep the tensors that only convolutions and quantized adds write and
+        read as (N, H, W, C) arrays between those steps, so that no step
+        transposes them; the results are the same bit for bit.  Graph inputs
+        and outputs are always as the model says.
 
     Raises
     ------
@@ -153,7 +161,7 @@ class InferenceSession:
     >>> [y] = session.run(None, {"x": image})                # doctest: +SKIP
     """
 
-    def __init__(self, model, n_threads=None, *, fuse=True):
+    def __init__(self, model, n_threads=None, *, fuse=True, channels_last=True):
         self._n_threads = None if n_threads is None else resolve_threads(n_threads)
         proto = load_model(model)
         graph = Graph(proto)
@@ -183,8 +191,11 @@ class InferenceSession:
             if fuse else []
         steps = self._steps(groups)
         steps = self._live(steps)
-        steps = self._fold_steps(steps)
-        self._steps_list = self._live(steps)
+        steps = self._live(self._fold_steps(steps))
+        if channels_last:
+            steps = _layout.channels_last(steps, {arg.name for arg in self._inputs},
+                                          graph.graph_outputs, graph.constants)
+        self._steps_list = steps
         self._plan_frees()
         self._constants_env = {name: graph.constants[name] for name in self._constant_reads}
         # An omitted optional input reads as None.
@@ -651,8 +662,11 @@ def _prepared_add(node, graph):
         constant = constants.get(names[fixed])
         if constant is not None and constant.size == 1 and constant.dtype == zeros[0].dtype:
             return _add_by_table(call, variable, constant, zeros[0].dtype)
-    return "qops QLinearAdd (bound)", lambda arguments, n_threads: call(
-        [arguments[0], arguments[3]], n_threads)
+    def run(arguments, n_threads):
+        return call([arguments[0], arguments[3]], n_threads)
+
+    run.layouts = _layout.ElementwiseLayouts((0, 3))
+    return "qops QLinearAdd (bound)", run
 
 
 def _add_by_table(call, variable, constant, dtype):
@@ -932,8 +946,12 @@ def _prepared_qlinear(node, graph):
                                       output, None)
         except QopsError as error:
             raise node_error(node, str(error)) from None
-        return "qops QLinearConv (compiled)", lambda arguments, n_threads: call(
-            arguments[:1], n_threads)
+        def run(arguments, n_threads):
+            return call(arguments[:1], n_threads)
+
+        # Its calls in other layouts read the image, the node's first input, alone.
+        run.layouts = getattr(call, "layouts", None)
+        return "qops QLinearConv (compiled)", run
     a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = (constant(i) for i in range(1, 8))
     if b.ndim != 2 or a_scale.size != 1 or y_scale.size != 1 or b.dtype not in (np.uint8, np.int8):
         return None

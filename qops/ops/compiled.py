@@ -43,7 +43,7 @@ from qops.ops import (
     quantize,
 )
 from qops.ops.arguments import is_python_number
-from qops.ops.plans import Binder, FastPath, PlanCache, signature_tail
+from qops.ops.plans import Binder, FastPath, PlanCache, recent_call, signature_tail
 from qops.ops.validation import TensorDesc, fail, resolve_version
 from qops.registry import Opset
 from qops.registry import dtypes as _dtypes
@@ -671,6 +671,68 @@ class CompiledOperator:
             return self(n_threads=n_threads, **dict(zip(names, data)))
 
         return run
+
+    def channels_last_runner(self, input_channels_last, output_channels_last):
+        """``run(n_threads, image)`` for a caller that keeps a convolution's
+        images or outputs channels-last, as a session keeps the tensors
+        between its convolutions: ``image`` is (N, H, W, C) when
+        ``input_channels_last``, else (N, C, H, W), and the result (N, OH,
+        OW, OC) when ``output_channels_last``, else (N, OC, OH, OW).  The
+        values are this operator's, bit for bit.
+
+        Each image shape is checked once, through this operator's own
+        validation, and bound to the kernels where they take the layouts
+        (``Prepared.bind_channels_last``); any other call is this operator's
+        on the image transposed (and its output transposed back).  ``None``
+        for an operator other than a convolution whose every slot but the
+        image is bound.
+        """
+        if self.operator.name != "QUANTIZED_LINEAR_CONVOLUTION" or self.runtime_slots != (
+                "input",):
+            return None
+        runs = {}
+        transposed = (0, 3, 1, 2) if input_channels_last else None
+
+        def general(n_threads, image):
+            if transposed is not None:
+                image = np.ascontiguousarray(np.asarray(image).transpose(transposed))
+            result = self(image, n_threads=n_threads)
+            return (np.ascontiguousarray(result.transpose(0, 2, 3, 1)) if output_channels_last
+                    else result)
+
+        def run(n_threads, image):
+            if type(image) is not np.ndarray or image.ndim != 4:
+                return general(n_threads, image)
+            key = (image.dtype, image.shape)
+            kernel_run = runs.get(key, general)
+            if kernel_run is general:
+                kernel_run = runs[key] = self._bind_channels_last(
+                    image, input_channels_last, output_channels_last) or general
+                if kernel_run is general:
+                    return general(n_threads, image)
+            result = kernel_run(image, n_threads)
+            return general(n_threads, image) if result is None else result
+
+        return run
+
+    def _bind_channels_last(self, image, input_channels_last, output_channels_last):
+        """The kernels' run of images of ``image``'s dtype and shape in these
+        layouts, or None: the operator's call on zeros of that shape (as
+        channels-first) validates it and leaves its plan as the recent one."""
+        shape = (image.shape[0], image.shape[3], image.shape[1], image.shape[2]) \
+            if input_channels_last else image.shape
+        slots = {"input": np.zeros(shape, image.dtype)}
+        self._plans.run(slots, self._call_attributes, self.feature_level, out=None,
+                        n_threads=1, packed=self._kernel_pack, constants=self._constants,
+                        fast=None, tail=self._tail)
+        recent = self._plans.recent()
+        if recent is None:
+            return None
+        bind = recent[1].prepared.bind_channels_last
+        if bind is None:
+            return None
+        return bind(recent_call(recent, self._kernel_pack), input_channels_last,
+                    output_channels_last)
 
     def _run_bound(self, slots, n_threads):
         """The call on the bound kernel run when it is of the bound form

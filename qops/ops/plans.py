@@ -438,6 +438,17 @@ class Bound(NamedTuple):
         return result
 
 
+def recent_call(recent, packed=None):
+    """The call :meth:`PlanCache.recent` describes (``recent``, not None) as
+    its plan's implementation takes it, with a compiled operator's packed
+    constants: what an implementation's binds read."""
+    _, plan, arrays, checked, values = recent
+    template = plan.template
+    return dispatch.Call(template.operator, template.version, arrays, template.attributes,
+                         template.output_shape, template.output_dtype, template.granularity,
+                         packed, checked, values)
+
+
 class Binder:
     """The recent form of one caller's calls, bound to its plan's kernel run.
 
@@ -497,9 +508,7 @@ class Binder:
             return
         bind = plan.prepared.bind
         template = plan.template
-        call = dispatch.Call(template.operator, template.version, arrays, template.attributes,
-                             template.output_shape, template.output_dtype,
-                             template.granularity, packed, checked, values)
+        call = recent_call(recent, packed)
         run_data = bind(call) if bind is not None else None
         if run_data is None:
             return

@@ -445,7 +445,71 @@ def prepare_convolution(call, variant=None):
     def bind(call):
         return bound_run(call, 1, fresh=True) if call.packed is not None else None
 
-    return Prepared(run, derive, bind)
+    def bind_channels_last(call, input_channels_last, output_channels_last):
+        if call.packed is None or len(call.output_shape) != 4:
+            return None
+        filter = call.arrays["filter"]
+        packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
+            filter, group_count, taps_per_run, kernels, 1, taps))
+        batch, channels, height, width = image.shape
+        _, _, out_h, out_w = call.output_shape
+        image_shape = ((batch, height, width, channels) if input_channels_last
+                       else image.shape)
+        bytes_shape = ((batch, pixels, out_channels * (4 if raw else 1)) if output_channels_last
+                       else out_shape)
+        fresh_shape = ((batch, out_h, out_w, out_channels) if output_channels_last
+                       else call.output_shape)
+        input_zero, col_zero, multiplier, out_zero, bias = call.values
+        return kernels.BoundConvolution(
+            image_shape, input_flip, input_zero, packed, colsum, *geometry, col_zero,
+            multiplier, out_zero, bias, bytes_shape, low, high, fresh_shape, call.output_dtype,
+            max(1, work // WORK_PER_THREAD), raw, unpadded, input_channels_last,
+            output_channels_last).run_fresh
+
+    return Prepared(run, derive, bind, _channels_last(image, bind_channels_last))
+
+
+def _channels_last(image, bind_convolution):
+    """A convolution's ``Prepared.bind_channels_last``: a 1 x 1 convolution of
+    one group without padding or strides whose image and output are both
+    channels-last is a product of the image's pixels (rows of channels) and
+    the filter's transpose, as :func:`prepare_pixel_rows` runs one-pixel
+    images, with nothing copied or transposed on either side; any other goes
+    to the implicit GEMM's bind (``bind_convolution``, or
+    :func:`prepare_convolution`'s), whose copy of the image and whose stores
+    take either layout.  The call's values are derived again for the form
+    chosen (the plan's are its own implementation's).  ``image`` is the
+    signature's (its shape and dtype), which a bound call does not hold."""
+    def bind_channels_last(call, input_channels_last, output_channels_last):
+        if call.packed is None or len(call.output_shape) != 4:
+            return None
+        call = dataclasses.replace(call, arrays={**call.arrays, "input": image})
+        filter, attributes = call.arrays["filter"], call.attributes
+        if (input_channels_last and output_channels_last and call.output_dtype != np.int32
+                and is_pixel_rows_shape(filter, attributes)
+                and all(step == 1 for step in attributes["strides"])):
+            batch, channels, height, width = image.shape
+            rows = batch * height * width
+            rows_call = dataclasses.replace(
+                call, arrays={**call.arrays, "input": np.zeros((rows, channels, 1, 1),
+                                                                image.dtype)},
+                output_shape=(rows, filter.shape[0], 1, 1))
+            prepared = prepare_pixel_rows(rows_call)
+            rows_call.values = prepared.derive(rows_call.arrays, rows_call.checked)
+            fresh = prepared.bind(rows_call).fresh
+            shape = (batch, height, width, filter.shape[0])
+
+            def run(data, n_threads):
+                out = fresh(data, n_threads)
+                return None if out is None else out.reshape(shape)
+
+            return run
+        prepared = prepare_convolution(call)
+        call = dataclasses.replace(call, values=prepared.derive(call.arrays, call.checked))
+        bind = bind_convolution or prepared.bind_channels_last
+        return bind(call, input_channels_last, output_channels_last)
+
+    return bind_channels_last
 
 
 # -- pointwise convolution (1 x 1) -----------------------------------------------------------
@@ -546,10 +610,19 @@ def prepare_pointwise(call, variant=None):
         bound_run(call)(call.arrays["input"], out, n_threads)
 
     return Prepared(run, derive,
-                    lambda call: bound_run(call, True) if call.packed is not None else None)
+                    lambda call: bound_run(call, True) if call.packed is not None else None,
+                    _channels_last(image, None))
 
 
 # -- 1 x 1 convolution of one-pixel images (a Gemm's rows) ----------------------------------
+
+def is_pixel_rows_shape(filter, attributes):
+    """A 1 x 1 filter of one group without padding: with images of one
+    pixel (or pixels kept channels-last) a product of rows and the filter's
+    transpose."""
+    return (attributes["group_count"] == 1 and all(size == 1 for size in filter.shape[2:])
+            and not any(attributes["start_padding"]) and not any(attributes["end_padding"]))
+
 
 def is_pixel_rows(call):
     """A 1 x 1 convolution of one group without padding whose images are
@@ -558,10 +631,8 @@ def is_pixel_rows(call):
     the rows of A times the filter's transpose, so the product is a
     matrix multiply's, B packed once and read once per call (narrowed where
     its panels are int16), with no copy of the image."""
-    filter, attributes = call.arrays["filter"], call.attributes
-    return (attributes["group_count"] == 1 and all(size == 1 for size in filter.shape[2:])
-            and all(size == 1 for size in call.arrays["input"].shape[2:])
-            and not any(attributes["start_padding"]) and not any(attributes["end_padding"]))
+    return (is_pixel_rows_shape(call.arrays["filter"], call.attributes)
+            and all(size == 1 for size in call.arrays["input"].shape[2:]))
 
 
 def prepare_pixel_rows(call, variant=None):
@@ -627,7 +698,8 @@ def prepare_pixel_rows(call, variant=None):
         bound_run(call, threads_for(work, n_threads))(call.arrays["input"], out, n_threads)
 
     return Prepared(run, derive, lambda call: (bound_run(call, 1, fresh=True)
-                                               if call.packed is not None else None))
+                                               if call.packed is not None else None),
+                    _channels_last(image, None))
 
 
 def is_depthwise(call):

@@ -406,10 +406,16 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
            start_padding, end_padding, const int32_t[::1] col_zero,
            const float[::1] multiplier, const int32_t[::1] out_zero, bias,
            uint8_t[:, :, ::1] out, int32_t low, int32_t high, int n_threads, bint raw=False,
-           bint unpadded=False):
+           bint unpadded=False, bint channels_last_input=False,
+           bint channels_last_output=False):
     """Grouped convolution as an implicit GEMM per image and group: output
     pixels are the rows of A, read through per-tap offsets in a padded
     channels-last copy of the image; the packed filter is B.
+
+    The image is (N, C, H, W), or (N, H, W, C) with channels_last_input; out
+    is (N, OC, pixels) bytes, or (N, pixels, OC) with channels_last_output,
+    each pixel's output channels then one run (the product's rows stored as
+    they are, where channels-first stores them transposed).
 
     With unpadded (one group, taps_per_run = kernel_w, dilation_w = 1), the copy holds
     each position's channels with no padding to 4 bytes and no folding, so a
@@ -425,7 +431,8 @@ def conv2d(const uint8_t[:, :, :, ::1] image, bint input_flip, uint8_t input_zer
                                    filter_packed, filter_colsum, kernel_h, kernel_w,
                                    taps_per_run, strides, dilations, start_padding,
                                    end_padding, col_zero, multiplier, out_zero, bias, out, low,
-                                   high, raw, unpadded, n_threads)
+                                   high, raw, unpadded, n_threads, channels_last_input,
+                                   channels_last_output)
     if buffers is None:
         return
     with nogil:
@@ -440,10 +447,12 @@ cdef object describe_convolution(
         Py_ssize_t taps_per_run, strides, dilations, start_padding, end_padding,
         const int32_t[::1] col_zero, const float[::1] multiplier, const int32_t[::1] out_zero,
         bias, uint8_t[:, :, ::1] out, int32_t low, int32_t high, bint raw, bint unpadded,
-        int n_threads):
+        int n_threads, bint channels_last_input=False, bint channels_last_output=False):
     """conv2d's operands checked (check_convolution) and described; returns
     what setup_convolution returns, or None when there is nothing to
     compute."""
+    conv.channels_last_input = channels_last_input
+    conv.channels_last_output = channels_last_output
     if not check_convolution(conv, image, filter_packed, filter_colsum, kernel_h, kernel_w,
                              taps_per_run, strides, dilations, start_padding, end_padding,
                              col_zero, multiplier, out_zero, bias, out, raw):
@@ -495,6 +504,8 @@ cdef struct Convolution:
     bint needs_row_sums           # some filter zero point b_zp' is not 0
     bint input_flip
     bint unpadded                    # positions hold just their channels (see conv2d)
+    bint channels_last_input      # the image is (N, H, W, C)
+    bint channels_last_output     # out is (N, pixels, OC)
     uint8_t pad_value             # the input zero point as the copy stores it
     const uint8_t* image
     const int8_t* filter_packed
@@ -535,7 +546,8 @@ cdef class BoundConvolution:
                  dilations, start_padding, end_padding, const int32_t[::1] col_zero,
                  const float[::1] multiplier, const int32_t[::1] out_zero, bias, out_shape,
                  int32_t low, int32_t high, fresh_shape, fresh_dtype, int most_threads,
-                 bint raw=False, bint unpadded=False):
+                 bint raw=False, bint unpadded=False, bint channels_last_input=False,
+                 bint channels_last_output=False):
         cdef Py_ssize_t[::1] row_view, step_view
         image = np.zeros(tuple(image_shape), np.uint8)
         out = np.empty(tuple(out_shape), np.uint8)
@@ -546,7 +558,8 @@ cdef class BoundConvolution:
         described = describe_convolution(
             &self.conv, &self.gemm, &self.epilogue, image, input_flip, input_zero, filter_packed,
             filter_colsum, kernel_h, kernel_w, taps_per_run, strides, dilations, start_padding,
-            end_padding, col_zero, multiplier, out_zero, bias, out, low, high, raw, unpadded, 1)
+            end_padding, col_zero, multiplier, out_zero, bias, out, low, high, raw, unpadded, 1,
+            channels_last_input, channels_last_output)
         self.empty = described is None
         if self.empty:
             return
@@ -598,10 +611,18 @@ cdef bint check_convolution(Convolution* conv, const uint8_t[:, :, :, ::1] image
     glue's contract, checked once: the packed filter, the vectors and the
     output match the geometry, and every tap of every pixel reads inside the
     copy (ValueError otherwise: the run trusts it for every access)."""
-    conv.batch, conv.channels = image.shape[0], image.shape[1]
-    conv.height, conv.width = image.shape[2], image.shape[3]
+    conv.batch = image.shape[0]
+    if conv.channels_last_input:
+        conv.height, conv.width, conv.channels = image.shape[1], image.shape[2], image.shape[3]
+    else:
+        conv.channels, conv.height, conv.width = image.shape[1], image.shape[2], image.shape[3]
     conv.group_count = filter_packed.shape[0]
-    conv.out_channels, conv.pixels = out.shape[1], out.shape[2] // (4 if raw else 1)
+    if conv.channels_last_output:
+        conv.pixels, conv.out_channels = out.shape[1], out.shape[2] // (4 if raw else 1)
+        if out.shape[2] != conv.out_channels * (4 if raw else 1):
+            raise ValueError("conv2d: arguments do not match the convolution's geometry")
+    else:
+        conv.out_channels, conv.pixels = out.shape[1], out.shape[2] // (4 if raw else 1)
     conv.kernel_h, conv.kernel_w, conv.taps_per_run = kernel_h, kernel_w, taps_per_run
     conv.stride_h, conv.stride_w = strides[0], strides[1]
     conv.dilation_h, conv.dilation_w = dilations[0], dilations[1]
@@ -635,7 +656,7 @@ cdef bint check_convolution(Convolution* conv, const uint8_t[:, :, :, ::1] image
             or filter_colsum.shape[1] < conv.group_outputs
             or col_zero.shape[0] != conv.out_channels or multiplier.shape[0] != conv.out_channels
             or out_zero.shape[0] != conv.out_channels or out.shape[0] != conv.batch
-            or out.shape[2] != conv.pixels * (4 if raw else 1)
+            or (not conv.channels_last_output and out.shape[2] != conv.pixels * (4 if raw else 1))
             or (bias is not None and len(bias) != conv.out_channels)):
         raise ValueError("conv2d: arguments do not match the convolution's geometry")
     return True
@@ -660,7 +681,8 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     terms = np.asarray(bias, np.int64) if bias is not None else np.zeros(1, np.int64)
     if bias is not None:
         largest_bias = largest_magnitude(terms)
-    conv.plane_runs = conv.taps_per_run == 1 and conv.padded_w == conv.width and conv.height > 0
+    conv.plane_runs = (conv.taps_per_run == 1 and conv.padded_w == conv.width and conv.height > 0
+                       and not conv.channels_last_input)
     conv.pad_value = <uint8_t>zero_point
     # Per pixel, its first tap's position; per step, the tap's distance from it.
     keep = []
@@ -708,8 +730,12 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     gemm.a_flip = 0  # the copy holds A'
     gemm.b_ready = NULL  # the filter comes packed
     gemm.n = conv.group_outputs
-    gemm.out_row_stride = 1
-    gemm.out_col_stride = conv.pixels
+    if conv.channels_last_output:
+        gemm.out_row_stride = conv.out_channels
+        gemm.out_col_stride = 1
+    else:
+        gemm.out_row_stride = 1
+        gemm.out_col_stride = conv.pixels
     gemm.a_index = NULL
     gemm.b_index = NULL
     gemm.a_batch_stride = conv.image_bytes
@@ -773,6 +799,15 @@ cdef void run_convolution(const Convolution* conv, Gemm* gemm, Epilogue* epilogu
     while first < conv.batch:
         count = min(conv.chunk, conv.batch - first)
         for member in range(count):
+            if conv.channels_last_input:
+                copy_channels_last(conv.image + (first + member) * plane, conv.channels,
+                                   conv.group_count, conv.group_channels,
+                                   1 if conv.unpadded else conv.taps_per_run, conv.block_padded,
+                                   conv.height, conv.width, conv.padded_h, conv.padded_w,
+                                   conv.pad_top, conv.pad_left, conv.dilation_w,
+                                   0x80 if conv.input_flip else 0, conv.pad_value,
+                                   conv.buffer + member * conv.image_bytes, n_threads)
+                continue
             fill_channels_last(conv.image + (first + member) * plane, conv.plane_runs,
                                conv.group_count, conv.group_channels,
                                1 if conv.unpadded else conv.taps_per_run, conv.block_padded,
@@ -784,7 +819,9 @@ cdef void run_convolution(const Convolution* conv, Gemm* gemm, Epilogue* epilogu
         for group in range(conv.group_count):
             gemm.b = conv.filter_packed + group * conv.packed_stride
             gemm.out = (conv.out + first * out_image
-                        + group * conv.group_outputs * conv.pixels * (4 if epilogue.raw else 1))
+                        + group * conv.group_outputs * (1 if conv.channels_last_output
+                                                        else conv.pixels)
+                        * (4 if epilogue.raw else 1))
             epilogue.column_term = (conv.terms + group * conv.group_outputs
                                     if conv.terms != NULL else NULL)
             epilogue.column_sum = conv.filter_colsum + group * conv.colsum_stride
@@ -842,8 +879,9 @@ cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t g
 
 
 cdef struct ChannelsLast:
-    # fill_channels_last's arguments, for its tasks.
+    # fill_channels_last's (and copy_channels_last's) arguments, for their tasks.
     const uint8_t* image
+    Py_ssize_t channels           # copy_channels_last's: bytes per image position
     Py_ssize_t group_count
     Py_ssize_t group_channels
     Py_ssize_t taps_per_run
@@ -889,3 +927,77 @@ cdef void fill_position_blocks(void* context, Py_ssize_t start, Py_ssize_t stop,
                                 j.block_padded, positions,
                                 j.buffer + j.pad_top * j.padded_w * j.group_count
                                 * j.block_padded, j.flip)
+
+
+cdef void copy_channels_last(const uint8_t* image, Py_ssize_t channels, Py_ssize_t group_count,
+                             Py_ssize_t group_channels, Py_ssize_t taps_per_run,
+                             Py_ssize_t block_padded, Py_ssize_t height, Py_ssize_t width,
+                             Py_ssize_t padded_h, Py_ssize_t padded_w, Py_ssize_t pad_top,
+                             Py_ssize_t pad_left, Py_ssize_t dilation_w, uint8_t flip,
+                             uint8_t pad_value, uint8_t* buffer, int n_threads) noexcept nogil:
+    """fill_channels_last's copy of one channels-last image (H rows of W x C
+    bytes), rows in parallel: no transposition, a run of bytes per tap."""
+    cdef ChannelsLast job
+    job.image = image
+    job.channels = channels
+    job.group_count = group_count
+    job.group_channels = group_channels
+    job.taps_per_run = taps_per_run
+    job.block_padded = block_padded
+    job.height = height
+    job.width = width
+    job.pad_top = pad_top
+    job.pad_left = pad_left
+    job.padded_w = padded_w
+    job.dilation_w = dilation_w
+    job.flip = flip
+    job.pad_value = pad_value
+    job.buffer = buffer
+    run_range(copy_rows, &job, padded_h, 1, n_threads)
+
+
+cdef void copy_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
+    """Rows [start, stop) of copy_channels_last's copy: row hp holds what
+    fill_channels_last_row writes there, read from the image's row hp -
+    pad_top."""
+    cdef const ChannelsLast* j = <const ChannelsLast*>context
+    cdef Py_ssize_t pixel_stride = j.group_count * j.block_padded
+    cdef Py_ssize_t run_bytes = j.taps_per_run * j.group_channels
+    cdef Py_ssize_t hp, ih, wp, iw, g, t, c, lo, hi
+    cdef bint inside
+    cdef uint8_t* row
+    cdef uint8_t* target
+    cdef const uint8_t* source
+    cdef const uint8_t* image_row
+    # One tap a position and no bytes between the groups: the interior of a
+    # row is the image's row, byte for byte.
+    cdef bint whole_rows = (j.taps_per_run == 1 and j.flip == 0
+                            and pixel_stride == j.channels)
+    for hp in range(start, stop):
+        ih = hp - j.pad_top
+        inside = 0 <= ih < j.height
+        row = j.buffer + hp * j.padded_w * pixel_stride
+        image_row = j.image + (ih if inside else 0) * j.width * j.channels
+        if whole_rows and inside:
+            lo = min(j.pad_left, j.padded_w)
+            hi = min(j.pad_left + j.width, j.padded_w)
+            memset(row, j.pad_value, lo * pixel_stride)
+            memcpy(row + lo * pixel_stride, image_row, (hi - lo) * pixel_stride)
+            memset(row + hi * pixel_stride, j.pad_value, (j.padded_w - hi) * pixel_stride)
+            continue
+        if run_bytes == j.block_padded and not inside:
+            memset(row, j.pad_value, j.padded_w * pixel_stride)
+            continue
+        for wp in range(j.padded_w):
+            for g in range(j.group_count):
+                target = row + wp * pixel_stride + g * j.block_padded
+                for t in range(j.taps_per_run):
+                    iw = wp + t * j.dilation_w - j.pad_left
+                    if inside and 0 <= iw < j.width:
+                        source = image_row + iw * j.channels + g * j.group_channels
+                        for c in range(j.group_channels):
+                            target[t * j.group_channels + c] = source[c] ^ j.flip
+                    else:
+                        memset(target + t * j.group_channels, j.pad_value, j.group_channels)
+                if j.block_padded > run_bytes:
+                    memset(target + run_bytes, 0, j.block_padded - run_bytes)

@@ -1072,3 +1072,40 @@ def test_depthwise_on_small_images_channels_last_matches_the_reference(call, n_t
     taps in pairs or one at a time, sums across channel lanes), on every
     variant, equals the reference bit for bit."""
     assert_every_variant_exact(_native.run_depthwise, call, n_threads)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@settings(max_examples=25, deadline=None)
+@given(slots_and_attributes=conv_slots(), seed=st.integers(0, 2**32 - 1),
+       layouts=st.sampled_from([(True, True), (True, False), (False, True)]))
+def test_a_compiled_convolution_takes_and_makes_channels_last_tensors(
+        variant, slots_and_attributes, seed, layouts):
+    """A session's convolution on images or outputs kept (N, H, W, C): the
+    reference's values in that layout, on the implicit GEMM's copy and
+    stores (or the pixels' product) wherever the channels-first call runs on
+    the GEMM kernels, an image whose last byte ends its page included."""
+    import qops
+    slots, attributes = slots_and_attributes
+    input_channels_last, output_channels_last = layouts
+    constants = {name: value for name, value in slots.items() if name != "input"}
+    rng = np.random.default_rng(seed)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_simd, "selected", lambda: variant)
+        compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+        run = compiled.channels_last_runner(input_channels_last, output_channels_last)
+        shape, dtype = slots["input"].shape, slots["input"].dtype
+        for n_threads in (1, 2, 1):
+            image = random_values(rng, shape, dtype)
+            call = convolution.prepare(dict(slots, input=image), attributes, "2_1")
+            expected = reference(call)
+            given = np.ascontiguousarray(image.transpose(0, 2, 3, 1)) if input_channels_last \
+                else image
+            moved = at_page_end(given)
+            got = run(n_threads, given if moved is None else moved)
+            if output_channels_last:
+                assert got.shape == expected.shape[:1] + expected.shape[2:] + expected.shape[1:2]
+                got = got.transpose(0, 3, 1, 2)
+            assert got.dtype == expected.dtype and np.array_equal(got, expected)
+        on_kernels = compiled._bind_channels_last(given, input_channels_last,
+                                                  output_channels_last) is not None
+        assert on_kernels == (_dispatch.select(call).name != "depthwise kernels")

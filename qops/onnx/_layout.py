@@ -1,0 +1,154 @@
+"""Channels-last tensors between a session's convolutions.
+
+ONNX lays images out channels-first (N, C, H, W).  The convolution kernels
+multiply pixels (rows of channels) by the packed filter, so a channels-first
+image is first copied channels-last, and the product's rows are stored
+transposed into the channels-first output.  Between two convolutions both
+steps are waste: a session keeps such tensors channels-last, as
+(N, H, W, C) arrays, where every step that writes or reads them takes that
+layout, and the values stay bit for bit what they were.
+
+A step says what it takes through its call's ``layouts`` attribute:
+
+- :class:`ConvolutionLayouts`: a convolution whose image and output may
+  each be either layout (``make`` gives its call in the layouts asked);
+- :class:`ElementwiseLayouts`: an elementwise step (the quantized add) that
+  takes operands of one shape in any layout, the same for all, and writes
+  its output in it.
+
+Tensors joined by elementwise steps take one layout together (a residual
+stream); such a set goes channels-last when every tensor of it is written by
+one of these steps and read only by them (an image read by a convolution),
+and none is a graph output, a graph input or a constant.  Anything else
+(a pooling, a depthwise convolution, an output) reads channels-first, so
+the convolution that feeds it writes channels-first, and the one that reads
+a channels-first tensor copies it channels-last itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["ConvolutionLayouts", "ElementwiseLayouts", "channels_last"]
+
+#: (N, C, H, W) -> (N, H, W, C) and back.
+TO_CHANNELS_LAST = (0, 2, 3, 1)
+TO_CHANNELS_FIRST = (0, 3, 1, 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvolutionLayouts:
+    """A convolution step that runs on either layout: ``make(input_channels_last,
+    output_channels_last)`` is its call then; its image is input ``data``."""
+
+    make: Callable
+    data: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementwiseLayouts:
+    """An elementwise step whose operands (inputs ``data``) of one shape may
+    be in any layout, the same for all, its output then in that layout."""
+
+    data: tuple
+
+
+def channels_last(steps, graph_inputs, graph_outputs, constants):
+    """``steps`` with the tensors between convolutions kept channels-last
+    (see the module's notes): the steps that write or read them get calls in
+    that layout, every other step is as it was."""
+    produced_by = {}
+    read_by = {}
+    for index, step in enumerate(steps):
+        for name in step.outputs:
+            if name:
+                produced_by[name] = index
+        for position, name in enumerate(step.inputs):
+            if name:
+                read_by.setdefault(name, []).append((index, position))
+    # Tensors an elementwise step joins take one layout: a union-find.
+    parent = {}
+
+    def root(name):
+        parent.setdefault(name, name)
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for step in steps:
+        layouts = getattr(step.call, "layouts", None)
+        if isinstance(layouts, ElementwiseLayouts) and len(step.outputs) == 1:
+            joined = [step.inputs[position] for position in layouts.data] + [step.outputs[0]]
+            for name in joined:
+                parent[root(name)] = root(joined[0])
+    members = {}
+    for index, step in enumerate(steps):
+        if isinstance(getattr(step.call, "layouts", None), ConvolutionLayouts) and (
+                len(step.outputs) == 1):
+            members.setdefault(root(step.outputs[0]), set()).add(step.outputs[0])
+    for name in parent:
+        members.setdefault(root(name), set()).add(name)
+    kept = set()
+    for names in members.values():
+        if all(_takes(name, steps, produced_by, read_by, graph_inputs, graph_outputs, constants)
+               for name in names):
+            kept |= names
+    if not kept:
+        return list(steps)
+    return [_in_layouts(step, kept) for step in steps]
+
+
+def _takes(name, steps, produced_by, read_by, graph_inputs, graph_outputs, constants):
+    """Whether tensor ``name`` may be channels-last: written by a step with
+    layouts, read only where such steps read their operands."""
+    if name in graph_outputs or name in graph_inputs or name in constants:
+        return False
+    writer = produced_by.get(name)
+    if writer is None or getattr(steps[writer].call, "layouts", None) is None:
+        return False
+    for index, position in read_by.get(name, ()):
+        layouts = getattr(steps[index].call, "layouts", None)
+        if isinstance(layouts, ConvolutionLayouts):
+            if position != layouts.data or steps[index].inputs.count(name) != 1:
+                return False
+        elif not (isinstance(layouts, ElementwiseLayouts) and position in layouts.data):
+            return False
+    return True
+
+
+def _in_layouts(step, kept):
+    layouts = getattr(step.call, "layouts", None)
+    if isinstance(layouts, ConvolutionLayouts) and len(step.outputs) == 1:
+        input_channels_last = step.inputs[layouts.data] in kept
+        output_channels_last = step.outputs[0] in kept
+        if input_channels_last or output_channels_last:
+            return dataclasses.replace(
+                step, call=layouts.make(input_channels_last, output_channels_last),
+                channels_last=(input_channels_last, output_channels_last))
+    elif isinstance(layouts, ElementwiseLayouts) and step.outputs[0] in kept:
+        return dataclasses.replace(step, call=_elementwise(step.call, layouts.data),
+                                   channels_last=(True, True))
+    return step
+
+
+def _elementwise(call, data):
+    """The elementwise ``call`` on channels-last operands: as they are when
+    they are arrays of one shape; else (broadcasting) on their channels-first
+    views, its output then made channels-last."""
+    def run(arguments, n_threads):
+        operands = [arguments[position] for position in data]
+        first = operands[0]
+        if all(type(operand) is np.ndarray and operand.shape == first.shape
+               for operand in operands):
+            return call(arguments, n_threads)
+        arguments = list(arguments)
+        for position in data:
+            arguments[position] = np.asarray(arguments[position]).transpose(TO_CHANNELS_FIRST)
+        return [np.ascontiguousarray(np.asarray(value).transpose(TO_CHANNELS_LAST))
+                for value in call(arguments, n_threads)]
+
+    return run

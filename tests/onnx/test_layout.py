@@ -1,0 +1,143 @@
+"""Channels-last tensors between a session's convolutions (qops.onnx._layout):
+which tensors the pass keeps (N, H, W, C), and sessions that use them give
+the channels-first session's values bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import qops.onnx  # noqa: E402
+from qops.onnx import _layout  # noqa: E402
+from qops.onnx.session import Step  # noqa: E402
+
+
+def _step(name, inputs, output, layouts=None):
+    """A step whose call records the layouts it was made for."""
+    def call(arguments, n_threads):
+        raise AssertionError("not run")
+
+    if layouts == "conv":
+        def make(input_channels_last, output_channels_last):
+            def made(arguments, n_threads):
+                raise AssertionError("not run")
+            made.made_for = (input_channels_last, output_channels_last)
+            return made
+        call.layouts = _layout.ConvolutionLayouts(make)
+    elif layouts == "add":
+        call.layouts = _layout.ElementwiseLayouts((0, 1))
+    return Step(name, name, tuple(inputs), (output,), (name,), call)
+
+
+def _layouts(steps, outputs=("y",), inputs=("x",), constants=("w",)):
+    return {step.kind: step.channels_last
+            for step in _layout.channels_last(steps, set(inputs), set(outputs), set(constants))}
+
+
+def test_a_residual_block_between_convolutions_is_channels_last():
+    steps = [_step("stem", ["x", "w"], "a", "conv"),
+             _step("conv1", ["a", "w"], "b", "conv"),
+             _step("conv2", ["b", "w"], "c", "conv"),
+             _step("add", ["c", "a"], "d", "add"),
+             _step("conv3", ["d", "w"], "e", "conv"),
+             _step("pool", ["e"], "y")]
+    assert _layouts(steps) == {
+        "stem": (False, True),    # reads the graph input, writes the residual stream
+        "conv1": (True, True),
+        "conv2": (True, True),
+        "add": (True, True),
+        "conv3": (True, False),   # its output feeds a pooling: channels-first
+        "pool": (False, False)}
+
+
+def test_one_reader_without_layouts_keeps_the_whole_residual_stream_channels_first():
+    steps = [_step("conv1", ["x", "w"], "a", "conv"),
+             _step("conv2", ["a", "w"], "b", "conv"),
+             _step("add", ["b", "a"], "c", "add"),
+             _step("conv3", ["c", "w"], "d", "conv"),
+             _step("pool", ["a"], "p"),
+             _step("concat", ["d", "p"], "y")]
+    layouts = _layouts(steps)
+    # a is read by the pooling, and the add joins a, b and c into one set.
+    assert layouts["conv1"] == (False, False) and layouts["add"] == (False, False)
+    assert layouts["conv2"] == (False, False) and layouts["conv3"] == (False, False)
+
+
+def test_graph_outputs_constants_and_weights_stay_as_the_model_says():
+    steps = [_step("conv1", ["x", "w"], "a", "conv"),
+             _step("conv2", ["a", "w"], "y", "conv"),
+             _step("conv3", ["w", "a"], "z", "conv")]
+    layouts = _layouts(steps, outputs=("y", "z"))
+    # a is read by conv3 as its weight (input 1), not as its image.
+    assert layouts == {"conv1": (False, False), "conv2": (False, False),
+                       "conv3": (False, False)}
+    steps = [_step("conv1", ["x", "w"], "a", "conv"), _step("conv2", ["a", "w"], "y", "conv")]
+    assert _layouts(steps) == {"conv1": (False, True), "conv2": (True, False)}
+    assert _layouts(steps, outputs=("y", "a")) == {"conv1": (False, False),
+                                                   "conv2": (False, False)}
+
+
+# -- sessions ------------------------------------------------------------------------------
+
+def _qlinear_conv(nodes, initializers, x, channels, out_channels, rng, name, kernel=1, stride=1):
+    weight = rng.integers(-60, 61, (out_channels, channels, kernel, kernel), dtype=np.int8)
+    names = {f"{name}_w": weight, f"{name}_ws": np.float32(0.004),
+             f"{name}_wz": np.int8(0), f"{name}_b": rng.integers(-500, 500, out_channels,
+                                                                 dtype=np.int32)}
+    initializers += [numpy_helper.from_array(np.asarray(v), k) for k, v in names.items()]
+    pad = kernel // 2
+    nodes.append(helper.make_node(
+        "QLinearConv", [x, "s", "z", f"{name}_w", f"{name}_ws", f"{name}_wz", "s", "z",
+                        f"{name}_b"], [name], name=name, pads=[pad] * 4,
+        strides=[stride, stride]))
+    return name
+
+
+def _residual_model(broadcast):
+    """QLinearConv -> QLinearConv -> QLinearAdd (with the first) -> QLinearConv,
+    64 channels; with ``broadcast`` the add's other operand is a 1 x 1 image
+    (a strided convolution of the first's output) that the add broadcasts."""
+    rng = np.random.default_rng(3)
+    nodes, initializers = [], [numpy_helper.from_array(np.float32(0.05), "s"),
+                               numpy_helper.from_array(np.uint8(100), "z")]
+    a = _qlinear_conv(nodes, initializers, "x", 64, 64, rng, "conv_a", kernel=3)
+    b = _qlinear_conv(nodes, initializers, a, 64, 64, rng, "conv_b")
+    other = _qlinear_conv(nodes, initializers, a, 64, 64, rng, "conv_c", stride=8) \
+        if broadcast else a
+    nodes.append(helper.make_node("QLinearAdd",
+                                  [b, "s", "z", other, "s", "z", "s", "z"], ["sum"],
+                                  name="add", domain="com.microsoft"))
+    _qlinear_conv(nodes, initializers, "sum", 64, 80, rng, "y", kernel=3)
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [1, 64, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_session_on_channels_last_tensors_gives_the_channels_first_values(broadcast,
+                                                                            n_threads):
+    model = _residual_model(broadcast)
+    feeds = {"x": np.random.default_rng(4).integers(0, 256, (1, 64, 8, 8), dtype=np.uint8)}
+    session = qops.onnx.InferenceSession(model, n_threads=n_threads)
+    first = qops.onnx.InferenceSession(model, n_threads=n_threads, channels_last=False)
+    layouts = {step.nodes[0]: step.channels_last for step in session.steps}
+    assert layouts["conv_a"] == (False, True) and layouts["add"] == (True, True)
+    assert layouts["y"] == (True, False)
+    assert not any(any(step.channels_last) for step in first.steps)
+    for _ in range(2):  # the second run on the bound kernels
+        (got,) = session.run(None, feeds)
+        (want,) = first.run(None, feeds)
+        assert got.shape == (1, 80, 8, 8) and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, want)
+    (literal,) = qops.onnx.InferenceSession(model, n_threads=n_threads, fuse=False,
+                                            channels_last=False).run(None, feeds)
+    np.testing.assert_array_equal(got, literal)
