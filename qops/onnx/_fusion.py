@@ -1055,11 +1055,12 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         return [y[:, :, 0, :] if squeeze else y]
 
     full_range = np.iinfo(np.asarray(output_zero_point).dtype)
-    # Channels-last layouts where the kernels take them (the implicit GEMM and
-    # pixel rows; a grouped convolution runs on the depthwise kernels) and
-    # gain by them (see CHANNELS_LAST_MIN_CHANNELS).
-    if (fixed_padding is None or squeeze or group != 1
-            or min(filter_.shape[:2]) < CHANNELS_LAST_MIN_CHANNELS):
+    # Channels-last layouts where the kernels take them (the implicit GEMM,
+    # pixel rows, and the depthwise kernel for small images) and gain by them
+    # (see CHANNELS_LAST_MIN_CHANNELS).
+    depthwise = group > 1 and filter_.shape[1] == 1 and filter_.shape[0] == group
+    if (fixed_padding is None or squeeze or (group != 1 and not depthwise)
+            or min(filter_.shape[0], filter_.shape[1] * group) < CHANNELS_LAST_MIN_CHANNELS):
         if fixed_padding is not None and not squeeze and clamp in (
                 None, (full_range.min, full_range.max)):
             runner = compiled_for(fixed_padding)
@@ -1085,9 +1086,10 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         def direct(arguments, n_threads):
             return [runner(n_threads, arguments[0])]
 
-        direct.layouts = _layout.ConvolutionLayouts(in_layouts)
-        return direct
-    call.layouts = _layout.ConvolutionLayouts(in_layouts)
+        call = direct
+    call.layouts = _layout.ConvolutionLayouts(
+        in_layouts, takes=operator_for(fixed_padding)[0].takes_channels_last if depthwise
+        else None)
     return call
 
 

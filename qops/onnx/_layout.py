@@ -42,10 +42,15 @@ TO_CHANNELS_FIRST = (0, 3, 1, 2)
 @dataclasses.dataclass(frozen=True)
 class ConvolutionLayouts:
     """A convolution step that runs on either layout: ``make(input_channels_last,
-    output_channels_last)`` is its call then; its image is input ``data``."""
+    output_channels_last)`` is its call then; its image is input ``data``.
+    ``takes(image_shape)``, when given, says whether it takes channels-last
+    tensors for an image of that (channels-first) shape at all (a depthwise
+    convolution's kernel takes small images); it is asked only where the
+    model's shapes say what the image's is."""
 
     make: Callable
     data: int = 0
+    takes: Callable = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,10 +61,13 @@ class ElementwiseLayouts:
     data: tuple
 
 
-def channels_last(steps, graph_inputs, graph_outputs, constants):
+def channels_last(steps, graph_inputs, graph_outputs, constants, shapes=None):
     """``steps`` with the tensors between convolutions kept channels-last
     (see the module's notes): the steps that write or read them get calls in
-    that layout, every other step is as it was."""
+    that layout, every other step is as it was.  ``shapes``: the tensors'
+    shapes where the model says them (:func:`known_shapes`)."""
+    shapes = shapes or {}
+    steps = [_without_layouts(step) if not _able(step, shapes) else step for step in steps]
     produced_by = {}
     read_by = {}
     for index, step in enumerate(steps):
@@ -100,6 +108,40 @@ def channels_last(steps, graph_inputs, graph_outputs, constants):
     if not kept:
         return list(steps)
     return [_in_layouts(step, kept) for step in steps]
+
+
+def known_shapes(model):
+    """Each tensor's shape where ONNX's shape inference makes every
+    dimension of it a number; {} where it cannot run."""
+    try:
+        from onnx import shape_inference
+        inferred = shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - a model it cannot take: no shapes
+        return {}
+    shapes = {}
+    graph = inferred.graph
+    for value in list(graph.value_info) + list(graph.input) + list(graph.output):
+        tensor = value.type.tensor_type
+        if tensor.HasField("shape") and all(dim.HasField("dim_value")
+                                            for dim in tensor.shape.dim):
+            shapes[value.name] = tuple(dim.dim_value for dim in tensor.shape.dim)
+    return shapes
+
+
+def _able(step, shapes):
+    """Whether a step with layouts takes them here (a convolution with a
+    ``takes`` rule: for its image's known shape)."""
+    layouts = getattr(step.call, "layouts", None)
+    if not isinstance(layouts, ConvolutionLayouts) or layouts.takes is None:
+        return True
+    shape = shapes.get(step.inputs[layouts.data])
+    return shape is not None and len(shape) == 4 and bool(layouts.takes(shape))
+
+
+def _without_layouts(step):
+    def call(arguments, n_threads, run=step.call):
+        return run(arguments, n_threads)
+    return dataclasses.replace(step, call=call)
 
 
 def _takes(name, steps, produced_by, read_by, graph_inputs, graph_outputs, constants):

@@ -192,9 +192,13 @@ class InferenceSession:
         steps = self._steps(groups)
         steps = self._live(steps)
         steps = self._live(self._fold_steps(steps))
-        if channels_last:
+        if channels_last and _numpy_ops.native_tables() is not None:
+            # (Without the compiled kernels a layout would be a transposition.)
+            shapes = self._probed_shapes(steps) if any(
+                getattr(getattr(step.call, "layouts", None), "takes", None) is not None
+                for step in steps) else {}
             steps = _layout.channels_last(steps, {arg.name for arg in self._inputs},
-                                          graph.graph_outputs, graph.constants)
+                                          graph.graph_outputs, graph.constants, shapes)
         self._steps_list = steps
         self._plan_frees()
         self._constants_env = {name: graph.constants[name] for name in self._constant_reads}
@@ -451,6 +455,33 @@ class InferenceSession:
                 values = self._evaluate(node, step.call, arguments)
             self._keep_constants(step.outputs, values)
         return kept
+
+    def _probed_shapes(self, steps):
+        """Every value's shape in a run of ``steps`` on zeros, where each
+        input's shape is fixed (the model's shapes do not always say them:
+        ONNX's inference stops at a contrib node); {} where one is not, or
+        the run fails."""
+        feeds = {}
+        for arg, check in self._input_checks.items():
+            shape = check.arg.shape
+            if check.dtype is None or shape is None or not all(
+                    isinstance(size, int) for size in shape):
+                return {}
+            feeds[arg] = np.zeros(shape, check.dtype)
+        values = dict(self._graph.constants)
+        values.update(feeds)
+        values.update(self._defaults)
+        values[""] = None
+        n_threads = resolve_threads(self._n_threads)
+        try:
+            with np.errstate(all="ignore"):
+                for step in steps:
+                    results = step.call([values[name] for name in step.inputs], n_threads)
+                    values.update(zip(step.outputs, results))
+        except Exception:  # noqa: BLE001 - no shapes, no layouts that need them
+            return {}
+        return {name: np.shape(value) for name, value in values.items()
+                if isinstance(value, np.ndarray)}
 
     def _plan_frees(self):
         """For each step, the values no later step (nor the caller) reads."""

@@ -715,6 +715,20 @@ class CompiledOperator:
 
         return run
 
+    def takes_channels_last(self, image_shape):
+        """Whether this operator's kernels run images of ``image_shape``
+        (channels-first, of the input zero point's dtype) kept channels-last
+        (:meth:`channels_last_runner`) with nothing transposed: a
+        convolution on the GEMM kernels always does, a depthwise one where
+        its image is small."""
+        if self.operator.name != "QUANTIZED_LINEAR_CONVOLUTION" or self.runtime_slots != (
+                "input",) or len(image_shape) != 4:
+            return False
+        batch, channels, height, width = image_shape
+        dtype = np.asarray(self._constants.get("input_zero_point", np.uint8(0))).dtype
+        image = np.zeros((batch, height, width, channels), dtype)
+        return self._bind_channels_last(image, True, True) is not None
+
     def _bind_channels_last(self, image, input_channels_last, output_channels_last):
         """The kernels' run of images of ``image``'s dtype and shape in these
         layouts, or None: the operator's call on zeros of that shape (as

@@ -141,3 +141,45 @@ def test_a_session_on_channels_last_tensors_gives_the_channels_first_values(broa
     (literal,) = qops.onnx.InferenceSession(model, n_threads=n_threads, fuse=False,
                                             channels_last=False).run(None, feeds)
     np.testing.assert_array_equal(got, literal)
+
+
+def _depthwise_model(shape):
+    """QLinearConv 64 -> 128 -> depthwise 3 x 3 -> QLinearConv 128 -> 64, the
+    input of ``shape`` (its dimensions numbers or names)."""
+    rng = np.random.default_rng(5)
+    nodes, initializers = [], [numpy_helper.from_array(np.float32(0.05), "s"),
+                               numpy_helper.from_array(np.uint8(100), "z")]
+    expand = _qlinear_conv(nodes, initializers, "x", 64, 128, rng, "expand")
+    weight = rng.integers(-60, 61, (128, 1, 3, 3), dtype=np.int8)
+    initializers += [numpy_helper.from_array(weight, "dw_w"),
+                     numpy_helper.from_array(np.float32(0.01), "dw_ws"),
+                     numpy_helper.from_array(np.int8(0), "dw_wz")]
+    nodes.append(helper.make_node(
+        "QLinearConv", [expand, "s", "z", "dw_w", "dw_ws", "dw_wz", "s", "z"], ["dw"],
+        name="depthwise", pads=[1, 1, 1, 1], group=128))
+    _qlinear_conv(nodes, initializers, "dw", 128, 64, rng, "y")
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("shape, depthwise_layouts", [
+    ([1, 64, 8, 8], (True, True)),        # small and known: the kernel takes it
+    (["n", 64, 8, 8], (False, False)),    # a size the model leaves open: not known
+    ([1, 64, 40, 40], (False, False))])   # too large for the channels-last kernel
+def test_a_depthwise_convolution_goes_channels_last_where_its_image_is_known_and_small(
+        shape, depthwise_layouts):
+    model = _depthwise_model(shape)
+    size = [1 if isinstance(dim, str) else dim for dim in shape]
+    feeds = {"x": np.random.default_rng(6).integers(0, 256, size, dtype=np.uint8)}
+    session = qops.onnx.InferenceSession(model, n_threads=2)
+    layouts = {step.nodes[0]: step.channels_last for step in session.steps}
+    assert layouts["depthwise"] == depthwise_layouts
+    assert layouts["expand"] == (False, depthwise_layouts[0])
+    (got,) = session.run(None, feeds)
+    (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(None,
+                                                                                    feeds)
+    np.testing.assert_array_equal(got, want)

@@ -742,19 +742,33 @@ def prepare_depthwise(call, variant=None):
         if fresh and len(call.output_shape) == 4:
             # Where the kernels take the images channels-last, the filter's
             # blocks are laid once and each output made there.
-            bound = kernels.BoundDepthwise(
-                image.shape, image_signed, input_zero, taps, filter_signed,
-                filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero, bias,
-                call.output_shape, call.output_dtype, low, high)
+            bound = bound_depthwise(call)
             if bound.takes:
                 run_data.fresh = bound.run_fresh
         return run_data
 
+    def bound_depthwise(call, input_channels_last=False, output_channels_last=False):
+        input_zero, filter_zero, multiplier, out_zero, bias = call.values
+        taps = _bytes(call.arrays["filter"]).reshape(taps_shape)
+        return kernels.BoundDepthwise(
+            image.shape, image_signed, input_zero, taps, filter_signed, filter_zero, kernel_h,
+            kernel_w, *geometry, multiplier, out_zero, bias, call.output_shape,
+            call.output_dtype, low, high, input_channels_last, output_channels_last)
+
     def run(call, out, n_threads):
         bound_run(call)(call.arrays["input"], out, n_threads)
 
+    def bind_channels_last(call, input_channels_last, output_channels_last):
+        """The channels-last kernel's run on images or outputs kept
+        channels-last, where it takes the images (small ones), else None."""
+        if call.packed is None or len(call.output_shape) != 4:
+            return None
+        bound = bound_depthwise(call, input_channels_last, output_channels_last)
+        return bound.run_fresh if bound.takes else None
+
     return Prepared(run, derive,
-                    lambda call: bound_run(call, True) if call.packed is not None else None)
+                    lambda call: bound_run(call, True) if call.packed is not None else None,
+                    bind_channels_last)
 
 
 #: A validated call run once, on a named variant with ``variant=`` (the tests

@@ -59,6 +59,8 @@ cdef struct ChannelsLastJob:
     Py_ssize_t per_slot          # scratch bytes per slot
     const uint8_t* constants     # each block's constants (block_constants), or NULL:
                                  # each task makes its block's in its slot
+    bint channels_last_input     # the image is (N, H, W, C)
+    bint channels_last_output    # out is (N, out_h, out_w, C)
 
 
 cdef inline bint takes_channels_last(Py_ssize_t per_channel, Py_ssize_t channels,
@@ -144,6 +146,8 @@ cdef object describe_channels_last(
     job.out_h = out.shape[2]
     job.out_w = out.shape[3]
     job.constants = NULL
+    job.channels_last_input = False
+    job.channels_last_output = False
     return offsets
 
 
@@ -261,6 +265,7 @@ cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_s
     cdef const uint8_t* image = job.image + index * job.image_bytes
     cdef Py_ssize_t oh, ow, pixel
     copy_block_channels_last(job, image, first, block, copy)
+    cdef uint8_t* out
     pixel = 0
     for oh in range(job.out_h):
         for ow in range(job.out_w):
@@ -269,9 +274,15 @@ cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_s
                 job.tap_offset, count, laid, terms, multiplier, floor_value, ceiling_value,
                 out_zero, results + pixel * CHANNEL_BLOCK)
             pixel = pixel + 1
-    # Back into the channels' planes: 16 pixels by 16 channels a transpose.
     cdef Py_ssize_t p0, c0
-    cdef uint8_t* out = job.out + (index * job.channels + first) * pixels
+    if job.channels_last_output:
+        # The block's run of each output pixel.
+        out = job.out + index * pixels * job.channels + first
+        for pixel in range(pixels):
+            memcpy(out + pixel * job.channels, results + pixel * CHANNEL_BLOCK, block)
+        return
+    # Back into the channels' planes: 16 pixels by 16 channels a transpose.
+    out = job.out + (index * job.channels + first) * pixels
     for c0 in range(0, block, 16):
         for p0 in range(0, pixels, 16):
             transpose_block16(results + p0 * CHANNEL_BLOCK + c0, CHANNEL_BLOCK,
@@ -291,7 +302,17 @@ cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* im
     cdef const uint8_t* source
     cdef uint8_t* target
     cdef Py_ssize_t end = job.channels * plane  # the image's bytes from its start
+    cdef Py_ssize_t w, c
     memset(copy, <uint8_t>job.centre_zero, job.padded_pixels * CHANNEL_BLOCK)
+    if job.channels_last_input:
+        # The block's run of each pixel of a channels-last image.
+        for h in range(job.height):
+            target = copy + ((h + job.pad_top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
+            for w in range(job.width):
+                source = image + (h * job.width + w) * job.channels + first
+                for c in range(block):
+                    target[w * CHANNEL_BLOCK + c] = source[c] ^ job.flip_input
+        return
     for h in range(job.height):
         target = copy + ((h + job.pad_top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
         for c0 in range(0, block, 16):
@@ -315,7 +336,11 @@ cdef class BoundDepthwise:
     The arguments are depthwise2d's, with the image's and the output's
     shapes for the arrays, and the output's dtype; where it takes the
     images, depthwise2d runs once here on a zero image, so that everything
-    it checks is checked.
+    it checks is checked.  With ``channels_last_input`` the images come
+    (N, H, W, C) (the shapes given stay channels-first), and with
+    ``channels_last_output`` the outputs are made (N, OH, OW, C): each
+    block's copy then reads, and its results go out as, a run of the
+    block's channels per pixel, with no transposition.
     """
     cdef ChannelsLastJob job
     cdef object kept               # the arrays the job points into
@@ -329,7 +354,8 @@ cdef class BoundDepthwise:
                  const int32_t[::1] filter_zero, Py_ssize_t kernel_h, Py_ssize_t kernel_w,
                  strides, dilations, start_padding, end_padding,
                  const float[::1] multiplier, const int32_t[::1] out_zero, bias, out_shape,
-                 out_dtype, int32_t low, int32_t high):
+                 out_dtype, int32_t low, int32_t high, bint channels_last_input=False,
+                 bint channels_last_output=False):
         cdef Py_ssize_t i, block
         cdef const int32_t[::1] bias_view
         cdef const int32_t* bias_pointer = NULL
@@ -367,7 +393,7 @@ cdef class BoundDepthwise:
         if self.out_dtype.itemsize != 1:
             raise ValueError("depthwise2d: the output has a byte per value")
         for i in range(4):
-            self.dims[i] = out.shape[i]
+            self.dims[i] = out.shape[(0, 2, 3, 1)[i] if channels_last_output else i]
         self.batch = out.shape[0]
         self.image_bytes = image.size
         offsets = describe_channels_last(
@@ -375,6 +401,8 @@ cdef class BoundDepthwise:
             filter_signed, filter_zero, kernel_h, kernel_w, strides[0], strides[1],
             dilations[0], dilations[1], start_padding[0], start_padding[1], padded_w,
             padded_h * padded_w, multiplier, out_zero, bias_pointer, out, low, high)
+        self.job.channels_last_input = channels_last_input
+        self.job.channels_last_output = channels_last_output
         # Each block's constants on a cache line of its own.
         constants = np.empty(self.job.blocks * constants_bytes(self.job.count) + 64, np.uint8)
         constants_view = constants

@@ -1109,3 +1109,42 @@ def test_a_compiled_convolution_takes_and_makes_channels_last_tensors(
         on_kernels = compiled._bind_channels_last(given, input_channels_last,
                                                   output_channels_last) is not None
         assert on_kernels == (_dispatch.select(call).name != "depthwise kernels")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("in_type", TYPES)
+@pytest.mark.parametrize("channels, size, kernel, stride", [
+    (128, 14, 3, 1), (130, 7, 3, 1), (200, 14, 3, 2), (136, 9, 5, 1)])
+@pytest.mark.parametrize("layouts", [(True, True), (True, False), (False, True)])
+def test_a_depthwise_convolution_of_a_small_image_runs_channels_last_tensors(
+        variant, in_type, channels, size, kernel, stride, layouts, monkeypatch):
+    """The channels-last depthwise kernel reads each block's channels from a
+    (N, H, W, C) image and writes them into a (N, OH, OW, C) output: the
+    reference's values (a last block of fewer than 64 channels included)."""
+    import qops
+    monkeypatch.setattr(_simd, "selected", lambda: variant)
+    rng = np.random.default_rng(channels + size)
+    pad = kernel // 2
+    slots = dict(input=random_values(rng, (2, channels, size, size), in_type),
+                 input_scale=np.float32(0.05), input_zero_point=random_values(rng, (), in_type),
+                 filter=random_values(rng, (channels, 1, kernel, kernel), np.int8),
+                 filter_scale=rng.uniform(0.01, 0.1, channels).astype(np.float32),
+                 filter_zero_point=random_values(rng, (channels,), np.int8),
+                 bias=rng.integers(-5000, 5000, channels).astype(np.int32),
+                 output_scale=np.float32(rng.uniform(0.2, 3.0)),
+                 output_zero_point=random_values(rng, (), in_type))
+    attributes = dict(strides=(stride, stride), dilations=(1, 1), start_padding=(pad, pad),
+                      end_padding=(pad, pad), group_count=channels)
+    constants = {name: value for name, value in slots.items() if name != "input"}
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+    assert compiled.takes_channels_last((2, channels, size, size))
+    run = compiled.channels_last_runner(*layouts)
+    for n_threads in (1, 2):
+        image = random_values(rng, (2, channels, size, size), in_type)
+        expected = reference(convolution.prepare(dict(slots, input=image), attributes, "2_1"))
+        given = np.ascontiguousarray(image.transpose(0, 2, 3, 1)) if layouts[0] else image
+        got = run(n_threads, given)
+        if layouts[1]:
+            got = got.transpose(0, 3, 1, 2)
+        assert np.array_equal(got, expected)
+    assert not compiled.takes_channels_last((2, channels, 40, 40))  # too large for the kernel
