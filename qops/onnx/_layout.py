@@ -20,9 +20,10 @@ Tensors joined by elementwise steps take one layout together (a residual
 stream); such a set goes channels-last when every tensor of it is written by
 one of these steps and read only by them (an image read by a convolution),
 and none is a graph output, a graph input or a constant.  Anything else
-(a pooling, a depthwise convolution, an output) reads channels-first, so
-the convolution that feeds it writes channels-first, and the one that reads
-a channels-first tensor copies it channels-last itself.
+(a pooling, a depthwise convolution of a large image or of one whose size
+the session does not know, an output) reads channels-first, so the
+convolution that feeds it writes channels-first, and the one that reads a
+channels-first tensor copies it channels-last itself.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class ConvolutionLayouts:
     ``takes(image_shape)``, when given, says whether it takes channels-last
     tensors for an image of that (channels-first) shape at all (a depthwise
     convolution's kernel takes small images); it is asked only where the
-    model's shapes say what the image's is."""
+    session knows the image's shape."""
 
     make: Callable
     data: int = 0
@@ -65,7 +66,8 @@ def channels_last(steps, graph_inputs, graph_outputs, constants, shapes=None):
     """``steps`` with the tensors between convolutions kept channels-last
     (see the module's notes): the steps that write or read them get calls in
     that layout, every other step is as it was.  ``shapes``: the tensors'
-    shapes where the model says them (:func:`known_shapes`)."""
+    shapes, where the session knows them (a convolution with a ``takes``
+    rule takes part only where its image's is known)."""
     shapes = shapes or {}
     steps = [_without_layouts(step) if not _able(step, shapes) else step for step in steps]
     produced_by = {}
@@ -110,24 +112,6 @@ def channels_last(steps, graph_inputs, graph_outputs, constants, shapes=None):
     return [_in_layouts(step, kept) for step in steps]
 
 
-def known_shapes(model):
-    """Each tensor's shape where ONNX's shape inference makes every
-    dimension of it a number; {} where it cannot run."""
-    try:
-        from onnx import shape_inference
-        inferred = shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - a model it cannot take: no shapes
-        return {}
-    shapes = {}
-    graph = inferred.graph
-    for value in list(graph.value_info) + list(graph.input) + list(graph.output):
-        tensor = value.type.tensor_type
-        if tensor.HasField("shape") and all(dim.HasField("dim_value")
-                                            for dim in tensor.shape.dim):
-            shapes[value.name] = tuple(dim.dim_value for dim in tensor.shape.dim)
-    return shapes
-
-
 def _able(step, shapes):
     """Whether a step with layouts takes them here (a convolution with a
     ``takes`` rule: for its image's known shape)."""
@@ -150,10 +134,13 @@ def _takes(name, steps, produced_by, read_by, graph_inputs, graph_outputs, const
     if name in graph_outputs or name in graph_inputs or name in constants:
         return False
     writer = produced_by.get(name)
-    if writer is None or getattr(steps[writer].call, "layouts", None) is None:
+    if (writer is None or getattr(steps[writer].call, "layouts", None) is None
+            or len(steps[writer].outputs) != 1):
         return False
     for index, position in read_by.get(name, ()):
         layouts = getattr(steps[index].call, "layouts", None)
+        if len(steps[index].outputs) != 1:
+            return False
         if isinstance(layouts, ConvolutionLayouts):
             if position != layouts.data or steps[index].inputs.count(name) != 1:
                 return False

@@ -140,7 +140,11 @@ class InferenceSession:
         Keep the tensors that only convolutions and quantized adds write and
         read as (N, H, W, C) arrays between those steps, so that no step
         transposes them; the results are the same bit for bit.  Graph inputs
-        and outputs are always as the model says.
+        and outputs are always as the model says.  Where the model has a
+        depthwise convolution and fixed input shapes, the session runs once
+        on zeros as it is built to learn its images' sizes (the kernel takes
+        small ones); a model whose run fails on zeros keeps those
+        convolutions channels-first.
 
     Raises
     ------

@@ -500,6 +500,10 @@ class PackCache:
         return self._entries.keys()
 
 
+#: Not bound yet (a form whose bind is None has no kernel run).
+_UNBOUND = object()
+
+
 class CompiledOperator:
     """A callable bound to constant slots and attributes; see :func:`compile`.
 
@@ -554,6 +558,8 @@ class CompiledOperator:
         # microseconds of Python, and the 7 a tenth of an attention product
         # (12 x 128 x 64 x 128) with AVX-512 VNNI.
         self._binder = Binder()
+        # Kernel runs on channels-last images (_bound_channels_last), by form.
+        self._channels_last_binds = {}
 
     def _fixed_fast_path(self):
         """The operator's fast path of fixed form when the plain function
@@ -687,66 +693,84 @@ class CompiledOperator:
         for an operator other than a convolution whose every slot but the
         image is bound.
         """
-        if self.operator.name != "QUANTIZED_LINEAR_CONVOLUTION" or self.runtime_slots != (
-                "input",):
+        if not self._runs_channels_last():
             return None
-        runs = {}
-        transposed = (0, 3, 1, 2) if input_channels_last else None
+        to_channels_first, to_channels_last = (0, 3, 1, 2), (0, 2, 3, 1)
 
         def general(n_threads, image):
-            if transposed is not None:
-                image = np.ascontiguousarray(np.asarray(image).transpose(transposed))
+            if input_channels_last:
+                image = np.ascontiguousarray(np.asarray(image).transpose(to_channels_first))
             result = self(image, n_threads=n_threads)
-            return (np.ascontiguousarray(result.transpose(0, 2, 3, 1)) if output_channels_last
-                    else result)
+            return (np.ascontiguousarray(result.transpose(to_channels_last))
+                    if output_channels_last else result)
 
         def run(n_threads, image):
-            if type(image) is not np.ndarray or image.ndim != 4:
-                return general(n_threads, image)
-            key = (image.dtype, image.shape)
-            kernel_run = runs.get(key, general)
-            if kernel_run is general:
-                kernel_run = runs[key] = self._bind_channels_last(
-                    image, input_channels_last, output_channels_last) or general
-                if kernel_run is general:
-                    return general(n_threads, image)
-            result = kernel_run(image, n_threads)
-            return general(n_threads, image) if result is None else result
+            if type(image) is np.ndarray and image.ndim == 4:
+                kernel_run = self._bound_channels_last(image.dtype, image.shape,
+                                                       input_channels_last,
+                                                       output_channels_last)
+                if kernel_run is not None:
+                    result = kernel_run(image, n_threads)
+                    if result is not None:
+                        return result
+            return general(n_threads, image)
 
         return run
 
-    def takes_channels_last(self, image_shape):
+    def takes_channels_last(self, image_shape, dtype=None):
         """Whether this operator's kernels run images of ``image_shape``
-        (channels-first, of the input zero point's dtype) kept channels-last
-        (:meth:`channels_last_runner`) with nothing transposed: a
-        convolution on the GEMM kernels always does, a depthwise one where
-        its image is small."""
-        if self.operator.name != "QUANTIZED_LINEAR_CONVOLUTION" or self.runtime_slots != (
-                "input",) or len(image_shape) != 4:
+        (channels-first) and ``dtype`` (default: the bound input zero
+        point's, else uint8) kept channels-last (:meth:`channels_last_runner`)
+        with nothing transposed: a convolution on the GEMM kernels always
+        does, a depthwise one where its image is small."""
+        if not self._runs_channels_last() or len(image_shape) != 4:
             return False
         batch, channels, height, width = image_shape
-        dtype = np.asarray(self._constants.get("input_zero_point", np.uint8(0))).dtype
-        image = np.zeros((batch, height, width, channels), dtype)
-        return self._bind_channels_last(image, True, True) is not None
+        if dtype is None:
+            zero_point = self._constants.get("input_zero_point")
+            dtype = np.uint8 if zero_point is None else np.asarray(zero_point).dtype
+        dtype = np.dtype(dtype)
+        return self._bound_channels_last(dtype, (batch, height, width, channels), True,
+                                         True) is not None
 
-    def _bind_channels_last(self, image, input_channels_last, output_channels_last):
-        """The kernels' run of images of ``image``'s dtype and shape in these
-        layouts, or None: the operator's call on zeros of that shape (as
-        channels-first) validates it and leaves its plan as the recent one."""
-        shape = (image.shape[0], image.shape[3], image.shape[1], image.shape[2]) \
-            if input_channels_last else image.shape
-        slots = {"input": np.zeros(shape, image.dtype)}
-        self._plans.run(slots, self._call_attributes, self.feature_level, out=None,
-                        n_threads=1, packed=self._kernel_pack, constants=self._constants,
-                        fast=None, tail=self._tail)
-        recent = self._plans.recent()
-        if recent is None:
-            return None
-        bind = recent[1].prepared.bind_channels_last
-        if bind is None:
-            return None
-        return bind(recent_call(recent, self._kernel_pack), input_channels_last,
-                    output_channels_last)
+    def _runs_channels_last(self):
+        return (self.operator.name == "QUANTIZED_LINEAR_CONVOLUTION"
+                and self.runtime_slots == ("input",))
+
+    def _bound_channels_last(self, dtype, shape, input_channels_last, output_channels_last):
+        """The kernels' run of images of this dtype and shape (as given) in
+        these layouts, or None where they have none; bound once per form and
+        set of implementations."""
+        key = (dtype, shape, input_channels_last, output_channels_last, dispatch.generation())
+        bound = self._channels_last_binds.get(key, _UNBOUND)
+        if bound is _UNBOUND:
+            bound = self._channels_last_binds[key] = self._bind_channels_last(
+                dtype, shape, input_channels_last, output_channels_last)
+        return bound
+
+    def _bind_channels_last(self, dtype, shape, input_channels_last, output_channels_last):
+        """The operator's call on zeros of the image's channels-first shape
+        validates it and leaves its plan as the plans' recent call, which the
+        implementation binds; another thread's call in between (a plan of
+        another form) is seen, and the call made again."""
+        if input_channels_last:
+            shape = (shape[0], shape[3], shape[1], shape[2])
+        slots = {"input": np.zeros(shape, dtype)}
+        for _ in range(3):
+            self._plans.run(slots, self._call_attributes, self.feature_level, out=None,
+                            n_threads=1, packed=self._kernel_pack, constants=self._constants,
+                            fast=None, tail=self._tail)
+            recent = self._plans.recent()
+            if recent is None:
+                return None
+            if any(form[0] == "input" and form[2] == dtype and form[4] == shape
+                   for form in recent[0]):
+                bind = recent[1].prepared.bind_channels_last
+                if bind is None:
+                    return None
+                return bind(recent_call(recent, self._kernel_pack), input_channels_last,
+                            output_channels_last)
+        return None
 
     def _run_bound(self, slots, n_threads):
         """The call on the bound kernel run when it is of the bound form

@@ -183,3 +183,26 @@ def test_a_depthwise_convolution_goes_channels_last_where_its_image_is_known_and
     (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(None,
                                                                                     feeds)
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_bound_session_runs_its_channels_last_steps_on_the_kernels(monkeypatch):
+    """Once a run has bound them, the convolutions on channels-last tensors
+    (int8 images, a batch of three) go to their kernels: none falls back to
+    the operator's call on transposed images."""
+    from qops.ops import compiled
+
+    model = _depthwise_model([3, 64, 8, 8])
+    feeds = {"x": np.random.default_rng(7).integers(0, 256, (3, 64, 8, 8), dtype=np.uint8)}
+    session = qops.onnx.InferenceSession(model, n_threads=2)
+    assert sum(any(step.channels_last) for step in session.steps) == 3
+    (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(None,
+                                                                                    feeds)
+    (got,) = session.run(None, feeds)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a channels-last step took the transposing path")
+
+    monkeypatch.setattr(compiled.CompiledOperator, "__call__", refuse)
+    (again,) = session.run(None, feeds)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(again, want)

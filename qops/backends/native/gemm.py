@@ -433,11 +433,25 @@ def prepare_convolution(call, variant=None):
 
         if fresh:
             # Described once, each output made in the kernels.
-            run_data.fresh = kernels.BoundConvolution(
-                image.shape, input_flip, input_zero, packed, colsum, *geometry, col_zero,
-                multiplier, out_zero, bias, out_shape, low, high, call.output_shape,
-                call.output_dtype, most_threads, raw, unpadded).run_fresh
+            run_data.fresh = bound_convolution(call, packed, colsum).run_fresh
         return run_data
+
+    def bound_convolution(call, packed, colsum, input_channels_last=False,
+                          output_channels_last=False):
+        """The kernels' BoundConvolution of the call, its image and output
+        in these layouts (channels-last: (N, H, W, C) and (N, OH, OW, OC))."""
+        batch, channels, height, width = image.shape
+        image_shape = (batch, height, width, channels) if input_channels_last else image.shape
+        bytes_shape, fresh_shape = out_shape, call.output_shape
+        if output_channels_last:
+            bytes_shape = (batch, pixels, out_channels * (4 if raw else 1))
+            fresh_shape = (batch, *call.output_shape[2:], out_channels)
+        input_zero, col_zero, multiplier, out_zero, bias = call.values
+        return kernels.BoundConvolution(
+            image_shape, input_flip, input_zero, packed, colsum, *geometry, col_zero,
+            multiplier, out_zero, bias, bytes_shape, low, high, fresh_shape, call.output_dtype,
+            max(1, work // WORK_PER_THREAD), raw, unpadded, input_channels_last,
+            output_channels_last)
 
     def run(call, out, n_threads):
         bound_run(call, threads_for(work, n_threads))(call.arrays["input"], out, n_threads)
@@ -445,41 +459,29 @@ def prepare_convolution(call, variant=None):
     def bind(call):
         return bound_run(call, 1, fresh=True) if call.packed is not None else None
 
-    def bind_channels_last(call, input_channels_last, output_channels_last):
-        if call.packed is None or len(call.output_shape) != 4:
-            return None
+    def bind_implicit_gemm(call, input_channels_last, output_channels_last):
         filter = call.arrays["filter"]
         packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
             filter, group_count, taps_per_run, kernels, 1, taps))
-        batch, channels, height, width = image.shape
-        _, _, out_h, out_w = call.output_shape
-        image_shape = ((batch, height, width, channels) if input_channels_last
-                       else image.shape)
-        bytes_shape = ((batch, pixels, out_channels * (4 if raw else 1)) if output_channels_last
-                       else out_shape)
-        fresh_shape = ((batch, out_h, out_w, out_channels) if output_channels_last
-                       else call.output_shape)
-        input_zero, col_zero, multiplier, out_zero, bias = call.values
-        return kernels.BoundConvolution(
-            image_shape, input_flip, input_zero, packed, colsum, *geometry, col_zero,
-            multiplier, out_zero, bias, bytes_shape, low, high, fresh_shape, call.output_dtype,
-            max(1, work // WORK_PER_THREAD), raw, unpadded, input_channels_last,
-            output_channels_last).run_fresh
+        return bound_convolution(call, packed, colsum, input_channels_last,
+                                 output_channels_last).run_fresh
 
-    return Prepared(run, derive, bind, _channels_last(image, bind_channels_last))
+    bind_channels_last = _channels_last(image, bind_implicit_gemm)
+    bind_channels_last.implicit_gemm = bind_implicit_gemm
+    return Prepared(run, derive, bind, bind_channels_last)
 
 
-def _channels_last(image, bind_convolution):
+def _channels_last(image, bind_implicit_gemm):
     """A convolution's ``Prepared.bind_channels_last``: a 1 x 1 convolution of
     one group without padding or strides whose image and output are both
     channels-last is a product of the image's pixels (rows of channels) and
     the filter's transpose, as :func:`prepare_pixel_rows` runs one-pixel
     images, with nothing copied or transposed on either side; any other goes
-    to the implicit GEMM's bind (``bind_convolution``, or
-    :func:`prepare_convolution`'s), whose copy of the image and whose stores
-    take either layout.  The call's values are derived again for the form
-    chosen (the plan's are its own implementation's).  ``image`` is the
-    signature's (its shape and dtype), which a bound call does not hold."""
+    to the implicit GEMM's bind (``bind_implicit_gemm``: the plan's own, or
+    :func:`prepare_convolution`'s with the call's values derived for it),
+    whose copy of the image and whose stores take either layout.  ``image``
+    is the signature's (its shape and dtype), which a bound call does not
+    hold."""
     def bind_channels_last(call, input_channels_last, output_channels_last):
         if call.packed is None or len(call.output_shape) != 4:
             return None
@@ -490,10 +492,10 @@ def _channels_last(image, bind_convolution):
                 and all(step == 1 for step in attributes["strides"])):
             batch, channels, height, width = image.shape
             rows = batch * height * width
-            rows_call = dataclasses.replace(
-                call, arrays={**call.arrays, "input": np.zeros((rows, channels, 1, 1),
-                                                                image.dtype)},
-                output_shape=(rows, filter.shape[0], 1, 1))
+            # (The rows' call needs the shape and dtype of its image alone.)
+            rows_image = np.broadcast_to(np.zeros((), image.dtype), (rows, channels, 1, 1))
+            rows_call = dataclasses.replace(call, arrays={**call.arrays, "input": rows_image},
+                                            output_shape=(rows, filter.shape[0], 1, 1))
             prepared = prepare_pixel_rows(rows_call)
             rows_call.values = prepared.derive(rows_call.arrays, rows_call.checked)
             fresh = prepared.bind(rows_call).fresh
@@ -504,10 +506,12 @@ def _channels_last(image, bind_convolution):
                 return None if out is None else out.reshape(shape)
 
             return run
+        if bind_implicit_gemm is not None:
+            return bind_implicit_gemm(call, input_channels_last, output_channels_last)
         prepared = prepare_convolution(call)
         call = dataclasses.replace(call, values=prepared.derive(call.arrays, call.checked))
-        bind = bind_convolution or prepared.bind_channels_last
-        return bind(call, input_channels_last, output_channels_last)
+        return prepared.bind_channels_last.implicit_gemm(call, input_channels_last,
+                                                         output_channels_last)
 
     return bind_channels_last
 
@@ -618,8 +622,8 @@ def prepare_pointwise(call, variant=None):
 
 def is_pixel_rows_shape(filter, attributes):
     """A 1 x 1 filter of one group without padding: with images of one
-    pixel (or pixels kept channels-last) a product of rows and the filter's
-    transpose."""
+    pixel (or, without strides, pixels kept channels-last) a product of rows
+    and the filter's transpose."""
     return (attributes["group_count"] == 1 and all(size == 1 for size in filter.shape[2:])
             and not any(attributes["start_padding"]) and not any(attributes["end_padding"]))
 

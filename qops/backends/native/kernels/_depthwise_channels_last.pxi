@@ -2,10 +2,11 @@
 # channels per task, copied channels-last (16 x 16 byte transposes), each
 # output pixel's sums in int32 lanes across the block's channels and
 # requantized there (qops_depthwise_channels_last.h), then transposed back
-# into the channels' planes.  The plane kernel (depthwise_pairs) walks one
-# channel at a time, vectorized along a row: a 7 x 7 image gives it rows of
-# 7 values, and a padded plane, weights and constants to make per 49
-# outputs.
+# into the channels' planes (or, for a session's channels-last tensors, read
+# from and written to each pixel's run of channels).  The plane kernel
+# (depthwise_pairs) walks one channel at a time, vectorized along a row: a
+# 7 x 7 image gives it rows of 7 values, and a padded plane, weights and
+# constants to make per 49 outputs.
 # Included after _depthwise.pxi (sums_fit_int32, filter_tap).
 
 cdef extern from "qops_depthwise_channels_last.h":
