@@ -92,6 +92,14 @@ def test_every_variant_matches_the_reference(call, n_threads):
             assert np.array_equal(got, expected), (variant, run.__name__)
 
 
+def _fully_bound(slots, attributes):
+    """The convolution compiled with every slot of ``slots`` but the image
+    bound (a session's node)."""
+    import qops
+    constants = {name: value for name, value in slots.items() if name != "input"}
+    return qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+
+
 def record_bound_outputs(compiled, made):
     """Have the outputs the kernels of ``compiled``'s bound run make (or its
     None, for data it refuses) appended to ``made`` from now on; returns
@@ -114,13 +122,11 @@ def test_a_fully_bound_convolution_runs_each_image_on_its_bound_kernels(
     each call's output is made by the bound kernels where they have such a
     run (the implicit GEMM always does), and every call gives the
     reference's bytes, a strided image too."""
-    import qops
     slots, attributes = slots_and_attributes
-    constants = {name: value for name, value in slots.items() if name != "input"}
     rng = np.random.default_rng(seed)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_simd, "selected", lambda: variant)
-        compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+        compiled = _fully_bound(slots, attributes)
         run = compiled.data_runner()
         shape, dtype = slots["input"].shape, slots["input"].dtype
         made, fresh = [], None
@@ -1084,14 +1090,12 @@ def test_a_compiled_convolution_takes_and_makes_channels_last_tensors(
     reference's values in that layout, on the implicit GEMM's copy and
     stores (or the pixels' product) wherever the channels-first call runs on
     the GEMM kernels, an image whose last byte ends its page included."""
-    import qops
     slots, attributes = slots_and_attributes
     input_channels_last, output_channels_last = layouts
-    constants = {name: value for name, value in slots.items() if name != "input"}
     rng = np.random.default_rng(seed)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_simd, "selected", lambda: variant)
-        compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+        compiled = _fully_bound(slots, attributes)
         run = compiled.channels_last_runner(input_channels_last, output_channels_last)
         shape, dtype = slots["input"].shape, slots["input"].dtype
         for n_threads in (1, 2, 1):
@@ -1125,7 +1129,6 @@ def test_a_depthwise_convolution_of_a_small_image_runs_channels_last_tensors(
     """The channels-last depthwise kernel reads each block's channels from a
     (N, H, W, C) image and writes them into a (N, OH, OW, C) output: the
     reference's values (a last block of fewer than 64 channels included)."""
-    import qops
     monkeypatch.setattr(_simd, "selected", lambda: variant)
     rng = np.random.default_rng(channels + size)
     pad = kernel // 2
@@ -1139,8 +1142,7 @@ def test_a_depthwise_convolution_of_a_small_image_runs_channels_last_tensors(
                  output_zero_point=random_values(rng, (), in_type))
     attributes = dict(strides=(stride, stride), dilations=(1, 1), start_padding=(pad, pad),
                       end_padding=(pad, pad), group_count=channels)
-    constants = {name: value for name, value in slots.items() if name != "input"}
-    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants, **attributes)
+    compiled = _fully_bound(slots, attributes)
     assert compiled.takes_channels_last((2, channels, size, size))
     run = compiled.channels_last_runner(*layouts)
     for n_threads in (1, 2):
