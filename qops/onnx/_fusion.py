@@ -1147,4 +1147,20 @@ def _bound_global_average(fixed, dtype, call):
             return [pool(x, n_threads)]
         return call(arguments, n_threads)
 
+    def channels_last():
+        """The pooling of (N, H, W, C) images (its output's bytes are the
+        same in both layouts)."""
+        pool_rows = pooling.bound_global_average(*fixed, channels_last=True)
+
+        def run(arguments, n_threads):
+            x = arguments[0]
+            if (type(x) is np.ndarray and x.dtype == dtype and x.ndim == 4 and x.size
+                    and x.flags.c_contiguous and x.shape[1] * x.shape[2] <= pooling.MAX_WINDOW):
+                return [pool_rows(x, n_threads)]
+            x = np.asarray(x).transpose(_layout.TO_CHANNELS_FIRST)
+            return call([np.ascontiguousarray(x)], n_threads)
+
+        return run
+
+    bound.layouts = _layout.ReaderLayouts(channels_last)
     return bound

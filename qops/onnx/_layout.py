@@ -14,11 +14,13 @@ A step says what it takes through its call's ``layouts`` attribute:
   each be either layout (``make`` gives its call in the layouts asked);
 - :class:`ElementwiseLayouts`: an elementwise step (the quantized add) that
   takes operands of one shape in any layout, the same for all, and writes
-  its output in it.
+  its output in it;
+- :class:`ReaderLayouts`: a step that reads its operand in either layout and
+  writes its output as the model says (a global pooling).
 
 Tensors joined by elementwise steps take one layout together (a residual
 stream); such a set goes channels-last when every tensor of it is written by
-one of these steps and read only by them (an image read by a convolution),
+a convolution or an elementwise step and read only by steps with layouts,
 and none is a graph output, a graph input or a constant.  Anything else
 (a pooling, a depthwise convolution of a large image or of one whose size
 the session does not know, an output) reads channels-first, so the
@@ -33,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["ConvolutionLayouts", "ElementwiseLayouts", "channels_last"]
+__all__ = ["ConvolutionLayouts", "ElementwiseLayouts", "ReaderLayouts", "channels_last"]
 
 #: (N, C, H, W) -> (N, H, W, C) and back.
 TO_CHANNELS_LAST = (0, 2, 3, 1)
@@ -52,6 +54,16 @@ class ConvolutionLayouts:
     make: Callable
     data: int = 0
     takes: Callable = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReaderLayouts:
+    """A step that reads its operand (input ``data``) in either layout and
+    writes its output as the model lays it out: ``make()`` is its call on a
+    channels-last operand (a global pooling, whose output has no pixels)."""
+
+    make: Callable
+    data: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,14 +146,15 @@ def _takes(name, steps, produced_by, read_by, graph_inputs, graph_outputs, const
     if name in graph_outputs or name in graph_inputs or name in constants:
         return False
     writer = produced_by.get(name)
-    if (writer is None or getattr(steps[writer].call, "layouts", None) is None
-            or len(steps[writer].outputs) != 1):
+    if (writer is None or len(steps[writer].outputs) != 1 or not isinstance(
+            getattr(steps[writer].call, "layouts", None),
+            (ConvolutionLayouts, ElementwiseLayouts))):
         return False
     for index, position in read_by.get(name, ()):
         layouts = getattr(steps[index].call, "layouts", None)
         if len(steps[index].outputs) != 1:
             return False
-        if isinstance(layouts, ConvolutionLayouts):
+        if isinstance(layouts, (ConvolutionLayouts, ReaderLayouts)):
             if position != layouts.data or steps[index].inputs.count(name) != 1:
                 return False
         elif not (isinstance(layouts, ElementwiseLayouts) and position in layouts.data):
@@ -158,6 +171,8 @@ def _in_layouts(step, kept):
             return dataclasses.replace(
                 step, call=layouts.make(input_channels_last, output_channels_last),
                 channels_last=(input_channels_last, output_channels_last))
+    elif isinstance(layouts, ReaderLayouts) and step.inputs[layouts.data] in kept:
+        return dataclasses.replace(step, call=layouts.make(), channels_last=(True, False))
     elif isinstance(layouts, ElementwiseLayouts) and step.outputs[0] in kept:
         return dataclasses.replace(step, call=_elementwise(step.call, layouts.data),
                                    channels_last=(True, True))

@@ -98,8 +98,12 @@ def _check_cnn(example, small, cache_dir, n_threads):
     (actual,) = session.run(None, feeds)
     # The tensors between its wider convolutions kept channels-last: the
     # same values as the session that keeps every tensor as the model does.
-    if example.architecture == "resnet50":
-        assert any(step.channels_last == (True, True) for step in session.steps)
+    # (Both reach the global pooling channels-last; MobileNetV2's depthwise
+    # convolutions of its last stage go too.)
+    layouts = {step.kind.split()[-1]: step.channels_last for step in session.steps
+               if "GlobalAveragePool" in step.kind}
+    assert list(layouts.values()) == [(True, False)], layouts
+    assert any(step.channels_last == (True, True) for step in session.steps)
     (first,) = qops.onnx.InferenceSession(model, n_threads=n_threads,
                                           channels_last=False).run(None, feeds)
     np.testing.assert_array_equal(first, actual)

@@ -80,13 +80,19 @@ def prepare_average_pooling(call, variant=None):
     return Prepared(run, derive)
 
 
-def bound_global_average(input_scale, input_zero_point, output_scale, output_zero_point):
+def bound_global_average(input_scale, input_zero_point, output_scale, output_zero_point,
+                         channels_last=False):
     """``run(x, n_threads)``: the average of each image of ``x`` (N x C x H x W,
-    C-contiguous, not empty, of ``input_zero_point``'s type: the caller's
-    checks) as QUANTIZED_LINEAR_AVERAGE_POOLING gives it over the whole
-    image, with the per-tensor scales and the int8 or uint8 zero points
-    (checked by the operator first) bound; N x C x 1 x 1 of
-    ``output_zero_point``'s type.
+    or N x H x W x C with ``channels_last``; C-contiguous, not empty, of
+    ``input_zero_point``'s type: the caller's checks) as
+    QUANTIZED_LINEAR_AVERAGE_POOLING gives it over the whole image, with the
+    per-tensor scales and the int8 or uint8 zero points (checked by the
+    operator first) bound; N x C x 1 x 1 of ``output_zero_point``'s type.
+
+    A channels-last image is one plane of H * W rows of C values, pooled by
+    windows of a whole column (the kernel's column sums over rows), each
+    channel's average from the same sum and count: the same values, and the
+    output's bytes are the same in either layout.
 
     A model's global pooling runs once a run, its Python path cold, where
     every layer of calls costs (as for qops.backends.native.quantize's
@@ -100,10 +106,14 @@ def bound_global_average(input_scale, input_zero_point, output_scale, output_zer
 
     def parts(channels, size):
         size = (1,) * (3 - len(size)) + tuple(size)  # the kernel's three spatial axes
-        geometry = dict(window_size=size, strides=(1, 1, 1), dilations=(1, 1, 1),
+        window = size
+        if channels_last:  # one plane: rows of pixels, a column per channel
+            size = (1, size[1] * size[2], channels)
+            window, channels = (1, size[1], 1), 1
+        geometry = dict(window_size=window, strides=(1, 1, 1), dilations=(1, 1, 1),
                         start_padding=(0, 0, 0), end_padding=(0, 0, 0))
-        _, counts, inside = _windows(size, geometry, False)
-        return (size, (1, 1, 1), size, geometry["strides"], geometry["dilations"],
+        out_size, counts, inside = _windows(size, geometry, False)
+        return (size, out_size, window, geometry["strides"], geometry["dilations"],
                 geometry["start_padding"], counts, inside,
                 _per_channel(input_zero_point, channels, np.int32, 128 if signed else 0),
                 _per_channel(input_scale, channels, np.float64),
@@ -111,15 +121,18 @@ def bound_global_average(input_scale, input_zero_point, output_scale, output_zer
                 _per_channel(output_zero_point, channels, np.int32))
 
     def run(x, n_threads):
-        channels, size = x.shape[1], x.shape[2:]
+        if channels_last:
+            channels, size = x.shape[-1], x.shape[1:-1]
+        else:
+            channels, size = x.shape[1], x.shape[2:]
         bound = shapes.get(x.shape[1:])
         if bound is None:
             if len(shapes) >= _SHAPES_KEPT:
                 shapes.clear()
             bound = shapes[x.shape[1:]] = parts(channels, size)
-        out = empty_output(x.shape[:2] + (1,) * len(size), out_dtype)
-        kernel(_raw(x), 0x80 if signed else 0, channels, *bound, low, high, _raw(out),
-               n_threads)
+        out = empty_output((x.shape[0], channels) + (1,) * len(size), out_dtype)
+        kernel(_raw(x), 0x80 if signed else 0, 1 if channels_last else channels, *bound, low,
+               high, _raw(out), n_threads)
         return out
 
     return run
