@@ -628,6 +628,8 @@ class Matcher:
                 rest[position] = value
             return [runner(list(arguments[:count]) + rest)[0]]
 
+        if count == 1 and not replaced:
+            call.layouts = _layout.following(runner)
         return f"QDQ {node.op_type} on integers", quantized + others, call
 
     def _split(self, index, node):
@@ -983,11 +985,13 @@ def _clamped(y, clamp):
     return y
 
 
-#: The fewest channels, in and out, of a convolution that a session runs on
-#: channels-last tensors.  With fewer (a network's first stages: 16 to 32
-#: channels over 56 x 56 to 112 x 112 pixels) the products' rows are short or
-#: their tiles' columns mostly empty, and the channels-first form, the image
-#: as B and the filter as A, is the faster one (docs/performance_notes.rst).
+#: The fewest channels a convolution reads (or writes) for a session to give
+#: it (or have it make) channels-last tensors.  With fewer (a network's first
+#: stages: 16 to 32 channels over 56 x 56 to 112 x 112 pixels) the products'
+#: rows are short or their tiles' columns mostly empty, and the channels-first
+#: form, the image as B and the filter as A, is the faster one
+#: (docs/performance_notes.rst); a network's first convolution (3 channels in,
+#: 64 out) still writes channels-last.
 CHANNELS_LAST_MIN_CHANNELS = 64
 
 
@@ -1059,8 +1063,10 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
     # pixel rows, and the depthwise kernel for small images) and gain by them
     # (see CHANNELS_LAST_MIN_CHANNELS).
     depthwise = group > 1 and filter_.shape[1] == 1 and filter_.shape[0] == group
+    reads = filter_.shape[1] * group >= CHANNELS_LAST_MIN_CHANNELS
+    writes = filter_.shape[0] >= CHANNELS_LAST_MIN_CHANNELS
     if (fixed_padding is None or squeeze or (group != 1 and not depthwise)
-            or min(filter_.shape[0], filter_.shape[1] * group) < CHANNELS_LAST_MIN_CHANNELS):
+            or not (reads or writes) or (depthwise and not (reads and writes))):
         if fixed_padding is not None and not squeeze and clamp in (
                 None, (full_range.min, full_range.max)):
             runner = compiled_for(fixed_padding)
@@ -1089,7 +1095,7 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         call = direct
     call.layouts = _layout.ConvolutionLayouts(
         in_layouts, takes=operator_for(fixed_padding)[0].takes_channels_last if depthwise
-        else None)
+        else None, reads=reads, writes=writes)
     return call
 
 

@@ -15,6 +15,8 @@ A step says what it takes through its call's ``layouts`` attribute:
 - :class:`ElementwiseLayouts`: an elementwise step (the quantized add) that
   takes operands of one shape in any layout, the same for all, and writes
   its output in it;
+- :class:`FollowingLayouts`: a step whose output takes its operand's
+  layout (a max pooling);
 - :class:`ReaderLayouts`: a step that reads its operand in either layout and
   writes its output as the model says (a global pooling).
 
@@ -35,7 +37,8 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["ConvolutionLayouts", "ElementwiseLayouts", "ReaderLayouts", "channels_last"]
+__all__ = ["ConvolutionLayouts", "ElementwiseLayouts", "FollowingLayouts", "ReaderLayouts",
+           "channels_last", "following"]
 
 #: (N, C, H, W) -> (N, H, W, C) and back.
 TO_CHANNELS_LAST = (0, 2, 3, 1)
@@ -54,6 +57,9 @@ class ConvolutionLayouts:
     make: Callable
     data: int = 0
     takes: Callable = None
+    #: Whether it reads (writes) channels-last tensors at all.
+    reads: bool = True
+    writes: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +70,30 @@ class ReaderLayouts:
 
     make: Callable
     data: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FollowingLayouts:
+    """A step whose output takes its operand's layout (input ``data``):
+    ``make()`` is its call on a channels-last operand (a max pooling)."""
+
+    make: Callable
+    data: int = 0
+
+
+def following(runner):
+    """A node's FollowingLayouts where its runner (``run(arguments)``) has a
+    ``channels_last`` form, else None."""
+    channels_last = getattr(runner, "channels_last", None)
+    if channels_last is None:
+        return None
+
+    def make():
+        def call(arguments, n_threads):
+            return channels_last(arguments)
+        return call
+
+    return FollowingLayouts(make)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +133,9 @@ def channels_last(steps, graph_inputs, graph_outputs, constants, shapes=None):
 
     for step in steps:
         layouts = getattr(step.call, "layouts", None)
-        if isinstance(layouts, ElementwiseLayouts) and len(step.outputs) == 1:
-            joined = [step.inputs[position] for position in layouts.data] + [step.outputs[0]]
+        if isinstance(layouts, (ElementwiseLayouts, FollowingLayouts)) and len(step.outputs) == 1:
+            data = layouts.data if isinstance(layouts, ElementwiseLayouts) else (layouts.data,)
+            joined = [step.inputs[position] for position in data] + [step.outputs[0]]
             for name in joined:
                 parent[root(name)] = root(joined[0])
     members = {}
@@ -146,15 +177,19 @@ def _takes(name, steps, produced_by, read_by, graph_inputs, graph_outputs, const
     if name in graph_outputs or name in graph_inputs or name in constants:
         return False
     writer = produced_by.get(name)
-    if (writer is None or len(steps[writer].outputs) != 1 or not isinstance(
-            getattr(steps[writer].call, "layouts", None),
-            (ConvolutionLayouts, ElementwiseLayouts))):
+    if writer is None or len(steps[writer].outputs) != 1:
+        return False
+    layouts = getattr(steps[writer].call, "layouts", None)
+    if not (isinstance(layouts, (ElementwiseLayouts, FollowingLayouts))
+            or isinstance(layouts, ConvolutionLayouts) and layouts.writes):
         return False
     for index, position in read_by.get(name, ()):
         layouts = getattr(steps[index].call, "layouts", None)
         if len(steps[index].outputs) != 1:
             return False
-        if isinstance(layouts, (ConvolutionLayouts, ReaderLayouts)):
+        if isinstance(layouts, ConvolutionLayouts) and not layouts.reads:
+            return False
+        if isinstance(layouts, (ConvolutionLayouts, ReaderLayouts, FollowingLayouts)):
             if position != layouts.data or steps[index].inputs.count(name) != 1:
                 return False
         elif not (isinstance(layouts, ElementwiseLayouts) and position in layouts.data):
@@ -171,6 +206,8 @@ def _in_layouts(step, kept):
             return dataclasses.replace(
                 step, call=layouts.make(input_channels_last, output_channels_last),
                 channels_last=(input_channels_last, output_channels_last))
+    elif isinstance(layouts, FollowingLayouts) and step.outputs[0] in kept:
+        return dataclasses.replace(step, call=layouts.make(), channels_last=(True, True))
     elif isinstance(layouts, ReaderLayouts) and step.inputs[layouts.data] in kept:
         return dataclasses.replace(step, call=layouts.make(), channels_last=(True, False))
     elif isinstance(layouts, ElementwiseLayouts) and step.outputs[0] in kept:

@@ -158,6 +158,23 @@ def max_pool(node, attributes, opset):
             result = result.view(x.dtype)
         return [result]
 
+    def run_channels_last(arguments):
+        """``run`` of a channels-last image (N x H x W x C), its output so:
+        the kernels' pooling of channels-last bytes, else ``run`` on the
+        image transposed."""
+        x = np.asarray(arguments[0])
+        tables = native_tables()
+        if (tables is not None and rank == 2 and x.ndim == 4
+                and x.dtype in (np.uint8, np.int8)):
+            begins, _, outputs = _pool_geometry(x.shape[1:3], kernel, strides, dilations,
+                                                pads, auto_pad, ceil_mode)
+            if min(begins) >= 0:
+                return [tables.max_pool_channels_last(x, kernel, strides, dilations, begins,
+                                                      outputs)]
+        (y,) = run([x.transpose(0, x.ndim - 1, *range(1, x.ndim - 1))])
+        return [np.ascontiguousarray(np.moveaxis(y, 1, -1))]
+
+    run.channels_last = run_channels_last
     return run
 
 

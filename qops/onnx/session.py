@@ -365,7 +365,12 @@ class InferenceSession:
         runner = self._reference_runner(node, required=True)
         source = ("numpy" if _numpy_runner(node, self._graph.opset(node)) is not None
                   else "onnx.reference")
-        return f"{source} {node.op_type}", lambda arguments, n_threads: runner(arguments)
+
+        def call(arguments, n_threads):
+            return runner(arguments)
+
+        call.layouts = _layout.following(runner)
+        return f"{source} {node.op_type}", call
 
     def _fold(self, keep_dequantize):
         """Run the nodes whose inputs are all constants; keep their outputs."""

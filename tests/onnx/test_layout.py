@@ -206,3 +206,37 @@ def test_a_bound_session_runs_its_channels_last_steps_on_the_kernels(monkeypatch
     (again,) = session.run(None, feeds)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(again, want)
+
+
+def test_a_network_s_first_convolution_and_max_pooling_go_channels_last():
+    """The first convolution reads the graph's 3 channels as they are and
+    writes its 64 channels-last (it reads too few channels to take them
+    channels-last, enough to write them); the max pooling after it keeps
+    the layout, and the convolutions after that read it."""
+    rng = np.random.default_rng(8)
+    nodes, initializers = [], [numpy_helper.from_array(np.float32(0.05), "s"),
+                               numpy_helper.from_array(np.uint8(100), "z")]
+    stem = _qlinear_conv(nodes, initializers, "x", 3, 64, rng, "stem", kernel=3, stride=2)
+    nodes.append(helper.make_node("MaxPool", [stem], ["pooled"], name="pool",
+                                  kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    _qlinear_conv(nodes, initializers, "pooled", 64, 64, rng, "y", kernel=3)
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, [2, 3, 20, 20])],
+        [helper.make_tensor_value_info("y", TensorProto.UINT8, None)], initializer=initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    feeds = {"x": rng.integers(0, 256, (2, 3, 20, 20), dtype=np.uint8)}
+    session = qops.onnx.InferenceSession(model, n_threads=2)
+    layouts = {step.nodes[0]: step.channels_last for step in session.steps}
+    assert layouts == {"stem": (False, True), "pool": (True, True), "y": (True, False)}
+    (got,) = session.run(None, feeds)
+    (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(None,
+                                                                                    feeds)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_convolution_that_reads_too_few_channels_never_takes_channels_last_images():
+    steps = [_step("conv1", ["x", "w"], "a", "conv"), _step("conv2", ["a", "w"], "y", "conv")]
+    narrow = steps[1].call.layouts
+    steps[1].call.layouts = _layout.ConvolutionLayouts(narrow.make, reads=False)
+    assert _layouts(steps) == {"conv1": (False, False), "conv2": (False, False)}

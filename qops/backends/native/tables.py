@@ -36,7 +36,7 @@ def _built(variant):
     return all(hasattr(module, name)
                for name in ("lookup_bytes", "mul_bytes", "softmax_rows", "erf_float32",
                             "gelu_float32", "layer_normalization_rows", "max_pool_bytes",
-                            "softmax_float32_rows"))
+                            "max_pool_channels_last", "softmax_float32_rows"))
 
 
 def lookup(first, table, second=None, *, n_threads=None, variant=None):
@@ -145,6 +145,19 @@ def max_pool_bytes(x, kernel, strides, dilations, start_padding, outputs, *, n_t
                           out.view(np.uint8).reshape(planes, *out.shape[2:]),
                           tuple(kernel), tuple(strides), tuple(dilations),
                           tuple(start_padding), x.dtype == np.int8, resolve_threads(n_threads))
+    return out
+
+
+def max_pool_channels_last(x, kernel, strides, dilations, start_padding, outputs, *,
+                           n_threads=None, variant=None):
+    """:func:`max_pool_bytes` of a channels-last tensor ``x`` (N x H x W x C):
+    a new N x OH x OW x C array of x's dtype, the same values."""
+    module = _simd.quantize_module(variant)
+    x = np.ascontiguousarray(x)
+    out = np.empty((x.shape[0], *outputs, x.shape[3]), x.dtype)
+    module.max_pool_channels_last(x.view(np.uint8), out.view(np.uint8), tuple(kernel),
+                                  tuple(strides), tuple(dilations), tuple(start_padding),
+                                  x.dtype == np.int8, resolve_threads(n_threads))
     return out
 
 

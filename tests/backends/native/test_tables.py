@@ -297,3 +297,41 @@ def test_layer_normalization_rows_are_one_rule_at_every_width_and_thread_count(l
                 assert np.array_equal(got.view(np.uint32), first.view(np.uint32)), (
                     variant, threads)
         np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@settings(max_examples=40, deadline=None)
+@given(dtype=st.sampled_from([np.uint8, np.int8]), batch=st.integers(1, 2),
+       channels=st.sampled_from([1, 3, 16, 31, 32, 33, 64, 70]), height=st.integers(1, 12),
+       width=st.integers(1, 12), kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+       strides=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+       dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+       padding=st.tuples(st.integers(0, 3), st.integers(0, 3)), seed=st.integers(0, 2**32 - 1))
+def test_the_max_pooling_of_channels_last_images_is_the_planes_pooling(
+        variant, dtype, batch, channels, height, width, kernel, strides, dilations, padding,
+        seed):
+    """Every channel of a (N, H, W, C) image pooled as its plane is, padding
+    that leaves windows empty (the lowest value) included, at chunks of
+    channels with a last one that overlaps and at fewer channels than a
+    chunk."""
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(dtype)
+    image = rng.integers(info.min, info.max + 1, (batch, channels, height, width), dtype=dtype)
+    outputs = tuple(max(0, (size + pad - dilation * (k - 1) - 1) // stride + 1)
+                    for size, pad, dilation, k, stride
+                    in zip((height, width), padding, dilations, kernel, strides))
+    if not all(outputs):
+        return
+    planes = tables.max_pool_bytes(image, kernel, strides, dilations, padding, outputs,
+                                   variant=variant)
+    got = tables.max_pool_channels_last(np.ascontiguousarray(image.transpose(0, 2, 3, 1)),
+                                        kernel, strides, dilations, padding, outputs,
+                                        variant=variant)
+    assert got.dtype == image.dtype
+    np.testing.assert_array_equal(got.transpose(0, 3, 1, 2), planes)
+    # The lowest value where a window holds no position of the image.
+    windows = [np.arange(out) * stride - pad for out, stride, pad in zip(outputs, strides,
+                                                                          padding)]
+    empty_rows = [(w + dilations[0] * (kernel[0] - 1) < 0) | (w >= height) for w in windows[:1]]
+    if empty_rows[0].any():
+        assert (got[:, empty_rows[0]] == info.min).all()

@@ -16,6 +16,9 @@ cdef extern from "qops_max_pool.h":
         uint8_t* row) noexcept nogil
     cdef enum:
         MAX_POOL_ROW_SLACK "QOPS_MAX_POOL_ROW_SLACK"
+    void max_pool_channels_last_row "qops_max_pool_channels_last_row"(
+        const qops_max_pool_geometry* geometry, Py_ssize_t channels, Py_ssize_t oy,
+        const uint8_t* x, uint8_t* out) noexcept nogil
 
 
 cdef inline Py_ssize_t whole_lines(Py_ssize_t size) noexcept nogil:
@@ -81,3 +84,58 @@ def max_pool_bytes(const uint8_t[:, :, ::1] x, uint8_t[:, :, ::1] out, kernel, s
     with nogil:
         run_range(max_pool_range, &job, planes, 1,
                   <int>threads if planes * g.height * g.width >= PARALLEL_MIN else 1)
+
+
+cdef struct MaxPoolRowsJob:
+    qops_max_pool_geometry geometry
+    Py_ssize_t channels
+    const uint8_t* x
+    uint8_t* out
+
+
+cdef void max_pool_rows_range(void* context, Py_ssize_t start, Py_ssize_t stop,
+                              int slot) noexcept nogil:
+    cdef const MaxPoolRowsJob* job = <const MaxPoolRowsJob*>context
+    cdef const qops_max_pool_geometry* g = &job.geometry
+    cdef Py_ssize_t row, image
+    for row in range(start, stop):
+        image = row // g.out_height
+        max_pool_channels_last_row(g, job.channels, row % g.out_height,
+                                   job.x + image * g.height * g.width * job.channels,
+                                   job.out + image * g.out_height * g.out_width * job.channels)
+
+
+def max_pool_channels_last(const uint8_t[:, :, :, ::1] x, uint8_t[:, :, :, ::1] out, kernel,
+                           strides, dilations, start_padding, bint signed_bytes,
+                           int n_threads):
+    """max_pool_bytes for channels-last images: out[n, oy, ox, c] <- the
+    MaxPool of channel c of x[n] (N x H x W x C), the same windows and
+    values; output rows are the tasks.  Each argument is checked against the
+    output's geometry (ValueError)."""
+    cdef MaxPoolRowsJob job
+    cdef qops_max_pool_geometry* g = &job.geometry
+    cdef Py_ssize_t rows = out.shape[0] * out.shape[1]
+    g.height, g.width = x.shape[1], x.shape[2]
+    g.out_height, g.out_width = out.shape[1], out.shape[2]
+    g.kernel_h, g.kernel_w = kernel
+    g.stride_h, g.stride_w = strides
+    g.dilation_h, g.dilation_w = dilations
+    g.pad_top, g.pad_left = start_padding
+    g.flip = 0x80 if signed_bytes else 0
+    job.channels = x.shape[3]
+    if (out.shape[0] != x.shape[0] or out.shape[3] != x.shape[3]
+            or min(g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h,
+                   g.dilation_w) < 1 or g.pad_top < 0 or g.pad_left < 0):
+        raise ValueError("max_pool_channels_last: the arguments do not describe the output")
+    if rows == 0 or g.out_width == 0 or job.channels == 0:
+        return
+    job.x = &x[0, 0, 0, 0] if g.height and g.width else NULL
+    job.out = &out[0, 0, 0, 0]
+    if job.x == NULL:
+        # No position inside: every window gives the lowest value.
+        out[:, :, :, :] = g.flip
+        return
+    with nogil:
+        run_range(max_pool_rows_range, &job, rows, 1,
+                  <int>max(1, n_threads) if out.shape[0] * g.height * g.width * job.channels
+                  >= PARALLEL_MIN else 1)

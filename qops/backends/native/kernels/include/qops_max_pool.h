@@ -164,6 +164,63 @@ static inline void qops_max_pool_plane(const qops_max_pool_geometry* g,
     }
 }
 
+
+/* Output row oy of a channels-last image (height rows of width x channels
+   bytes, out_width x channels bytes an output row): each output pixel's
+   channels the largest of its taps' runs, compared as the planes' bytes
+   are (flipped), a chunk of channels at a time over the whole window (the
+   last chunk ending at the last channel, as the planes' rows do). */
+static inline void qops_max_pool_channels_last_row(const qops_max_pool_geometry* g,
+                                                   ptrdiff_t channels, ptrdiff_t oy,
+                                                   const uint8_t* restrict x,
+                                                   uint8_t* restrict out) {
+    const uint8_t flip = g->flip;
+    const qops_max_pool_bytes flips = (qops_max_pool_bytes){0} + flip;
+    const ptrdiff_t height = g->height, width = g->width, out_width = g->out_width;
+    const ptrdiff_t kernel_h = g->kernel_h, kernel_w = g->kernel_w;
+    const ptrdiff_t dilation_h = g->dilation_h, dilation_w = g->dilation_w;
+    const ptrdiff_t top = oy * g->stride_h - g->pad_top;
+    /* The window's rows inside the image: first, count. */
+    ptrdiff_t ky = 0, rows = 0;
+    while (ky < kernel_h && top + ky * dilation_h < 0) ky++;
+    const ptrdiff_t first_row = top + ky * dilation_h;
+    for (; ky < kernel_h && top + ky * dilation_h < height; ky++) rows++;
+    for (ptrdiff_t ox = 0; ox < out_width; ox++) {
+        uint8_t* restrict target = out + (oy * out_width + ox) * channels;
+        const ptrdiff_t left = ox * g->stride_w - g->pad_left;
+        ptrdiff_t kx = 0, columns = 0;
+        while (kx < kernel_w && left + kx * dilation_w < 0) kx++;
+        const ptrdiff_t first_column = left + kx * dilation_w;
+        for (; kx < kernel_w && left + kx * dilation_w < width; kx++) columns++;
+        const uint8_t* corner = x + (first_row * width + first_column) * channels;
+        const ptrdiff_t row_pitch = dilation_h * width * channels;
+        const ptrdiff_t column_pitch = dilation_w * channels;
+        if (rows == 0 || columns == 0) {
+            /* The lowest value. */
+            memset(target, flip, (size_t)channels);
+        } else if (channels >= QOPS_MAX_POOL_CHUNK) {
+            QOPS_MAX_POOL_CHUNKS(start, channels) {
+                qops_max_pool_bytes v = qops_max_pool_load(corner + start) ^ flips;
+                for (ptrdiff_t r = 0; r < rows; r++)
+                    for (ptrdiff_t c = 0; c < columns; c++)
+                        v = qops_max_pool_max(v, qops_max_pool_load(
+                            corner + r * row_pitch + c * column_pitch + start) ^ flips);
+                v ^= flips;
+                memcpy(target + start, &v, sizeof v);
+            }
+        } else {
+            for (ptrdiff_t i = 0; i < channels; i++) {
+                uint8_t v = (uint8_t)(corner[i] ^ flip);
+                for (ptrdiff_t r = 0; r < rows; r++)
+                    for (ptrdiff_t c = 0; c < columns; c++)
+                        v = qops_max_u8(v, (uint8_t)(corner[r * row_pitch + c * column_pitch + i]
+                                                     ^ flip));
+                target[i] = (uint8_t)(v ^ flip);
+            }
+        }
+    }
+}
+
 #undef QOPS_MAX_POOL_CHUNKS
 
 #endif /* QOPS_MAX_POOL_H */
