@@ -985,14 +985,16 @@ def _clamped(y, clamp):
     return y
 
 
-#: The fewest channels a convolution reads (or writes) for a session to give
-#: it (or have it make) channels-last tensors.  With fewer (a network's first
+#: The fewest channels, in and out, of a convolution that a session gives
+#: channels-last tensors or has make them.  With fewer (a network's first
 #: stages: 16 to 32 channels over 56 x 56 to 112 x 112 pixels) the products'
 #: rows are short or their tiles' columns mostly empty, and the channels-first
 #: form, the image as B and the filter as A, is the faster one
-#: (docs/performance_notes.rst); a network's first convolution (3 channels in,
-#: 64 out) still writes channels-last.
+#: (docs/performance_notes.rst).
 CHANNELS_LAST_MIN_CHANNELS = 64
+#: A convolution of an image's few channels (RGB) into as many as the
+#: above writes channels-last (its copy of the image is small either way).
+IMAGE_CHANNELS = 4
 
 
 def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squeeze,
@@ -1063,8 +1065,10 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
     # pixel rows, and the depthwise kernel for small images) and gain by them
     # (see CHANNELS_LAST_MIN_CHANNELS).
     depthwise = group > 1 and filter_.shape[1] == 1 and filter_.shape[0] == group
-    reads = filter_.shape[1] * group >= CHANNELS_LAST_MIN_CHANNELS
-    writes = filter_.shape[0] >= CHANNELS_LAST_MIN_CHANNELS
+    channels, out_channels = filter_.shape[1] * group, filter_.shape[0]
+    wide = min(channels, out_channels) >= CHANNELS_LAST_MIN_CHANNELS
+    reads = wide
+    writes = wide or (channels <= IMAGE_CHANNELS and out_channels >= CHANNELS_LAST_MIN_CHANNELS)
     if (fixed_padding is None or squeeze or (group != 1 and not depthwise)
             or not (reads or writes) or (depthwise and not (reads and writes))):
         if fixed_padding is not None and not squeeze and clamp in (

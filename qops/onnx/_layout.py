@@ -11,7 +11,8 @@ layout, and the values stay bit for bit what they were.
 A step says what it takes through its call's ``layouts`` attribute:
 
 - :class:`ConvolutionLayouts`: a convolution whose image and output may
-  each be either layout (``make`` gives its call in the layouts asked);
+  each be either layout (``make`` gives its call in the layouts asked), as
+  far as its ``reads`` and ``writes`` flags (and a ``takes`` rule) allow;
 - :class:`ElementwiseLayouts`: an elementwise step (the quantized add) that
   takes operands of one shape in any layout, the same for all, and writes
   its output in it;
@@ -20,14 +21,15 @@ A step says what it takes through its call's ``layouts`` attribute:
 - :class:`ReaderLayouts`: a step that reads its operand in either layout and
   writes its output as the model says (a global pooling).
 
-Tensors joined by elementwise steps take one layout together (a residual
-stream); such a set goes channels-last when every tensor of it is written by
-a convolution or an elementwise step and read only by steps with layouts,
-and none is a graph output, a graph input or a constant.  Anything else
-(a pooling, a depthwise convolution of a large image or of one whose size
-the session does not know, an output) reads channels-first, so the
-convolution that feeds it writes channels-first, and the one that reads a
-channels-first tensor copies it channels-last itself.
+Tensors joined by elementwise or following steps take one layout together
+(a residual stream, a pooled image); such a set goes channels-last when
+every tensor of it is written by a step with layouts that writes that layout
+and read only by steps with layouts that read it, and none is a graph
+output, a graph input or a constant.  Anything else (a node without layouts,
+a depthwise convolution of a large image or of one whose size the session
+does not know, an output) reads channels-first, so the convolution that
+feeds it writes channels-first, and the one that reads a channels-first
+tensor copies it channels-last itself.
 """
 
 from __future__ import annotations
@@ -121,7 +123,7 @@ def channels_last(steps, graph_inputs, graph_outputs, constants, shapes=None):
         for position, name in enumerate(step.inputs):
             if name:
                 read_by.setdefault(name, []).append((index, position))
-    # Tensors an elementwise step joins take one layout: a union-find.
+    # Tensors an elementwise or following step joins take one layout: a union-find.
     parent = {}
 
     def root(name):
@@ -172,8 +174,8 @@ def _without_layouts(step):
 
 
 def _takes(name, steps, produced_by, read_by, graph_inputs, graph_outputs, constants):
-    """Whether tensor ``name`` may be channels-last: written by a step with
-    layouts, read only where such steps read their operands."""
+    """Whether tensor ``name`` may be channels-last: written by a step that
+    writes that layout, read only where steps read it as their operands."""
     if name in graph_outputs or name in graph_inputs or name in constants:
         return False
     writer = produced_by.get(name)

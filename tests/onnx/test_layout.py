@@ -240,3 +240,34 @@ def test_a_convolution_that_reads_too_few_channels_never_takes_channels_last_ima
     narrow = steps[1].call.layouts
     steps[1].call.layouts = _layout.ConvolutionLayouts(narrow.make, reads=False)
     assert _layouts(steps) == {"conv1": (False, False), "conv2": (False, False)}
+
+
+def _pooling(name, inputs, output):
+    step = _step(name, inputs, output)
+    step.call.layouts = _layout.FollowingLayouts(lambda: step.call)
+    return step
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("as in a network", {"stem": (False, True), "pool": (True, True), "conv": (True, False)}),
+    ("its output a graph output", {"stem": (False, False), "pool": (False, False),
+                                   "conv": (False, False)}),
+    ("another reader without layouts", {"stem": (False, False), "pool": (False, False),
+                                        "conv": (False, False)}),
+    ("its input the graph's", {"pool": (False, False), "conv": (False, False)})])
+def test_a_max_pooling_keeps_its_input_s_layout_where_everything_around_it_takes_it(
+        case, expected):
+    steps = [_step("stem", ["x", "w"], "a", "conv"), _pooling("pool", ["a"], "p"),
+             _step("conv", ["p", "w"], "y", "conv")]
+    outputs = ("y",)
+    if case == "its output a graph output":
+        outputs = ("y", "p")
+    elif case == "another reader without layouts":
+        steps.append(_step("shape", ["p"], "s"))
+        outputs = ("y", "s")
+    elif case == "its input the graph's":
+        steps = steps[1:]
+        steps[0] = _pooling("pool", ["x"], "p")
+    layouts = _layouts(steps, outputs=outputs)
+    layouts.pop("shape", None)
+    assert layouts == expected

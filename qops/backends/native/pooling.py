@@ -99,6 +99,11 @@ def bound_global_average(input_scale, input_zero_point, output_scale, output_zer
     bound nodes): this one calls the kernel, its geometry made once per
     image shape."""
     kernel = _simd.quantize_module().average_pooling
+    if channels_last and any(np.size(value) != 1 for value in (
+            input_scale, input_zero_point, output_scale, output_zero_point)):
+        # One plane for all the channels: one value of each parameter.
+        raise ValueError("bound_global_average: a channels-last pooling takes per-tensor "
+                         "parameters")
     signed = np.asarray(input_zero_point).dtype == np.int8
     out_dtype = np.asarray(output_zero_point).dtype
     low, high = _dtypes.INTEGER_RANGES[_dtypes.name_of(out_dtype)]

@@ -306,32 +306,38 @@ def test_layer_normalization_rows_are_one_rule_at_every_width_and_thread_count(l
        width=st.integers(1, 12), kernel=st.tuples(st.integers(1, 4), st.integers(1, 4)),
        strides=st.tuples(st.integers(1, 3), st.integers(1, 3)),
        dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
-       padding=st.tuples(st.integers(0, 3), st.integers(0, 3)), seed=st.integers(0, 2**32 - 1))
-def test_the_max_pooling_of_channels_last_images_is_the_planes_pooling(
-        variant, dtype, batch, channels, height, width, kernel, strides, dilations, padding,
+       start=st.tuples(st.integers(0, 3), st.integers(0, 3)),
+       end=st.tuples(st.integers(0, 4), st.integers(0, 4)), seed=st.integers(0, 2**32 - 1))
+def test_the_max_pooling_of_channels_last_images_is_the_rule(
+        variant, dtype, batch, channels, height, width, kernel, strides, dilations, start, end,
         seed):
-    """Every channel of a (N, H, W, C) image pooled as its plane is, padding
-    that leaves windows empty (the lowest value) included, at chunks of
-    channels with a last one that overlaps and at fewer channels than a
-    chunk."""
+    """Every channel of a (N, H, W, C) image pooled as MaxPool's rule states
+    it (each window's largest value over its positions inside the image, the
+    lowest value where it has none: padding at either end, wider than the
+    window), at chunks of channels with a last one that overlaps and at
+    fewer channels than a chunk; the planes' kernel gives the same."""
     rng = np.random.default_rng(seed)
     info = np.iinfo(dtype)
     image = rng.integers(info.min, info.max + 1, (batch, channels, height, width), dtype=dtype)
-    outputs = tuple(max(0, (size + pad - dilation * (k - 1) - 1) // stride + 1)
-                    for size, pad, dilation, k, stride
-                    in zip((height, width), padding, dilations, kernel, strides))
-    if not all(outputs):
+    outputs = tuple((size + first + last - dilation * (k - 1) - 1) // stride + 1
+                    for size, first, last, dilation, k, stride
+                    in zip((height, width), start, end, dilations, kernel, strides))
+    if min(outputs) < 1:
         return
-    planes = tables.max_pool_bytes(image, kernel, strides, dilations, padding, outputs,
-                                   variant=variant)
+    want = np.full((batch, channels) + outputs, info.min, dtype)
+    for oy in range(outputs[0]):
+        for ox in range(outputs[1]):
+            rows = [oy * strides[0] - start[0] + k * dilations[0] for k in range(kernel[0])]
+            columns = [ox * strides[1] - start[1] + k * dilations[1] for k in range(kernel[1])]
+            rows = [r for r in rows if 0 <= r < height]
+            columns = [c for c in columns if 0 <= c < width]
+            if rows and columns:
+                want[:, :, oy, ox] = image[:, :, rows][:, :, :, columns].max(axis=(2, 3))
     got = tables.max_pool_channels_last(np.ascontiguousarray(image.transpose(0, 2, 3, 1)),
-                                        kernel, strides, dilations, padding, outputs,
+                                        kernel, strides, dilations, start, outputs,
                                         variant=variant)
     assert got.dtype == image.dtype
-    np.testing.assert_array_equal(got.transpose(0, 3, 1, 2), planes)
-    # The lowest value where a window holds no position of the image.
-    windows = [np.arange(out) * stride - pad for out, stride, pad in zip(outputs, strides,
-                                                                          padding)]
-    empty_rows = [(w + dilations[0] * (kernel[0] - 1) < 0) | (w >= height) for w in windows[:1]]
-    if empty_rows[0].any():
-        assert (got[:, empty_rows[0]] == info.min).all()
+    np.testing.assert_array_equal(got.transpose(0, 3, 1, 2), want)
+    np.testing.assert_array_equal(
+        tables.max_pool_bytes(image, kernel, strides, dilations, start, outputs,
+                              variant=variant), want)

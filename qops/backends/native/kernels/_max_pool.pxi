@@ -110,8 +110,10 @@ def max_pool_channels_last(const uint8_t[:, :, :, ::1] x, uint8_t[:, :, :, ::1] 
                            int n_threads):
     """max_pool_bytes for channels-last images: out[n, oy, ox, c] <- the
     MaxPool of channel c of x[n] (N x H x W x C), the same windows and
-    values; output rows are the tasks.  Each argument is checked against the
-    output's geometry (ValueError)."""
+    values; output rows are the tasks.  The batch, channels, kernel,
+    strides, dilations and padding are checked (ValueError); the output's
+    height and width are the caller's (each window is clipped to the image,
+    and one with no position inside gives the lowest value)."""
     cdef MaxPoolRowsJob job
     cdef qops_max_pool_geometry* g = &job.geometry
     cdef Py_ssize_t rows = out.shape[0] * out.shape[1]
@@ -122,6 +124,7 @@ def max_pool_channels_last(const uint8_t[:, :, :, ::1] x, uint8_t[:, :, :, ::1] 
     g.dilation_h, g.dilation_w = dilations
     g.pad_top, g.pad_left = start_padding
     g.flip = 0x80 if signed_bytes else 0
+    g.row_length = 0  # (the planes' padded row; unused here)
     job.channels = x.shape[3]
     if (out.shape[0] != x.shape[0] or out.shape[3] != x.shape[3]
             or min(g.kernel_h, g.kernel_w, g.stride_h, g.stride_w, g.dilation_h,

@@ -192,15 +192,17 @@ static inline void qops_max_pool_channels_last_row(const qops_max_pool_geometry*
         while (kx < kernel_w && left + kx * dilation_w < 0) kx++;
         const ptrdiff_t first_column = left + kx * dilation_w;
         for (; kx < kernel_w && left + kx * dilation_w < width; kx++) columns++;
-        const uint8_t* corner = x + (first_row * width + first_column) * channels;
-        const ptrdiff_t row_pitch = dilation_h * width * channels;
-        const ptrdiff_t column_pitch = dilation_w * channels;
         if (rows == 0 || columns == 0) {
             /* The lowest value. */
             memset(target, flip, (size_t)channels);
-        } else if (channels >= QOPS_MAX_POOL_CHUNK) {
+            continue;
+        }
+        const uint8_t* corner = x + (first_row * width + first_column) * channels;
+        const ptrdiff_t row_pitch = dilation_h * width * channels;
+        const ptrdiff_t column_pitch = dilation_w * channels;
+        if (channels >= QOPS_MAX_POOL_CHUNK) {
             QOPS_MAX_POOL_CHUNKS(start, channels) {
-                qops_max_pool_bytes v = qops_max_pool_load(corner + start) ^ flips;
+                qops_max_pool_bytes v = (qops_max_pool_bytes){0};  /* the lowest, flipped */
                 for (ptrdiff_t r = 0; r < rows; r++)
                     for (ptrdiff_t c = 0; c < columns; c++)
                         v = qops_max_pool_max(v, qops_max_pool_load(
@@ -210,7 +212,7 @@ static inline void qops_max_pool_channels_last_row(const qops_max_pool_geometry*
             }
         } else {
             for (ptrdiff_t i = 0; i < channels; i++) {
-                uint8_t v = (uint8_t)(corner[i] ^ flip);
+                uint8_t v = 0;  /* the lowest, flipped */
                 for (ptrdiff_t r = 0; r < rows; r++)
                     for (ptrdiff_t c = 0; c < columns; c++)
                         v = qops_max_u8(v, (uint8_t)(corner[r * row_pitch + c * column_pitch + i]
