@@ -1060,33 +1060,9 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
         y = _clamped(y, clamp)
         return [y[:, :, 0, :] if squeeze else y]
 
-    full_range = np.iinfo(np.asarray(output_zero_point).dtype)
-    # Channels-last layouts where the kernels take them (the implicit GEMM,
-    # pixel rows, and the depthwise kernel for small images) and gain by them
-    # (see CHANNELS_LAST_MIN_CHANNELS).
-    depthwise = group > 1 and filter_.shape[1] == 1 and filter_.shape[0] == group
-    channels, out_channels = filter_.shape[1] * group, filter_.shape[0]
-    wide = min(channels, out_channels) >= CHANNELS_LAST_MIN_CHANNELS
-    reads = wide
-    writes = wide or (channels <= IMAGE_CHANNELS and out_channels >= CHANNELS_LAST_MIN_CHANNELS)
-    if (fixed_padding is None or squeeze or (group != 1 and not depthwise)
-            or not (reads or writes) or (depthwise and not (reads and writes))):
-        if fixed_padding is not None and not squeeze and clamp in (
-                None, (full_range.min, full_range.max)):
-            runner = compiled_for(fixed_padding)
-            return lambda arguments, n_threads: [runner(n_threads, arguments[0])]
+    if fixed_padding is None or squeeze:
         return call
-
-    def in_layouts(input_channels_last, output_channels_last):
-        """The call on images and outputs kept channels-last where asked."""
-        runner = operator_for(fixed_padding)[0].channels_last_runner(input_channels_last,
-                                                                      output_channels_last)
-
-        def run(arguments, n_threads):
-            return [_clamped(runner(n_threads, arguments[0]), clamp)]
-
-        return run
-
+    full_range = np.iinfo(np.asarray(output_zero_point).dtype)
     if clamp in (None, (full_range.min, full_range.max)):
         # A network's usual node: one runner, the image as it comes (a
         # strided one is copied on the runner's general path, anything else
@@ -1097,9 +1073,27 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
             return [runner(n_threads, arguments[0])]
 
         call = direct
-    call.layouts = _layout.ConvolutionLayouts(
-        in_layouts, takes=operator_for(fixed_padding)[0].takes_channels_last if depthwise
-        else None, reads=reads, writes=writes)
+    # Channels-last layouts where the kernels take them (the implicit GEMM,
+    # pixel rows, and the depthwise kernel for small images) and gain by them
+    # (see CHANNELS_LAST_MIN_CHANNELS).
+    depthwise = group > 1 and filter_.shape[1] == 1 and filter_.shape[0] == group
+    channels, out_channels = filter_.shape[1] * group, filter_.shape[0]
+    wide = min(channels, out_channels) >= CHANNELS_LAST_MIN_CHANNELS
+    writes = wide or (channels <= IMAGE_CHANNELS and out_channels >= CHANNELS_LAST_MIN_CHANNELS)
+    if (group == 1 or depthwise) and (wide or (writes and not depthwise)):
+        def in_layouts(input_channels_last, output_channels_last):
+            """The call on images and outputs kept channels-last where asked."""
+            runner = operator_for(fixed_padding)[0].channels_last_runner(
+                input_channels_last, output_channels_last)
+
+            def run(arguments, n_threads):
+                return [_clamped(runner(n_threads, arguments[0]), clamp)]
+
+            return run
+
+        call.layouts = _layout.ConvolutionLayouts(
+            in_layouts, takes=operator_for(fixed_padding)[0].takes_channels_last if depthwise
+            else None, reads=wide, writes=writes)
     return call
 
 
@@ -1148,12 +1142,16 @@ def _bound_global_average(fixed, dtype, call):
 
     pool = pooling.bound_global_average(*fixed)
 
+    def taken(x, pixels):
+        """Whether the kernel takes ``x`` as it is: the operator's dtype, 4-D,
+        not empty, C-contiguous, and window sums inside int32 (up to the
+        operator's MAX_WINDOW; past it the operator's path decides)."""
+        return (type(x) is np.ndarray and x.dtype == dtype and x.ndim == 4 and x.size
+                and x.flags.c_contiguous and pixels(x.shape) <= pooling.MAX_WINDOW)
+
     def bound(arguments, n_threads):
         x = arguments[0]
-        # The kernel's window sums are int32 up to the operator's MAX_WINDOW;
-        # past it (and for any other input) the operator's path decides.
-        if (type(x) is np.ndarray and x.dtype == dtype and x.ndim == 4 and x.size
-                and x.flags.c_contiguous and x.shape[2] * x.shape[3] <= pooling.MAX_WINDOW):
+        if taken(x, lambda shape: shape[2] * shape[3]):
             return [pool(x, n_threads)]
         return call(arguments, n_threads)
 
@@ -1164,8 +1162,7 @@ def _bound_global_average(fixed, dtype, call):
 
         def run(arguments, n_threads):
             x = arguments[0]
-            if (type(x) is np.ndarray and x.dtype == dtype and x.ndim == 4 and x.size
-                    and x.flags.c_contiguous and x.shape[1] * x.shape[2] <= pooling.MAX_WINDOW):
+            if taken(x, lambda shape: shape[1] * shape[2]):
                 return [pool_rows(x, n_threads)]
             x = np.asarray(x).transpose(_layout.TO_CHANNELS_FIRST)
             return call([np.ascontiguousarray(x)], n_threads)

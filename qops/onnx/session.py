@@ -702,6 +702,7 @@ def _prepared_add(node, graph):
         constant = constants.get(names[fixed])
         if constant is not None and constant.size == 1 and constant.dtype == zeros[0].dtype:
             return _add_by_table(call, variable, constant, zeros[0].dtype)
+
     def run(arguments, n_threads):
         return call([arguments[0], arguments[3]], n_threads)
 
@@ -986,6 +987,7 @@ def _prepared_qlinear(node, graph):
                                       output, None)
         except QopsError as error:
             raise node_error(node, str(error)) from None
+
         def run(arguments, n_threads):
             return call(arguments[:1], n_threads)
 

@@ -420,9 +420,7 @@ def prepare_convolution(call, variant=None):
         values of ``call`` (the filter packed once for a compiled operator,
         else for this call); with ``fresh`` (a compiled operator's bound
         calls), run_data.fresh too (see Prepared)."""
-        filter = call.arrays["filter"]
-        packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
-            filter, group_count, taps_per_run, kernels, pack_threads, taps, call.packed is None))
+        packed, colsum = packed_filter(call, pack_threads)
         input_zero, col_zero, multiplier, out_zero, bias = call.values
         conv2d, most_threads = kernels.conv2d, max(1, work // WORK_PER_THREAD)
 
@@ -435,6 +433,13 @@ def prepare_convolution(call, variant=None):
             # Described once, each output made in the kernels.
             run_data.fresh = bound_convolution(call, packed, colsum).run_fresh
         return run_data
+
+    def packed_filter(call, pack_threads):
+        """The filter as packed B and its column sums: a compiled operator's
+        packed once, a plain call's into the thread's workspace."""
+        filter = call.arrays["filter"]
+        return _cached(call, ("filter", variant), lambda: pack_filter(
+            filter, group_count, taps_per_run, kernels, pack_threads, taps, call.packed is None))
 
     def bound_convolution(call, packed, colsum, input_channels_last=False,
                           output_channels_last=False):
@@ -460,15 +465,10 @@ def prepare_convolution(call, variant=None):
         return bound_run(call, 1, fresh=True) if call.packed is not None else None
 
     def bind_implicit_gemm(call, input_channels_last, output_channels_last):
-        filter = call.arrays["filter"]
-        packed, colsum = _cached(call, ("filter", variant), lambda: pack_filter(
-            filter, group_count, taps_per_run, kernels, 1, taps))
-        return bound_convolution(call, packed, colsum, input_channels_last,
+        return bound_convolution(call, *packed_filter(call, 1), input_channels_last,
                                  output_channels_last).run_fresh
 
-    bind_channels_last = _channels_last(image, bind_implicit_gemm)
-    bind_channels_last.implicit_gemm = bind_implicit_gemm
-    return Prepared(run, derive, bind, bind_channels_last)
+    return Prepared(run, derive, bind, _channels_last(image, bind_implicit_gemm))
 
 
 def _channels_last(image, bind_implicit_gemm):
@@ -508,10 +508,10 @@ def _channels_last(image, bind_implicit_gemm):
             return run
         if bind_implicit_gemm is not None:
             return bind_implicit_gemm(call, input_channels_last, output_channels_last)
+        # Another implementation's plan: the implicit GEMM's, its values derived.
         prepared = prepare_convolution(call)
         call = dataclasses.replace(call, values=prepared.derive(call.arrays, call.checked))
-        return prepared.bind_channels_last.implicit_gemm(call, input_channels_last,
-                                                         output_channels_last)
+        return prepared.bind_channels_last(call, input_channels_last, output_channels_last)
 
     return bind_channels_last
 

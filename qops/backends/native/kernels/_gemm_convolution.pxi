@@ -799,16 +799,8 @@ cdef void run_convolution(const Convolution* conv, Gemm* gemm, Epilogue* epilogu
     while first < conv.batch:
         count = min(conv.chunk, conv.batch - first)
         for member in range(count):
-            if conv.channels_last_input:
-                copy_channels_last(conv.image + (first + member) * plane, conv.channels,
-                                   conv.group_count, conv.group_channels,
-                                   1 if conv.unpadded else conv.taps_per_run, conv.block_padded,
-                                   conv.height, conv.width, conv.padded_h, conv.padded_w,
-                                   conv.pad_top, conv.pad_left, conv.dilation_w,
-                                   0x80 if conv.input_flip else 0, conv.pad_value,
-                                   conv.buffer + member * conv.image_bytes, n_threads)
-                continue
-            fill_channels_last(conv.image + (first + member) * plane, conv.plane_runs,
+            fill_channels_last(conv.image + (first + member) * plane, conv.channels_last_input,
+                               conv.channels, conv.plane_runs,
                                conv.group_count, conv.group_channels,
                                1 if conv.unpadded else conv.taps_per_run, conv.block_padded,
                                conv.height, conv.width, conv.padded_h, conv.padded_w,
@@ -837,17 +829,21 @@ cdef void run_convolution(const Convolution* conv, Gemm* gemm, Epilogue* epilogu
         first = first + count
 
 
-cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t group_count,
+cdef void fill_channels_last(const uint8_t* image, bint channels_last, Py_ssize_t channels,
+                             bint plane_runs, Py_ssize_t group_count,
                              Py_ssize_t group_channels, Py_ssize_t taps_per_run,
                              Py_ssize_t block_padded,
                              Py_ssize_t height, Py_ssize_t width, Py_ssize_t padded_h,
                              Py_ssize_t padded_w, Py_ssize_t pad_top, Py_ssize_t pad_left,
                              Py_ssize_t dilation_w, uint8_t flip, uint8_t pad_value,
                              uint8_t* buffer, int n_threads) noexcept nogil:
-    """The padded channels-last copy of one image, rows (or blocks of
-    positions) in parallel."""
+    """The padded channels-last copy of one image (``channels_last``: an
+    image of H rows of W x ``channels`` bytes, copied by rows with no
+    transposition, a run of bytes per tap), rows (or blocks of positions) in
+    parallel."""
     cdef ChannelsLast job
     job.image = image
+    job.channels = channels
     job.group_count = group_count
     job.group_channels = group_channels
     job.taps_per_run = taps_per_run
@@ -861,7 +857,9 @@ cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t g
     job.flip = flip
     job.pad_value = pad_value
     job.buffer = buffer
-    if plane_runs:
+    if channels_last:
+        run_range(copy_rows, &job, padded_h, 1, n_threads)
+    elif plane_runs:
         # No column padding and one tap per step: the interior rows of a
         # channel are one run in the image and in the copy, copied in blocks
         # of positions; only the padding rows go row by row.
@@ -879,9 +877,9 @@ cdef void fill_channels_last(const uint8_t* image, bint plane_runs, Py_ssize_t g
 
 
 cdef struct ChannelsLast:
-    # fill_channels_last's (and copy_channels_last's) arguments, for their tasks.
+    # fill_channels_last's arguments, for its tasks.
     const uint8_t* image
-    Py_ssize_t channels           # copy_channels_last's: bytes per image position
+    Py_ssize_t channels           # a channels-last image's bytes per position
     Py_ssize_t group_count
     Py_ssize_t group_channels
     Py_ssize_t taps_per_run
@@ -929,35 +927,8 @@ cdef void fill_position_blocks(void* context, Py_ssize_t start, Py_ssize_t stop,
                                 * j.block_padded, j.flip)
 
 
-cdef void copy_channels_last(const uint8_t* image, Py_ssize_t channels, Py_ssize_t group_count,
-                             Py_ssize_t group_channels, Py_ssize_t taps_per_run,
-                             Py_ssize_t block_padded, Py_ssize_t height, Py_ssize_t width,
-                             Py_ssize_t padded_h, Py_ssize_t padded_w, Py_ssize_t pad_top,
-                             Py_ssize_t pad_left, Py_ssize_t dilation_w, uint8_t flip,
-                             uint8_t pad_value, uint8_t* buffer, int n_threads) noexcept nogil:
-    """fill_channels_last's copy of one channels-last image (H rows of W x C
-    bytes), rows in parallel: no transposition, a run of bytes per tap."""
-    cdef ChannelsLast job
-    job.image = image
-    job.channels = channels
-    job.group_count = group_count
-    job.group_channels = group_channels
-    job.taps_per_run = taps_per_run
-    job.block_padded = block_padded
-    job.height = height
-    job.width = width
-    job.pad_top = pad_top
-    job.pad_left = pad_left
-    job.padded_w = padded_w
-    job.dilation_w = dilation_w
-    job.flip = flip
-    job.pad_value = pad_value
-    job.buffer = buffer
-    run_range(copy_rows, &job, padded_h, 1, n_threads)
-
-
 cdef void copy_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
-    """Rows [start, stop) of copy_channels_last's copy: row hp holds what
+    """Rows [start, stop) of a channels-last image's copy: row hp holds what
     fill_channels_last_row writes there, read from the image's row hp -
     pad_top."""
     cdef const ChannelsLast* j = <const ChannelsLast*>context
