@@ -9,7 +9,8 @@ pixels, per-channel requantization, as a compiled QLinearConv runs it:
 a ``BoundProduct`` bound once per build); ``dw:C,HW`` a 3 x 3 depthwise convolution of C
 channels over HW x HW pixels, padded by one, through ``depthwise2d``;
 ``row:K,N`` a product of one row on a packed K x N B (a classifier's),
-on the narrowed panels where the build has them; ``n0:K,N,BLOCK,ROWS[,zp]``
+on the narrowed panels where the build has them; ``rows:M,K,N`` M rows by a
+packed K x N B (a channels-last pointwise convolution's M pixels); ``n0:K,N,BLOCK,ROWS[,zp]``
 and ``n4:...`` MatMulNBits at accuracy level 0 or 4 on 4-bit weights,
 through two builds of a quantize module (``_quantize_avx2...so``).  The host's load moves
 both sides alike, so the median of the rounds' ratios holds still where
@@ -100,6 +101,28 @@ def one_row(rng, depth, columns, module, threads):
     return call, (1, 1, columns)
 
 
+def rows_product(rng, rows, depth, columns, threads):
+    """call(module, out) and the output's shape of ``rows`` rows of A by a
+    packed depth x columns B, as a channels-last pointwise convolution of
+    ``rows`` pixels runs."""
+    a = rng.integers(0, 256, (1, rows, depth), dtype=np.uint8)
+    b = rng.integers(0, 256, (1, depth, columns), dtype=np.uint8)
+    index = np.zeros(1, np.int64)
+    multiplier = np.full((1, columns), 1e-4, np.float32)
+    out_zero = np.full((1, columns), 128, np.int32)
+    packed = {}
+
+    def call(module, out):
+        if module not in packed:
+            packed[module] = module.pack_b_batches(b, False, 1)
+        b_packed, colsum = packed[module]
+        module.matmul(a, False, index, b_packed, colsum, index, columns,
+                      np.full(rows, 3, np.int32), np.zeros(columns, np.int32), multiplier,
+                      out_zero, out, 0, 255, threads)
+
+    return call, (1, rows, columns)
+
+
 def n_bits(spec, level, threads):
     """call(module, out) and the output's shape (bytes of float32) of
     MatMulNBits on 4-bit weights at accuracy level 0 or 4 through a quantize
@@ -164,7 +187,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old")
     parser.add_argument("new")
-    parser.add_argument("cases", nargs="+", help="CIN,COUT,HW, dw:C,HW, row:K,N, n0: or n4:K,N,BLOCK,ROWS[,zp]")
+    parser.add_argument("cases", nargs="+", help="CIN,COUT,HW, dw:C,HW, row:K,N, rows:M,K,N, n0: or n4:K,N,BLOCK,ROWS[,zp]")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--flush", type=int, default=0, metavar="MB",
@@ -182,6 +205,10 @@ def main(argv=None):
             call, shape = depthwise(rng, channels, side, args.threads)
         elif case.startswith(("n0:", "n4:")):
             call, shape, work = n_bits(case[3:], int(case[1]), args.threads)
+        elif case.startswith("rows:"):
+            rows, depth, columns = map(int, case[5:].split(","))
+            work = rows * depth * columns
+            call, shape = rows_product(rng, rows, depth, columns, args.threads)
         elif case.startswith("row:"):
             depth, columns = map(int, case[4:].split(","))
             work = depth * columns

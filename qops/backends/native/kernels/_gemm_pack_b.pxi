@@ -210,7 +210,8 @@ cdef void ensure_row_sums(const Gemm* gemm, const Gemm* own, Py_ssize_t a_member
     a_member (own.a), computed (by this thread, or waited for): in the
     units that need them, as B is packed, rather than in a pass of their
     own before the product (a job per matrix of a batch)."""
-    cdef int32_t* state = gemm.a_ready + a_member * gemm.a_row_bands + p // TILE_M_PANELS
+    # Every unit of a band of rows starts at the same micro-tile: its state.
+    cdef int32_t* state = gemm.a_ready + a_member * gemm.a_row_bands + p
     if state_load(state) == PACKED:
         return
     if state_claim(state, UNPACKED, PACKING):
@@ -222,10 +223,9 @@ cdef void ensure_row_sums(const Gemm* gemm, const Gemm* own, Py_ssize_t a_member
 
 
 cdef inline Py_ssize_t row_bands(Py_ssize_t m) noexcept nogil:
-    """The bands of TILE_M_PANELS micro-tiles over m rows (run_gemm's units
-    take one each; a short last band folded into the one above it keeps a
-    state it never uses)."""
-    return ceil_div(ceil_div(m, MR), TILE_M_PANELS)
+    """Row-sum states over m rows: one per micro-tile, as a band of run_gemm's
+    units may start at any (unit_band), and its state is its first tile's."""
+    return ceil_div(m, MR)
 
 
 def packed_b_bytes(Py_ssize_t k, Py_ssize_t n):

@@ -497,21 +497,26 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) no
     """
     cdef Py_ssize_t m_panels = ceil_div(gemm.m, MR)
     cdef Py_ssize_t n_panels = ceil_div(gemm.n, NR)
-    cdef Py_ssize_t tiles_m = ceil_div(m_panels, TILE_M_PANELS)
-    if (m_panels > TILE_M_PANELS and m_panels % TILE_M_PANELS == 1 and gemm.m % MR
-            and gemm.groups <= K_BLOCK_GROUPS):
-        # A lone short last block joins the unit above it (whose panels it
-        # then reads from L1 where it is fused with the unit's last block,
-        # run_one_block); a whole block or several blocks of K keep a unit of
-        # their own.
-        tiles_m -= 1
     cdef Py_ssize_t tile_n_panels = unit_panels(gemm.n)
+    # A lone short last block joins the unit above it (whose panels it then
+    # reads from L1 where it is fused with the unit's last block,
+    # run_one_block); a whole block or several blocks of K keep a unit of
+    # their own.
+    cdef bint fold = gemm.m % MR != 0 and gemm.groups <= K_BLOCK_GROUPS
+    # Where B is packed during the product, each column of units by the
+    # first unit to need it, whole columns per thread keep that packing in
+    # one thread; lower bands are weighed for a B packed before.
+    cdef bint packed_before = gemm.b_ready == NULL
+    cdef Py_ssize_t band = (unit_band(m_panels, gemm.n, gemm.batch, fold, n_threads)
+                            if packed_before else TILE_M_PANELS)
+    cdef Py_ssize_t tiles_m = band_count(m_panels, band, fold)
     cdef Py_ssize_t tiles = tiles_m * unit_columns(gemm.n)
     cdef TileJobs jobs
     jobs.gemm = gemm
     jobs.epilogue = epilogue
     jobs.tiles = tiles
     jobs.tiles_m = tiles_m
+    jobs.band = band
     jobs.m_panels = m_panels
     jobs.n_panels = n_panels
     jobs.tile_n_panels = tile_n_panels
@@ -519,11 +524,127 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) no
     # evenly enough (the busiest thread at most 1/16 over an even share), a
     # chunk takes whole columns, so that no column is loaded into two
     # threads' caches; else single units (7 columns on 2 threads would
-    # leave one thread 4 of them, 14% over).
+    # leave one thread 4 of them, 14% over).  Columns of a B packed before
+    # count only when they have one width (of 128 and 32 columns, one
+    # thread would take four fifths of the work).
     cdef Py_ssize_t columns = tiles * gemm.batch // tiles_m
     cdef Py_ssize_t busiest = ceil_div(columns, n_threads) * n_threads
-    run_range(run_tiles, &jobs, tiles * gemm.batch,
-              tiles_m if 16 * busiest <= 17 * columns else 1, n_threads)
+    cdef bint whole_columns = (band == TILE_M_PANELS and 16 * busiest <= 17 * columns
+                               and (not packed_before
+                                    or gemm.n % (tile_n_panels * NR) == 0))
+    run_range(run_tiles, &jobs, tiles * gemm.batch, tiles_m if whole_columns else 1, n_threads)
+
+
+cdef inline Py_ssize_t band_count(Py_ssize_t m_panels, Py_ssize_t band, bint fold) noexcept nogil:
+    """Bands of units down M: `band` micro-tiles each, the last fewer; at
+    TILE_M_PANELS a last band of one short micro-tile folded (`fold`) into
+    the band above."""
+    cdef Py_ssize_t count = ceil_div(m_panels, band)
+    if fold and band == TILE_M_PANELS and count > 1 and m_panels % TILE_M_PANELS == 1:
+        count -= 1
+    return count
+
+
+cdef enum:
+    # unit_band weighs bands only where the product has fewer units than
+    # this many per thread (more share out evenly at any height) ...
+    BALANCED_UNITS_PER_THREAD = 4
+    # ... and bands of at most this many units in all.
+    BALANCED_MOST_UNITS = 256
+    # A unit's fixed work (its epilogue's set-up, its B' column from L2), in
+    # micro-tile rows by 16 columns.
+    UNIT_COST = 2
+
+
+cdef Py_ssize_t unit_band(Py_ssize_t m_panels, Py_ssize_t n, Py_ssize_t batch, bint fold,
+                          int n_threads) noexcept nogil:
+    """Micro-tiles down each unit: TILE_M_PANELS, unless the product has so
+    few units that a lower band shares them out better among the threads.
+
+    Seven rows of pixels by 160 columns (a 7 x 7 image's pointwise
+    convolution to 160 channels) make one band of 9 micro-tiles by two
+    columns of units, of 128 and 32 columns: on two threads the wider takes
+    four fifths of the time.  Each height is judged by the time its units
+    take as the pool shares them out (pool_finish), each costing its
+    micro-tiles times its 16-column quarters plus UNIT_COST; the earliest
+    finish wins, the higher band on a tie, and TILE_M_PANELS stays where it
+    is within 1/16 of an even share."""
+    cdef Py_ssize_t columns = unit_columns(n)
+    cdef int threads = min(n_threads, <int>RANGE_SEGMENTS)
+    cdef Py_ssize_t band, best_band = TILE_M_PANELS, best_finish = -1, finish, units, total
+    cdef Py_ssize_t cost[BALANCED_MOST_UNITS]
+    if (threads <= 1 or band_count(m_panels, TILE_M_PANELS, fold) * columns * batch
+            >= BALANCED_UNITS_PER_THREAD * threads):
+        return TILE_M_PANELS
+    for band in range(TILE_M_PANELS, 0, -1):
+        units = band_count(m_panels, band, fold) * columns * batch
+        if units > BALANCED_MOST_UNITS:
+            break
+        total = unit_costs(m_panels, n, band, band_count(m_panels, band, fold), units, cost)
+        finish = pool_finish(cost, units, threads)
+        if band == TILE_M_PANELS and 16 * finish * threads <= 17 * total:
+            return TILE_M_PANELS
+        if best_finish < 0 or finish < best_finish:
+            best_band, best_finish = band, finish
+    return best_band
+
+
+cdef Py_ssize_t unit_costs(Py_ssize_t m_panels, Py_ssize_t n, Py_ssize_t band,
+                           Py_ssize_t tiles_m, Py_ssize_t units, Py_ssize_t* cost) noexcept nogil:
+    """cost[job] for run_tiles' jobs (down the rows of a column of units,
+    then the columns, then the batch); returns their sum."""
+    cdef Py_ssize_t tile_n_panels = unit_panels(n), columns = unit_columns(n)
+    cdef Py_ssize_t job, tile, row, column, quarters, rows, total = 0
+    for job in range(units):
+        tile = job % (tiles_m * columns)
+        row = tile % tiles_m
+        column = tile // tiles_m
+        quarters = ceil_div(min(n, (column + 1) * tile_n_panels * NR)
+                            - column * tile_n_panels * NR, 16)
+        rows = m_panels - row * band if row == tiles_m - 1 else band
+        cost[job] = rows * quarters + UNIT_COST
+        total += cost[job]
+    return total
+
+
+cdef Py_ssize_t pool_finish(const Py_ssize_t* cost, Py_ssize_t count,
+                            int threads) noexcept nogil:
+    """When the last of `count` jobs of these costs ends, run as the pool's
+    range runs them with grain 1 (qops_run_range): each thread starts on its
+    own contiguous segment and takes half of what is left of a segment at a
+    time, its own first, then the others' in turn."""
+    cdef Py_ssize_t next_job[RANGE_SEGMENTS]
+    cdef Py_ssize_t end_job[RANGE_SEGMENTS]
+    cdef Py_ssize_t free_at[RANGE_SEGMENTS]
+    cdef int turn[RANGE_SEGMENTS]
+    cdef Py_ssize_t finish = 0, size, j
+    cdef int s, t, first, active
+    threads = <int>min(<Py_ssize_t>threads, count)
+    active = threads
+    for s in range(threads):
+        next_job[s] = count * s // threads
+        end_job[s] = count * (s + 1) // threads
+        free_at[s] = 0
+        turn[s] = 0
+    while active:
+        # The thread free first takes its next chunk.
+        first = -1
+        for t in range(threads):
+            if turn[t] < threads and (first < 0 or free_at[t] < free_at[first]):
+                first = t
+        while turn[first] < threads:
+            s = (first + turn[first]) % threads
+            if next_job[s] < end_job[s]:
+                size = (end_job[s] - next_job[s] + 1) // 2
+                for j in range(next_job[s], next_job[s] + size):
+                    free_at[first] += cost[j]
+                next_job[s] += size
+                break
+            turn[first] += 1
+        if turn[first] == threads:
+            active -= 1
+            finish = max(finish, free_at[first])
+    return finish
 
 
 cdef struct TileJobs:
@@ -531,6 +652,7 @@ cdef struct TileJobs:
     const Epilogue* epilogue
     Py_ssize_t tiles
     Py_ssize_t tiles_m
+    Py_ssize_t band               # micro-tiles down a unit (unit_band)
     Py_ssize_t m_panels
     Py_ssize_t n_panels
     Py_ssize_t tile_n_panels
@@ -544,10 +666,10 @@ cdef void run_tiles(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
     cdef Py_ssize_t job, tile, p, q
     for job in range(start, stop):
         tile = job % t.tiles
-        p = (tile % t.tiles_m) * TILE_M_PANELS
+        p = (tile % t.tiles_m) * t.band
         q = (tile // t.tiles_m) * t.tile_n_panels
         run_unit(t.gemm, t.epilogue, &own, &own_epilogue, job // t.tiles, p,
-                 t.m_panels if tile % t.tiles_m == t.tiles_m - 1 else p + TILE_M_PANELS,
+                 t.m_panels if tile % t.tiles_m == t.tiles_m - 1 else p + t.band,
                  q, min(q + t.tile_n_panels, t.n_panels),
                  t.gemm.scratch + slot * SLOT_BYTES)
 
@@ -615,3 +737,11 @@ def depth_fits_int32(Py_ssize_t depth):
     """Whether every sum of ``depth`` products of 8-bit differences fits
     int32 (so the raw epilogue can write it as one)."""
     return fits_int32(depth, 0)
+
+
+
+def unit_band_of(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, Py_ssize_t batch, int n_threads):
+    """The micro-tiles down each unit of work (unit_band) of a product of m
+    rows by a K x N B on ``n_threads`` threads, and MR x TILE_M_PANELS."""
+    cdef bint fold = m % MR != 0 and ceil_div(k, 4) <= K_BLOCK_GROUPS
+    return unit_band(ceil_div(m, MR), n, batch, fold, n_threads), TILE_M_PANELS

@@ -1154,3 +1154,35 @@ def test_a_depthwise_convolution_of_a_small_image_runs_channels_last_tensors(
             got = got.transpose(0, 3, 1, 2)
         assert np.array_equal(got, expected)
     assert not compiled.takes_channels_last((2, channels, 40, 40))  # too large for the kernel
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("kernel", [(1, 1), (3, 3)])
+def test_few_units_of_a_compiled_filter_sum_their_own_rows(variant, kernel, monkeypatch):
+    """A compiled convolution over a 7 x 7 image (49 pixel rows) into 160 or
+    320 channels has few units of work, which run in lower bands of micro-
+    tiles where that shares them out better (unit_band); a filter zero point
+    that is not zero needs the sums of each pixel's row of A, which each
+    band sums for itself.  Exact on 1 to 4 threads."""
+    monkeypatch.setattr(_simd, "_selected", variant)
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(kernel[0] * 160)
+    padding = (kernel[0] // 2,) * 2
+    for out_channels in (160, 320):
+        slots = dict(input=random_values(rng, (1, 64, 7, 7), np.uint8), input_scale=0.05,
+                     input_zero_point=random_values(rng, (), np.uint8),
+                     filter=random_values(rng, (out_channels, 64) + kernel, np.uint8),
+                     filter_scale=rng.uniform(0.001, 0.01, out_channels).astype(np.float32),
+                     filter_zero_point=rng.integers(1, 256, out_channels).astype(np.uint8),
+                     bias=rng.integers(-10000, 10000, out_channels, dtype=np.int32),
+                     output_scale=np.float32(0.5 * (64 * kernel[0] * kernel[1]) ** 0.5 * 60),
+                     output_zero_point=np.uint8(100))
+        attributes = dict(start_padding=padding, end_padding=padding)
+        compiled = _fully_bound(slots, attributes)
+        run = compiled.data_runner()
+        for n_threads in (1, 2, 3, 4, 2):
+            # A new image each call: sums left from the last would not do.
+            image = random_values(rng, (1, 64, 7, 7), np.uint8)
+            expected = reference(convolution.prepare(dict(slots, input=image), attributes, "4_0"))
+            got = run(n_threads, image)
+            assert np.array_equal(got, expected), (out_channels, n_threads)

@@ -507,6 +507,50 @@ def test_one_or_two_rows_on_a_compiled_b(variant, b_type, monkeypatch):
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("b_zero", ["zero", "per column"])
+def test_few_units_on_a_compiled_b_share_out_in_lower_bands(variant, b_zero, monkeypatch):
+    """A product of a compiled B (packed before the call) with few units of
+    work runs its rows in lower bands of micro-tiles where the threads then
+    share the work out more evenly (unit_band): 49 rows by 160 columns
+    (columns of units of 128 and 32 where panels are 64 wide), by 320, 96
+    rows by 160, and 7 and 130 rows; K of 960 (one block) and of two blocks
+    or more.  A zero point of B needs the sums of A's rows, which each band
+    sums for itself (its state is its first micro-tile's).  Exact on 1 to 4
+    threads, and at least one case runs a lower band on two or three."""
+    kernels = _simd.module(variant)
+    monkeypatch.setattr(_simd, "_selected", variant)
+    monkeypatch.setattr(_native, "WORK_PER_THREAD", 1)
+    rng = np.random.default_rng(49)
+    lower = set()
+    for depth in (960, kernels.K_BLOCK + 76):
+        for rows, columns in ((49, 160), (49, 320), (96, 160), (7, 160), (130, 96)):
+            zero_shape = (1, columns) if b_zero == "per column" else ()
+            slots = dict(a=random_values(rng, (rows, depth), np.uint8), a_scale=np.float32(0.03),
+                         a_zero_point=random_values(rng, (), np.uint8),
+                         b=random_values(rng, (depth, columns), np.int8),
+                         b_scale=np.float32(0.02),
+                         b_zero_point=(rng.integers(-128, 128, zero_shape).astype(np.int8)
+                                       if b_zero == "per column" else np.int8(0)),
+                         output_scale=np.float32(0.3 * depth ** 0.5),
+                         output_zero_point=random_values(rng, (), np.uint8))
+            compiled = qops.compile("QUANTIZED_LINEAR_MATRIX_MULTIPLY",
+                                    **{name: value for name, value in slots.items()
+                                       if name != "a"})
+            for n_threads in (1, 2, 3, 4):
+                band, tile_m_panels = kernels.unit_band_of(rows, columns, depth, 1, n_threads)
+                assert 1 <= band <= tile_m_panels
+                if band < tile_m_panels:
+                    lower.add((rows, columns, n_threads))
+                # A new A each call: sums left from the last would not do.
+                slots["a"] = random_values(rng, (rows, depth), np.uint8)
+                wanted = reference(matmul.prepare(slots, {}, "4_0"))
+                got = compiled(slots["a"], n_threads=n_threads)
+                assert np.array_equal(got, wanted), (depth, rows, columns, n_threads)
+    assert any(n_threads in (2, 3) for _, _, n_threads in lower), lower
+    assert kernels.unit_band_of(49, 160, 960, 1, 1)[0] == tile_m_panels
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("b_type", TYPES)
 @pytest.mark.parametrize("depth", [9, 64, "two blocks"])
 def test_b_packed_during_the_run(variant, b_type, depth, monkeypatch):
