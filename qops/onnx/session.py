@@ -108,6 +108,16 @@ def _type_name(elem_type):
         return f"tensor(unknown {elem_type})"
 
 
+def _written(outputs):
+    """A step's output names as its run stores its results: omitted optional
+    outputs at the end dropped (the call need not make them), any other
+    omitted one stored under a name no step reads."""
+    names = list(outputs)
+    while names and not names[-1]:
+        names.pop()
+    return tuple(name or "\0omitted" for name in names)
+
+
 def _node_arg(value):
     tensor = value.type.tensor_type
     shape = None
@@ -208,9 +218,8 @@ class InferenceSession:
         self._constants_env = {name: graph.constants[name] for name in self._constant_reads}
         # An omitted optional input reads as None.
         self._constants_env[""] = None
-        # An omitted optional output is written under a name no step reads.
-        self._program = tuple((_getter(step.inputs), step.call,
-                               tuple(name or "\0omitted" for name in step.outputs), frees, step)
+        self._program = tuple((_getter(step.inputs), step.call, _written(step.outputs), frees,
+                               step)
                               for step, frees in zip(self._steps_list, self._frees))
 
     # -- onnxruntime's interface ----------------------------------------------------------

@@ -1548,3 +1548,17 @@ def test_a_qlinear_global_average_pool_is_bound_where_it_is_2d(shape, bound_pool
     assert bound_pool_calls == ([shape] if len(shape) == 4 else [])
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("outputs", [["y", ""], ["y"]])
+def test_a_trailing_omitted_output_is_not_asked_of_the_step(outputs):
+    """ONNX writes an optional output a model does not use as an empty name:
+    MaxPool's Indices omitted as ``["y", ""]`` is the same node as ``["y"]``,
+    and its step, which makes Y alone, runs (the reference's values)."""
+    image = np.arange(2 * 5 * 5, dtype=np.float32).reshape(1, 2, 5, 5)[..., ::-1].copy()
+    node = helper.make_node("MaxPool", ["x"], outputs, kernel_shape=[2, 2], strides=[2, 2])
+    model = _model([node], [_vi("x", T.FLOAT, [1, 2, 5, 5])], [_vi("y", T.FLOAT, None)])
+    session = qops.onnx.InferenceSession(model)
+    (got,) = session.run(None, {"x": image})
+    (expected,) = ReferenceEvaluator(model).run(None, {"x": image})
+    assert got.shape == (1, 2, 2, 2) and np.array_equal(got, expected)
