@@ -986,15 +986,15 @@ def _clamped(y, clamp):
 
 
 #: The fewest channels, in and out, of a convolution that a session gives
-#: channels-last tensors or has make them.  With fewer (a network's first
-#: stages: 16 to 32 channels over 56 x 56 to 112 x 112 pixels) the products'
-#: rows are short or their tiles' columns mostly empty, and the channels-first
-#: form, the image as B and the filter as A, is the faster one
-#: (docs/performance_notes.rst).
+#: channels-last tensors, and the fewest out of one it has make them.  With
+#: fewer (a network's first stages: 16 to 32 channels over 56 x 56 to
+#: 112 x 112 pixels) the products' rows are short or their tiles' columns
+#: mostly empty, and the channels-first form, the image as B and the filter
+#: as A, is the faster one; a product of a few channels' image (RGB, or a
+#: bottleneck's 32) into more, whose image the implicit GEMM copies
+#: channels-last either way, is as fast or faster storing its rows as they
+#: are (docs/performance_notes.rst).
 CHANNELS_LAST_MIN_CHANNELS = 64
-#: A convolution of an image's few channels (RGB) into as many as the
-#: above writes channels-last (its copy of the image is small either way).
-IMAGE_CHANNELS = 4
 
 
 def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squeeze,
@@ -1079,7 +1079,7 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
     depthwise = group > 1 and filter_.shape[1] == 1 and filter_.shape[0] == group
     channels, out_channels = filter_.shape[1] * group, filter_.shape[0]
     wide = min(channels, out_channels) >= CHANNELS_LAST_MIN_CHANNELS
-    writes = wide or (channels <= IMAGE_CHANNELS and out_channels >= CHANNELS_LAST_MIN_CHANNELS)
+    writes = out_channels >= CHANNELS_LAST_MIN_CHANNELS
     if (group == 1 or depthwise) and (wide or (writes and not depthwise)):
         def in_layouts(input_channels_last, output_channels_last):
             """The call on images and outputs kept channels-last where asked."""

@@ -143,20 +143,21 @@ def test_a_session_on_channels_last_tensors_gives_the_channels_first_values(broa
     np.testing.assert_array_equal(got, literal)
 
 
-def _depthwise_model(shape):
-    """QLinearConv 64 -> 128 -> depthwise 3 x 3 -> QLinearConv 128 -> 64, the
-    input of ``shape`` (its dimensions numbers or names)."""
+def _depthwise_model(shape, stride=1):
+    """QLinearConv C -> 128 -> depthwise 3 x 3 (at ``stride``) -> QLinearConv
+    128 -> 64, the input of ``shape`` (its dimensions numbers or names; C its
+    second)."""
     rng = np.random.default_rng(5)
     nodes, initializers = [], [numpy_helper.from_array(np.float32(0.05), "s"),
                                numpy_helper.from_array(np.uint8(100), "z")]
-    expand = _qlinear_conv(nodes, initializers, "x", 64, 128, rng, "expand")
+    expand = _qlinear_conv(nodes, initializers, "x", shape[1], 128, rng, "expand")
     weight = rng.integers(-60, 61, (128, 1, 3, 3), dtype=np.int8)
     initializers += [numpy_helper.from_array(weight, "dw_w"),
                      numpy_helper.from_array(np.float32(0.01), "dw_ws"),
                      numpy_helper.from_array(np.int8(0), "dw_wz")]
     nodes.append(helper.make_node(
         "QLinearConv", [expand, "s", "z", "dw_w", "dw_ws", "dw_wz", "s", "z"], ["dw"],
-        name="depthwise", pads=[1, 1, 1, 1], group=128))
+        name="depthwise", pads=[1, 1, 1, 1], strides=[stride, stride], group=128))
     _qlinear_conv(nodes, initializers, "dw", 128, 64, rng, "y")
     graph = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.UINT8, shape)],
@@ -169,7 +170,7 @@ def _depthwise_model(shape):
 @pytest.mark.parametrize("shape, depthwise_layouts", [
     ([1, 64, 8, 8], (True, True)),        # small and known: the kernel takes it
     (["n", 64, 8, 8], (False, False)),    # a size the model leaves open: not known
-    ([1, 64, 40, 40], (False, False))])   # too large for the channels-last kernel
+    ([1, 64, 40, 40], (False, False))])   # too many outputs for the channels-last kernel
 def test_a_depthwise_convolution_goes_channels_last_where_its_image_is_known_and_small(
         shape, depthwise_layouts):
     model = _depthwise_model(shape)
@@ -183,6 +184,29 @@ def test_a_depthwise_convolution_goes_channels_last_where_its_image_is_known_and
     (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(None,
                                                                                     feeds)
     np.testing.assert_array_equal(got, want)
+
+
+def test_an_expansion_of_few_channels_writes_channels_last_for_its_depthwise():
+    """A bottleneck's expansion of 32 channels reads its image channels-first
+    and writes its 128 channels channels-last (the implicit GEMM copies the
+    image channels-last either way), for a depthwise convolution at stride
+    2 whose 28 x 28 image the kernel copies in bands of rows (196 outputs,
+    30 x 30 padded pixels): the same bytes as a session that keeps every
+    tensor channels-first, and as the literal graph."""
+    model = _depthwise_model([1, 32, 28, 28], stride=2)
+    feeds = {"x": np.random.default_rng(8).integers(0, 256, (1, 32, 28, 28), dtype=np.uint8)}
+    session = qops.onnx.InferenceSession(model, n_threads=2)
+    layouts = {step.nodes[0]: step.channels_last for step in session.steps}
+    assert layouts["expand"] == (False, True) and layouts["depthwise"] == (True, True)
+    assert layouts["y"] == (True, False)
+    for _ in range(2):  # the second run on the bound kernels
+        (got,) = session.run(None, feeds)
+        (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(
+            None, feeds)
+        np.testing.assert_array_equal(got, want)
+    (literal,) = qops.onnx.InferenceSession(model, n_threads=2, fuse=False,
+                                            channels_last=False).run(None, feeds)
+    np.testing.assert_array_equal(got, literal)
 
 
 def test_a_bound_session_runs_its_channels_last_steps_on_the_kernels(monkeypatch):

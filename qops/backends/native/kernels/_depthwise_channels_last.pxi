@@ -62,6 +62,9 @@ cdef struct ChannelsLastJob:
                                  # each task makes its block's in its slot
     bint channels_last_input     # the image is (N, H, W, C)
     bint channels_last_output    # out is (N, out_h, out_w, C)
+    Py_ssize_t span_h            # padded rows one output row reads
+    Py_ssize_t band_rows         # output rows per task (band_rows_for)
+    Py_ssize_t bands             # bands per image
 
 
 cdef inline bint takes_channels_last(Py_ssize_t per_channel, Py_ssize_t channels,
@@ -72,6 +75,33 @@ cdef inline bint takes_channels_last(Py_ssize_t per_channel, Py_ssize_t channels
     (fewer leave a thread idle, and the block's lanes past them empty)."""
     return (per_channel == 1 and channels >= 2 * CHANNEL_BLOCK
             and out_pixels <= CHANNELS_LAST_OUTPUTS and padded_pixels <= CHANNELS_LAST_PADDED)
+
+
+cdef inline Py_ssize_t band_rows_for(Py_ssize_t out_h, Py_ssize_t out_w, Py_ssize_t padded_w,
+                                     Py_ssize_t stride_h, Py_ssize_t span_h) noexcept nogil:
+    """Output rows per task: as many as keep the task's copy (the padded
+    rows they read, a CHANNEL_BLOCK per pixel) and results inside the
+    limits above, at least one; all of them for an image those take
+    whole."""
+    cdef Py_ssize_t rows = out_h
+    while rows > 1 and (rows * out_w > CHANNELS_LAST_OUTPUTS
+                        or ((rows - 1) * stride_h + span_h) * padded_w > CHANNELS_LAST_PADDED):
+        rows -= 1
+    return rows
+
+
+cdef inline bint takes_in_bands(Py_ssize_t per_channel, Py_ssize_t channels,
+                                Py_ssize_t out_pixels, Py_ssize_t count,
+                                const int32_t* bias) noexcept nogil:
+    """Whether the kernel takes a convolution's images kept channels-last
+    (BoundDepthwise), their padded rows copied in bands where the whole
+    image is too large for one copy: one output channel per input channel,
+    a whole block of channels at least, outputs as few as CHANNELS_LAST_OUTPUTS
+    (on more, a 28 x 28 image's at stride 1, the plane kernel of channels-
+    first images is as fast; on 56 x 56, twice as fast), and every
+    channel's sum inside int32."""
+    return (per_channel == 1 and channels >= CHANNEL_BLOCK
+            and out_pixels <= CHANNELS_LAST_OUTPUTS and sums_fit_int32(count, bias, channels))
 
 
 cdef inline bint runs_channels_last(Py_ssize_t per_channel, Py_ssize_t channels,
@@ -149,6 +179,9 @@ cdef object describe_channels_last(
     job.constants = NULL
     job.channels_last_input = False
     job.channels_last_output = False
+    job.span_h = (kernel_h - 1) * dilation_h + 1
+    job.band_rows = band_rows_for(job.out_h, job.out_w, padded_w, stride_h, job.span_h)
+    job.bands = ceil_div(job.out_h, job.band_rows)
     return offsets
 
 
@@ -214,47 +247,64 @@ cdef void block_constants(const ChannelsLastJob* job, Py_ssize_t first, int32_t*
 
 cdef int run_channels_last(ChannelsLastJob* job, Py_ssize_t batch, int n_threads) except -1:
     """Every (image, block of channels) as tasks on the pool."""
-    # Per slot: the padded copy (bytes) and the results; unless the job has
-    # the blocks' constants made, the weights (int32) and a block's constants.
-    job.per_slot = (((job.padded_pixels * CHANNEL_BLOCK + 63) & ~63)
-                    + results_bytes(job.out_h * job.out_w))
+    # Per slot: the band's padded copy (bytes) and results; unless the job
+    # has the blocks' constants made, the weights (int32) and a block's
+    # constants.
+    job.per_slot = (copy_bytes(job) + results_bytes(job.band_rows * job.out_w))
     if job.constants == NULL:
         job.per_slot += job.count * CHANNEL_BLOCK * sizeof(int32_t) + constants_bytes(job.count)
-    cdef int threads = slots_for(n_threads, batch * job.blocks)
+    cdef Py_ssize_t tasks = batch * job.blocks * job.bands
+    cdef int threads = slots_for(n_threads, tasks)
     job.scratch = <uint8_t*>malloc(threads * job.per_slot + 64)
     if job.scratch == NULL:
         raise MemoryError()
     with nogil:
-        run_range(channels_last_tasks, job, batch * job.blocks, 1, threads)
+        run_range(channels_last_tasks, job, tasks, 1, threads)
     free(job.scratch)
     return 0
 
 
+cdef inline Py_ssize_t copy_bytes(const ChannelsLastJob* job) noexcept nogil:
+    """Bytes of a band's padded copy, a multiple of 64."""
+    return (((job.band_rows - 1) * job.stride_h + job.span_h) * job.padded_w * CHANNEL_BLOCK
+            + 63) & ~63
+
+
 cdef void channels_last_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
                               int slot) noexcept nogil:
+    """Tasks [start, stop): each a band of output rows of a block of
+    channels of an image, a block's bands in turn (its constants stay in
+    the thread's cache)."""
     cdef ChannelsLastJob* job = <ChannelsLastJob*>context
-    cdef Py_ssize_t task
+    cdef Py_ssize_t task, per_image = job.blocks * job.bands
     for task in range(start, stop):
-        channels_last_block(job, task // job.blocks, (task % job.blocks) * CHANNEL_BLOCK, slot)
+        channels_last_block(job, task // per_image,
+                            (task % per_image) // job.bands * CHANNEL_BLOCK,
+                            task % job.bands, slot)
 
 
 cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_ssize_t first,
-                              int slot) noexcept nogil:
-    """Channels [first, first + CHANNEL_BLOCK) (or to the last) of image
-    `index`."""
+                              Py_ssize_t band, int slot) noexcept nogil:
+    """Output rows [band * band_rows, ...) of channels [first, first +
+    CHANNEL_BLOCK) (or to the last) of image `index`."""
     cdef Py_ssize_t count = job.count, pixels = job.out_h * job.out_w
     cdef Py_ssize_t block = min(<Py_ssize_t>CHANNEL_BLOCK, job.channels - first)
+    cdef Py_ssize_t first_row = band * job.band_rows
+    cdef Py_ssize_t rows = min(job.band_rows, job.out_h - first_row)
+    cdef Py_ssize_t band_pixels = rows * job.out_w, first_pixel = first_row * job.out_w
+    # The band's first padded row, the copy's row 0.
+    cdef Py_ssize_t top = first_row * job.stride_h
     cdef uint8_t* base = <uint8_t*>(((<size_t>(job.scratch + slot * job.per_slot)) + 63)
                                     & ~(<size_t>63))
     cdef uint8_t* copy = base
-    cdef uint8_t* results = copy + ((job.padded_pixels * CHANNEL_BLOCK + 63) & ~63)
+    cdef uint8_t* results = copy + copy_bytes(job)
     cdef int32_t* weights
     cdef const uint8_t* constants
     if job.constants != NULL:
         constants = job.constants + (first // CHANNEL_BLOCK) * constants_bytes(count)
     else:
         # The slot's weights, then its block's constants, after the results.
-        weights = <int32_t*>(results + results_bytes(pixels))
+        weights = <int32_t*>(results + results_bytes(job.band_rows * job.out_w))
         block_constants(job, first, weights, <uint8_t*>(weights + count * CHANNEL_BLOCK))
         constants = <uint8_t*>(weights + count * CHANNEL_BLOCK)
     cdef const int16_t* laid = <const int16_t*>constants
@@ -265,57 +315,61 @@ cdef void channels_last_block(const ChannelsLastJob* job, Py_ssize_t index, Py_s
     cdef const int32_t* out_zero = <const int32_t*>(ceiling_value + CHANNEL_BLOCK)
     cdef const uint8_t* image = job.image + index * job.image_bytes
     cdef Py_ssize_t oh, ow, pixel
-    copy_block_channels_last(job, image, first, block, copy)
+    copy_block_channels_last(job, image, first, block, top,
+                             (rows - 1) * job.stride_h + job.span_h, copy)
     cdef uint8_t* out
     pixel = 0
-    for oh in range(job.out_h):
+    for oh in range(first_row, first_row + rows):
         for ow in range(job.out_w):
             channels_last_pixel(
-                copy + (oh * job.stride_h * job.padded_w + ow * job.stride_w) * CHANNEL_BLOCK,
-                job.tap_offset, count, laid, terms, multiplier, floor_value, ceiling_value,
-                out_zero, results + pixel * CHANNEL_BLOCK)
+                copy + ((oh * job.stride_h - top) * job.padded_w + ow * job.stride_w)
+                * CHANNEL_BLOCK, job.tap_offset, count, laid, terms, multiplier, floor_value,
+                ceiling_value, out_zero, results + pixel * CHANNEL_BLOCK)
             pixel = pixel + 1
     cdef Py_ssize_t p0, c0
     if job.channels_last_output:
         # The block's run of each output pixel.
-        out = job.out + index * pixels * job.channels + first
-        for pixel in range(pixels):
+        out = job.out + (index * pixels + first_pixel) * job.channels + first
+        for pixel in range(band_pixels):
             memcpy(out + pixel * job.channels, results + pixel * CHANNEL_BLOCK, block)
         return
     # Back into the channels' planes: 16 pixels by 16 channels a transpose.
-    out = job.out + (index * job.channels + first) * pixels
+    out = job.out + (index * job.channels + first) * pixels + first_pixel
     for c0 in range(0, block, 16):
-        for p0 in range(0, pixels, 16):
+        for p0 in range(0, band_pixels, 16):
             transpose_block16(results + p0 * CHANNEL_BLOCK + c0, CHANNEL_BLOCK,
-                              min(<Py_ssize_t>16, pixels - p0), min(<Py_ssize_t>16, block - c0),
-                              out + c0 * pixels + p0, pixels, 0,
-                              (pixels - p0) * CHANNEL_BLOCK - c0)
+                              min(<Py_ssize_t>16, band_pixels - p0),
+                              min(<Py_ssize_t>16, block - c0), out + c0 * pixels + p0, pixels, 0,
+                              (band_pixels - p0) * CHANNEL_BLOCK - c0)
 
 
 cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* image,
-                                   Py_ssize_t first, Py_ssize_t block,
-                                   uint8_t* copy) noexcept nogil:
-    """The padded copy of channels [first, first + block): pixel (h, w) of
-    the padded image at copy + (h * padded_w + w) * CHANNEL_BLOCK, a byte
-    per channel (^ flip), the padding the centred zero point (its
-    difference 0)."""
+                                   Py_ssize_t first, Py_ssize_t block, Py_ssize_t top,
+                                   Py_ssize_t copy_rows, uint8_t* copy) noexcept nogil:
+    """The padded copy of channels [first, first + block) over padded rows
+    [top, top + copy_rows): pixel (h, w) of the padded image at copy + ((h -
+    top) * padded_w + w) * CHANNEL_BLOCK, a byte per channel (^ flip), the
+    padding the centred zero point (its difference 0)."""
     cdef Py_ssize_t plane = job.height * job.width, h, c0, w0
     cdef const uint8_t* source
     cdef uint8_t* target
     cdef Py_ssize_t end = job.channels * plane  # the image's bytes from its start
     cdef Py_ssize_t w, c
-    memset(copy, <uint8_t>job.centre_zero, job.padded_pixels * CHANNEL_BLOCK)
+    # The image's rows in the band.
+    cdef Py_ssize_t h_start = max(<Py_ssize_t>0, top - job.pad_top)
+    cdef Py_ssize_t h_stop = min(job.height, top + copy_rows - job.pad_top)
+    memset(copy, <uint8_t>job.centre_zero, copy_rows * job.padded_w * CHANNEL_BLOCK)
     if job.channels_last_input:
         # The block's run of each pixel of a channels-last image.
-        for h in range(job.height):
-            target = copy + ((h + job.pad_top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
+        for h in range(h_start, h_stop):
+            target = copy + ((h + job.pad_top - top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
             for w in range(job.width):
                 source = image + (h * job.width + w) * job.channels + first
                 for c in range(block):
                     target[w * CHANNEL_BLOCK + c] = source[c] ^ job.flip_input
         return
-    for h in range(job.height):
-        target = copy + ((h + job.pad_top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
+    for h in range(h_start, h_stop):
+        target = copy + ((h + job.pad_top - top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
         for c0 in range(0, block, 16):
             for w0 in range(0, job.width, 16):
                 source = image + (first + c0) * plane + h * job.width + w0
@@ -367,12 +421,20 @@ cdef class BoundDepthwise:
             raise ValueError("depthwise2d: the image and the output are 4-D")
         cdef Py_ssize_t padded_h = image_shape[2] + start_padding[0] + end_padding[0]
         cdef Py_ssize_t padded_w = image_shape[3] + start_padding[1] + end_padding[1]
+        # Images kept channels-last are taken at any size, in bands of
+        # output rows; the images of a channels-first call only where
+        # depthwise2d itself runs them channels-last.
+        cdef bint in_bands = channels_last_input or channels_last_output
         # The images' shapes first (arithmetic alone), so that no other
         # depthwise convolution runs the zero image below.
         self.takes = (out_shape[0] * out_shape[1] * out_shape[2] * out_shape[3] > 0
                       and image_shape[1] > 0
-                      and takes_channels_last(out_shape[1] // image_shape[1], out_shape[1],
-                                              out_shape[2] * out_shape[3], padded_h * padded_w))
+                      and (takes_in_bands(out_shape[1] // image_shape[1], out_shape[1],
+                                          out_shape[2] * out_shape[3], 0, NULL)
+                           if in_bands else
+                           takes_channels_last(out_shape[1] // image_shape[1], out_shape[1],
+                                               out_shape[2] * out_shape[3],
+                                               padded_h * padded_w)))
         if not self.takes:
             return
         image = np.zeros(image_shape, np.uint8)
@@ -384,10 +446,13 @@ cdef class BoundDepthwise:
         if bias is not None:
             bias_view = bias
             bias_pointer = &bias_view[0]
-        # Then depthwise2d's whole choice, as it makes it.
-        self.takes = runs_channels_last(out_shape[1] // image_shape[1], out_shape[1],
-                                        out_shape[2] * out_shape[3], padded_h * padded_w,
-                                        kernel_h * kernel_w, bias_pointer)
+        # Then the whole choice: depthwise2d's, as it makes it, or the bands'.
+        self.takes = (takes_in_bands(out_shape[1] // image_shape[1], out_shape[1],
+                                     out_shape[2] * out_shape[3], kernel_h * kernel_w,
+                                     bias_pointer) if in_bands else
+                      runs_channels_last(out_shape[1] // image_shape[1], out_shape[1],
+                                         out_shape[2] * out_shape[3], padded_h * padded_w,
+                                         kernel_h * kernel_w, bias_pointer))
         if not self.takes:
             return
         self.out_dtype = np.dtype(out_dtype)

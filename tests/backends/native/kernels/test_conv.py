@@ -1122,13 +1122,19 @@ def test_a_compiled_convolution_takes_and_makes_channels_last_tensors(
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("in_type", TYPES)
 @pytest.mark.parametrize("channels, size, kernel, stride", [
-    (128, 14, 3, 1), (130, 7, 3, 1), (200, 14, 3, 2), (136, 9, 5, 1)])
+    (128, 14, 3, 1), (130, 7, 3, 1), (200, 14, 3, 2), (136, 9, 5, 1), (64, 28, 3, 2),
+    (96, 29, 3, 2), (72, 23, 5, 2), (64, 40, 3, 1), (48, 14, 3, 1)])
 @pytest.mark.parametrize("layouts", [(True, True), (True, False), (False, True)])
-def test_a_depthwise_convolution_of_a_small_image_runs_channels_last_tensors(
+def test_a_depthwise_convolution_runs_channels_last_tensors(
         variant, in_type, channels, size, kernel, stride, layouts, monkeypatch):
     """The channels-last depthwise kernel reads each block's channels from a
     (N, H, W, C) image and writes them into a (N, OH, OW, C) output: the
-    reference's values (a last block of fewer than 64 channels included)."""
+    reference's values (a last block of fewer than 64 channels included).
+    An image of at most 256 outputs too large for one task's copy goes in
+    bands of output rows, each copying the padded rows it reads (28 x 28 at
+    stride 2 in bands of six rows, 29 x 29 and a 5 x 5 filter over 23 x 23);
+    a convolution of more outputs (40 x 40) or fewer channels than a block
+    is not taken, and its images go through the operator transposed."""
     monkeypatch.setattr(_simd, "selected", lambda: variant)
     rng = np.random.default_rng(channels + size)
     pad = kernel // 2
@@ -1143,17 +1149,18 @@ def test_a_depthwise_convolution_of_a_small_image_runs_channels_last_tensors(
     attributes = dict(strides=(stride, stride), dilations=(1, 1), start_padding=(pad, pad),
                       end_padding=(pad, pad), group_count=channels)
     compiled = _fully_bound(slots, attributes)
-    assert compiled.takes_channels_last((2, channels, size, size))
+    out_size = (size - 1) // stride + 1
+    assert compiled.takes_channels_last((2, channels, size, size)) == (
+        channels >= 64 and out_size * out_size <= 256)
     run = compiled.channels_last_runner(*layouts)
-    for n_threads in (1, 2):
+    for n_threads in (1, 2, 3):
         image = random_values(rng, (2, channels, size, size), in_type)
         expected = reference(convolution.prepare(dict(slots, input=image), attributes, "2_1"))
         given = np.ascontiguousarray(image.transpose(0, 2, 3, 1)) if layouts[0] else image
         got = run(n_threads, given)
         if layouts[1]:
             got = got.transpose(0, 3, 1, 2)
-        assert np.array_equal(got, expected)
-    assert not compiled.takes_channels_last((2, channels, 40, 40))  # too large for the kernel
+        assert np.array_equal(got, expected), n_threads
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
