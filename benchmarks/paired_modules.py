@@ -76,35 +76,12 @@ def pointwise(rng, channels, out_channels, side, module, threads):
     return call, (1, out_channels, pixels)
 
 
-def one_row(rng, depth, columns, module, threads):
-    """call(module, out) and the output's shape of a one-row product on a
-    packed B of depth x columns (a classifier's, as a compiled operator runs
-    it), on the narrowed panels where the build has them."""
-    a = rng.integers(0, 256, (1, 1, depth), dtype=np.uint8)
-    b = rng.integers(0, 256, (1, depth, columns), dtype=np.uint8)
-    index = np.zeros(1, np.int64)
-    multiplier = np.full((1, columns), 1e-4, np.float32)
-    out_zero = np.full((1, columns), 128, np.int32)
-    packed = {}
-
-    def call(module, out):
-        if module not in packed:
-            b_packed, colsum = module.pack_b_batches(b, False, 1)
-            narrow = getattr(module, "narrow_panels", None)
-            packed[module] = (b_packed, colsum, {} if narrow is None
-                              else {"b_narrow": narrow(b_packed)})
-        b_packed, colsum, narrowed = packed[module]
-        module.matmul(a, False, index, b_packed, colsum, index, columns,
-                      np.zeros(1, np.int32), np.zeros(columns, np.int32), multiplier, out_zero,
-                      out, 0, 255, threads, **narrowed)
-
-    return call, (1, 1, columns)
-
-
-def rows_product(rng, rows, depth, columns, threads):
+def rows_product(rng, rows, depth, columns, threads, narrowed=False):
     """call(module, out) and the output's shape of ``rows`` rows of A by a
-    packed depth x columns B, as a channels-last pointwise convolution of
-    ``rows`` pixels runs."""
+    packed depth x columns B: a channels-last pointwise convolution of
+    ``rows`` pixels, or with ``narrowed`` one row (a classifier's, as a
+    compiled operator runs it) on the narrowed panels where the build has
+    them."""
     a = rng.integers(0, 256, (1, rows, depth), dtype=np.uint8)
     b = rng.integers(0, 256, (1, depth, columns), dtype=np.uint8)
     index = np.zeros(1, np.int64)
@@ -114,11 +91,14 @@ def rows_product(rng, rows, depth, columns, threads):
 
     def call(module, out):
         if module not in packed:
-            packed[module] = module.pack_b_batches(b, False, 1)
-        b_packed, colsum = packed[module]
+            b_packed, colsum = module.pack_b_batches(b, False, 1)
+            narrow = getattr(module, "narrow_panels", None) if narrowed else None
+            packed[module] = (b_packed, colsum, {} if narrow is None
+                              else {"b_narrow": narrow(b_packed)})
+        b_packed, colsum, narrow_panels = packed[module]
         module.matmul(a, False, index, b_packed, colsum, index, columns,
                       np.full(rows, 3, np.int32), np.zeros(columns, np.int32), multiplier,
-                      out_zero, out, 0, 255, threads)
+                      out_zero, out, 0, 255, threads, **narrow_panels)
 
     return call, (1, rows, columns)
 
@@ -212,7 +192,7 @@ def main(argv=None):
         elif case.startswith("row:"):
             depth, columns = map(int, case[4:].split(","))
             work = depth * columns
-            call, shape = one_row(rng, depth, columns, modules[0], args.threads)
+            call, shape = rows_product(rng, 1, depth, columns, args.threads, narrowed=True)
         else:
             channels, out_channels, side = map(int, case.split(","))
             work = channels * out_channels * side * side
