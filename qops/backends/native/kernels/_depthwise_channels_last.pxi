@@ -12,6 +12,8 @@
 cdef extern from "qops_depthwise_channels_last.h":
     # Channels per task: the lanes of every loop of the pixel kernel.
     enum: CHANNEL_BLOCK "QOPS_CHANNEL_BLOCK"
+    void copy_run "qops_depthwise_channels_last_copy_run"(
+        uint8_t* target, const uint8_t* source, Py_ssize_t count, uint8_t flip) noexcept nogil
     void lay_weights "qops_depthwise_channels_last_lay_weights"(
         const int32_t* weights, Py_ssize_t count, int16_t* target) noexcept nogil
     void channels_last_pixel "qops_depthwise_channels_last_pixel"(
@@ -354,7 +356,7 @@ cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* im
     cdef const uint8_t* source
     cdef uint8_t* target
     cdef Py_ssize_t end = job.channels * plane  # the image's bytes from its start
-    cdef Py_ssize_t w, c
+    cdef Py_ssize_t w
     # The image's rows in the band.
     cdef Py_ssize_t h_start = max(<Py_ssize_t>0, top - job.pad_top)
     cdef Py_ssize_t h_stop = min(job.height, top + copy_rows - job.pad_top)
@@ -363,10 +365,10 @@ cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* im
         # The block's run of each pixel of a channels-last image.
         for h in range(h_start, h_stop):
             target = copy + ((h + job.pad_top - top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
+            source = image + h * job.width * job.channels + first
             for w in range(job.width):
-                source = image + (h * job.width + w) * job.channels + first
-                for c in range(block):
-                    target[w * CHANNEL_BLOCK + c] = source[c] ^ job.flip_input
+                copy_run(target + w * CHANNEL_BLOCK, source + w * job.channels, block,
+                         job.flip_input)
         return
     for h in range(h_start, h_stop):
         target = copy + ((h + job.pad_top - top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
