@@ -97,7 +97,8 @@ def rows_product(rng, rows, depth, columns, threads, narrowed=False):
                               else {"b_narrow": narrow(b_packed)})
         b_packed, colsum, narrow_panels = packed[module]
         module.matmul(a, False, index, b_packed, colsum, index, columns,
-                      np.full(rows, 3, np.int32), np.zeros(columns, np.int32), multiplier,
+                      np.full(rows, 0 if narrowed else 3, np.int32), np.zeros(columns, np.int32),
+                      multiplier,
                       out_zero, out, 0, 255, threads, **narrow_panels)
 
     return call, (1, rows, columns)

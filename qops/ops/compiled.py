@@ -722,7 +722,8 @@ class CompiledOperator:
         (channels-first) and ``dtype`` (default: the bound input zero
         point's, else uint8) kept channels-last (:meth:`channels_last_runner`)
         with nothing transposed: a convolution on the GEMM kernels always
-        does, a depthwise one where its image is small."""
+        does, a depthwise one of 128 channels or more where its image has at
+        most 256 outputs per channel."""
         if not self._runs_channels_last() or len(image_shape) != 4:
             return False
         batch, channels, height, width = image_shape

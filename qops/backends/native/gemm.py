@@ -764,7 +764,8 @@ def prepare_depthwise(call, variant=None):
 
     def bind_channels_last(call, input_channels_last, output_channels_last):
         """The channels-last kernel's run on images or outputs kept
-        channels-last, where it takes the images (small ones), else None."""
+        channels-last, where it takes the images (at most 256 outputs per
+        channel), else None."""
         if call.packed is None or len(call.output_shape) != 4:
             return None
         bound = bound_depthwise(call, input_channels_last, output_channels_last)

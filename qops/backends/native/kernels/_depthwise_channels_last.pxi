@@ -1,12 +1,13 @@
-# The depthwise convolution of small images, channels-last: a block of
-# channels per task, copied channels-last (16 x 16 byte transposes), each
-# output pixel's sums in int32 lanes across the block's channels and
-# requantized there (qops_depthwise_channels_last.h), then transposed back
-# into the channels' planes (or, for a session's channels-last tensors, read
-# from and written to each pixel's run of channels).  The plane kernel
-# (depthwise_pairs) walks one channel at a time, vectorized along a row: a
-# 7 x 7 image gives it rows of 7 values, and a padded plane, weights and
-# constants to make per 49 outputs.
+# The depthwise convolution of small images (at most CHANNELS_LAST_OUTPUTS
+# outputs per channel), channels-last: a task per block of channels and
+# band of output rows, the padded rows the band reads copied channels-last
+# (16 x 16 byte transposes), each output pixel's sums in int32 lanes across
+# the block's channels and requantized there (qops_depthwise_channels_last.h),
+# then transposed back into the channels' planes (or, for a session's
+# channels-last tensors, read from and written to each pixel's run of
+# channels).  The plane kernel (depthwise_pairs) walks one channel at a time,
+# vectorized along a row: a 7 x 7 image gives it rows of 7 values, and a
+# padded plane, weights and constants to make per 49 outputs.
 # Included after _depthwise.pxi (sums_fit_int32, filter_tap).
 
 cdef extern from "qops_depthwise_channels_last.h":
@@ -24,8 +25,8 @@ cdef extern from "qops_depthwise_channels_last.h":
 
 
 cdef enum:
-    # The images it takes: outputs and padded input pixels per channel (the
-    # block's copy and results then stay in L1).
+    # Outputs and padded input pixels per channel of the images depthwise2d
+    # runs here, and of a task's band and copy (which then stay in L1).
     CHANNELS_LAST_OUTPUTS = 256
     CHANNELS_LAST_PADDED = 400
 
@@ -97,13 +98,12 @@ cdef inline bint takes_in_bands(Py_ssize_t per_channel, Py_ssize_t channels,
                                 const int32_t* bias) noexcept nogil:
     """Whether the kernel takes a convolution's images kept channels-last
     (BoundDepthwise), their padded rows copied in bands where the whole
-    image is too large for one copy: one output channel per input channel,
-    a whole block of channels at least, outputs as few as CHANNELS_LAST_OUTPUTS
-    (on more, a 28 x 28 image's at stride 1, the plane kernel of channels-
-    first images is as fast; on 56 x 56, twice as fast), and every
-    channel's sum inside int32."""
-    return (per_channel == 1 and channels >= CHANNEL_BLOCK
-            and out_pixels <= CHANNELS_LAST_OUTPUTS and sums_fit_int32(count, bias, channels))
+    image is too large for one copy: takes_channels_last's rule but for the
+    padded size (past CHANNELS_LAST_OUTPUTS the plane kernel of channels-
+    first images is as fast or faster: docs/performance_notes.rst), and
+    every channel's sum inside int32."""
+    return (takes_channels_last(per_channel, channels, out_pixels, 0)
+            and sums_fit_int32(count, bias, channels))
 
 
 cdef inline bint runs_channels_last(Py_ssize_t per_channel, Py_ssize_t channels,
@@ -248,7 +248,8 @@ cdef void block_constants(const ChannelsLastJob* job, Py_ssize_t first, int32_t*
 
 
 cdef int run_channels_last(ChannelsLastJob* job, Py_ssize_t batch, int n_threads) except -1:
-    """Every (image, block of channels) as tasks on the pool."""
+    """Every (image, block of channels, band of output rows) as tasks on the
+    pool."""
     # Per slot: the band's padded copy (bytes) and results; unless the job
     # has the blocks' constants made, the weights (int32) and a block's
     # constants.
@@ -388,7 +389,10 @@ cdef class BoundDepthwise:
     the images channels-last, each block's constants (the laid weights and
     per-channel terms: block_constants) are made here once, not by every
     task of every call, and the output is made here; elsewhere
-    :attr:`takes` is False and :meth:`run_fresh` answers None.
+    :attr:`takes` is False and :meth:`run_fresh` answers None.  Images
+    kept channels-last (``channels_last_input`` or ``channels_last_output``)
+    it takes by takes_in_bands instead: whatever their padded size, in bands
+    of output rows.
 
     The arguments are depthwise2d's, with the image's and the output's
     shapes for the arrays, and the output's dtype; where it takes the

@@ -709,7 +709,7 @@ cdef object setup_convolution(Convolution* conv, Gemm* gemm, Epilogue* epilogue,
     if conv.needs_row_sums:
         # Summed by the units (ensure_row_sums), the states zeroed per GEMM.
         gemm.a_sums_stride = conv.pixels
-        gemm.a_row_bands = row_bands(conv.pixels)
+        gemm.a_row_states = row_sum_states(conv.pixels)
     convolution_workspaces(conv, gemm, n_threads, keep)
     cdef const int64_t[::1] term_view = terms
     conv.image = &image[0, 0, 0, 0]
@@ -780,7 +780,7 @@ cdef int convolution_workspaces(Convolution* conv, Gemm* gemm, int n_threads,
     if conv.needs_row_sums:
         gemm.a_sums = conv.sums
         gemm.a_ready = <int32_t*>workspace_bytes(
-            "row bands", conv.chunk * gemm.a_row_bands * sizeof(int32_t), keep)
+            "row-sum states", conv.chunk * gemm.a_row_states * sizeof(int32_t), keep)
     gemm.scratch = workspace_bytes("scratch", scratch_bytes(n_threads), keep)
     return 0
 
@@ -822,7 +822,7 @@ cdef void run_convolution(const Convolution* conv, Gemm* gemm, Epilogue* epilogu
             epilogue.out_zero = out_zero + group * conv.group_outputs
             epilogue.row_sum = NULL
             if conv.needs_row_sums:
-                memset(gemm.a_ready, 0, count * gemm.a_row_bands * sizeof(int32_t))
+                memset(gemm.a_ready, 0, count * gemm.a_row_states * sizeof(int32_t))
                 epilogue.row_sum = conv.sums
             gemm.a = conv.buffer + group * conv.block_padded
             run_gemm(gemm, epilogue, n_threads)

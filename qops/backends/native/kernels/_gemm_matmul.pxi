@@ -361,7 +361,7 @@ cdef class BoundProduct:
             gemm.a_sums = <int64_t*>workspace_bytes(
                 "row sums", self.a_batches * self.m * sizeof(int64_t), keep)
             gemm.a_ready = <int32_t*>workspace_bytes(
-                "row bands", self.a_batches * gemm.a_row_bands * sizeof(int32_t), keep)
+                "row-sum states", self.a_batches * gemm.a_row_states * sizeof(int32_t), keep)
             epilogue.row_sum = gemm.a_sums
         gemm.b_ready = NULL
         if self.during:
@@ -504,7 +504,7 @@ cdef tuple describe_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t* step_offs
     sums_in_run = bool(needs_row_sums and k and not given)
     if sums_in_run:
         gemm.a_sums_stride = m
-        gemm.a_row_bands = row_bands(m)
+        gemm.a_row_states = row_sum_states(m)
     terms = None
     epilogue.column_term = NULL
     if bias is not None:
@@ -567,5 +567,5 @@ cdef void run_matmul(Gemm* gemm, Epilogue* epilogue, Py_ssize_t a_batches,
     """Every product of the batch as one job of units (which sum the rows of
     A as they need them, when a column zero point asks for them)."""
     if gemm.a_ready != NULL:
-        memset(gemm.a_ready, 0, a_batches * gemm.a_row_bands * sizeof(int32_t))
+        memset(gemm.a_ready, 0, a_batches * gemm.a_row_states * sizeof(int32_t))
     run_gemm(gemm, epilogue, n_threads)

@@ -211,7 +211,7 @@ cdef void ensure_row_sums(const Gemm* gemm, const Gemm* own, Py_ssize_t a_member
     units that need them, as B is packed, rather than in a pass of their
     own before the product (a job per matrix of a batch)."""
     # Every unit of a band of rows starts at the same micro-tile: its state.
-    cdef int32_t* state = gemm.a_ready + a_member * gemm.a_row_bands + p
+    cdef int32_t* state = gemm.a_ready + a_member * gemm.a_row_states + p
     if state_load(state) == PACKED:
         return
     if state_claim(state, UNPACKED, PACKING):
@@ -222,9 +222,10 @@ cdef void ensure_row_sums(const Gemm* gemm, const Gemm* own, Py_ssize_t a_member
     wait_for(state)
 
 
-cdef inline Py_ssize_t row_bands(Py_ssize_t m) noexcept nogil:
+cdef inline Py_ssize_t row_sum_states(Py_ssize_t m) noexcept nogil:
     """Row-sum states over m rows: one per micro-tile, as a band of run_gemm's
-    units may start at any (unit_band), and its state is its first tile's."""
+    units may start at any (unit_band), and its state is its first tile's
+    (a state past a band's first tile is never used)."""
     return ceil_div(m, MR)
 
 

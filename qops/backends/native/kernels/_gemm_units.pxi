@@ -502,7 +502,7 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) no
     # reads from L1 where it is fused with the unit's last block,
     # run_one_block); a whole block or several blocks of K keep a unit of
     # their own.
-    cdef bint fold = gemm.m % MR != 0 and gemm.groups <= K_BLOCK_GROUPS
+    cdef bint fold = folds_lone_band(gemm.m, gemm.groups)
     # Where B is packed during the product, each column of units by the
     # first unit to need it, whole columns per thread keep that packing in
     # one thread; lower bands are weighed for a B packed before.
@@ -530,9 +530,16 @@ cdef void run_gemm(const Gemm* gemm, const Epilogue* epilogue, int n_threads) no
     cdef Py_ssize_t columns = tiles * gemm.batch // tiles_m
     cdef Py_ssize_t busiest = ceil_div(columns, n_threads) * n_threads
     cdef bint whole_columns = (band == TILE_M_PANELS and 16 * busiest <= 17 * columns
-                               and (not packed_before
-                                    or gemm.n % (tile_n_panels * NR) == 0))
+                               and (not packed_before or gemm.n % (tile_n_panels * NR) == 0
+                                    or columns >= BALANCED_UNITS_PER_THREAD * n_threads))
     run_range(run_tiles, &jobs, tiles * gemm.batch, tiles_m if whole_columns else 1, n_threads)
+
+
+cdef inline bint folds_lone_band(Py_ssize_t m, Py_ssize_t groups) noexcept nogil:
+    """Whether a last band of one short micro-tile may join the band above
+    (run_one_block fuses it there): M ends in a short tile and K is one
+    block."""
+    return m % MR != 0 and groups <= K_BLOCK_GROUPS
 
 
 cdef inline Py_ssize_t band_count(Py_ssize_t m_panels, Py_ssize_t band, bint fold) noexcept nogil:
@@ -549,8 +556,11 @@ cdef enum:
     # unit_band weighs bands only where the product has fewer units than
     # this many per thread (more share out evenly at any height) ...
     BALANCED_UNITS_PER_THREAD = 4
-    # ... and bands of at most this many units in all.
+    # ... and bands of at most this many units in all, on at most this many
+    # threads (the simulation's steps grow with units times threads, and
+    # it runs in every call).
     BALANCED_MOST_UNITS = 256
+    BALANCED_MOST_THREADS = 8
     # A unit's fixed work (its epilogue's set-up, its B' column from L2), in
     # micro-tile rows by 16 columns.
     UNIT_COST = 2
@@ -561,19 +571,21 @@ cdef Py_ssize_t unit_band(Py_ssize_t m_panels, Py_ssize_t n, Py_ssize_t batch, b
     """Micro-tiles down each unit: TILE_M_PANELS, unless the product has so
     few units that a lower band shares them out better among the threads.
 
-    Seven rows of pixels by 160 columns (a 7 x 7 image's pointwise
-    convolution to 160 channels) make one band of 9 micro-tiles by two
-    columns of units, of 128 and 32 columns: on two threads the wider takes
-    four fifths of the time.  Each height is judged by the time its units
-    take as the pool shares them out (pool_finish), each costing its
-    micro-tiles times its 16-column quarters plus UNIT_COST; the earliest
-    finish wins, the higher band on a tie, and TILE_M_PANELS stays where it
-    is within 1/16 of an even share."""
+    With AVX-512's 6 x 64 tiles, 49 pixel rows by 160 columns (a 7 x 7
+    image's pointwise convolution to 160 channels) make one band of 9
+    micro-tiles by two columns of units, of 128 and 32 columns: on two
+    threads the wider takes four fifths of the time.  Each height is judged
+    by the time its units take as the pool shares them out (pool_finish),
+    each costing its micro-tiles times its 16-column slices plus UNIT_COST;
+    the earliest finish wins, the higher band on a tie, and TILE_M_PANELS
+    stays where it is within 1/16 of an even share.  The search stops at an
+    even share."""
     cdef Py_ssize_t columns = unit_columns(n)
-    cdef int threads = min(n_threads, <int>RANGE_SEGMENTS)
+    cdef int threads = n_threads
     cdef Py_ssize_t band, best_band = TILE_M_PANELS, best_finish = -1, finish, units, total
     cdef Py_ssize_t cost[BALANCED_MOST_UNITS]
-    if (threads <= 1 or band_count(m_panels, TILE_M_PANELS, fold) * columns * batch
+    if (threads <= 1 or threads > BALANCED_MOST_THREADS
+            or band_count(m_panels, TILE_M_PANELS, fold) * columns * batch
             >= BALANCED_UNITS_PER_THREAD * threads):
         return TILE_M_PANELS
     for band in range(TILE_M_PANELS, 0, -1):
@@ -586,6 +598,8 @@ cdef Py_ssize_t unit_band(Py_ssize_t m_panels, Py_ssize_t n, Py_ssize_t batch, b
             return TILE_M_PANELS
         if best_finish < 0 or finish < best_finish:
             best_band, best_finish = band, finish
+        if best_finish <= ceil_div(total, threads):
+            break
     return best_band
 
 
@@ -594,15 +608,16 @@ cdef Py_ssize_t unit_costs(Py_ssize_t m_panels, Py_ssize_t n, Py_ssize_t band,
     """cost[job] for run_tiles' jobs (down the rows of a column of units,
     then the columns, then the batch); returns their sum."""
     cdef Py_ssize_t tile_n_panels = unit_panels(n), columns = unit_columns(n)
-    cdef Py_ssize_t job, tile, row, column, quarters, rows, total = 0
+    cdef Py_ssize_t job, tile, row, column, slices, rows, total = 0
     for job in range(units):
         tile = job % (tiles_m * columns)
         row = tile % tiles_m
         column = tile // tiles_m
-        quarters = ceil_div(min(n, (column + 1) * tile_n_panels * NR)
-                            - column * tile_n_panels * NR, 16)
+        # The unit's columns in slices of 16 (a narrow panel's quarter_rows).
+        slices = ceil_div(min(n, (column + 1) * tile_n_panels * NR)
+                          - column * tile_n_panels * NR, 16)
         rows = m_panels - row * band if row == tiles_m - 1 else band
-        cost[job] = rows * quarters + UNIT_COST
+        cost[job] = rows * slices + UNIT_COST
         total += cost[job]
     return total
 
@@ -612,11 +627,12 @@ cdef Py_ssize_t pool_finish(const Py_ssize_t* cost, Py_ssize_t count,
     """When the last of `count` jobs of these costs ends, run as the pool's
     range runs them with grain 1 (qops_run_range): each thread starts on its
     own contiguous segment and takes half of what is left of a segment at a
-    time, its own first, then the others' in turn."""
-    cdef Py_ssize_t next_job[RANGE_SEGMENTS]
-    cdef Py_ssize_t end_job[RANGE_SEGMENTS]
-    cdef Py_ssize_t free_at[RANGE_SEGMENTS]
-    cdef int turn[RANGE_SEGMENTS]
+    time, its own first, then the others' in turn.  At most
+    BALANCED_MOST_THREADS threads."""
+    cdef Py_ssize_t next_job[BALANCED_MOST_THREADS]
+    cdef Py_ssize_t end_job[BALANCED_MOST_THREADS]
+    cdef Py_ssize_t free_at[BALANCED_MOST_THREADS]
+    cdef int turn[BALANCED_MOST_THREADS]
     cdef Py_ssize_t finish = 0, size, j
     cdef int s, t, first, active
     threads = <int>min(<Py_ssize_t>threads, count)
@@ -739,9 +755,9 @@ def depth_fits_int32(Py_ssize_t depth):
     return fits_int32(depth, 0)
 
 
-
 def unit_band_of(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, Py_ssize_t batch, int n_threads):
-    """The micro-tiles down each unit of work (unit_band) of a product of m
-    rows by a K x N B on ``n_threads`` threads, and MR x TILE_M_PANELS."""
-    cdef bint fold = m % MR != 0 and ceil_div(k, 4) <= K_BLOCK_GROUPS
-    return unit_band(ceil_div(m, MR), n, batch, fold, n_threads), TILE_M_PANELS
+    """(band, TILE_M_PANELS): the micro-tiles down each unit of work that
+    run_gemm gives a product of m rows by a packed K x N B on ``n_threads``
+    threads (unit_band), and the most it gives."""
+    return (unit_band(ceil_div(m, MR), n, batch, folds_lone_band(m, ceil_div(k, 4)), n_threads),
+            TILE_M_PANELS)

@@ -46,7 +46,7 @@ from qops.backends.native._outputs cimport empty_array
 
 cnp.import_array()
 
-from qops.backends.native.kernels._qops_pool cimport MAX_WORKERS, RANGE_SEGMENTS, run_range, run_tasks
+from qops.backends.native.kernels._qops_pool cimport MAX_WORKERS, run_range, run_tasks
 from qops.backends.native.kernels._requantize cimport (
     RowTerms, TileTerms,
     clamped_round,
@@ -149,12 +149,12 @@ cdef struct Gemm:
     # Row sums computed during the run (a_ready NULL when none are, or they
     # come computed): each unit's band of rows of A member a_i is summed
     # into a_sums + a_i * a_sums_stride by the first unit that needs it;
-    # a_ready[a_i * a_row_bands + p] says how far that is (PackState) for
+    # a_ready[a_i * a_row_states + p] says how far that is (PackState) for
     # the band starting at micro-tile p.
     int64_t* a_sums
     Py_ssize_t a_sums_stride
     int32_t* a_ready
-    Py_ssize_t a_row_bands
+    Py_ssize_t a_row_states
 
 
 cdef struct Epilogue:

@@ -29,5 +29,3 @@ cdef void run_range(range_task task, void* context, Py_ssize_t total, Py_ssize_t
 cdef extern from "qops_pool_limits.h":
     cdef enum:
         MAX_WORKERS "QOPS_POOL_MAX_WORKERS"
-        # Threads a range shares its work among at most (run_range).
-        RANGE_SEGMENTS "(QOPS_POOL_MAX_WORKERS + 1)"

@@ -28,7 +28,8 @@
 #                         unit's panels stream past it, and the unit's B'
 #                         block (K_BLOCK_GROUPS x TILE_COLUMNS groups of 4
 #                         values) stays in L2 while its micro-tiles take turns
-#       TILE_M_PANELS     micro-tiles down a unit of parallel work
+#       TILE_M_PANELS     micro-tiles down a unit of parallel work, at most
+#                         (run_gemm takes fewer where its units are few)
 #       TILE_COLUMNS      most columns of B' per unit (a multiple of NR); N is
 #                         cut into as few columns of units as that allows,
 #                         their panels shared out as evenly as one width

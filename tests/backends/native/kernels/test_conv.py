@@ -1122,8 +1122,8 @@ def test_a_compiled_convolution_takes_and_makes_channels_last_tensors(
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("in_type", TYPES)
 @pytest.mark.parametrize("channels, size, kernel, stride", [
-    (128, 14, 3, 1), (130, 7, 3, 1), (200, 14, 3, 2), (136, 9, 5, 1), (64, 28, 3, 2),
-    (96, 29, 3, 2), (72, 23, 5, 2), (64, 40, 3, 1), (48, 14, 3, 1)])
+    (128, 14, 3, 1), (130, 7, 3, 1), (200, 14, 3, 2), (136, 9, 5, 1), (128, 28, 3, 2),
+    (160, 29, 3, 2), (136, 23, 5, 2), (128, 40, 3, 1), (96, 14, 3, 1)])
 @pytest.mark.parametrize("layouts", [(True, True), (True, False), (False, True)])
 def test_a_depthwise_convolution_runs_channels_last_tensors(
         variant, in_type, channels, size, kernel, stride, layouts, monkeypatch):
@@ -1133,8 +1133,9 @@ def test_a_depthwise_convolution_runs_channels_last_tensors(
     An image of at most 256 outputs too large for one task's copy goes in
     bands of output rows, each copying the padded rows it reads (28 x 28 at
     stride 2 in bands of six rows, 29 x 29 and a 5 x 5 filter over 23 x 23);
-    a convolution of more outputs (40 x 40) or fewer channels than a block
-    is not taken, and its images go through the operator transposed."""
+    a convolution of more outputs (40 x 40) or fewer than two blocks of
+    channels is not taken, and its images go through the operator
+    transposed."""
     monkeypatch.setattr(_simd, "selected", lambda: variant)
     rng = np.random.default_rng(channels + size)
     pad = kernel // 2
@@ -1151,7 +1152,7 @@ def test_a_depthwise_convolution_runs_channels_last_tensors(
     compiled = _fully_bound(slots, attributes)
     out_size = (size - 1) // stride + 1
     assert compiled.takes_channels_last((2, channels, size, size)) == (
-        channels >= 64 and out_size * out_size <= 256)
+        channels >= 128 and out_size * out_size <= 256)
     run = compiled.channels_last_runner(*layouts)
     for n_threads in (1, 2, 3):
         image = random_values(rng, (2, channels, size, size), in_type)
@@ -1193,3 +1194,42 @@ def test_few_units_of_a_compiled_filter_sum_their_own_rows(variant, kernel, monk
             expected = reference(convolution.prepare(dict(slots, input=image), attributes, "4_0"))
             got = run(n_threads, image)
             assert np.array_equal(got, expected), (out_channels, n_threads)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("image, strides, dilations, start_padding, end_padding", [
+    ((28, 28), (2, 2), (1, 1), (0, 0), (1, 1)),   # pads after only, as exporters from TF write
+    ((28, 24), (2, 2), (2, 2), (2, 2), (2, 2)),   # dilated
+    ((27, 16), (2, 1), (1, 1), (1, 1), (1, 1)),   # strides unequal
+    ((31, 26), (3, 2), (1, 2), (2, 1), (0, 2)),   # all of it
+    ((2, 128), (1, 1), (1, 1), (1, 1), (1, 1))])  # bands of one row
+def test_depthwise_bands_of_any_geometry(variant, image, strides, dilations, start_padding,
+                                         end_padding, monkeypatch):
+    """The channels-last depthwise kernel's bands of output rows with pads
+    on one side, dilation, unequal strides, and bands of one row: each
+    band's copy holds the padded rows its taps read, and the bytes are the
+    reference's in every layout, on 1 to 3 threads."""
+    monkeypatch.setattr(_simd, "selected", lambda: variant)
+    rng = np.random.default_rng(image[0] * image[1])
+    channels = 130
+    shape = (1, channels) + image
+    slots = dict(input=random_values(rng, shape, np.uint8), input_scale=np.float32(0.05),
+                 input_zero_point=np.uint8(7),
+                 filter=random_values(rng, (channels, 1, 3, 3), np.int8),
+                 filter_scale=rng.uniform(0.01, 0.1, channels).astype(np.float32),
+                 bias=rng.integers(-5000, 5000, channels).astype(np.int32),
+                 output_scale=np.float32(rng.uniform(0.2, 3.0)), output_zero_point=np.uint8(9))
+    attributes = dict(strides=strides, dilations=dilations, start_padding=start_padding,
+                      end_padding=end_padding, group_count=channels)
+    compiled = _fully_bound(slots, attributes)
+    assert compiled.takes_channels_last(shape)
+    for layouts in ((True, True), (True, False), (False, True)):
+        run = compiled.channels_last_runner(*layouts)
+        for n_threads in (1, 2, 3):
+            x = random_values(rng, shape, np.uint8)
+            expected = reference(convolution.prepare(dict(slots, input=x), attributes, "2_1"))
+            got = run(n_threads, np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+                      if layouts[0] else x)
+            if layouts[1]:
+                got = got.transpose(0, 3, 1, 2)
+            assert np.array_equal(got, expected), (layouts, n_threads)

@@ -547,7 +547,11 @@ def test_few_units_on_a_compiled_b_share_out_in_lower_bands(variant, b_zero, mon
                 got = compiled(slots["a"], n_threads=n_threads)
                 assert np.array_equal(got, wanted), (depth, rows, columns, n_threads)
     assert any(n_threads in (2, 3) for _, _, n_threads in lower), lower
-    assert kernels.unit_band_of(49, 160, 960, 1, 1)[0] == tile_m_panels
+    # One thread, or more than the search weighs (its cost grows with them):
+    # whole bands, and the same bytes on 17 threads.
+    for n_threads in (1, 17, 300):
+        assert kernels.unit_band_of(49, 160, 960, 1, n_threads)[0] == tile_m_panels
+    assert np.array_equal(compiled(slots["a"], n_threads=17), wanted)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
