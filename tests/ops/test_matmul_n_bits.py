@@ -269,6 +269,25 @@ def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits
     every_variant_and_thread_count_gives(call, want)
 
 
+@pytest.mark.parametrize("bits", [2, 4, 8])
+@pytest.mark.parametrize("n", [64, 65, 96, 100, 112, 130])
+def test_one_row_over_four_panels_at_a_time_by_the_rule(bits, n):
+    """One row of A takes four panels of 16 columns at a time where the
+    variant has the registers (AVX-512), else two: N of 4 to 9 panels, the
+    last partial or whole, leaves one, two or three past the last four,
+    and every variant and thread count gives the rule's bytes, a bias and
+    each kind of zero point included."""
+    rng = np.random.default_rng(n * bits)
+    for zero_kind, with_bias in (("none", False), ("packed", True), ("float", True)):
+        a, b, scales, zero_points, bias = case(rng, 1, 97, n, bits, 32, zero_kind, with_bias,
+                                               np.float32)
+        call = call_of(a, b, scales, zero_points, bias, k=97, n=n, bits=bits, block_size=32,
+                       accuracy_level=0)
+        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=97, n=n,
+                                            bits=bits, block_size=32, accuracy_level=0)
+        every_variant_and_thread_count_gives(call, want)
+
+
 @pytest.mark.parametrize("level", [0, 4])
 @pytest.mark.parametrize("m, k, block_size", [(263, 600, 128), (197, 290, 16), (32, 513, 64),
                                               (16, 300, 256), (131, 4100, 1024)])

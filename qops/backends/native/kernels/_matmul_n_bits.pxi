@@ -37,6 +37,12 @@ cdef extern from "qops_matmul_n_bits.h":
         const float* zeros, const float* scales, Py_ssize_t parameters, const float* bias,
         Py_ssize_t columns, float* out, Py_ssize_t out_stride, void* sums) noexcept nogil
 
+    enum: NBITS_ROW_PANELS "QOPS_NBITS_ROW_PANELS"
+    void nbits_row_four_panels "qops_nbits_row_four_panels"(
+        const float* row, Py_ssize_t k, const uint8_t* panel, Py_ssize_t panel_bytes,
+        int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
+        const float* scales, Py_ssize_t parameters, const float* bias, Py_ssize_t columns,
+        float* out) noexcept nogil
     void nbits_row_two_panels "qops_nbits_row_two_panels"(
         const float* row, Py_ssize_t k, const uint8_t* panel, Py_ssize_t panel_bytes,
         int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
@@ -225,12 +231,23 @@ cdef void nbits_row_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
 
 
 cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
-    """One row of A: panels 2 index and 2 index + 1 together, or the last alone."""
+    """One row of A: panels NBITS_ROW_PANELS index on, four or two together,
+    the last one alone."""
     cdef const NBitsProduct* job = <const NBitsProduct*>context
-    cdef Py_ssize_t panel = 2 * index
+    cdef Py_ssize_t panel = NBITS_ROW_PANELS * index
+    cdef Py_ssize_t left = job.panels - panel
     cdef Py_ssize_t first_column = panel * NBITS_COLUMNS
     cdef Py_ssize_t parameters = job.k_blocks * NBITS_COLUMNS
-    if panel + 1 >= job.panels:
+    if NBITS_ROW_PANELS == 4 and left >= 4:
+        nbits_row_four_panels(
+            job.a, job.k, job.weights + panel * job.panel_bytes, job.panel_bytes, job.bits,
+            job.block_size, job.blob, job.zeros + panel * parameters,
+            job.scales + panel * parameters, parameters,
+            NULL if job.bias == NULL else job.bias + first_column,
+            min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column - 3 * NBITS_COLUMNS),
+            job.out + first_column)
+        return
+    if left < 2:
         nbits_product_task(context, panel, slot)
         return
     nbits_row_two_panels(job.a, job.k, job.weights + panel * job.panel_bytes, job.panel_bytes,
@@ -239,6 +256,8 @@ cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nog
                          NULL if job.bias == NULL else job.bias + first_column,
                          min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column - NBITS_COLUMNS),
                          job.out + first_column)
+    if left == 3:
+        nbits_product_task(context, panel + 2, slot)
 
 
 cdef void nbits_pack_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
@@ -322,7 +341,8 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
         job.sums = <char*>&sums[0] + (64 - (<Py_ssize_t>&sums[0]) % 64) % 64
     with nogil:
         if job.rows == 1:
-            run_range(nbits_row_tasks, &job, (job.panels + 1) // 2, 1, threads)
+            run_range(nbits_row_tasks, &job,
+                      (job.panels + NBITS_ROW_PANELS - 1) // NBITS_ROW_PANELS, 1, threads)
         elif job.rows < NBITS_PREFILL_MIN_ROWS:
             run_tasks(nbits_product_task, &job, job.panels * groups, threads)
         else:

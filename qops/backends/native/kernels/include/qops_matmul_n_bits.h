@@ -374,6 +374,92 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
     }
 }
 
+/* Panels a row of A takes at a time: four where AVX-512 has the registers
+   for four chains of FMAs (with two, each waits on its last FMA's latency),
+   else two. */
+#if defined(__AVX512F__)
+#define QOPS_NBITS_ROW_PANELS 4
+
+/* qops_nbits_row_two_panels_4bit over four neighbouring panels: each
+   panel's chain the same steps in the same order. */
+static inline void qops_nbits_row_four_panels_4bit(const float* row, ptrdiff_t k,
+                                                   const uint8_t* panel, ptrdiff_t panel_bytes,
+                                                   ptrdiff_t block_size, ptrdiff_t blob,
+                                                   const float* zeros, const float* scales,
+                                                   ptrdiff_t parameters, qops_nbits_v16* sums) {
+    qops_nbits_v16 s0 = sums[0], s1 = sums[1], s2 = sums[2], s3 = sums[3];
+    for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
+        const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
+        const float* zero = zeros + j * QOPS_NBITS_COLUMNS;
+        const float* scale = scales + j * QOPS_NBITS_COLUMNS;
+        const qops_nbits_v16 zero0 = qops_nbits_load(zero);
+        const qops_nbits_v16 scale0 = qops_nbits_load(scale);
+        const qops_nbits_v16 zero1 = qops_nbits_load(zero + parameters);
+        const qops_nbits_v16 scale1 = qops_nbits_load(scale + parameters);
+        const qops_nbits_v16 zero2 = qops_nbits_load(zero + 2 * parameters);
+        const qops_nbits_v16 scale2 = qops_nbits_load(scale + 2 * parameters);
+        const qops_nbits_v16 zero3 = qops_nbits_load(zero + 3 * parameters);
+        const qops_nbits_v16 scale3 = qops_nbits_load(scale + 3 * parameters);
+        const uint8_t* bytes = panel + j * blob * QOPS_NBITS_COLUMNS;
+        const float* values = row + k0;
+        for (ptrdiff_t i = 0; 2 * i < count; i++) {
+            const uint8_t* line = bytes + i * QOPS_NBITS_COLUMNS;
+            const qops_nbits_line4 line0 = qops_nbits_line4_of(line);
+            const qops_nbits_line4 line1 = qops_nbits_line4_of(line + panel_bytes);
+            const qops_nbits_line4 line2 = qops_nbits_line4_of(line + 2 * panel_bytes);
+            const qops_nbits_line4 line3 = qops_nbits_line4_of(line + 3 * panel_bytes);
+            s0 = qops_nbits_step(s0, values[2 * i], line0.even, zero0, scale0);
+            s1 = qops_nbits_step(s1, values[2 * i], line1.even, zero1, scale1);
+            s2 = qops_nbits_step(s2, values[2 * i], line2.even, zero2, scale2);
+            s3 = qops_nbits_step(s3, values[2 * i], line3.even, zero3, scale3);
+            if (2 * i + 1 == count) break;  /* a last block of odd length */
+            s0 = qops_nbits_step(s0, values[2 * i + 1], line0.odd, zero0, scale0);
+            s1 = qops_nbits_step(s1, values[2 * i + 1], line1.odd, zero1, scale1);
+            s2 = qops_nbits_step(s2, values[2 * i + 1], line2.odd, zero2, scale2);
+            s3 = qops_nbits_step(s3, values[2 * i + 1], line3.odd, zero3, scale3);
+        }
+    }
+    sums[0] = s0;
+    sums[1] = s1;
+    sums[2] = s2;
+    sums[3] = s3;
+}
+#else
+#define QOPS_NBITS_ROW_PANELS 2
+#endif
+
+/* One row of A over four neighbouring panels, as two calls of
+   qops_nbits_row_two_panels give them (the same values): 48 columns of the
+   first three, `columns` of the fourth, at out. */
+static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
+                                              const uint8_t* panel, ptrdiff_t panel_bytes,
+                                              int bits, ptrdiff_t block_size, ptrdiff_t blob,
+                                              const float* zeros, const float* scales,
+                                              ptrdiff_t parameters, const float* bias,
+                                              ptrdiff_t columns, float* out) {
+#if defined(__AVX512F__)
+    if (bits == 4) {
+        static const float no_sums[QOPS_NBITS_COLUMNS];
+        qops_nbits_v16 sums[4];
+        float line[4 * QOPS_NBITS_COLUMNS];
+        for (int p = 0; p < 4; p++) sums[p] = qops_nbits_load(no_sums);
+        qops_nbits_row_four_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros,
+                                        scales, parameters, sums);
+        for (int p = 0; p < 4; p++) qops_nbits_store(line + p * QOPS_NBITS_COLUMNS, sums[p]);
+        for (ptrdiff_t c = 0; c < 3 * QOPS_NBITS_COLUMNS + columns; c++) {
+            out[c] = bias ? line[c] + bias[c] : line[c];
+        }
+        return;
+    }
+#endif
+    qops_nbits_row_two_panels(row, k, panel, panel_bytes, bits, block_size, blob, zeros, scales,
+                              parameters, bias, QOPS_NBITS_COLUMNS, out);
+    qops_nbits_row_two_panels(row, k, panel + 2 * panel_bytes, panel_bytes, bits, block_size,
+                              blob, zeros + 2 * parameters, scales + 2 * parameters, parameters,
+                              bias ? bias + 2 * QOPS_NBITS_COLUMNS : NULL, columns,
+                              out + 2 * QOPS_NBITS_COLUMNS);
+}
+
 /* One panel of 16 columns for rows 0 .. rows - 1 of A (float32, rows
    a_stride apart), K = k: out[r * out_stride + c] for the first `columns`
    columns.  zeros and scales: the panel's 16 columns' values for each
