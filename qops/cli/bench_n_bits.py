@@ -162,11 +162,31 @@ def table(rows, info=None):
     return "\n".join(lines)
 
 
+def select(all_cases, words):
+    """The cases ``words`` pick: each word is one word of the case names
+    (``4096x11008``, ``b32``, ``zp``, ``m1``, ``level4``); words in the same
+    place of the names are alternatives, words in different places must all
+    hold (``m1 level0 level4``: one row at either level).  No words, every
+    case.  A word no name has is a ``SystemExit`` naming the words there
+    are."""
+    places = {}
+    for case in all_cases:
+        for place, word in enumerate(case.name.split()):
+            places.setdefault(word, place)
+    unknown = [word for word in words if word not in places]
+    if unknown:
+        raise SystemExit(f"qops bench --n-bits: no case has the word(s) {', '.join(unknown)}; "
+                         f"the words are {', '.join(places)}")
+    wanted = {}
+    for word in words:
+        wanted.setdefault(places[word], set()).add(word)
+    return tuple(case for case in all_cases
+                 if all(case.name.split()[place] in alternatives
+                        for place, alternatives in wanted.items()))
+
+
 def main(args, progress=sys.stderr):
-    selected = cases()
-    if args.cases:
-        selected = tuple(case for case in selected
-                         if any(word in case.name for word in args.cases))
+    selected = select(cases(), args.cases or ())
     info = machine(args.threads)
     rows = []
     for index, case in enumerate(selected):

@@ -234,8 +234,9 @@ def build_parser():
                             "name models or architectures (resnet50, mobilenet_v2, bert_layer)")
     bench.add_argument("--n-bits", action="store_true", dest="n_bits",
                        help="time MatMulNBits (4-bit weights in blocks) against onnxruntime's; "
-                            "cases are matched by words of their names (4096x11008, m1, "
-                            "level4, ...)")
+                            "cases are picked by whole words of their names (4096x11008, "
+                            "b32, zp, m1, level4): words of one place are alternatives, "
+                            "of different places all hold")
     bench.add_argument("--small", action="store_true",
                        help="with --models: the small versions of the models")
     bench.set_defaults(run=_command_bench)
