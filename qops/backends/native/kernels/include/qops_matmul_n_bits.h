@@ -285,41 +285,41 @@ static inline qops_nbits_v16 qops_nbits_step(qops_nbits_v16 acc, float value,
 #endif
 }
 
-/* qops_nbits_row_two_panels for 4-bit codes: a line's two k from one load,
-   with no shift counts or code loop to branch on (the general loop spent
-   more on them than on its arithmetic); the same steps in the same order. */
-static inline void qops_nbits_row_two_panels_4bit(const float* row, ptrdiff_t k,
-                                                  const uint8_t* panel, ptrdiff_t panel_bytes,
-                                                  ptrdiff_t block_size, ptrdiff_t blob,
-                                                  const float* zeros, const float* scales,
-                                                  ptrdiff_t parameters, qops_nbits_v16* first,
-                                                  qops_nbits_v16* second) {
-    qops_nbits_v16 first_sums = *first, second_sums = *second;
+/* One row of A over `panels` (2 or 4, a constant where it is inlined)
+   neighbouring panels of 4-bit codes, each panel's chain of FMAs in
+   sums[p]: a line's two k from one load, with no shift counts or code loop
+   to branch on (the general loop spent more on them than on its
+   arithmetic); every panel the same steps in the same order as
+   qops_nbits_row_two_panels' general loop. */
+static inline void qops_nbits_row_panels_4bit(const float* row, ptrdiff_t k,
+                                              const uint8_t* panel, ptrdiff_t panel_bytes,
+                                              ptrdiff_t block_size, ptrdiff_t blob,
+                                              const float* zeros, const float* scales,
+                                              ptrdiff_t parameters, int panels,
+                                              qops_nbits_v16* sums) {
+    qops_nbits_v16 zero[4], scale[4];
     for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
         const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
-        const float* first_zero = zeros + j * QOPS_NBITS_COLUMNS;
-        const float* first_scale = scales + j * QOPS_NBITS_COLUMNS;
-        const qops_nbits_v16 zero0 = qops_nbits_load(first_zero);
-        const qops_nbits_v16 scale0 = qops_nbits_load(first_scale);
-        const qops_nbits_v16 zero1 = qops_nbits_load(first_zero + parameters);
-        const qops_nbits_v16 scale1 = qops_nbits_load(first_scale + parameters);
+        for (int p = 0; p < panels; p++) {
+            zero[p] = qops_nbits_load(zeros + p * parameters + j * QOPS_NBITS_COLUMNS);
+            scale[p] = qops_nbits_load(scales + p * parameters + j * QOPS_NBITS_COLUMNS);
+        }
         const uint8_t* bytes = panel + j * blob * QOPS_NBITS_COLUMNS;
         const float* values = row + k0;
         for (ptrdiff_t i = 0; 2 * i < count; i++) {
-            const qops_nbits_line4 line0 = qops_nbits_line4_of(bytes + i * QOPS_NBITS_COLUMNS);
-            const qops_nbits_line4 line1 = qops_nbits_line4_of(
-                bytes + panel_bytes + i * QOPS_NBITS_COLUMNS);
-            first_sums = qops_nbits_step(first_sums, values[2 * i], line0.even, zero0, scale0);
-            second_sums = qops_nbits_step(second_sums, values[2 * i], line1.even, zero1, scale1);
+            qops_nbits_line4 line[4];
+            for (int p = 0; p < panels; p++) {
+                line[p] = qops_nbits_line4_of(bytes + p * panel_bytes + i * QOPS_NBITS_COLUMNS);
+                sums[p] = qops_nbits_step(sums[p], values[2 * i], line[p].even, zero[p],
+                                          scale[p]);
+            }
             if (2 * i + 1 == count) break;  /* a last block of odd length */
-            first_sums = qops_nbits_step(first_sums, values[2 * i + 1], line0.odd, zero0,
-                                         scale0);
-            second_sums = qops_nbits_step(second_sums, values[2 * i + 1], line1.odd, zero1,
-                                          scale1);
+            for (int p = 0; p < panels; p++) {
+                sums[p] = qops_nbits_step(sums[p], values[2 * i + 1], line[p].odd, zero[p],
+                                          scale[p]);
+            }
         }
     }
-    *first = first_sums;
-    *second = second_sums;
 }
 #endif
 
@@ -339,8 +339,11 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
     qops_nbits_v16 first = qops_nbits_load(no_sums), second = first;
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     if (bits == 4) {
-        qops_nbits_row_two_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros,
-                                       scales, parameters, &first, &second);
+        qops_nbits_v16 sums[2] = {first, second};
+        qops_nbits_row_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros, scales,
+                                   parameters, 2, sums);
+        first = sums[0];
+        second = sums[1];
         k = 0;  /* the general loop below has nothing left to do */
     }
 #endif
@@ -379,51 +382,6 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
    else two. */
 #if defined(__AVX512F__)
 #define QOPS_NBITS_ROW_PANELS 4
-
-/* qops_nbits_row_two_panels_4bit over four neighbouring panels: each
-   panel's chain the same steps in the same order. */
-static inline void qops_nbits_row_four_panels_4bit(const float* row, ptrdiff_t k,
-                                                   const uint8_t* panel, ptrdiff_t panel_bytes,
-                                                   ptrdiff_t block_size, ptrdiff_t blob,
-                                                   const float* zeros, const float* scales,
-                                                   ptrdiff_t parameters, qops_nbits_v16* sums) {
-    qops_nbits_v16 s0 = sums[0], s1 = sums[1], s2 = sums[2], s3 = sums[3];
-    for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
-        const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
-        const float* zero = zeros + j * QOPS_NBITS_COLUMNS;
-        const float* scale = scales + j * QOPS_NBITS_COLUMNS;
-        const qops_nbits_v16 zero0 = qops_nbits_load(zero);
-        const qops_nbits_v16 scale0 = qops_nbits_load(scale);
-        const qops_nbits_v16 zero1 = qops_nbits_load(zero + parameters);
-        const qops_nbits_v16 scale1 = qops_nbits_load(scale + parameters);
-        const qops_nbits_v16 zero2 = qops_nbits_load(zero + 2 * parameters);
-        const qops_nbits_v16 scale2 = qops_nbits_load(scale + 2 * parameters);
-        const qops_nbits_v16 zero3 = qops_nbits_load(zero + 3 * parameters);
-        const qops_nbits_v16 scale3 = qops_nbits_load(scale + 3 * parameters);
-        const uint8_t* bytes = panel + j * blob * QOPS_NBITS_COLUMNS;
-        const float* values = row + k0;
-        for (ptrdiff_t i = 0; 2 * i < count; i++) {
-            const uint8_t* line = bytes + i * QOPS_NBITS_COLUMNS;
-            const qops_nbits_line4 line0 = qops_nbits_line4_of(line);
-            const qops_nbits_line4 line1 = qops_nbits_line4_of(line + panel_bytes);
-            const qops_nbits_line4 line2 = qops_nbits_line4_of(line + 2 * panel_bytes);
-            const qops_nbits_line4 line3 = qops_nbits_line4_of(line + 3 * panel_bytes);
-            s0 = qops_nbits_step(s0, values[2 * i], line0.even, zero0, scale0);
-            s1 = qops_nbits_step(s1, values[2 * i], line1.even, zero1, scale1);
-            s2 = qops_nbits_step(s2, values[2 * i], line2.even, zero2, scale2);
-            s3 = qops_nbits_step(s3, values[2 * i], line3.even, zero3, scale3);
-            if (2 * i + 1 == count) break;  /* a last block of odd length */
-            s0 = qops_nbits_step(s0, values[2 * i + 1], line0.odd, zero0, scale0);
-            s1 = qops_nbits_step(s1, values[2 * i + 1], line1.odd, zero1, scale1);
-            s2 = qops_nbits_step(s2, values[2 * i + 1], line2.odd, zero2, scale2);
-            s3 = qops_nbits_step(s3, values[2 * i + 1], line3.odd, zero3, scale3);
-        }
-    }
-    sums[0] = s0;
-    sums[1] = s1;
-    sums[2] = s2;
-    sums[3] = s3;
-}
 #else
 #define QOPS_NBITS_ROW_PANELS 2
 #endif
@@ -443,8 +401,8 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
         qops_nbits_v16 sums[4];
         float line[4 * QOPS_NBITS_COLUMNS];
         for (int p = 0; p < 4; p++) sums[p] = qops_nbits_load(no_sums);
-        qops_nbits_row_four_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros,
-                                        scales, parameters, sums);
+        qops_nbits_row_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros, scales,
+                                   parameters, 4, sums);
         for (int p = 0; p < 4; p++) qops_nbits_store(line + p * QOPS_NBITS_COLUMNS, sums[p]);
         for (ptrdiff_t c = 0; c < 3 * QOPS_NBITS_COLUMNS + columns; c++) {
             out[c] = bias ? line[c] + bias[c] : line[c];
