@@ -755,6 +755,20 @@ def depth_fits_int32(Py_ssize_t depth):
     return fits_int32(depth, 0)
 
 
+def pool_finish_of(costs, int threads):
+    """pool_finish on ``costs`` (at most BALANCED_MOST_UNITS jobs, at most
+    BALANCED_MOST_THREADS threads): when the last job ends as the pool's
+    range runs them."""
+    cdef Py_ssize_t cost[BALANCED_MOST_UNITS]
+    cdef Py_ssize_t i, count = len(costs)
+    if not 0 < count <= BALANCED_MOST_UNITS or not 1 <= threads <= BALANCED_MOST_THREADS:
+        raise ValueError(f"pool_finish_of: 1 to {BALANCED_MOST_UNITS} jobs on 1 to "
+                         f"{BALANCED_MOST_THREADS} threads")
+    for i in range(count):
+        cost[i] = costs[i]
+    return pool_finish(cost, count, threads)
+
+
 def unit_band_of(Py_ssize_t m, Py_ssize_t n, Py_ssize_t k, Py_ssize_t batch, int n_threads):
     """(band, TILE_M_PANELS): the micro-tiles down each unit of work that
     run_gemm gives a product of m rows by a packed K x N B on ``n_threads``

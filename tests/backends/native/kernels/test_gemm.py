@@ -506,6 +506,54 @@ def test_one_or_two_rows_on_a_compiled_b(variant, b_type, monkeypatch):
                 assert np.array_equal(requantized(a, n_threads=n_threads), wanted), (depth, rows)
 
 
+def _range_finish(costs, threads):
+    """The pool's range scheduling (include/qops_pool.h, qops_run_range with
+    grain 1), stated on its own: thread t's home segment is jobs
+    [count t / threads, count (t + 1) / threads); a free thread takes half
+    of what is left (rounded up) of its own segment, then of the others' in
+    turn; the thread free first goes first (the lowest on a tie).  Returns
+    when the last job ends."""
+    count = len(costs)
+    threads = min(threads, count)
+    front = [count * t // threads for t in range(threads)]
+    end = [count * (t + 1) // threads for t in range(threads)]
+    free_at, turn = [0] * threads, [0] * threads
+    finish = 0
+    while any(step < threads for step in turn):
+        first = min((t for t in range(threads) if turn[t] < threads),
+                    key=lambda t: (free_at[t], t))
+        while turn[first] < threads:
+            segment = (first + turn[first]) % threads
+            left = end[segment] - front[segment]
+            if left > 0:
+                size = (left + 1) // 2
+                free_at[first] += sum(costs[front[segment]:front[segment] + size])
+                front[segment] += size
+                break
+            turn[first] += 1
+        if turn[first] == threads:
+            finish = max(finish, free_at[first])
+    return finish
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_band_search_times_units_as_the_pool_shares_them_out(variant):
+    """unit_band's model of the pool (pool_finish) against the scheduling
+    stated here: random costs, 1 to 8 threads, 1 to 40 jobs."""
+    kernels = _simd.module(variant)
+    rng = np.random.default_rng(8)
+    for _ in range(300):
+        count, threads = int(rng.integers(1, 41)), int(rng.integers(1, 9))
+        costs = rng.integers(1, 100, count).tolist()
+        assert kernels.pool_finish_of(costs, threads) == _range_finish(costs, threads), (
+            costs, threads)
+    # Two columns of units of 128 and 32 columns, 9 micro-tiles each: one
+    # thread a column ends at the wider's cost.
+    assert kernels.pool_finish_of([9 * 8 + 2, 9 * 2 + 2], 2) == 74
+    with pytest.raises(ValueError):
+        kernels.pool_finish_of([1] * 3, 9)
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("b_zero", ["zero", "per column"])
 def test_few_units_on_a_compiled_b_share_out_in_lower_bands(variant, b_zero, monkeypatch):
