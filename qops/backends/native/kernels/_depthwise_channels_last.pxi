@@ -13,8 +13,6 @@
 cdef extern from "qops_depthwise_channels_last.h":
     # Channels per task: the lanes of every loop of the pixel kernel.
     enum: CHANNEL_BLOCK "QOPS_CHANNEL_BLOCK"
-    void copy_run "qops_depthwise_channels_last_copy_run"(
-        uint8_t* target, const uint8_t* source, Py_ssize_t count, uint8_t flip) noexcept nogil
     void lay_weights "qops_depthwise_channels_last_lay_weights"(
         const int32_t* weights, Py_ssize_t count, int16_t* target) noexcept nogil
     void channels_last_pixel "qops_depthwise_channels_last_pixel"(
@@ -368,8 +366,8 @@ cdef void copy_block_channels_last(const ChannelsLastJob* job, const uint8_t* im
             target = copy + ((h + job.pad_top - top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK
             source = image + h * job.width * job.channels + first
             for w in range(job.width):
-                copy_run(target + w * CHANNEL_BLOCK, source + w * job.channels, block,
-                         job.flip_input)
+                copy_flipped(target + w * CHANNEL_BLOCK, source + w * job.channels, block,
+                             job.flip_input)
         return
     for h in range(h_start, h_stop):
         target = copy + ((h + job.pad_top - top) * job.padded_w + job.pad_left) * CHANNEL_BLOCK

@@ -934,11 +934,10 @@ cdef void copy_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
     cdef const ChannelsLast* j = <const ChannelsLast*>context
     cdef Py_ssize_t pixel_stride = j.group_count * j.block_padded
     cdef Py_ssize_t run_bytes = j.taps_per_run * j.group_channels
-    cdef Py_ssize_t hp, ih, wp, iw, g, t, c, lo, hi
+    cdef Py_ssize_t hp, ih, wp, iw, g, t, lo, hi
     cdef bint inside
     cdef uint8_t* row
     cdef uint8_t* target
-    cdef const uint8_t* source
     cdef const uint8_t* image_row
     # One tap a position and no bytes between the groups: the interior of a
     # row is the image's row, byte for byte.
@@ -965,9 +964,9 @@ cdef void copy_rows(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) 
                 for t in range(j.taps_per_run):
                     iw = wp + t * j.dilation_w - j.pad_left
                     if inside and 0 <= iw < j.width:
-                        source = image_row + iw * j.channels + g * j.group_channels
-                        for c in range(j.group_channels):
-                            target[t * j.group_channels + c] = source[c] ^ j.flip
+                        copy_flipped(target + t * j.group_channels,
+                                     image_row + iw * j.channels + g * j.group_channels,
+                                     j.group_channels, j.flip)
                     else:
                         memset(target + t * j.group_channels, j.pad_value, j.group_channels)
                 if j.block_padded > run_bytes:

@@ -30,6 +30,9 @@ cdef enum:
 cdef extern from "qops_gemm_pack_a.h":
     void copy_short "qops_copy_short"(uint8_t* target, const uint8_t* source, uint8_t flip,
                                       int wide) noexcept nogil
+    # count bytes of source ^ flip (a channels-last image's run of channels).
+    void copy_flipped "qops_copy_flipped"(uint8_t* target, const uint8_t* source,
+                                          Py_ssize_t count, uint8_t flip) noexcept nogil
 
 
 cdef extern from "qops_gemm_pack_a.h":

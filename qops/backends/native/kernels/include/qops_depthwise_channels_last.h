@@ -177,27 +177,6 @@ static inline void qops_depthwise_channels_last_pixel(
 }
 #endif
 
-/* One pixel's run of a block's channels from a channels-last image into
-   the block's copy: count bytes, each ^ flip (0x80 for a signed image).
-   The compiler makes whole vectors of it (the loop of the Cython caller
-   stored byte by byte, its flip read again after every store). */
-static inline void qops_depthwise_channels_last_copy_run(uint8_t* restrict target,
-                                                         const uint8_t* restrict source,
-                                                         ptrdiff_t count, uint8_t flip) {
-    ptrdiff_t c;
-    if (count == QOPS_CHANNEL_BLOCK) {
-        if (flip == 0) {
-            memcpy(target, source, QOPS_CHANNEL_BLOCK);
-            return;
-        }
-        for (c = 0; c < QOPS_CHANNEL_BLOCK; c++)
-            target[c] = source[c] ^ flip;
-        return;
-    }
-    for (c = 0; c < count; c++)
-        target[c] = source[c] ^ flip;
-}
-
 #if QOPS_CHANNELS_LAST_PAIRS
 /* The weights of taps t and t + 1 (0 past the last tap) as int16 pairs, in
    the channel order the byte-to-word unpacks give: per tap pair and group

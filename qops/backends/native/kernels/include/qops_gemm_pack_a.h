@@ -7,7 +7,34 @@
    loop elsewhere.  (Written out: from a loop through local arrays the compiler
    made a 32-byte store that the 16-byte reloads could not forward from, a
    stall of most of the copy's time.) */
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+/* count bytes of source ^ flip into target, as a channels-last image's
+   copy for the convolutions takes a pixel's run of channels: 64 bytes at a
+   time, a fixed count the compiler makes whole vectors of, then the rest.
+   (Written as the callers' loops over a struct's flip, they stored byte by
+   byte, the flip read again after every store.) */
+static inline void qops_copy_flipped(uint8_t* restrict target, const uint8_t* restrict source,
+                                     ptrdiff_t count, uint8_t flip) {
+    ptrdiff_t i = 0, c;
+    if (count == 64 && !flip) {  /* the depthwise kernel's block of channels */
+        memcpy(target, source, 64);
+        return;
+    }
+    for (; i + 64 <= count; i += 64) {
+        if (!flip) {
+            memcpy(target + i, source + i, 64);
+            continue;
+        }
+        for (c = 0; c < 64; c++)
+            target[i + c] = source[i + c] ^ flip;
+    }
+    for (; i < count; i++)
+        target[i] = source[i] ^ flip;
+}
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 static inline void qops_copy_short(uint8_t* target, const uint8_t* source, uint8_t flip,
