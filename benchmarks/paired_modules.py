@@ -122,6 +122,7 @@ def n_bits(spec, level, threads):
                               k_blocks)
     block_scales = native._per_panel(native.scales_of(scales, case.n, k_blocks), case.n,
                                      k_blocks)
+    whole_zeros = native.whole_zeros_hold(zeros, block_scales, 4)
     rows_of_a = np.ascontiguousarray(np.asarray(a, np.float32).reshape(-1, case.k))
     codes, a_scales, a_sums = quantize_a_blocks(rows_of_a, case.block_size)
     packed = {}
@@ -141,8 +142,12 @@ def n_bits(spec, level, threads):
             except ValueError:  # a build from before the zero points were bytes
                 module.matmul_n_bits_int8(*arguments, zeros.astype(np.int32), *rest)
         else:
-            module.matmul_n_bits(rows_of_a, packed[module], zeros, block_scales, None, case.n,
-                                 4, case.block_size, target, threads)
+            arguments = (rows_of_a, packed[module], zeros, block_scales, None, case.n, 4,
+                         case.block_size, target, threads)
+            try:
+                module.matmul_n_bits(*arguments, whole_zeros)
+            except TypeError:  # a build from before the one-row kernel's whole_zeros
+                module.matmul_n_bits(*arguments)
 
     return call, (case.rows, 4 * case.n), case.rows * case.k * case.n
 

@@ -288,6 +288,30 @@ def test_one_row_over_four_panels_at_a_time_by_the_rule(bits, n):
         every_variant_and_thread_count_gives(call, want)
 
 
+@pytest.mark.parametrize("scale_exponent", [-122, -123, -125])
+@pytest.mark.parametrize("zero_kind", ["none", "packed", "whole floats"])
+def test_one_row_whole_zero_points_by_the_rule(zero_kind, scale_exponent):
+    """One row of A with whole zero points (absent, packed, or floats that
+    are whole numbers) takes the one-row kernel's shorter form where every
+    scale's sixteenth is exact: scales from 2**-122 take it, smaller ones
+    (some of whose sixteenths would round) the general form; both are the
+    rule's bytes on every variant and thread count."""
+    rng = np.random.default_rng(-scale_exponent)
+    a, b, scales, zero_points, bias = case(rng, 1, 301, 70, 4, 32,
+                                           "packed" if zero_kind == "packed" else "none", True)
+    if zero_kind == "whole floats":
+        zero_points = rng.integers(0, 16, scales.shape).astype(np.float32)
+    # Full mantissas, so that a sixteenth below 2**-126 loses bits.
+    scales = (np.sign(scales) * (1 + rng.random(scales.shape)) * 2.0 ** scale_exponent
+              ).astype(np.float32)
+    a = (a * 2.0 ** 100).astype(np.float32)
+    call = call_of(a, b, scales, zero_points, bias, k=301, n=70, bits=4, block_size=32,
+                   accuracy_level=0)
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=301, n=70, bits=4,
+                                        block_size=32, accuracy_level=0)
+    every_variant_and_thread_count_gives(call, want)
+
+
 @pytest.mark.parametrize("level", [0, 4])
 @pytest.mark.parametrize("m, k, block_size", [(263, 600, 128), (197, 290, 16), (32, 513, 64),
                                               (16, 300, 256), (131, 4100, 1024)])
@@ -526,10 +550,11 @@ void rows_int8(const int8_t* codes, ptrdiff_t padded_k, const float* a_scales,
 }
 void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t panel_bytes,
                 int bits, ptrdiff_t block_size, const float* zeros, const float* scales,
-                ptrdiff_t parameters, const float* bias, ptrdiff_t columns, float* out) {
+                ptrdiff_t parameters, int whole_zeros, const float* bias, ptrdiff_t columns,
+                float* out) {
     qops_nbits_row_two_panels(row, k, weights, panel_bytes, bits, block_size,
-                              block_size * bits / 8, zeros, scales, parameters, bias, columns,
-                              out);
+                              block_size * bits / 8, zeros, scales, parameters, whole_zeros,
+                              bias, columns, out);
 }
 """
 
@@ -624,16 +649,82 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
     if panels < 2:
         return
     # One row over two panels at once (the kernels' path for one row of A).
-    c_kernels.two_panels.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
-                                     ctypes.c_int, ctypes.c_ssize_t, pointer, pointer,
-                                     ctypes.c_ssize_t, pointer, ctypes.c_ssize_t, pointer]
     pair = np.zeros(32, np.float32)
     second = min(16, n - 16)
-    c_kernels.two_panels(a[0].ctypes.data, k, interleaved.ctypes.data, interleaved.shape[1],
-                         bits, block_size, all_zeros.ctypes.data, all_scales.ctypes.data,
-                         k_blocks * 16, padded_bias.ctypes.data, second, pair.ctypes.data)
+    two_panels(c_kernels, a[0], k, interleaved, bits, block_size, all_zeros, all_scales,
+               False, padded_bias, second, pair)
     assert np.array_equal(pair[:16 + second].view(np.uint32),
                           want[0, :16 + second].view(np.uint32))
+
+
+def two_panels(c_kernels, row, k, interleaved, bits, block_size, zeros, scales, whole_zeros,
+               bias, second, out):
+    """The header's one row over the first two panels (second: the second
+    panel's columns), into out."""
+    pointer = ctypes.c_void_p
+    c_kernels.two_panels.argtypes = [pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
+                                     ctypes.c_int, ctypes.c_ssize_t, pointer, pointer,
+                                     ctypes.c_ssize_t, ctypes.c_int, pointer, ctypes.c_ssize_t,
+                                     pointer]
+    c_kernels.two_panels(row.ctypes.data, k, interleaved.ctypes.data, interleaved.shape[1],
+                         bits, block_size, zeros.ctypes.data, scales.ctypes.data,
+                         zeros.shape[1] * 16, int(whole_zeros),
+                         None if bias is None else bias.ctypes.data, second, out.ctypes.data)
+
+
+@settings(max_examples=20, deadline=None)
+@given(k=st.integers(1, 300), block_log=st.integers(4, 7), zero=st.sampled_from([0, 8, 15, None]),
+       magnitude=st.sampled_from([-122, -100, -1, 0, 30, 100, 127]),
+       seed=st.integers(0, 2 ** 16))
+def test_the_header_one_row_whole_zero_points_form_at_each_width(c_kernels, k, block_log, zero,
+                                                                 magnitude, seed):
+    """The one-row kernel's form for whole zero points (AVX-512 takes it:
+    codes or'd into 2**23's mantissa, the high nibble's times 16 and its
+    scale / 16) gives the bytes of the general form, at every width: codes
+    0 and 15 against zero points 0 to 15, scales of either sign from the
+    smallest whose sixteenth is exact (2**-122) to the largest, infinite
+    and NaN ones, odd K (a last block of odd length).  Where every value is
+    finite, both are the rule's."""
+    from qops.backends.native.matmul_n_bits import whole_zeros_hold
+    from qops.reference import n_bits
+
+    rng = np.random.default_rng(seed)
+    block_size = 2 ** block_log
+    n, k_blocks = 32, -(-k // block_size)
+    codes = rng.choice(np.array([0, 15, 7, 8], np.uint8), size=(n, k_blocks * block_size))
+    b = (codes[:, 0::2] | (codes[:, 1::2] << 4)).reshape(n, k_blocks, block_size // 2)
+    scales = (rng.choice([-1.0, 1.0], size=(n, k_blocks))
+              * rng.uniform(1.0, 1.99, size=(n, k_blocks)) * 2.0 ** magnitude).astype(np.float32)
+    zeros = (np.full((n, k_blocks), zero, np.float32) if zero is not None
+             else rng.integers(0, 16, size=(n, k_blocks)).astype(np.float32))
+    all_zeros = np.ascontiguousarray(zeros.reshape(2, 16, k_blocks).transpose(0, 2, 1))
+    all_scales = np.ascontiguousarray(scales.reshape(2, 16, k_blocks).transpose(0, 2, 1))
+    assert whole_zeros_hold(all_zeros, all_scales, 4)
+    a = (rng.standard_normal((1, k)) * 2.0 ** rng.integers(-20, 20)).astype(np.float32)
+    interleaved = interleaved_by_header(c_kernels, b, n, k_blocks)
+    general, whole = np.zeros(32, np.float32), np.zeros(32, np.float32)
+    two_panels(c_kernels, a[0], k, interleaved, 4, block_size, all_zeros, all_scales, False,
+               None, 16, general)
+    two_panels(c_kernels, a[0], k, interleaved, 4, block_size, all_zeros, all_scales, True,
+               None, 16, whole)
+    assert np.array_equal(whole.view(np.uint32), general.view(np.uint32))
+    with np.errstate(over="ignore"):
+        weights = n_bits.dequantized_weights(b, scales, zeros, k=k, n=n, bits=4,
+                                             block_size=block_size)
+    if np.all(np.isfinite(weights)) and np.all(np.isfinite(general)):
+        want = qops.reference.matmul_n_bits(a, b, scales, zeros, k=k, n=n, bits=4,
+                                            block_size=block_size)
+        assert np.array_equal(whole.view(np.uint32), want[0].view(np.uint32))
+    # Infinite and NaN scales: the same bytes, NaN where either form has one.
+    special = all_scales.copy()
+    special[0, 0, :4] = [np.inf, -np.inf, np.nan, 0.0]
+    two_panels(c_kernels, a[0], k, interleaved, 4, block_size, all_zeros, special, False, None,
+               16, general)
+    two_panels(c_kernels, a[0], k, interleaved, 4, block_size, all_zeros, special, True, None,
+               16, whole)
+    assert np.array_equal(np.isnan(whole), np.isnan(general))
+    finite = ~np.isnan(general)
+    assert np.array_equal(whole[finite].view(np.uint32), general[finite].view(np.uint32))
 
 
 @settings(max_examples=15, deadline=None)

@@ -34,6 +34,24 @@ def _per_panel(values, n, k_blocks):
         padded.reshape(panels, _COLUMNS, k_blocks).transpose(0, 2, 1)).reshape(panels, -1)
 
 
+#: The least magnitude of a nonzero scale whose sixteenth is exact in float32
+#: (a sixteenth below 2**-126 would be subnormal, and may round).
+_SIXTEENTH_EXACT = np.float32(2.0 ** -122)
+
+
+def whole_zeros_hold(zeros, scales, bits):
+    """Whether 4-bit weights' zero points are all whole numbers from 0 to 15
+    and every finite nonzero scale at least 2**-122 in magnitude, so that
+    ``scale / 16`` is exact: the one-row kernel's shorter form of the rule
+    (``qops_nbits_row_panels_4bit_whole``) then gives the same values."""
+    if bits != 4:
+        return False
+    magnitudes = np.abs(scales)
+    return bool(np.all((zeros >= 0) & (zeros <= 15) & (zeros == np.floor(zeros)))
+                and np.all((magnitudes >= _SIXTEENTH_EXACT) | (magnitudes == 0)
+                           | ~np.isfinite(magnitudes)))
+
+
 def prepare(call, variant=None):
     """``run(call, out, n_threads)`` for MatMulNBits calls of this signature.
 
@@ -54,7 +72,7 @@ def prepare(call, variant=None):
         scales = _per_panel(scales_of(arrays["scales"], n, k_blocks), n, k_blocks)
         # The level-4 rule's zero points are integers of at most 8 bits (float
         # ones take the float rule): a byte each, a quarter of int32's stream.
-        return zeros, scales, zeros.astype(np.uint8)
+        return zeros, scales, zeros.astype(np.uint8), whole_zeros_hold(zeros, scales, bits)
 
     def kept(call, key, make):
         """``make()``, kept under ``key`` for a compiled B (``call.packed``)."""
@@ -90,8 +108,8 @@ def prepare(call, variant=None):
             target[...] = 0 if bias32 is None else bias32
         else:
             rows = np.ascontiguousarray(np.asarray(arrays["a"]).reshape(-1, k), np.float32)
-            zeros, scales, integer_zeros = kept(call, "parameters by panels",
-                                                lambda: parameters(arrays))
+            zeros, scales, integer_zeros, whole_zeros = kept(call, "parameters by panels",
+                                                             lambda: parameters(arrays))
             # The level-4 rule's A, None where a value is not finite (the
             # float rule then, as qops.reference.n_bits.takes_int8_rule says).
             quantized = (kernels.matmul_n_bits_quantize_rows(rows, block_size, n_threads)
@@ -105,7 +123,8 @@ def prepare(call, variant=None):
                                            block_size, target, n_threads)
             else:
                 kernels.matmul_n_bits(rows, float_weights(call, n_threads), zeros, scales,
-                                      bias32, n, bits, block_size, target, n_threads)
+                                      bias32, n, bits, block_size, target, n_threads,
+                                      whole_zeros)
         if target is not result:
             result[...] = target  # one rounding, from float32 to A's type
         return out

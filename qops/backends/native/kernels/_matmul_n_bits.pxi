@@ -41,13 +41,13 @@ cdef extern from "qops_matmul_n_bits.h":
     void nbits_row_four_panels "qops_nbits_row_four_panels"(
         const float* row, Py_ssize_t k, const uint8_t* panel, Py_ssize_t panel_bytes,
         int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
-        const float* scales, Py_ssize_t parameters, const float* bias, Py_ssize_t columns,
-        float* out) noexcept nogil
+        const float* scales, Py_ssize_t parameters, int whole_zeros, const float* bias,
+        Py_ssize_t columns, float* out) noexcept nogil
     void nbits_row_two_panels "qops_nbits_row_two_panels"(
         const float* row, Py_ssize_t k, const uint8_t* panel, Py_ssize_t panel_bytes,
         int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
-        const float* scales, Py_ssize_t parameters, const float* bias, Py_ssize_t columns,
-        float* out) noexcept nogil
+        const float* scales, Py_ssize_t parameters, int whole_zeros, const float* bias,
+        Py_ssize_t columns, float* out) noexcept nogil
     int nbits_quantize_row "qops_nbits_quantize_row"(
         const float* x, Py_ssize_t k, Py_ssize_t block_size, int8_t* codes, float* scales,
         int32_t* sums) noexcept nogil
@@ -194,6 +194,9 @@ cdef struct NBitsProduct:
     const float* a
     Py_ssize_t rows, k, n, block_size, blob, panel_bytes, k_blocks, panels
     int bits
+    # Every zero point a whole number from 0 to 15 and every scale's
+    # sixteenth exact: the one-row kernel's shorter form of the same values.
+    bint whole_zeros
     const uint8_t* weights
     const float* zeros
     const float* scales
@@ -242,7 +245,7 @@ cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nog
         nbits_row_four_panels(
             job.a, job.k, job.weights + panel * job.panel_bytes, job.panel_bytes, job.bits,
             job.block_size, job.blob, job.zeros + panel * parameters,
-            job.scales + panel * parameters, parameters,
+            job.scales + panel * parameters, parameters, job.whole_zeros,
             NULL if job.bias == NULL else job.bias + first_column,
             min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column - 3 * NBITS_COLUMNS),
             job.out + first_column)
@@ -252,7 +255,7 @@ cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nog
         return
     nbits_row_two_panels(job.a, job.k, job.weights + panel * job.panel_bytes, job.panel_bytes,
                          job.bits, job.block_size, job.blob, job.zeros + panel * parameters,
-                         job.scales + panel * parameters, parameters,
+                         job.scales + panel * parameters, parameters, job.whole_zeros,
                          NULL if job.bias == NULL else job.bias + first_column,
                          min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column - NBITS_COLUMNS),
                          job.out + first_column)
@@ -291,10 +294,13 @@ cdef void nbits_prefill_task(void* context, Py_ssize_t index, int slot) noexcept
 def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
                   const float[:, ::1] zeros, const float[:, ::1] scales, bias,
                   Py_ssize_t n, int bits, Py_ssize_t block_size, float[:, ::1] out,
-                  int n_threads):
+                  int n_threads, bint whole_zeros=False):
     """out (M x N) <- a (M x K) times the interleaved weights by the rule of
     include/qops_matmul_n_bits.h.  zeros and scales: (panels, k_blocks * 16)
-    float32, each panel's 16 columns per block; bias: N float32 or None."""
+    float32, each panel's 16 columns per block; bias: N float32 or None.
+    whole_zeros: the caller's word that every zero point is a whole number
+    from 0 to 15 and every scale's sixteenth exact (whole_zeros_hold), for
+    the one-row kernel's shorter form; the values are the same."""
     cdef NBitsProduct job
     cdef const float[::1] bias_view
     cdef Py_ssize_t groups = (a.shape[0] + NBITS_ROWS - 1) // NBITS_ROWS
@@ -302,6 +308,7 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
     job.k = a.shape[1]
     job.n = n
     job.bits = bits
+    job.whole_zeros = whole_zeros
     job.block_size = block_size
     job.blob = block_size * bits // 8
     job.panels = panels.shape[0]

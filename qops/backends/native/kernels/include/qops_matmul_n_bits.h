@@ -285,18 +285,86 @@ static inline qops_nbits_v16 qops_nbits_step(qops_nbits_v16 acc, float value,
 #endif
 }
 
+#if defined(__AVX512F__)
+/* qops_nbits_row_panels_4bit where every zero point is a whole number from
+   0 to 15 and every scale's sixteenth is exact (whole_zeros): the same
+   values in two instructions fewer a line.  A code q or'd into the float
+   2**23's mantissa is the float 2**23 + q, and 2**23 + 16 q from the high
+   nibble left in place; so (q - zero) * scale is ((2**23 + q) - (2**23 +
+   zero)) * scale, and from the high nibble ((2**23 + 16 q) - (2**23 + 16
+   zero)) * (scale / 16): each difference exact (whole numbers below
+   2**24), each product the exact (q - zero) * scale rounded once, as the
+   rule's.  One vpternlogd a code instead of a mask or shift and a
+   conversion. */
+static inline void qops_nbits_row_panels_4bit_whole(const float* row, ptrdiff_t k,
+                                                    const uint8_t* panel, ptrdiff_t panel_bytes,
+                                                    ptrdiff_t block_size, ptrdiff_t blob,
+                                                    const float* zeros, const float* scales,
+                                                    ptrdiff_t parameters, int panels,
+                                                    qops_nbits_v16* sums) {
+    const __m512 two_23 = _mm512_set1_ps(8388608.0f);
+    const __m512i two_23_bits = _mm512_set1_epi32(0x4B000000);
+    const __m512i low_nibble = _mm512_set1_epi32(0x0F), high_nibble = _mm512_set1_epi32(0xF0);
+    __m512 zero_low[4], zero_high[4], scale[4], scale_high[4];
+    for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
+        const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
+        for (int p = 0; p < panels; p++) {
+            const __m512 zero = _mm512_loadu_ps(zeros + p * parameters + j * QOPS_NBITS_COLUMNS);
+            scale[p] = _mm512_loadu_ps(scales + p * parameters + j * QOPS_NBITS_COLUMNS);
+            zero_low[p] = _mm512_add_ps(zero, two_23);
+            zero_high[p] = _mm512_fmadd_ps(zero, _mm512_set1_ps(16.0f), two_23);
+            scale_high[p] = _mm512_mul_ps(scale[p], _mm512_set1_ps(0.0625f));
+        }
+        const uint8_t* bytes = panel + j * blob * QOPS_NBITS_COLUMNS;
+        const float* values = row + k0;
+        for (ptrdiff_t i = 0; 2 * i < count; i++) {
+            __m512i line[4];
+            for (int p = 0; p < panels; p++) {
+                line[p] = _mm512_cvtepu8_epi32(_mm_loadu_si128(
+                    (const __m128i*)(bytes + p * panel_bytes + i * QOPS_NBITS_COLUMNS)));
+                /* (line & 0x0F) | 2**23's bits: 0xEA is (a & b) | c. */
+                const __m512 low = _mm512_castsi512_ps(
+                    _mm512_ternarylogic_epi32(line[p], low_nibble, two_23_bits, 0xEA));
+                sums[p] = _mm512_fmadd_ps(
+                    _mm512_set1_ps(values[2 * i]),
+                    _mm512_mul_ps(_mm512_sub_ps(low, zero_low[p]), scale[p]), sums[p]);
+            }
+            if (2 * i + 1 == count) break;  /* a last block of odd length */
+            for (int p = 0; p < panels; p++) {
+                const __m512 high = _mm512_castsi512_ps(
+                    _mm512_ternarylogic_epi32(line[p], high_nibble, two_23_bits, 0xEA));
+                sums[p] = _mm512_fmadd_ps(
+                    _mm512_set1_ps(values[2 * i + 1]),
+                    _mm512_mul_ps(_mm512_sub_ps(high, zero_high[p]), scale_high[p]), sums[p]);
+            }
+        }
+    }
+}
+#endif
+
 /* One row of A over `panels` (2 or 4, a constant where it is inlined)
    neighbouring panels of 4-bit codes, each panel's chain of FMAs in
    sums[p]: a line's two k from one load, with no shift counts or code loop
    to branch on (the general loop spent more on them than on its
    arithmetic); every panel the same steps in the same order as
-   qops_nbits_row_two_panels' general loop. */
+   qops_nbits_row_two_panels' general loop.  whole_zeros: see
+   qops_nbits_row_panels_4bit_whole (AVX-512 takes it; other widths need
+   not). */
 static inline void qops_nbits_row_panels_4bit(const float* row, ptrdiff_t k,
                                               const uint8_t* panel, ptrdiff_t panel_bytes,
                                               ptrdiff_t block_size, ptrdiff_t blob,
                                               const float* zeros, const float* scales,
                                               ptrdiff_t parameters, int panels,
-                                              qops_nbits_v16* sums) {
+                                              int whole_zeros, qops_nbits_v16* sums) {
+#if defined(__AVX512F__)
+    if (whole_zeros) {
+        qops_nbits_row_panels_4bit_whole(row, k, panel, panel_bytes, block_size, blob, zeros,
+                                         scales, parameters, panels, sums);
+        return;
+    }
+#else
+    (void)whole_zeros;
+#endif
     qops_nbits_v16 zero[4], scale[4];
     for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
         const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
@@ -332,8 +400,8 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
                                              const uint8_t* panel, ptrdiff_t panel_bytes,
                                              int bits, ptrdiff_t block_size, ptrdiff_t blob,
                                              const float* zeros, const float* scales,
-                                             ptrdiff_t parameters, const float* bias,
-                                             ptrdiff_t columns, float* out) {
+                                             ptrdiff_t parameters, int whole_zeros,
+                                             const float* bias, ptrdiff_t columns, float* out) {
     static const float no_sums[QOPS_NBITS_COLUMNS];
     const int per_byte = 8 / bits;
     qops_nbits_v16 first = qops_nbits_load(no_sums), second = first;
@@ -341,11 +409,13 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
     if (bits == 4) {
         qops_nbits_v16 sums[2] = {first, second};
         qops_nbits_row_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros, scales,
-                                   parameters, 2, sums);
+                                   parameters, 2, whole_zeros, sums);
         first = sums[0];
         second = sums[1];
         k = 0;  /* the general loop below has nothing left to do */
     }
+#else
+    (void)whole_zeros;  /* one form at the scalar width */
 #endif
     for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
         const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
@@ -393,8 +463,8 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
                                               const uint8_t* panel, ptrdiff_t panel_bytes,
                                               int bits, ptrdiff_t block_size, ptrdiff_t blob,
                                               const float* zeros, const float* scales,
-                                              ptrdiff_t parameters, const float* bias,
-                                              ptrdiff_t columns, float* out) {
+                                              ptrdiff_t parameters, int whole_zeros,
+                                              const float* bias, ptrdiff_t columns, float* out) {
 #if defined(__AVX512F__)
     if (bits == 4) {
         static const float no_sums[QOPS_NBITS_COLUMNS];
@@ -402,7 +472,7 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
         float line[4 * QOPS_NBITS_COLUMNS];
         for (int p = 0; p < 4; p++) sums[p] = qops_nbits_load(no_sums);
         qops_nbits_row_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros, scales,
-                                   parameters, 4, sums);
+                                   parameters, 4, whole_zeros, sums);
         for (int p = 0; p < 4; p++) qops_nbits_store(line + p * QOPS_NBITS_COLUMNS, sums[p]);
         for (ptrdiff_t c = 0; c < 3 * QOPS_NBITS_COLUMNS + columns; c++) {
             out[c] = bias ? line[c] + bias[c] : line[c];
@@ -411,10 +481,10 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
     }
 #endif
     qops_nbits_row_two_panels(row, k, panel, panel_bytes, bits, block_size, blob, zeros, scales,
-                              parameters, bias, QOPS_NBITS_COLUMNS, out);
+                              parameters, whole_zeros, bias, QOPS_NBITS_COLUMNS, out);
     qops_nbits_row_two_panels(row, k, panel + 2 * panel_bytes, panel_bytes, bits, block_size,
                               blob, zeros + 2 * parameters, scales + 2 * parameters, parameters,
-                              bias ? bias + 2 * QOPS_NBITS_COLUMNS : NULL, columns,
+                              whole_zeros, bias ? bias + 2 * QOPS_NBITS_COLUMNS : NULL, columns,
                               out + 2 * QOPS_NBITS_COLUMNS);
 }
 
