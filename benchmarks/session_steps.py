@@ -1,14 +1,16 @@
 """Where a model session's time goes: each prepared call timed on its own.
 
-``python benchmarks/session_steps.py MODEL [--rounds 10] [--threads 2] [--top 15] [--isolated]``
-builds an example model (``qops.onnx.examples``, e.g.
+``python benchmarks/session_steps.py MODEL [--rounds 10] [--threads 2] [--top 15]
+[--isolated]`` builds an example model (``qops.onnx.examples``, e.g.
 ``bert_layer-qoperator-per-channel``), runs its session ``--rounds`` times
 step by step, and prints each kind of step's total (the best round of each
 step) and the slowest steps.  With ``--isolated`` each step is also timed
 called again at once on the same operands (its weights, code and operands
 then in cache): the difference from its time in the run is what the run's
-order costs it, as the steps before it push its data out of the caches.  Run it under ``benchmarks/avx2_cpu.py`` or with
-``QOPS_SIMD`` to see a lower variant.
+order costs it, as the steps before it push its data out of the caches (the
+repeats themselves leave the next step's operands warmer than a plain run
+would: compare totals of runs without it).  Run it under
+``benchmarks/avx2_cpu.py`` or with ``QOPS_SIMD`` to see a lower variant.
 """
 
 from __future__ import annotations

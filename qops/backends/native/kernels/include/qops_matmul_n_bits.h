@@ -415,7 +415,7 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
         k = 0;  /* the general loop below has nothing left to do */
     }
 #else
-    (void)whole_zeros;  /* one form at the scalar width */
+    (void)whole_zeros;  /* one form without AVX2 and FMA */
 #endif
     for (ptrdiff_t k0 = 0, j = 0; k0 < k; k0 += block_size, j++) {
         const ptrdiff_t count = k - k0 < block_size ? k - k0 : block_size;
