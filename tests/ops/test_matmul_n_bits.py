@@ -288,6 +288,25 @@ def test_one_row_over_four_panels_at_a_time_by_the_rule(bits, n):
         every_variant_and_thread_count_gives(call, want)
 
 
+@pytest.mark.parametrize("m", [2, 3, 4, 5])
+@pytest.mark.parametrize("n, bits", [(60, 4), (90, 4), (128, 4), (40, 2), (50, 8)])
+def test_few_rows_streamed_together_by_the_rule(m, n, bits):
+    """Two to four rows of A on 4-bit codes stream each panel pass together
+    where the variant has the registers (AVX-512: two panels of four rows'
+    chains), each weight made once for all of them; five rows, and 2- and
+    8-bit codes, take the tiles.  N ends the passes in a partial or lone
+    panel; K of 301 ends the last block at odd length; every kind of zero
+    point; every variant and thread count gives the rule's bytes."""
+    rng = np.random.default_rng(m * n * bits)
+    for zero_kind, with_bias in (("none", False), ("packed", True), ("float", True)):
+        a, b, scales, zero_points, bias = case(rng, m, 301, n, bits, 32, zero_kind, with_bias)
+        call = call_of(a, b, scales, zero_points, bias, k=301, n=n, bits=bits, block_size=32,
+                       accuracy_level=0)
+        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=301, n=n,
+                                            bits=bits, block_size=32, accuracy_level=0)
+        every_variant_and_thread_count_gives(call, want)
+
+
 @pytest.mark.parametrize("n", [60, 90])
 @pytest.mark.parametrize("scale_exponent", [-122, -123, -125])
 @pytest.mark.parametrize("zero_kind", ["none", "packed", "whole floats"])
@@ -569,6 +588,14 @@ void rows_int8(const int8_t* codes, ptrdiff_t padded_k, const float* a_scales,
                                     scales, bias, columns, out, out_stride);
     free(laid);
 }
+void rows_two_panels(const float* a, ptrdiff_t rows, ptrdiff_t k, const uint8_t* weights,
+                     ptrdiff_t panel_bytes, int bits, ptrdiff_t block_size, const float* zeros,
+                     const float* scales, ptrdiff_t parameters, int whole_zeros,
+                     const float* bias, ptrdiff_t columns, float* out, ptrdiff_t out_stride) {
+    qops_nbits_rows_two_panels(a, k, rows, k, weights, panel_bytes, bits, block_size,
+                               block_size * bits / 8, zeros, scales, parameters, whole_zeros,
+                               bias, columns, out, out_stride);
+}
 void two_panels(const float* row, ptrdiff_t k, const uint8_t* weights, ptrdiff_t panel_bytes,
                 int bits, ptrdiff_t block_size, const float* zeros, const float* scales,
                 ptrdiff_t parameters, int whole_zeros, const float* bias, ptrdiff_t columns,
@@ -676,6 +703,25 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
                False, padded_bias, second, pair)
     assert np.array_equal(pair[:16 + second].view(np.uint32),
                           want[0, :16 + second].view(np.uint32))
+    if m > 4:
+        return
+    # Up to four rows over two panels at once (AVX-512 streams 4-bit codes'
+    # rows together), in the general form and, where the zero points allow
+    # it, the whole one.
+    from qops.backends.native.matmul_n_bits import whole_zeros_hold
+
+    for whole_zeros in {False, whole_zeros_hold(all_zeros, all_scales, bits)}:
+        pairs = np.zeros((m, 32), np.float32)
+        c_kernels.rows_two_panels.argtypes = [
+            pointer, ctypes.c_ssize_t, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t, ctypes.c_int,
+            ctypes.c_ssize_t, pointer, pointer, ctypes.c_ssize_t, ctypes.c_int, pointer,
+            ctypes.c_ssize_t, pointer, ctypes.c_ssize_t]
+        c_kernels.rows_two_panels(a.ctypes.data, m, k, interleaved.ctypes.data,
+                                  interleaved.shape[1], bits, block_size, all_zeros.ctypes.data,
+                                  all_scales.ctypes.data, k_blocks * 16, int(whole_zeros),
+                                  padded_bias.ctypes.data, second, pairs.ctypes.data, 32)
+        assert np.array_equal(pairs[:, :16 + second].view(np.uint32),
+                              want[:, :16 + second].view(np.uint32))
 
 
 def two_panels(c_kernels, row, k, interleaved, bits, block_size, zeros, scales, whole_zeros,

@@ -48,6 +48,13 @@ cdef extern from "qops_matmul_n_bits.h":
         int bits, Py_ssize_t block_size, Py_ssize_t blob, const float* zeros,
         const float* scales, Py_ssize_t parameters, int whole_zeros, const float* bias,
         Py_ssize_t columns, float* out) noexcept nogil
+    enum: NBITS_STREAM_ROWS "QOPS_NBITS_STREAM_ROWS"
+    void nbits_rows_two_panels "qops_nbits_rows_two_panels"(
+        const float* a, Py_ssize_t a_stride, Py_ssize_t rows, Py_ssize_t k,
+        const uint8_t* panel, Py_ssize_t panel_bytes, int bits, Py_ssize_t block_size,
+        Py_ssize_t blob, const float* zeros, const float* scales, Py_ssize_t parameters,
+        int whole_zeros, const float* bias, Py_ssize_t columns, float* out,
+        Py_ssize_t out_stride) noexcept nogil
     int nbits_quantize_row "qops_nbits_quantize_row"(
         const float* x, Py_ssize_t k, Py_ssize_t block_size, int8_t* codes, float* scales,
         int32_t* sums) noexcept nogil
@@ -234,13 +241,30 @@ cdef void nbits_row_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
 
 
 cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
-    """One row of A: panels NBITS_ROW_PANELS index on, four or two together,
-    the last one alone."""
+    """One row of A (or up to NBITS_STREAM_ROWS rows, together): panels
+    NBITS_ROW_PANELS index on, four or two together, the last one alone."""
     cdef const NBitsProduct* job = <const NBitsProduct*>context
     cdef Py_ssize_t panel = NBITS_ROW_PANELS * index
     cdef Py_ssize_t left = job.panels - panel
     cdef Py_ssize_t first_column = panel * NBITS_COLUMNS
     cdef Py_ssize_t parameters = job.k_blocks * NBITS_COLUMNS
+    cdef Py_ssize_t last = min(panel + NBITS_ROW_PANELS, job.panels)
+    if job.rows > 1:
+        # Two panels at a time (the registers hold two panels' chains of
+        # four rows), the last one alone.
+        while panel + 2 <= last:
+            first_column = panel * NBITS_COLUMNS
+            nbits_rows_two_panels(
+                job.a, job.k, job.rows, job.k, job.weights + panel * job.panel_bytes,
+                job.panel_bytes, job.bits, job.block_size, job.blob,
+                job.zeros + panel * parameters, job.scales + panel * parameters, parameters,
+                job.whole_zeros, NULL if job.bias == NULL else job.bias + first_column,
+                min(<Py_ssize_t>NBITS_COLUMNS, job.n - first_column - NBITS_COLUMNS),
+                job.out + first_column, job.n)
+            panel += 2
+        if panel < last:
+            nbits_product_task(context, panel, slot)
+        return
     if NBITS_ROW_PANELS == 4 and left >= 4:
         nbits_row_four_panels(
             job.a, job.k, job.weights + panel * job.panel_bytes, job.panel_bytes, job.bits,
@@ -347,7 +371,7 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
         # Vectors' alignment: the kernel stores whole registers there.
         job.sums = <char*>&sums[0] + (64 - (<Py_ssize_t>&sums[0]) % 64) % 64
     with nogil:
-        if job.rows == 1:
+        if job.rows == 1 or (job.rows <= NBITS_STREAM_ROWS and job.bits == 4):
             run_range(nbits_row_tasks, &job,
                       (job.panels + NBITS_ROW_PANELS - 1) // NBITS_ROW_PANELS, 1, threads)
         elif job.rows < NBITS_PREFILL_MIN_ROWS:

@@ -49,6 +49,14 @@
    the weights once, from memory, and the hardware's own prefetching alone
    left level 4's one-row loop waiting on them. */
 #define QOPS_NBITS_PREFETCH 2048
+
+/* Inlined with `rows` constant, so that each count keeps only its rows'
+   vectors. */
+#if defined(__GNUC__)
+#define QOPS_NBITS_ROWS_INLINE static inline __attribute__((always_inline))
+#else
+#define QOPS_NBITS_ROWS_INLINE static inline
+#endif
 static inline void qops_nbits_prefetch_block(const uint8_t* block, ptrdiff_t bytes,
                                              const float* scales) {
     const char* ahead = (const char*)block + QOPS_NBITS_PREFETCH;
@@ -266,22 +274,15 @@ static inline qops_nbits_line4 qops_nbits_line4_of(const uint8_t* line) {
     return codes;
 }
 
-/* acc + value * ((code - zero) * scale), rounded as the rule's steps are. */
-static inline qops_nbits_v16 qops_nbits_step(qops_nbits_v16 acc, float value,
-                                             qops_nbits_v16 code, qops_nbits_v16 zero,
-                                             qops_nbits_v16 scale) {
+/* (code - zero) * scale, each step rounded as the rule's are. */
+static inline qops_nbits_v16 qops_nbits_scaled(qops_nbits_v16 code, qops_nbits_v16 zero,
+                                               qops_nbits_v16 scale) {
 #if defined(__AVX512F__)
-    return _mm512_fmadd_ps(_mm512_set1_ps(value),
-                           _mm512_mul_ps(_mm512_sub_ps(code, zero), scale), acc);
+    return _mm512_mul_ps(_mm512_sub_ps(code, zero), scale);
 #else
-    const __m256 broadcast = _mm256_set1_ps(value);
-    qops_nbits_v16 r = {
-        _mm256_fmadd_ps(broadcast, _mm256_mul_ps(_mm256_sub_ps(code.low, zero.low), scale.low),
-                        acc.low),
-        _mm256_fmadd_ps(broadcast,
-                        _mm256_mul_ps(_mm256_sub_ps(code.high, zero.high), scale.high),
-                        acc.high)};
-    return r;
+    qops_nbits_v16 w = {_mm256_mul_ps(_mm256_sub_ps(code.low, zero.low), scale.low),
+                        _mm256_mul_ps(_mm256_sub_ps(code.high, zero.high), scale.high)};
+    return w;
 #endif
 }
 
@@ -296,7 +297,8 @@ static inline qops_nbits_v16 qops_nbits_step(qops_nbits_v16 acc, float value,
    2**24), each product the exact (q - zero) * scale rounded once, as the
    rule's.  One vpternlogd a code instead of a mask or shift and a
    conversion. */
-static inline void qops_nbits_row_panels_4bit_whole(const float* row, ptrdiff_t k,
+QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit_whole(const float* row,
+                                                    ptrdiff_t row_stride, int rows, ptrdiff_t k,
                                                     const uint8_t* panel, ptrdiff_t panel_bytes,
                                                     ptrdiff_t block_size, ptrdiff_t blob,
                                                     const float* zeros, const float* scales,
@@ -325,32 +327,40 @@ static inline void qops_nbits_row_panels_4bit_whole(const float* row, ptrdiff_t 
                 /* (line & 0x0F) | 2**23's bits: 0xEA is (a & b) | c. */
                 const __m512 low = _mm512_castsi512_ps(
                     _mm512_ternarylogic_epi32(line[p], low_nibble, two_23_bits, 0xEA));
-                sums[p] = _mm512_fmadd_ps(
-                    _mm512_set1_ps(values[2 * i]),
-                    _mm512_mul_ps(_mm512_sub_ps(low, zero_low[p]), scale[p]), sums[p]);
+                const __m512 w = _mm512_mul_ps(_mm512_sub_ps(low, zero_low[p]), scale[p]);
+                for (int r = 0; r < rows; r++) {
+                    sums[p * rows + r] = _mm512_fmadd_ps(
+                        _mm512_set1_ps(values[r * row_stride + 2 * i]), w, sums[p * rows + r]);
+                }
             }
             if (2 * i + 1 == count) break;  /* a last block of odd length */
             for (int p = 0; p < panels; p++) {
                 const __m512 high = _mm512_castsi512_ps(
                     _mm512_ternarylogic_epi32(line[p], high_nibble, two_23_bits, 0xEA));
-                sums[p] = _mm512_fmadd_ps(
-                    _mm512_set1_ps(values[2 * i + 1]),
-                    _mm512_mul_ps(_mm512_sub_ps(high, zero_high[p]), scale_high[p]), sums[p]);
+                const __m512 w = _mm512_mul_ps(_mm512_sub_ps(high, zero_high[p]),
+                                               scale_high[p]);
+                for (int r = 0; r < rows; r++) {
+                    sums[p * rows + r] = _mm512_fmadd_ps(
+                        _mm512_set1_ps(values[r * row_stride + 2 * i + 1]), w,
+                        sums[p * rows + r]);
+                }
             }
         }
     }
 }
 #endif
 
-/* One row of A over `panels` (2 or 4, a constant where it is inlined)
-   neighbouring panels of 4-bit codes, each panel's chain of FMAs in
-   sums[p]: a line's two k from one load, with no shift counts or code loop
-   to branch on (the general loop spent more on them than on its
-   arithmetic); every panel the same steps in the same order as
-   qops_nbits_row_two_panels' general loop.  whole_zeros: see
+/* `rows` rows of A (1 to 4, row_stride floats apart) over `panels` (1, 2
+   or 4) neighbouring panels of 4-bit codes, both constants where it is
+   inlined; panel p's chain of FMAs for row r in sums[p * rows + r]: a
+   line's two k from one load, each weight made once for every row, with no
+   shift counts or code loop to branch on (the general loop spent more on
+   them than on its arithmetic); every chain the same steps in the same
+   order as qops_nbits_row_two_panels' general loop.  whole_zeros: see
    qops_nbits_row_panels_4bit_whole (AVX-512 takes it; other widths need
    not). */
-static inline void qops_nbits_row_panels_4bit(const float* row, ptrdiff_t k,
+QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit(const float* row,
+                                              ptrdiff_t row_stride, int rows, ptrdiff_t k,
                                               const uint8_t* panel, ptrdiff_t panel_bytes,
                                               ptrdiff_t block_size, ptrdiff_t blob,
                                               const float* zeros, const float* scales,
@@ -358,8 +368,9 @@ static inline void qops_nbits_row_panels_4bit(const float* row, ptrdiff_t k,
                                               int whole_zeros, qops_nbits_v16* sums) {
 #if defined(__AVX512F__)
     if (whole_zeros) {
-        qops_nbits_row_panels_4bit_whole(row, k, panel, panel_bytes, block_size, blob, zeros,
-                                         scales, parameters, panels, sums);
+        qops_nbits_row_panels_4bit_whole(row, row_stride, rows, k, panel, panel_bytes,
+                                         block_size, blob, zeros, scales, parameters, panels,
+                                         sums);
         return;
     }
 #else
@@ -378,13 +389,19 @@ static inline void qops_nbits_row_panels_4bit(const float* row, ptrdiff_t k,
             qops_nbits_line4 line[4];
             for (int p = 0; p < panels; p++) {
                 line[p] = qops_nbits_line4_of(bytes + p * panel_bytes + i * QOPS_NBITS_COLUMNS);
-                sums[p] = qops_nbits_step(sums[p], values[2 * i], line[p].even, zero[p],
-                                          scale[p]);
+                const qops_nbits_v16 w = qops_nbits_scaled(line[p].even, zero[p], scale[p]);
+                for (int r = 0; r < rows; r++) {
+                    sums[p * rows + r] = qops_nbits_fma(sums[p * rows + r],
+                                                        values[r * row_stride + 2 * i], w);
+                }
             }
             if (2 * i + 1 == count) break;  /* a last block of odd length */
             for (int p = 0; p < panels; p++) {
-                sums[p] = qops_nbits_step(sums[p], values[2 * i + 1], line[p].odd, zero[p],
-                                          scale[p]);
+                const qops_nbits_v16 w = qops_nbits_scaled(line[p].odd, zero[p], scale[p]);
+                for (int r = 0; r < rows; r++) {
+                    sums[p * rows + r] = qops_nbits_fma(sums[p * rows + r],
+                                                        values[r * row_stride + 2 * i + 1], w);
+                }
             }
         }
     }
@@ -408,8 +425,8 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     if (bits == 4) {
         qops_nbits_v16 sums[2] = {first, second};
-        qops_nbits_row_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros, scales,
-                                   parameters, 2, whole_zeros, sums);
+        qops_nbits_row_panels_4bit(row, 0, 1, k, panel, panel_bytes, block_size, blob, zeros,
+                                   scales, parameters, 2, whole_zeros, sums);
         first = sums[0];
         second = sums[1];
         k = 0;  /* the general loop below has nothing left to do */
@@ -471,8 +488,8 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
         qops_nbits_v16 sums[4];
         float line[4 * QOPS_NBITS_COLUMNS];
         for (int p = 0; p < 4; p++) sums[p] = qops_nbits_load(no_sums);
-        qops_nbits_row_panels_4bit(row, k, panel, panel_bytes, block_size, blob, zeros, scales,
-                                   parameters, 4, whole_zeros, sums);
+        qops_nbits_row_panels_4bit(row, 0, 1, k, panel, panel_bytes, block_size, blob, zeros,
+                                   scales, parameters, 4, whole_zeros, sums);
         for (int p = 0; p < 4; p++) qops_nbits_store(line + p * QOPS_NBITS_COLUMNS, sums[p]);
         for (ptrdiff_t c = 0; c < 3 * QOPS_NBITS_COLUMNS + columns; c++) {
             out[c] = bias ? line[c] + bias[c] : line[c];
@@ -486,6 +503,75 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
                               blob, zeros + 2 * parameters, scales + 2 * parameters, parameters,
                               whole_zeros, bias ? bias + 2 * QOPS_NBITS_COLUMNS : NULL, columns,
                               out + 2 * QOPS_NBITS_COLUMNS);
+}
+
+/* Rows of A a panel pass streams together, each weight made once for all
+   of them: up to four where AVX-512 has the registers for their chains
+   over two panels (and the weights' parameters), else one. */
+#if defined(__AVX512F__)
+#define QOPS_NBITS_STREAM_ROWS 4
+#else
+#define QOPS_NBITS_STREAM_ROWS 1
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_two_panels_4bit(
+        const float* a, ptrdiff_t a_stride, int rows, ptrdiff_t k, const uint8_t* panel,
+        ptrdiff_t panel_bytes, ptrdiff_t block_size, ptrdiff_t blob, const float* zeros,
+        const float* scales, ptrdiff_t parameters, int whole_zeros, const float* bias,
+        ptrdiff_t columns, float* out, ptrdiff_t out_stride) {
+    static const float no_sums[QOPS_NBITS_COLUMNS];
+    qops_nbits_v16 sums[2 * 4];
+    for (int i = 0; i < 2 * rows; i++) sums[i] = qops_nbits_load(no_sums);
+    qops_nbits_row_panels_4bit(a, a_stride, rows, k, panel, panel_bytes, block_size, blob, zeros,
+                               scales, parameters, 2, whole_zeros, sums);
+    for (int r = 0; r < rows; r++) {
+        float line[2 * QOPS_NBITS_COLUMNS];
+        qops_nbits_store(line, sums[r]);
+        qops_nbits_store(line + QOPS_NBITS_COLUMNS, sums[rows + r]);
+        for (ptrdiff_t c = 0; c < QOPS_NBITS_COLUMNS + columns; c++) {
+            out[r * out_stride + c] = bias ? line[c] + bias[c] : line[c];
+        }
+    }
+}
+#endif
+
+/* `rows` (1 to QOPS_NBITS_STREAM_ROWS) rows of A, a_stride apart, over two
+   neighbouring panels, as qops_nbits_row_two_panels gives each row (the
+   same values): row r's 16 columns of the first panel and `columns` of the
+   second at out + r * out_stride.  4-bit codes stream the rows together;
+   other codes, or a width that streams one row, take the rows in turn. */
+static inline void qops_nbits_rows_two_panels(const float* a, ptrdiff_t a_stride,
+                                              ptrdiff_t rows, ptrdiff_t k,
+                                              const uint8_t* panel, ptrdiff_t panel_bytes,
+                                              int bits, ptrdiff_t block_size, ptrdiff_t blob,
+                                              const float* zeros, const float* scales,
+                                              ptrdiff_t parameters, int whole_zeros,
+                                              const float* bias, ptrdiff_t columns, float* out,
+                                              ptrdiff_t out_stride) {
+#if QOPS_NBITS_STREAM_ROWS > 1
+    if (bits == 4 && rows >= 2 && rows <= 4) {
+        if (rows == 2) {
+            qops_nbits_rows_two_panels_4bit(a, a_stride, 2, k, panel, panel_bytes, block_size,
+                                            blob, zeros, scales, parameters, whole_zeros, bias,
+                                            columns, out, out_stride);
+        } else if (rows == 3) {
+            qops_nbits_rows_two_panels_4bit(a, a_stride, 3, k, panel, panel_bytes, block_size,
+                                            blob, zeros, scales, parameters, whole_zeros, bias,
+                                            columns, out, out_stride);
+        } else {
+            qops_nbits_rows_two_panels_4bit(a, a_stride, 4, k, panel, panel_bytes, block_size,
+                                            blob, zeros, scales, parameters, whole_zeros, bias,
+                                            columns, out, out_stride);
+        }
+        return;
+    }
+#endif
+    for (ptrdiff_t r = 0; r < rows; r++) {
+        qops_nbits_row_two_panels(a + r * a_stride, k, panel, panel_bytes, bits, block_size,
+                                  blob, zeros, scales, parameters, whole_zeros, bias, columns,
+                                  out + r * out_stride);
+    }
 }
 
 /* One panel of 16 columns for rows 0 .. rows - 1 of A (float32, rows
@@ -896,13 +982,6 @@ static inline void qops_nbits_int8_sums(const int16_t (*pairs)[QOPS_NBITS_COLUMN
    columns, columns 0-7 and 8-15 in two vectors. */
 typedef struct { __m256i low, high; } qops_nbits_sums16;
 
-/* Inlined with `rows` constant, so that each count keeps only its rows'
-   vectors. */
-#if defined(__GNUC__)
-#define QOPS_NBITS_ROWS_INLINE static inline __attribute__((always_inline))
-#else
-#define QOPS_NBITS_ROWS_INLINE static inline
-#endif
 
 /* The sums of one run of `count` k (whole groups of 8) for `rows` (1 or 2)
    rows of A, `row_stride` apart, from the codes in level 4's layout at
