@@ -297,13 +297,10 @@ static inline qops_nbits_v16 qops_nbits_scaled(qops_nbits_v16 code, qops_nbits_v
    2**24), each product the exact (q - zero) * scale rounded once, as the
    rule's.  One vpternlogd a code instead of a mask or shift and a
    conversion. */
-QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit_whole(const float* row,
-                                                    ptrdiff_t row_stride, int rows, ptrdiff_t k,
-                                                    const uint8_t* panel, ptrdiff_t panel_bytes,
-                                                    ptrdiff_t block_size, ptrdiff_t blob,
-                                                    const float* zeros, const float* scales,
-                                                    ptrdiff_t parameters, int panels,
-                                                    qops_nbits_v16* sums) {
+QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit_whole(
+        const float* row, ptrdiff_t row_stride, int rows, ptrdiff_t k, const uint8_t* panel,
+        ptrdiff_t panel_bytes, ptrdiff_t block_size, ptrdiff_t blob, const float* zeros,
+        const float* scales, ptrdiff_t parameters, int panels, qops_nbits_v16* sums) {
     const __m512 two_23 = _mm512_set1_ps(8388608.0f);
     const __m512i two_23_bits = _mm512_set1_epi32(0x4B000000);
     const __m512i low_nibble = _mm512_set1_epi32(0x0F), high_nibble = _mm512_set1_epi32(0xF0);
@@ -359,13 +356,11 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit_whole(const float* row,
    order as qops_nbits_row_two_panels' general loop.  whole_zeros: see
    qops_nbits_row_panels_4bit_whole (AVX-512 takes it; other widths need
    not). */
-QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit(const float* row,
-                                              ptrdiff_t row_stride, int rows, ptrdiff_t k,
-                                              const uint8_t* panel, ptrdiff_t panel_bytes,
-                                              ptrdiff_t block_size, ptrdiff_t blob,
-                                              const float* zeros, const float* scales,
-                                              ptrdiff_t parameters, int panels,
-                                              int whole_zeros, qops_nbits_v16* sums) {
+QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit(
+        const float* row, ptrdiff_t row_stride, int rows, ptrdiff_t k, const uint8_t* panel,
+        ptrdiff_t panel_bytes, ptrdiff_t block_size, ptrdiff_t blob, const float* zeros,
+        const float* scales, ptrdiff_t parameters, int panels, int whole_zeros,
+        qops_nbits_v16* sums) {
 #if defined(__AVX512F__)
     if (whole_zeros) {
         qops_nbits_row_panels_4bit_whole(row, row_stride, rows, k, panel, panel_bytes,
@@ -815,8 +810,9 @@ static inline void qops_nbits_quads_layout(const uint8_t* lines, ptrdiff_t bytes
    block_size values (zeros past k), amax = max |x|; a zero amax gives scale
    0 and codes 0, else scale = amax / 127, inverse = 127 / amax and each code
    rint(x * inverse) (ties to even) clamped to [-127, 127], a zero x's 0 where
-   the inverse overflows; sums[j] is block j's sum of codes.  Returns 0 where a value is not finite (the rule then
-   does not apply and nothing written is read), else 1. */
+   the inverse overflows; sums[j] is block j's sum of codes.  Returns 0
+   where a value is not finite (the rule then does not apply and nothing
+   written is read), else 1. */
 static inline int qops_nbits_quantize_row(const float* x, ptrdiff_t k, ptrdiff_t block_size,
                                           int8_t* codes, float* scales, int32_t* sums) {
     const ptrdiff_t k_blocks = (k + block_size - 1) / block_size;
