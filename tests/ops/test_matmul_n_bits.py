@@ -292,9 +292,9 @@ def test_one_row_over_four_panels_at_a_time_by_the_rule(bits, n):
 @pytest.mark.parametrize("n, bits", [(60, 4), (90, 4), (128, 4), (40, 2), (50, 8)])
 def test_few_rows_streamed_together_by_the_rule(m, n, bits):
     """Two to four rows of A on 4-bit codes stream each panel pass together
-    where the variant has the registers (AVX-512: two panels of four rows'
-    chains), each weight made once for all of them; five rows, and 2- and
-    8-bit codes, take the tiles.  N ends the passes in a partial or lone
+    (AVX-512: up to four rows' chains over two panels; AVX2: up to three),
+    each weight made once for all of them; more rows, and 2- and 8-bit
+    codes, take the tiles.  N ends the passes in a partial or lone
     panel; K of 301 ends the last block at odd length; every kind of zero
     point; every variant and thread count gives the rule's bytes."""
     rng = np.random.default_rng(m * n * bits)

@@ -502,9 +502,13 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
 
 /* Rows of A a panel pass streams together, each weight made once for all
    of them: up to four where AVX-512 has the registers for their chains
-   over two panels (and the weights' parameters), else one. */
+   over two panels (and the weights' parameters); three with AVX2, whose
+   sixteen registers spill a third row's chains but still beat the tiles,
+   and a fourth's by more than that (docs/performance_notes.rst); else one. */
 #if defined(__AVX512F__)
 #define QOPS_NBITS_STREAM_ROWS 4
+#elif defined(__AVX2__) && defined(__FMA__)
+#define QOPS_NBITS_STREAM_ROWS 3
 #else
 #define QOPS_NBITS_STREAM_ROWS 1
 #endif
@@ -531,11 +535,11 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_two_panels_4bit(
 }
 #endif
 
-/* `rows` (1 to QOPS_NBITS_STREAM_ROWS) rows of A, a_stride apart, over two
-   neighbouring panels, as qops_nbits_row_two_panels gives each row (the
-   same values): row r's 16 columns of the first panel and `columns` of the
-   second at out + r * out_stride.  4-bit codes stream the rows together;
-   other codes, or a width that streams one row, take the rows in turn. */
+/* `rows` rows of A, a_stride apart, over two neighbouring panels, as
+   qops_nbits_row_two_panels gives each row (the same values): row r's 16
+   columns of the first panel and `columns` of the second at out + r *
+   out_stride.  Up to QOPS_NBITS_STREAM_ROWS rows of 4-bit codes stream
+   together; other codes, or more rows, take the rows in turn. */
 static inline void qops_nbits_rows_two_panels(const float* a, ptrdiff_t a_stride,
                                               ptrdiff_t rows, ptrdiff_t k,
                                               const uint8_t* panel, ptrdiff_t panel_bytes,
@@ -545,7 +549,7 @@ static inline void qops_nbits_rows_two_panels(const float* a, ptrdiff_t a_stride
                                               const float* bias, ptrdiff_t columns, float* out,
                                               ptrdiff_t out_stride) {
 #if QOPS_NBITS_STREAM_ROWS > 1
-    if (bits == 4 && rows >= 2 && rows <= 4) {
+    if (bits == 4 && rows >= 2 && rows <= QOPS_NBITS_STREAM_ROWS) {
         if (rows == 2) {
             qops_nbits_rows_two_panels_4bit(a, a_stride, 2, k, panel, panel_bytes, block_size,
                                             blob, zeros, scales, parameters, whole_zeros, bias,
