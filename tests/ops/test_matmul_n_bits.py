@@ -212,7 +212,8 @@ def every_variant_and_thread_count_gives(call, want):
     for variant in variants.quantize_variants():
         for threads in (1, 2):
             prepared = native.prepare(call, variant)
-            got = np.empty(call.output_shape, call.output_dtype)
+            # NaN first, so that an output a kernel leaves unwritten shows.
+            got = np.full(call.output_shape, np.nan, call.output_dtype)
             prepared.run_once(call, got, threads)
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (variant, threads)
 
@@ -289,14 +290,16 @@ def test_one_row_over_four_panels_at_a_time_by_the_rule(bits, n):
 
 
 @pytest.mark.parametrize("m", [2, 3, 4, 5])
-@pytest.mark.parametrize("n, bits", [(60, 4), (90, 4), (128, 4), (40, 2), (50, 8)])
+@pytest.mark.parametrize("n, bits", [(16, 4), (20, 4), (60, 4), (90, 4), (100, 4), (128, 4),
+                                     (40, 2), (50, 8)])
 def test_few_rows_streamed_together_by_the_rule(m, n, bits):
     """Two to four rows of A on 4-bit codes stream each panel pass together
     (AVX-512: up to four rows' chains over two panels; AVX2: up to three),
     each weight made once for all of them; more rows, and 2- and 8-bit
-    codes, take the tiles.  N ends the passes in a partial or lone
-    panel; K of 301 ends the last block at odd length; every kind of zero
-    point; every variant and thread count gives the rule's bytes."""
+    codes, take the tiles.  N of one panel, of a partial second one, and of
+    a lone partial last panel after pairs (16, 20, 100); K of 301 ends the
+    last block at odd length; every kind of zero point; every variant and
+    thread count gives the rule's bytes."""
     rng = np.random.default_rng(m * n * bits)
     for zero_kind, with_bias in (("none", False), ("packed", True), ("float", True)):
         a, b, scales, zero_points, bias = case(rng, m, 301, n, bits, 32, zero_kind, with_bias)
@@ -791,6 +794,47 @@ def test_the_header_one_row_whole_zero_points_form_at_each_width(c_kernels, k, b
     two_panels(c_kernels, a[0], k, interleaved, 4, block_size, all_zeros, special, True, None,
                16, whole)
     assert np.array_equal(whole.view(np.uint32), general.view(np.uint32))
+
+
+@pytest.mark.parametrize("m", [2, 3, 4])
+@pytest.mark.parametrize("n", [20, 32])
+def test_the_header_rows_streamed_together_at_each_width(c_kernels, m, n):
+    """Two to four rows over two panels (qops_nbits_rows_two_panels; the
+    widths that stream them, AVX-512 and AVX2, and the scalar one that takes
+    them in turn), with whole zero points in both forms and float ones, K
+    of 301 (a last block of odd length), a partial second panel: the rule's
+    bytes."""
+    from qops.backends.native.matmul_n_bits import whole_zeros_hold
+    from qops.reference import n_bits
+
+    rng = np.random.default_rng(m * n)
+    k, block_size = 301, 32
+    k_blocks = -(-k // block_size)
+    for zero_kind in ("packed", "float"):
+        a, b, scales, zero_points, bias = case(rng, m, k, n, 4, block_size, zero_kind, True)
+        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=4,
+                                            block_size=block_size)
+        zeros = native._per_panel(n_bits.zero_points_of(zero_points, n, k_blocks, 4), n,
+                                  k_blocks)
+        panel_scales = native._per_panel(scales, n, k_blocks)
+        padded_bias = np.zeros(32, np.float32)
+        padded_bias[:n] = bias
+        interleaved = interleaved_by_header(c_kernels, b, n, k_blocks)
+        forms = {False, whole_zeros_hold(zeros, panel_scales, 4)}
+        assert (True in forms) == (zero_kind == "packed")
+        for whole_zeros in forms:
+            rows = np.full((m, 32), np.nan, np.float32)
+            pointer = ctypes.c_void_p
+            c_kernels.rows_two_panels.argtypes = [
+                pointer, ctypes.c_ssize_t, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t,
+                ctypes.c_int, ctypes.c_ssize_t, pointer, pointer, ctypes.c_ssize_t, ctypes.c_int,
+                pointer, ctypes.c_ssize_t, pointer, ctypes.c_ssize_t]
+            c_kernels.rows_two_panels(a.ctypes.data, m, k, interleaved.ctypes.data,
+                                      interleaved.shape[1], 4, block_size, zeros.ctypes.data,
+                                      panel_scales.ctypes.data, k_blocks * 16, int(whole_zeros),
+                                      padded_bias.ctypes.data, n - 16, rows.ctypes.data, 32)
+            assert np.array_equal(rows[:, :n].view(np.uint32), want.view(np.uint32))
+            assert np.all(np.isnan(rows[:, n:]))
 
 
 @settings(max_examples=15, deadline=None)

@@ -42,7 +42,7 @@ _SIXTEENTH_EXACT = np.float32(2.0 ** -122)
 def whole_zeros_hold(zeros, scales, bits):
     """Whether 4-bit weights' zero points are all whole numbers from 0 to 15
     and every finite nonzero scale at least 2**-122 in magnitude, so that
-    ``scale / 16`` is exact: the one-row kernel's shorter form of the rule
+    ``scale / 16`` is exact: the streaming row kernels' shorter form of the rule
     (``qops_nbits_row_panels_4bit_whole``) then gives the same values."""
     if bits != 4:
         return False

@@ -202,7 +202,8 @@ cdef struct NBitsProduct:
     Py_ssize_t rows, k, n, block_size, blob, panel_bytes, k_blocks, panels
     int bits
     # Every zero point a whole number from 0 to 15 and every scale's
-    # sixteenth exact: the one-row kernel's shorter form of the same values.
+    # sixteenth exact: the streaming row kernels' shorter form of the same
+    # values (AVX-512).
     bint whole_zeros
     const uint8_t* weights
     const float* zeros
@@ -241,8 +242,9 @@ cdef void nbits_row_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
 
 
 cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nogil:
-    """One row of A (or up to NBITS_STREAM_ROWS rows, together): panels
-    NBITS_ROW_PANELS index on, four or two together, the last one alone."""
+    """Panels NBITS_ROW_PANELS index on for one row of A, four or two
+    together, or for up to NBITS_STREAM_ROWS rows, two together; the last
+    one alone."""
     cdef const NBitsProduct* job = <const NBitsProduct*>context
     cdef Py_ssize_t panel = NBITS_ROW_PANELS * index
     cdef Py_ssize_t left = job.panels - panel
@@ -251,7 +253,7 @@ cdef void nbits_row_task(void* context, Py_ssize_t index, int slot) noexcept nog
     cdef Py_ssize_t last = min(panel + NBITS_ROW_PANELS, job.panels)
     if job.rows > 1:
         # Two panels at a time (the registers hold two panels' chains of
-        # four rows), the last one alone.
+        # NBITS_STREAM_ROWS rows), the last one alone.
         while panel + 2 <= last:
             first_column = panel * NBITS_COLUMNS
             nbits_rows_two_panels(
@@ -324,7 +326,7 @@ def matmul_n_bits(const float[:, ::1] a, const uint8_t[:, ::1] panels,
     float32, each panel's 16 columns per block; bias: N float32 or None.
     whole_zeros: the caller's word that every zero point is a whole number
     from 0 to 15 and every scale's sixteenth exact (whole_zeros_hold), for
-    the one-row kernel's shorter form; the values are the same."""
+    the streaming row kernels' shorter form; the values are the same."""
     cdef NBitsProduct job
     cdef const float[::1] bias_view
     cdef Py_ssize_t groups = (a.shape[0] + NBITS_ROWS - 1) // NBITS_ROWS

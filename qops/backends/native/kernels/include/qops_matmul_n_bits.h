@@ -49,6 +49,13 @@
    the weights once, from memory, and the hardware's own prefetching alone
    left level 4's one-row loop waiting on them. */
 #define QOPS_NBITS_PREFETCH 2048
+static inline void qops_nbits_prefetch_block(const uint8_t* block, ptrdiff_t bytes,
+                                             const float* scales) {
+    const char* ahead = (const char*)block + QOPS_NBITS_PREFETCH;
+    for (ptrdiff_t line = 0; line < bytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
+    _mm_prefetch((const char*)(scales + 8 * QOPS_NBITS_COLUMNS), _MM_HINT_T0);
+}
+#endif
 
 /* Inlined with `rows` constant, so that each count keeps only its rows'
    vectors. */
@@ -56,13 +63,6 @@
 #define QOPS_NBITS_ROWS_INLINE static inline __attribute__((always_inline))
 #else
 #define QOPS_NBITS_ROWS_INLINE static inline
-#endif
-static inline void qops_nbits_prefetch_block(const uint8_t* block, ptrdiff_t bytes,
-                                             const float* scales) {
-    const char* ahead = (const char*)block + QOPS_NBITS_PREFETCH;
-    for (ptrdiff_t line = 0; line < bytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-    _mm_prefetch((const char*)(scales + 8 * QOPS_NBITS_COLUMNS), _MM_HINT_T0);
-}
 #endif
 
 /* Sixteen float32 lanes, one per column of a panel, as each width holds them. */
@@ -347,8 +347,8 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit_whole(
 }
 #endif
 
-/* `rows` rows of A (1 to 4, row_stride floats apart) over `panels` (1, 2
-   or 4) neighbouring panels of 4-bit codes, both constants where it is
+/* `rows` rows of A (1 to 4, row_stride floats apart) over `panels` (2 or
+   4) neighbouring panels of 4-bit codes, both constants where it is
    inlined; panel p's chain of FMAs for row r in sums[p * rows + r]: a
    line's two k from one load, each weight made once for every row, with no
    shift counts or code loop to branch on (the general loop spent more on
@@ -503,8 +503,9 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
 /* Rows of A a panel pass streams together, each weight made once for all
    of them: up to four where AVX-512 has the registers for their chains
    over two panels (and the weights' parameters); three with AVX2, whose
-   sixteen registers spill a third row's chains but still beat the tiles,
-   and a fourth's by more than that (docs/performance_notes.rst); else one. */
+   sixteen registers spill some of a third row's chains and still beat the
+   tiles, while a fourth row spilled more and lost to them
+   (docs/performance_notes.rst); else one. */
 #if defined(__AVX512F__)
 #define QOPS_NBITS_STREAM_ROWS 4
 #elif defined(__AVX2__) && defined(__FMA__)
