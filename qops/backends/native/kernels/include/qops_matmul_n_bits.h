@@ -403,6 +403,33 @@ QOPS_NBITS_ROWS_INLINE void qops_nbits_row_panels_4bit(
 }
 #endif
 
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+/* qops_nbits_row_panels_4bit's sums for `rows` rows over `panels` panels
+   (rows * panels at most 8; constants where it is inlined), each row's
+   outputs plus the bias: the 16 columns of each panel but the last and
+   `columns` of the last, from out + r * out_stride. */
+QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_panels_4bit_out(
+        const float* a, ptrdiff_t a_stride, int rows, int panels, ptrdiff_t k,
+        const uint8_t* panel, ptrdiff_t panel_bytes, ptrdiff_t block_size, ptrdiff_t blob,
+        const float* zeros, const float* scales, ptrdiff_t parameters, int whole_zeros,
+        const float* bias, ptrdiff_t columns, float* out, ptrdiff_t out_stride) {
+    static const float no_sums[QOPS_NBITS_COLUMNS];
+    qops_nbits_v16 sums[8];
+    for (int i = 0; i < panels * rows; i++) sums[i] = qops_nbits_load(no_sums);
+    qops_nbits_row_panels_4bit(a, a_stride, rows, k, panel, panel_bytes, block_size, blob, zeros,
+                               scales, parameters, panels, whole_zeros, sums);
+    for (int r = 0; r < rows; r++) {
+        float line[4 * QOPS_NBITS_COLUMNS];
+        for (int p = 0; p < panels; p++) {
+            qops_nbits_store(line + p * QOPS_NBITS_COLUMNS, sums[p * rows + r]);
+        }
+        for (ptrdiff_t c = 0; c < (panels - 1) * QOPS_NBITS_COLUMNS + columns; c++) {
+            out[r * out_stride + c] = bias ? line[c] + bias[c] : line[c];
+        }
+    }
+}
+#endif
+
 /* One row of A over two neighbouring panels (the second panel_bytes after
    the first, its parameters `parameters` floats after the first's): the
    two panels' chains of FMAs are independent, so each waits less on its
@@ -419,12 +446,10 @@ static inline void qops_nbits_row_two_panels(const float* row, ptrdiff_t k,
     qops_nbits_v16 first = qops_nbits_load(no_sums), second = first;
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
     if (bits == 4) {
-        qops_nbits_v16 sums[2] = {first, second};
-        qops_nbits_row_panels_4bit(row, 0, 1, k, panel, panel_bytes, block_size, blob, zeros,
-                                   scales, parameters, 2, whole_zeros, sums);
-        first = sums[0];
-        second = sums[1];
-        k = 0;  /* the general loop below has nothing left to do */
+        qops_nbits_rows_panels_4bit_out(row, 0, 1, 2, k, panel, panel_bytes, block_size, blob,
+                                        zeros, scales, parameters, whole_zeros, bias, columns,
+                                        out, 0);
+        return;
     }
 #else
     (void)whole_zeros;  /* one form without AVX2 and FMA */
@@ -479,16 +504,9 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
                                               const float* bias, ptrdiff_t columns, float* out) {
 #if defined(__AVX512F__)
     if (bits == 4) {
-        static const float no_sums[QOPS_NBITS_COLUMNS];
-        qops_nbits_v16 sums[4];
-        float line[4 * QOPS_NBITS_COLUMNS];
-        for (int p = 0; p < 4; p++) sums[p] = qops_nbits_load(no_sums);
-        qops_nbits_row_panels_4bit(row, 0, 1, k, panel, panel_bytes, block_size, blob, zeros,
-                                   scales, parameters, 4, whole_zeros, sums);
-        for (int p = 0; p < 4; p++) qops_nbits_store(line + p * QOPS_NBITS_COLUMNS, sums[p]);
-        for (ptrdiff_t c = 0; c < 3 * QOPS_NBITS_COLUMNS + columns; c++) {
-            out[c] = bias ? line[c] + bias[c] : line[c];
-        }
+        qops_nbits_rows_panels_4bit_out(row, 0, 1, 4, k, panel, panel_bytes, block_size, blob,
+                                        zeros, scales, parameters, whole_zeros, bias, columns,
+                                        out, 0);
         return;
     }
 #endif
@@ -514,28 +532,6 @@ static inline void qops_nbits_row_four_panels(const float* row, ptrdiff_t k,
 #define QOPS_NBITS_STREAM_ROWS 1
 #endif
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-QOPS_NBITS_ROWS_INLINE void qops_nbits_rows_two_panels_4bit(
-        const float* a, ptrdiff_t a_stride, int rows, ptrdiff_t k, const uint8_t* panel,
-        ptrdiff_t panel_bytes, ptrdiff_t block_size, ptrdiff_t blob, const float* zeros,
-        const float* scales, ptrdiff_t parameters, int whole_zeros, const float* bias,
-        ptrdiff_t columns, float* out, ptrdiff_t out_stride) {
-    static const float no_sums[QOPS_NBITS_COLUMNS];
-    qops_nbits_v16 sums[2 * 4];
-    for (int i = 0; i < 2 * rows; i++) sums[i] = qops_nbits_load(no_sums);
-    qops_nbits_row_panels_4bit(a, a_stride, rows, k, panel, panel_bytes, block_size, blob, zeros,
-                               scales, parameters, 2, whole_zeros, sums);
-    for (int r = 0; r < rows; r++) {
-        float line[2 * QOPS_NBITS_COLUMNS];
-        qops_nbits_store(line, sums[r]);
-        qops_nbits_store(line + QOPS_NBITS_COLUMNS, sums[rows + r]);
-        for (ptrdiff_t c = 0; c < QOPS_NBITS_COLUMNS + columns; c++) {
-            out[r * out_stride + c] = bias ? line[c] + bias[c] : line[c];
-        }
-    }
-}
-#endif
-
 /* `rows` rows of A, a_stride apart, over two neighbouring panels, as
    qops_nbits_row_two_panels gives each row (the same values): row r's 16
    columns of the first panel and `columns` of the second at out + r *
@@ -552,15 +548,15 @@ static inline void qops_nbits_rows_two_panels(const float* a, ptrdiff_t a_stride
 #if QOPS_NBITS_STREAM_ROWS > 1
     if (bits == 4 && rows >= 2 && rows <= QOPS_NBITS_STREAM_ROWS) {
         if (rows == 2) {
-            qops_nbits_rows_two_panels_4bit(a, a_stride, 2, k, panel, panel_bytes, block_size,
+            qops_nbits_rows_panels_4bit_out(a, a_stride, 2, 2, k, panel, panel_bytes, block_size,
                                             blob, zeros, scales, parameters, whole_zeros, bias,
                                             columns, out, out_stride);
         } else if (rows == 3) {
-            qops_nbits_rows_two_panels_4bit(a, a_stride, 3, k, panel, panel_bytes, block_size,
+            qops_nbits_rows_panels_4bit_out(a, a_stride, 3, 2, k, panel, panel_bytes, block_size,
                                             blob, zeros, scales, parameters, whole_zeros, bias,
                                             columns, out, out_stride);
         } else {
-            qops_nbits_rows_two_panels_4bit(a, a_stride, 4, k, panel, panel_bytes, block_size,
+            qops_nbits_rows_panels_4bit_out(a, a_stride, 4, 2, k, panel, panel_bytes, block_size,
                                             blob, zeros, scales, parameters, whole_zeros, bias,
                                             columns, out, out_stride);
         }
