@@ -19,10 +19,6 @@
 static inline void qops_copy_flipped(uint8_t* restrict target, const uint8_t* restrict source,
                                      ptrdiff_t count, uint8_t flip) {
     ptrdiff_t i = 0, c;
-    if (count == 64 && !flip) {  /* the depthwise kernel's block of channels */
-        memcpy(target, source, 64);
-        return;
-    }
     for (; i + 64 <= count; i += 64) {
         if (!flip) {
             memcpy(target + i, source + i, 64);
