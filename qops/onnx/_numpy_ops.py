@@ -321,6 +321,103 @@ def erf(node, attributes, opset):
     return run
 
 
+# -- GELU ---------------------------------------------------------------------------------------
+
+#: The element types ONNX's Gelu (opset 20) and onnxruntime's Gelu, BiasGelu
+#: and FastGelu take.
+_GELU_TYPES = ("float16", "float32", "float64", "bfloat16")
+
+
+def _gelu_input(x, op_type):
+    x = np.asarray(x)
+    if x.dtype.name not in _GELU_TYPES:
+        raise TypeError(f"{op_type}: X is {x.dtype}; it takes {', '.join(_GELU_TYPES)}")
+    return x
+
+
+def _like(x, value):
+    """A float32 constant cast to x's type, as the function's CastLike does."""
+    return x.dtype.type(np.float32(value))
+
+
+def gelu_of(x, approximate="none"):
+    """ONNX's Gelu function (opset 20) of ``x``, each constant cast to x's
+    type and each step rounded to it: ``(0.5 * x) * (1 + erf(x / sqrt(2)))``,
+    or with ``approximate="tanh"`` ``(0.5 * x) * (1 + tanh(sqrt(2 / pi) * (x
+    + 0.044715 * x ** 3)))``.  The erf is the session's Erf (:func:`erf`: in
+    float32 :func:`erf_float32`'s approximation, within 2 ulp, so the erf form
+    is within that of onnx.reference's); float32's erf form runs fused on the
+    compiled kernels (:func:`qops.backends.native.tables.gelu_float32`, the
+    same steps).  The tanh form is NumPy's, the steps onnx.reference takes."""
+    half, one = _like(x, 0.5), _like(x, 1.0)
+    if approximate == "tanh":
+        root = np.sqrt(_like(x, 0.63661975))
+        cubed = np.power(x, _like(x, 3.0))
+        return (half * x) * (one + np.tanh(root * (x + _like(x, 0.044715) * cubed)))
+    root_two = np.sqrt(_like(x, 2.0))
+    tables = native_tables() if x.dtype == np.float32 else None
+    if tables is not None:
+        return tables.gelu_float32(x, root_two, one, half, factor_first=True)
+    return (half * x) * (one + _erf_of(x / root_two))
+
+
+def _erf_of(x):
+    return erf(None, {}, None)([x])[0]
+
+
+def gelu(node, attributes, opset):
+    """Gelu (opset 20): :func:`gelu_of`, its ``approximate`` "none" or "tanh"."""
+    approximate = attributes.get("approximate", "none")
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"Gelu: approximate is {approximate!r}; it takes 'none' or 'tanh'")
+
+    def run(arguments):
+        return [gelu_of(_gelu_input(arguments[0], "Gelu"), approximate)]
+
+    return run
+
+
+def contrib_gelu(node, attributes, opset):
+    """com.microsoft Gelu: ``0.5 * x * (1 + erf(x / sqrt(2)))`` as ONNX's Gelu
+    computes it (:func:`gelu_of`)."""
+    def run(arguments):
+        return [gelu_of(_gelu_input(arguments[0], "Gelu"))]
+
+    return run
+
+
+def bias_gelu(node, attributes, opset):
+    """com.microsoft BiasGelu: Gelu of ``A + B``, B broadcast as NumPy
+    broadcasts (a bias along the last axis)."""
+    def run(arguments):
+        a, b = (_gelu_input(value, "BiasGelu") for value in arguments[:2])
+        if a.dtype != b.dtype:
+            raise TypeError(f"BiasGelu: A is {a.dtype} and B {b.dtype}; both take one type")
+        return [gelu_of(a + b)]
+
+    return run
+
+
+def fast_gelu(node, attributes, opset):
+    """com.microsoft FastGelu: ``0.5 * x * (1 + tanh(0.797885 * x + 0.035677 *
+    x * x * x))`` with ``x = X + bias`` where the bias is given, as its
+    schema writes it, left to right in X's type (onnxruntime's kernel orders
+    the terms differently: within a few ulp of it)."""
+    def run(arguments):
+        x = _gelu_input(arguments[0], "FastGelu")
+        bias = arguments[1] if len(arguments) > 1 else None
+        if bias is not None:
+            bias = _gelu_input(bias, "FastGelu")
+            if bias.dtype != x.dtype:
+                raise TypeError(f"FastGelu: X is {x.dtype} and bias {bias.dtype}; both take "
+                                "one type")
+            x = x + bias
+        inner = _like(x, 0.797885) * x + _like(x, 0.035677) * x * x * x
+        return [_like(x, 0.5) * x * (_like(x, 1.0) + np.tanh(inner))]
+
+    return run
+
+
 # -- Softmax and LayerNormalization ---------------------------------------------------------
 
 def softmax(node, attributes, opset, before=None):
@@ -561,7 +658,12 @@ multiply = _binary(np.multiply, "Mul")
 
 
 #: op_type -> implementation(node, attributes, opset), for the default domain.
-IMPLEMENTATIONS = {"MaxPool": max_pool, "Erf": erf, "Softmax": softmax,
+IMPLEMENTATIONS = {"MaxPool": max_pool, "Erf": erf, "Gelu": gelu, "Softmax": softmax,
                    "LayerNormalization": layer_normalization, "Flatten": flatten,
                    "Reshape": reshape, "Transpose": transpose, "Add": add, "Sub": subtract,
                    "Mul": multiply}
+
+#: op_type -> implementation(node, attributes, opset), for onnxruntime's
+#: com.microsoft domain (its float operators; the quantized ones are
+#: qops.onnx._nodes' adapters).
+CONTRIB_IMPLEMENTATIONS = {"Gelu": contrib_gelu, "BiasGelu": bias_gelu, "FastGelu": fast_gelu}

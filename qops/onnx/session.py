@@ -343,8 +343,8 @@ class InferenceSession:
         except Exception as error:  # noqa: BLE001 - any failure to load is the node's
             if required:
                 domain = node.domain or "ai.onnx"
-                known = ", ".join(_nodes.CONTRIB_ADAPTERS) if node.domain == \
-                    _nodes.CONTRIB_DOMAIN else None
+                known = ", ".join([*_nodes.CONTRIB_ADAPTERS, *_numpy_ops.CONTRIB_IMPLEMENTATIONS]) \
+                    if node.domain == _nodes.CONTRIB_DOMAIN else None
                 detail = f" (qops runs {known} of that domain)" if known else ""
                 raise node_error(
                     node, f"neither qops nor onnx.reference runs {node.op_type} of domain "
@@ -656,10 +656,13 @@ def _contrib_rules():
 
 def _numpy_runner(node, opset=None):
     """A vectorized NumPy implementation of the node, where qops has one."""
-    if node.domain not in ("", "ai.onnx"):
+    if node.domain == _nodes.CONTRIB_DOMAIN:
+        implementation = _numpy_ops.CONTRIB_IMPLEMENTATIONS.get(node.op_type)
+    elif node.domain in ("", "ai.onnx"):
+        implementation = (_numpy_ops.IMPLEMENTATIONS.get(node.op_type)
+                          or _blas.IMPLEMENTATIONS.get(node.op_type))
+    else:
         return None
-    implementation = (_numpy_ops.IMPLEMENTATIONS.get(node.op_type)
-                      or _blas.IMPLEMENTATIONS.get(node.op_type))
     if implementation is None:
         return None
     return implementation(node, attribute_values(node), opset)
@@ -671,8 +674,19 @@ def _reference_runner(node, graph):
     from onnx.reference import ReferenceEvaluator
 
     opsets = [helper.make_opsetid(domain, version) for domain, version in graph.opsets.items()]
-    single = helper.make_model(helper.make_graph([node], "node", [], []), opset_imports=opsets,
-                               functions=list(graph.model.functions))
+    # The inputs' element types, where known: an operator whose function
+    # depends on them (Gelu's CastLike of its constants) is built from them.
+    typed = []
+    for name in dict.fromkeys(name for name in node.input if name):
+        dtype = graph.types.get(name)
+        if dtype is not None:
+            try:
+                elem_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+            except (KeyError, TypeError, ValueError):
+                continue
+            typed.append(helper.make_tensor_value_info(name, elem_type, None))
+    single = helper.make_model(helper.make_graph([node], "node", typed, []),
+                               opset_imports=opsets, functions=list(graph.model.functions))
     single.ir_version = graph.model.ir_version or 10
     evaluator = ReferenceEvaluator(single)
     (implementation,) = evaluator.rt_nodes_

@@ -715,3 +715,122 @@ def test_add_of_two_types_is_refused_as_onnx_reference_refuses_it():
     node = helper.make_node("Add", ["a", "b"], ["y"])
     with pytest.raises(TypeError, match="Add: A is float32 and B float64; both take one type"):
         _numpy_ops.add(node, {}, 21)([np.ones(2, np.float32), np.ones(2)])
+
+
+# -- Gelu, BiasGelu and FastGelu -------------------------------------------------------------
+
+def _typed_reference(node, arguments, opset=20, domain=""):
+    """onnx.reference's run of a node whose function depends on its inputs'
+    types (Gelu's constants are CastLike X), the inputs declared."""
+    inputs = [helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(value.dtype),
+                                            None)
+              for name, value in zip(node.input, arguments)]
+    model = helper.make_model(helper.make_graph([node], "g", inputs, []),
+                              opset_imports=[helper.make_opsetid(domain, opset)])
+    return ReferenceEvaluator(model).rt_nodes_[0].run(*arguments)
+
+
+def _gelu_inputs(dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.concatenate([rng.normal(0, 3, 4000), np.linspace(-12, 12, 2401),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, 1e4, -1e4]])
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_gelu_s_tanh_form_is_onnx_reference_s_bit_for_bit(dtype):
+    x = _gelu_inputs(dtype).reshape(2, -1)
+    node = helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")
+    with np.errstate(all="ignore"):
+        (expected,) = _typed_reference(node, [x])
+        (actual,) = _numpy_ops.gelu(node, attribute_values(node), 20)([x])
+    assert actual.dtype == x.dtype and actual.shape == x.shape
+    np.testing.assert_array_equal(actual, expected)
+
+
+def _gelu_erf_bound(x, expected, mantissa_bits):
+    """The erf form's distance from onnx.reference's, elementwise: erf within
+    2 ulp on each side of 1 + erf, whose rounding (1 + erf is below 2) adds
+    half an ulp of 1 on each, times 0.5 |x|; then an ulp of the result on
+    each side.  Near large negative x, 1 + erf cancels: the bound is |x|'s."""
+    unit = 2.0 ** -mantissa_bits
+    spacing = np.spacing(np.abs(expected).astype(x.dtype)).astype(np.float64)
+    return 0.5 * np.abs(x.astype(np.float64)) * (4 * unit + 2 * unit) + 2 * spacing
+
+
+@pytest.mark.parametrize("dtype, mantissa_bits", [(np.float32, 24), (np.float16, 11)])
+@pytest.mark.parametrize("kernels", [True, False], ids=["kernels", "numpy"])
+def test_gelu_s_erf_form_is_onnx_reference_s_within_the_erf_bound(dtype, mantissa_bits,
+                                                                   kernels):
+    x = _gelu_inputs(dtype)
+    x = x[np.isfinite(x)]
+    node = helper.make_node("Gelu", ["x"], ["y"])
+    with np.errstate(all="ignore"):
+        (expected,) = _typed_reference(node, [x])
+        if kernels:
+            (actual,) = _numpy_ops.gelu(node, {}, 20)([x])
+        else:
+            with _without_kernels():
+                (actual,) = _numpy_ops.gelu(node, {}, 20)([x])
+    assert actual.dtype == x.dtype
+    error = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    bound = _gelu_erf_bound(x, expected, mantissa_bits)
+    assert (error <= bound).all(), (x[(error > bound)][:5], error.max())
+
+
+@pytest.mark.parametrize("variant", _simd.quantize_variants())
+def test_gelu_s_erf_form_takes_the_function_s_steps_around_the_kernel_erf(variant):
+    """(0.5 * x) * (1 + erf(x / sqrt(2))), the steps of ONNX's function, with
+    the erf of the same kernel (tables.erf_float32): bit for bit, special
+    values included, on 1 and 2 threads; the fused GELU's order (x * (erf +
+    1)) * 0.5 as well."""
+    x = _gelu_inputs(np.float32, seed=5)
+    x = np.concatenate([x, [3e38, -3e38, 2.0**-149, -(2.0**-126)]]).astype(np.float32)
+    root_two = np.sqrt(np.float32(2))
+    erf = tables.erf_float32(x / root_two, variant=variant)
+    with np.errstate(all="ignore"):
+        onnx_order = (np.float32(0.5) * x) * (np.float32(1) + erf)
+        model_order = (x * (erf + np.float32(1))) * np.float32(0.5)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(
+            tables.gelu_float32(x, root_two, 1, 0.5, factor_first=True, n_threads=threads,
+                                variant=variant), onnx_order)
+        np.testing.assert_array_equal(
+            tables.gelu_float32(x, root_two, 1, 0.5, n_threads=threads, variant=variant),
+            model_order)
+    # The two orders part where x times the sum overflows.
+    assert np.isinf(model_order[-4]) and onnx_order[-4] == np.float32(3e38)
+
+
+def test_gelu_takes_only_its_approximations_and_float_types():
+    with pytest.raises(ValueError, match="Gelu: approximate is 'erf'; it takes 'none' or 'tanh'"):
+        _numpy_ops.gelu(helper.make_node("Gelu", ["x"], ["y"], approximate="erf"),
+                        {"approximate": "erf"}, 20)
+    run = _numpy_ops.gelu(helper.make_node("Gelu", ["x"], ["y"]), {}, 20)
+    with pytest.raises(TypeError, match="Gelu: X is int32; it takes float16, float32, float64"):
+        run([np.ones(3, np.int32)])
+
+
+def test_onnxruntime_s_gelu_and_bias_gelu_are_onnx_s_gelu():
+    rng = np.random.default_rng(11)
+    a = rng.normal(0, 3, (7, 300)).astype(np.float32)
+    bias = rng.normal(0, 1, 300).astype(np.float32)
+    gelu = _numpy_ops.gelu(helper.make_node("Gelu", ["x"], ["y"]), {}, 20)
+    (plain,) = _numpy_ops.contrib_gelu(None, {}, 1)([a])
+    np.testing.assert_array_equal(plain, gelu([a])[0])
+    (biased,) = _numpy_ops.bias_gelu(None, {}, 1)([a, bias])
+    np.testing.assert_array_equal(biased, gelu([a + bias])[0])
+    with pytest.raises(TypeError, match="BiasGelu: A is float32 and B float64"):
+        _numpy_ops.bias_gelu(None, {}, 1)([a, bias.astype(np.float64)])
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_fast_gelu_is_its_schema_s_formula_left_to_right(with_bias):
+    rng = np.random.default_rng(12)
+    x = rng.normal(0, 3, (5, 64)).astype(np.float32)
+    bias = rng.normal(0, 1, 64).astype(np.float32)
+    (actual,) = _numpy_ops.fast_gelu(None, {}, 1)([x, bias] if with_bias else [x])
+    v = x + bias if with_bias else x
+    f = np.float32
+    inner = f(0.797885) * v + f(0.035677) * v * v * v
+    np.testing.assert_array_equal(actual, f(0.5) * v * (f(1) + np.tanh(inner)))

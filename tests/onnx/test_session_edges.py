@@ -993,6 +993,91 @@ def test_gelu_with_constants_of_one_value_and_more_dimensions_keeps_the_nodes_sh
     assert np.array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+def _gelu_node_model(op_type="Gelu", elem_type=TensorProto.FLOAT, with_bias=False,
+                     **attributes):
+    """One GELU node: ONNX's Gelu (opset 20), or onnxruntime's Gelu, BiasGelu
+    or FastGelu (com.microsoft), over x of (4, 300) and a bias of 300."""
+    contrib = op_type != "Gelu" or attributes.pop("contrib", False)
+    inputs = ["x", "bias"] if with_bias else ["x"]
+    node = helper.make_node(op_type, inputs, ["y"], domain="com.microsoft" if contrib else "",
+                            **attributes)
+    values = [helper.make_tensor_value_info("x", elem_type, [4, 300])]
+    if with_bias:
+        values.append(helper.make_tensor_value_info("bias", elem_type, [300]))
+    opsets = [helper.make_opsetid("", 20)]
+    if contrib:
+        opsets.append(helper.make_opsetid("com.microsoft", 1))
+    graph = helper.make_graph([node], "gelu", values,
+                              [helper.make_tensor_value_info("y", elem_type, [4, 300])])
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_onnx_s_gelu_node_runs_as_one_numpy_step(approximate, dtype):
+    """ONNX's Gelu (opset 20) runs on qops' statement of its function, not
+    onnx.reference's (whose Erf calls math.erf element by element): the tanh
+    form as onnx.reference gives it, the erf form within the erf's bound."""
+    elem_type = TensorProto.FLOAT if dtype == np.float32 else TensorProto.FLOAT16
+    model = _gelu_node_model(approximate=approximate, elem_type=elem_type)
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session.steps] == ["numpy Gelu"]
+    x = np.random.default_rng(8).normal(0, 3, (4, 300)).astype(dtype)
+    (got,) = session.run(None, {"x": x})
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert got.dtype == dtype and got.shape == x.shape
+    if approximate == "tanh":
+        assert np.array_equal(got, want)
+    else:
+        unit = 2.0 ** (-24 if dtype == np.float32 else -11)
+        bound = (3 * unit * np.abs(x.astype(np.float64))
+                 + 2 * np.spacing(np.abs(want)).astype(np.float64))
+        assert (np.abs(got.astype(np.float64) - want) <= bound).all()
+
+
+def test_a_node_whose_function_depends_on_its_input_types_runs_on_onnx_reference():
+    """Without qops' own Gelu, the session takes onnx.reference's, whose
+    function is built from the input's type (its constants are CastLike X):
+    the node is given its inputs' types to build it."""
+    from unittest import mock
+
+    from qops.onnx import _numpy_ops
+
+    model = _gelu_node_model(approximate="tanh")
+    implementations = {k: v for k, v in _numpy_ops.IMPLEMENTATIONS.items() if k != "Gelu"}
+    with mock.patch.object(_numpy_ops, "IMPLEMENTATIONS", implementations):
+        session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session.steps] == ["onnx.reference Gelu"]
+    x = np.random.default_rng(9).normal(0, 3, (4, 300)).astype(np.float32)
+    (got,) = session.run(None, {"x": x})
+    (want,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("op_type, with_bias", [("Gelu", False), ("BiasGelu", True),
+                                                ("FastGelu", False), ("FastGelu", True)])
+def test_onnxruntime_s_gelu_operators_run_within_their_bound_of_onnxruntime(op_type,
+                                                                           with_bias):
+    """com.microsoft Gelu, BiasGelu and FastGelu, as a model optimized by
+    onnxruntime for a transformer has them: within a few units of float32's
+    last place of 1 times |x| (1 + erf or 1 + tanh cancels for large negative
+    x: the error is |x|'s, not the result's) of onnxruntime's own."""
+    ort = pytest.importorskip("onnxruntime")
+    model = _gelu_node_model(op_type, with_bias=with_bias)
+    rng = np.random.default_rng(10)
+    feeds = {"x": rng.normal(0, 3, (4, 300)).astype(np.float32)}
+    if with_bias:
+        feeds["bias"] = rng.normal(0, 1, 300).astype(np.float32)
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session.steps] == [f"numpy {op_type}"]
+    (got,) = session.run(None, feeds)
+    peer = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = peer.run(None, feeds)
+    x = feeds["x"] + feeds["bias"] if with_bias else feeds["x"]
+    bound = 8 * 2.0**-24 * np.abs(x.astype(np.float64)) + 4 * np.spacing(np.abs(want))
+    assert (np.abs(got.astype(np.float64) - want) <= bound).all()
+
+
 def _scaled_softmax_model(operation="Div", order="as exported", shared_output=False,
                           constant=8.0, axis=None, opset=17):
     """x -> Div(x, c) or Mul(x, c) -> Softmax -> y: attention's scaled scores."""

@@ -118,15 +118,18 @@ def layer_normalization(rows, scale, bias, epsilon, *, n_threads=None, variant=N
     return out
 
 
-def gelu_float32(x, divisor, addend, factor, *, n_threads=None, variant=None):
+def gelu_float32(x, divisor, addend, factor, *, factor_first=False, n_threads=None,
+                 variant=None):
     """``(x * (erf(x / divisor) + addend)) * factor`` of float32 ``x``, each
     step rounded as the nodes Div, Erf (:func:`erf_float32`), Add, Mul and Mul
-    round it: a new float32 array of x's shape."""
+    round it; with ``factor_first``, ONNX's Gelu function's order, ``(factor *
+    x) * (addend + erf(x / divisor))``: a new float32 array of x's shape."""
     module = _simd.quantize_module(variant)
     x = np.asarray(x, np.float32, order="C")
     out = np.empty(x.shape, np.float32)
     module.gelu_float32(x.reshape(-1), out.reshape(-1), np.float32(divisor),
-                        np.float32(addend), np.float32(factor), resolve_threads(n_threads))
+                        np.float32(addend), np.float32(factor), resolve_threads(n_threads),
+                        bool(factor_first))
     return out
 
 

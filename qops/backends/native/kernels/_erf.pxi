@@ -7,7 +7,8 @@ cdef extern from "qops_erf.h":
     void erf_values "qops_erf_float32"(const float* x, float* out,
                                        Py_ssize_t count) noexcept nogil
     void gelu_values "qops_gelu_float32"(const float* x, float* out, Py_ssize_t count,
-                                         float divisor, float addend, float factor) noexcept nogil
+                                         float divisor, float addend, float factor,
+                                         int factor_first) noexcept nogil
 
 
 cdef struct ErfJob:
@@ -45,6 +46,7 @@ cdef struct GeluJob:
     float* out
     Py_ssize_t count
     float divisor, addend, factor
+    bint factor_first
 
 
 cdef void gelu_range(void* context, Py_ssize_t start, Py_ssize_t stop, int slot) noexcept nogil:
@@ -52,13 +54,14 @@ cdef void gelu_range(void* context, Py_ssize_t start, Py_ssize_t stop, int slot)
     cdef const GeluJob* job = <const GeluJob*>context
     cdef Py_ssize_t first = start * ROW
     gelu_values(job.x + first, job.out + first, min(stop * ROW, job.count) - first,
-                job.divisor, job.addend, job.factor)
+                job.divisor, job.addend, job.factor, job.factor_first)
 
 
 def gelu_float32(const float[::1] x, float[::1] out, float divisor, float addend, float factor,
-                 int n_threads):
-    """out <- (x * (erf(x / divisor) + addend)) * factor, element by element
-    (x and out of one length: ValueError otherwise)."""
+                 int n_threads, bint factor_first=False):
+    """out <- (x * (erf(x / divisor) + addend)) * factor, element by element,
+    or with ``factor_first`` (factor * x) * (addend + erf(x / divisor)) (x and
+    out of one length: ValueError otherwise)."""
     cdef GeluJob job
     cdef Py_ssize_t count = x.shape[0]
     if out.shape[0] != count:
@@ -71,6 +74,7 @@ def gelu_float32(const float[::1] x, float[::1] out, float divisor, float addend
     job.divisor = divisor
     job.addend = addend
     job.factor = factor
+    job.factor_first = factor_first
     with nogil:
         run_range(gelu_range, &job, (count + ROW - 1) // ROW, 1,
                   n_threads if count >= PARALLEL_MIN else 1)

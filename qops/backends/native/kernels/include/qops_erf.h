@@ -57,12 +57,15 @@ static inline void qops_erf_float32(const float* x, float* out, ptrdiff_t count)
 /* The erf form of GELU as a model writes it, Div -> Erf -> Add -> Mul by x
    -> Mul: out = (x * (erf(x / divisor) + addend)) * factor, each step
    rounded as the nodes round it (a product or sum of two values is the
-   same in either order), in blocks that stay in L1.  out must not be x:
-   each block's x is read again after out holds its erf. */
+   same in either order), in blocks that stay in L1; with factor_first,
+   ONNX's Gelu function instead: out = (factor * x) * (addend + erf(x /
+   divisor)), which differs where x times the sum overflows or factor
+   times x is subnormal.  out must not be x: each block's x is read again
+   after out holds its erf. */
 #define QOPS_GELU_BLOCK 1024
 
 static inline void qops_gelu_float32(const float* x, float* out, ptrdiff_t count, float divisor,
-                                     float addend, float factor) {
+                                     float addend, float factor, int factor_first) {
     for (ptrdiff_t start = 0; start < count; start += QOPS_GELU_BLOCK) {
         const ptrdiff_t size = count - start < QOPS_GELU_BLOCK ? count - start
                                                                : QOPS_GELU_BLOCK;
@@ -70,8 +73,12 @@ static inline void qops_gelu_float32(const float* x, float* out, ptrdiff_t count
         float* results = out + start;
         for (ptrdiff_t i = 0; i < size; i++) results[i] = values[i] / divisor;
         qops_erf_float32(results, results, size);
-        for (ptrdiff_t i = 0; i < size; i++) {
-            results[i] = (values[i] * (results[i] + addend)) * factor;
+        if (factor_first) {
+            for (ptrdiff_t i = 0; i < size; i++)
+                results[i] = (factor * values[i]) * (addend + results[i]);
+        } else {
+            for (ptrdiff_t i = 0; i < size; i++)
+                results[i] = (values[i] * (results[i] + addend)) * factor;
         }
     }
 }
