@@ -394,15 +394,19 @@ _CONTRIB_INPUTS = {
 }
 
 
-def _contrib_onnx_model(case, runtime):
-    """A one-node com.microsoft QLinearAdd / MatMulIntegerToFloat model:
-    the operands are inputs, the parameters initializers (as onnxruntime's
-    quantizer writes them)."""
+def _contrib_onnx_model(case, runtime, constant_weights=False):
+    """A one-node com.microsoft QLinearAdd / QLinearAveragePool /
+    MatMulIntegerToFloat model: the operands are inputs, the parameters
+    initializers (as onnxruntime's quantizer writes them); with
+    ``constant_weights``, MatMulIntegerToFloat's B too (a dynamically
+    quantized model's weight)."""
     from onnx import TensorProto, helper, numpy_helper
 
     op_type, names, slots = _CONTRIB_INPUTS[case.kind]
     values = {name: np.asarray(runtime[slot]) for name, slot in zip(names, slots)}
-    operands = ("A", "B", "X")
+    # (QLinearAdd's B is the other activation, never a weight.)
+    operands = (("A", "X") if constant_weights and case.kind == "integer_to_float"
+                else ("A", "B", "X"))
     attributes = {}
     if case.is_global:
         op_type = "QLinearGlobalAveragePool"
@@ -481,7 +485,7 @@ def onnxruntime_runner(case, constants, runtime, attributes, constant_weights, t
     if case.is_quantize:
         model, feeds = _quantize_onnx_model(case, runtime, attributes)
     elif case.kind in _CONTRIB_INPUTS:
-        model, feeds = _contrib_onnx_model(case, runtime)
+        model, feeds = _contrib_onnx_model(case, runtime, constant_weights)
     else:
         model, feeds = _onnx_model(case, constants, runtime, attributes, constant_weights)
     options = onnxruntime.SessionOptions()
@@ -708,20 +712,39 @@ def _timed_rounds(functions, peers, oracle, budget, rounds):
     return {key: None if value == math.inf else value for key, value in times.items()}, exactness
 
 
+def _session_runner(case, runtime, threads):
+    """A qops session of the one-node model onnxruntime's constant pairing
+    runs (every parameter and weight an initializer): what a model's node
+    of this case runs on, its constants bound once."""
+    import qops.onnx
+
+    model, feeds = _contrib_onnx_model(case, runtime, True)
+    session = qops.onnx.InferenceSession(model, n_threads=threads)
+    return lambda: session.run(None, feeds)[0]
+
+
 def _function_row(case, runtime, attributes, threads, budget, rounds):
-    """qops against onnxruntime on a case without a compiled form (quantize,
-    dequantize, add, integer to float)."""
+    """qops against onnxruntime on a case without a compiled convolution or
+    matrix multiply (quantize, dequantize, add, pooling, integer to float);
+    the com.microsoft ones (add, pooling, integer to float) also in the
+    constant pairing: one model with every constant an initializer, run by
+    a qops session and by onnxruntime."""
     plain, _ = qops_runners(case, {}, runtime, attributes, threads)
     oracle = _oracle_on_one_thread(case, {}, runtime, attributes)
-    row = {"case": case.name, "gop": 0.0, "exact": _exact(plain(), oracle)}
-    times, exactness = _timed_rounds(
-        {"qops": plain},
-        {"ort": lambda: onnxruntime_runner(case, {}, runtime, attributes, False, threads)},
-        oracle, budget, rounds)
+    functions = {"qops": plain}
+    peers = {"ort": lambda: onnxruntime_runner(case, {}, runtime, attributes, False, threads)}
+    if case.kind in _CONTRIB_INPUTS:
+        functions["qops_compiled"] = _session_runner(case, runtime, threads)
+        peers["ort_constant"] = lambda: onnxruntime_runner(case, {}, runtime, attributes, True,
+                                                           threads)
+    row = {"case": case.name, "gop": 0.0,
+           "exact": all(_exact(function(), oracle) for function in functions.values())}
+    times, exactness = _timed_rounds(functions, peers, oracle, budget, rounds)
     row.update(times)
-    row["ort_exact"] = exactness["ort"]
+    row["ort_exact"] = ("error" if "error" in exactness.values()
+                        else all(exactness.values()))
     row["speed_vs_ort"] = _ratio(row["ort"], row["qops"])
-    if exactness["ort"] == "error" and case.is_quantize:
+    if exactness.get("ort") == "error" and case.is_quantize:
         # What onnxruntime does not run (int32 x, the 6-bit floats), onnx.reference does.
         model, feeds = _quantize_onnx_model(case, runtime, attributes)
         from onnx.reference import ReferenceEvaluator
@@ -732,7 +755,8 @@ def _function_row(case, runtime, attributes, threads, budget, rounds):
         row["reference"] = best_time(evaluate, budget)
     for key in ("qops_compiled", "ort_constant", "gops", "gops_compiled", "peak", "ort_peak",
                 "speed_vs_ort_constant", "gbps", "ort_gbps"):
-        row[key] = None
+        row.setdefault(key, None)
+    row["speed_vs_ort_constant"] = _ratio(row["ort_constant"], row["qops_compiled"])
     if case.operations():
         row["gops"] = case.operations() / row["qops"] / 1e9
     else:

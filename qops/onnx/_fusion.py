@@ -727,7 +727,8 @@ class Matcher:
             rows = np.ascontiguousarray(a_value.reshape(-1, a_value.shape[-1]))
             y = compiled(rows, np.asarray(a_scale, np.float32).reshape(())[()],
                          np.asarray(a_zero_point).reshape(())[()], n_threads=n_threads)
-            return [y.reshape(lead + (columns,))]
+            shape = lead + (columns,)
+            return [y if y.shape == shape else y.reshape(shape)]
 
         label = f"{node.name or 'MatMulInteger'} (dynamic MatMul)"
         return Group("dynamic MatMul", max(consumed), frozenset(consumed),

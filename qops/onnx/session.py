@@ -556,7 +556,11 @@ class InferenceSession:
 
     def _owned(self, values, feeds):
         """The outputs as new arrays: whatever is a constant, a feed, a view or
-        already returned is copied."""
+        already returned is copied.  An array whose base is a buffer of qops'
+        output allocator (:mod:`qops.backends.native._outputs`) is a kernel's
+        new output, the caller's as it is (a view of it has the array itself
+        as its base, and is copied)."""
+        buffer_type = _output_buffer_type()
         fed = {id(value) for value in feeds.values()}
         constant = {id(value) for value in self._constants_env.values()}
         seen, owned = set(), []
@@ -565,13 +569,24 @@ class InferenceSession:
                 owned.append([np.array(item, copy=True) for item in value])
                 continue
             array = np.asarray(value)
+            fresh = buffer_type is not None and type(array.base) is buffer_type
             if (array is not value or id(array) in seen or id(array) in fed
-                    or id(array) in constant or array.base is not None
+                    or id(array) in constant or (array.base is not None and not fresh)
                     or not array.flags.writeable):
                 array = np.array(array, copy=True)
             seen.add(id(array))
             owned.append(array)
         return owned
+
+
+def _output_buffer_type():
+    """The type of qops' output buffers (an output array's ``base``), or None
+    where the kernels are not built."""
+    try:
+        from qops.backends.native._outputs import OutputBuffer
+    except ImportError:
+        return None
+    return OutputBuffer
 
 
 class _InputCheck:
@@ -959,10 +974,79 @@ def _prepared_n_bits(node, graph):
         compiled(arguments[0], n_threads=n_threads)]
 
 
+def _prepared_integer_to_float(node, graph):
+    """com.microsoft MatMulIntegerToFloat with B (2-D), b_scale, b_zero_point
+    and the bias constant: compiled once per type of A
+    (MATRIX_MULTIPLY_INTEGER_TO_FLOAT, B packed once); else None.  An A of
+    the other byte type than B meets B taken to A's type by ``x ^ 0x80`` with
+    its zero point, which leaves every difference, and so every sum, as the
+    adapter's (which moves the smaller operand, usually A on every call);
+    uint8 A, as DynamicQuantizeLinear makes it, is then read where it lies.
+    A call the compiled form does not take (A of one dimension, a scale or
+    zero point per row) is the adapter's."""
+    names = list(node.input) + [""] * 7
+    constants = graph.constants
+    b = constants.get(names[1]) if names[1] else None
+    if b is None or b.ndim != 2 or b.dtype not in (np.uint8, np.int8):
+        return None
+    if any(names[i] and names[i] not in constants for i in (3, 5, 6)) or not names[3]:
+        return None
+    b_scale, bias = constants[names[3]], constants.get(names[6]) if names[6] else None
+    b_zero_point = constants[names[5]] if names[5] else np.zeros((), b.dtype)
+    columns = b.shape[1]
+    if (b_scale.dtype != np.float32 or b_scale.size not in (1, columns) or b_scale.ndim > 1
+            or b_zero_point.dtype != b.dtype or b_zero_point.size not in (1, columns)
+            or b_zero_point.ndim > 1):
+        return None
+    if bias is not None and (bias.dtype != np.float32 or bias.shape != (columns,)):
+        return None
+    scale_row = b_scale.reshape(1, -1) if b_scale.size > 1 else b_scale.reshape(())
+    zero_row = b_zero_point.reshape(1, -1) if b_zero_point.size > 1 else b_zero_point.reshape(())
+    forms = {}
+
+    def compiled_for(dtype):
+        """The operator with B in ``dtype`` (A's), compiled on first use."""
+        if dtype not in forms:
+            weight, zero = b, zero_row
+            if dtype != b.dtype:
+                weight, zero = (np.bitwise_xor(np.ascontiguousarray(v).view(np.uint8),
+                                               np.uint8(0x80)).view(dtype)
+                                for v in (b, zero_row))
+            forms[dtype] = api.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT",
+                                       b=np.ascontiguousarray(weight), b_scale=scale_row,
+                                       b_zero_point=zero, bias=bias)
+        return forms[dtype]
+
+    try:
+        compiled_for(b.dtype)
+    except QopsError:
+        return None
+    adapter = _nodes.CONTRIB_ADAPTERS["MatMulIntegerToFloat"]
+
+    def call(arguments, n_threads):
+        a, _, a_scale, _, a_zero_point = (list(arguments) + [None] * 5)[:5]
+        if a_zero_point is None and type(a) is np.ndarray:
+            a_zero_point = np.zeros((), a.dtype)
+        if not (type(a) is np.ndarray and a.ndim >= 2 and a.shape[-1] == b.shape[0]
+                and a.dtype in (np.uint8, np.int8) and type(a_zero_point) is np.ndarray
+                and a_zero_point.dtype == a.dtype and a_zero_point.size == 1
+                and type(a_scale) is np.ndarray and a_scale.dtype == np.float32
+                and a_scale.size == 1):
+            return adapter(arguments, {}, 1)
+        rows = np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
+        y = compiled_for(a.dtype)(rows, a_scale.reshape(())[()], a_zero_point.reshape(())[()],
+                                  n_threads=n_threads)
+        shape = a.shape[:-1] + (columns,)
+        # (A view would be copied where the run returns it.)
+        return [y if y.shape == shape else y.reshape(shape)]
+
+    return "qops MatMulIntegerToFloat (compiled)", call
+
+
 def _prepared_qlinear(node, graph):
-    """QLinearConv, QLinearMatMul, QGemm or MatMulNBits with every parameter
-    but the data constant, compiled once, or QLinearAdd with its parameters
-    bound; None for any other node."""
+    """QLinearConv, QLinearMatMul, QGemm, MatMulNBits or MatMulIntegerToFloat
+    with every parameter but the data constant, compiled once, or QLinearAdd
+    with its parameters bound; None for any other node."""
     if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QLinearAdd":
         return _prepared_add(node, graph)
     if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QGemm":
@@ -971,6 +1055,8 @@ def _prepared_qlinear(node, graph):
         return _prepared_n_bits(node, graph)
     if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "QLinearGlobalAveragePool":
         return _prepared_global_average(node, graph)
+    if node.domain == _nodes.CONTRIB_DOMAIN and node.op_type == "MatMulIntegerToFloat":
+        return _prepared_integer_to_float(node, graph)
     if node.domain not in ("", "ai.onnx") or node.op_type not in ("QLinearConv", "QLinearMatMul"):
         return None
     names = list(node.input) + [""] * 9

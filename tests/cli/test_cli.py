@@ -365,3 +365,30 @@ def test_every_bench_case_makes_its_operands():
             x = np.asarray(runtime["x"])
             assert x.shape == case.x_shape and x.dtype == np.dtype(case.source if case.kind ==
                                                                    "quantize" else x.dtype)
+
+
+def test_bench_pairs_the_model_operators_with_every_constant_on_both_sides(tmp_path):
+    """The add, the pooling and MatMulIntegerToFloat also run as a model
+    would have them, every parameter (and MatMulIntegerToFloat's B) an
+    initializer: a qops session and onnxruntime on the same model, both
+    judged against the exact result."""
+    pytest.importorskip("onnxruntime")
+    from onnx import numpy_helper
+
+    from qops.cli import bench as _bench
+
+    case = next(case for case in _bench.CASES if case.name == "bert_qkv_to_float_u8s8")
+    _, runtime, _ = _bench.operands(case)
+    model, feeds = _bench._contrib_onnx_model(case, runtime, constant_weights=True)
+    initializers = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
+    np.testing.assert_array_equal(initializers["B"], runtime["b"])
+    assert list(feeds) == ["A"]
+    cases = ["bert_qkv_to_float_u8s8", "r50_residual_add", "r50_global_pool"]
+    result = run("bench", *cases, "--budget", "0.01", "--rounds", "1", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    _, _, rows = _bench_table(tmp_path / "bench.md")
+    for name in cases:
+        row = rows[name]
+        assert row["exact"] == "yes"
+        assert float(row["compiled ms"]) > 0 and float(row["ORT const ms"]) > 0
+        assert float(row["compiled vs ORT const"].rstrip("x")) > 0

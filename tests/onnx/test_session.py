@@ -725,3 +725,48 @@ def test_onnxruntime_s_quantized_nodes_run_in_a_session_as_run_node_runs_them(op
         for fuse in (True, False):
             (actual,) = qops.onnx.InferenceSession(model, fuse=fuse).run(None, feeds)
             np.testing.assert_array_equal(actual, expected)
+
+
+@pytest.mark.parametrize("a_type, b_type", [(_U8, _U8), (_U8, _I8), (_I8, _I8), (_I8, _U8)])
+@pytest.mark.parametrize("per_column, with_bias, lead", [(False, False, (7,)),
+                                                          (True, True, (2, 3)),
+                                                          (True, False, (1, 1, 5))])
+def test_matmul_integer_to_float_with_a_constant_b_runs_compiled_as_run_node_runs_it(
+        a_type, b_type, per_column, with_bias, lead):
+    """B, b_scale, b_zero_point and the bias constant: B is packed once
+    (the step is compiled) and A of the other byte type goes to B's type,
+    with the same results as run_node, which moves the smaller operand.  A
+    scale or zero point of A per row, or a one-dimensional A, takes the
+    adapter."""
+    rng = np.random.default_rng(14)
+    k, n = 48, 20
+    a = _quantized(rng, lead + (k,), a_type)
+    b = _quantized(rng, (k, n), b_type)
+    b_scale = (rng.uniform(0.001, 0.02, n) if per_column else np.asarray(0.013)).astype(
+        np.float32)
+    info = np.iinfo(b_type)
+    b_zero = (rng.integers(info.min, info.max + 1, n) if per_column
+              else np.asarray(info.min + 3)).astype(b_type)
+    bias = rng.normal(0, 1, n).astype(np.float32) if with_bias else None
+    a_scale = np.asarray(0.021, np.float32)
+    a_zero = np.asarray(7 if a_type == _U8 else -5, a_type)
+    names = ["a", "b", "a_scale", "b_scale", "a_zero", "b_zero"] + (["bias"] if with_bias else [])
+    node = helper.make_node("MatMulIntegerToFloat", names, ["y"], domain="com.microsoft")
+    constants = {"b": b, "b_scale": b_scale, "b_zero": b_zero, "bias": bias}
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info(name, _ONNX[np.dtype(value.dtype)], list(value.shape))
+         for name, value in (("a", a), ("a_scale", a_scale), ("a_zero", a_zero))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(value, name) for name, value in constants.items()
+                     if value is not None])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session.steps] == ["qops MatMulIntegerToFloat (compiled)"]
+    values = [a, b, a_scale, b_scale, a_zero, b_zero] + ([bias] if with_bias else [])
+    (expected,) = qops.onnx.run_node(node, values)
+    (actual,) = session.run(None, {"a": a, "a_scale": a_scale, "a_zero": a_zero})
+    assert actual.shape == lead + (n,)
+    np.testing.assert_array_equal(actual, expected)
