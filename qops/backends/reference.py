@@ -117,7 +117,7 @@ def _add(call, out, n_threads):
 def _matmul_n_bits(call, out, n_threads):
     arrays, attributes = call.arrays, call.attributes
     out[...] = reference.matmul_n_bits(
-        arrays["a"], arrays["b"], arrays["scales"], arrays["zero_points"], arrays["bias"],
+        arrays["a"], arrays["b"], arrays["scales"], arrays["zero_points"], bias=arrays["bias"],
         **{name: attributes[name] for name in ("k", "n", "bits", "block_size", "accuracy_level")})
 
 

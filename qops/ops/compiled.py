@@ -985,7 +985,7 @@ def compile(name, *, feature_level=None, **constants_and_attributes):
         ``MATRIX_MULTIPLY_INTEGER_TO_FLOAT``, ``ELEMENT_WISE_QUANTIZED_LINEAR_ADD``,
         ``QUANTIZED_LINEAR_AVERAGE_POOLING``, ``ELEMENT_WISE_QUANTIZE_LINEAR``,
         ``ELEMENT_WISE_DEQUANTIZE_LINEAR``, ``QUANTIZE``, ``DEQUANTIZE``,
-        ``QuantizeLinear`` or ``DequantizeLinear``.
+        ``QuantizeLinear``, ``DequantizeLinear`` or ``MatMulNBits``.
     feature_level : optional
         As for the DirectML operator functions.  An ONNX operator takes
         ``opset=`` instead, among the keywords.
@@ -995,8 +995,11 @@ def compile(name, *, feature_level=None, **constants_and_attributes):
         Binding a weight (a convolution's ``filter``, a matrix multiply's
         ``b``) binds its group: ``filter_scale``, ``filter_zero_point`` and
         ``bias``; ``b_scale`` and ``b_zero_point`` (and
-        MATRIX_MULTIPLY_INTEGER_TO_FLOAT's ``bias``).  Those of the group not
-        given are bound as absent, and none is bound without the weight.
+        MATRIX_MULTIPLY_INTEGER_TO_FLOAT's ``bias``); MatMulNBits' ``b`` its
+        ``scales``, ``zero_points``, ``g_idx`` and ``bias``, beside the
+        attributes ``k``, ``n``, ``bits``, ``block_size`` and
+        ``accuracy_level`` (its weight is packed once).  Those of the group
+        not given are bound as absent, and none is bound without the weight.
         Any other optional slot given as ``None`` is bound as absent.
 
     Returns

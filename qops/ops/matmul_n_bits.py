@@ -108,12 +108,19 @@ def _check_shape_attributes(op, attributes):
                  f"{MIN_BLOCK_SIZE}", slot="block_size", given=block_size)
 
 
-def _parameter_shape(op, name, desc, n, count, what):
-    """A per-block parameter: (n, count) or (n * count,)."""
-    if tuple(desc.shape) not in ((n, count), (n * count,)):
+def _parameter_shape(op, name, desc, n, count, what, empty=False):
+    """A per-block parameter: (n, count) or (n * count,); beside an empty B
+    (the projection left out), either with dimensions 0 as well."""
+    shape = tuple(desc.shape)
+    allowed = ((n, count), (n * count,))
+    if empty and 0 in shape and any(len(shape) == len(form) and all(
+            size in (0, want) for size, want in zip(shape, form)) for form in allowed):
+        return
+    if shape not in allowed:
         fail(op, f"{name} has shape {shape_text(desc.shape)}; with N = {n} and {what} it "
-                 f"must be {shape_text((n, count))} or {shape_text((n * count,))}",
-             slot=name, given=tuple(desc.shape), allowed=((n, count), (n * count,)))
+                 f"must be {shape_text((n, count))} or {shape_text((n * count,))}"
+                 + (" (or either with dimensions 0, beside an empty b)" if empty else ""),
+             slot=name, given=shape, allowed=allowed)
 
 
 def prepare(slots: dict, attributes: dict, opset=None, *, out=None) -> Call:
@@ -147,17 +154,17 @@ def prepare(slots: dict, attributes: dict, opset=None, *, out=None) -> Call:
                  f"{block_size} and {bits} bits it must be {shape_text(packed)} (N, k_blocks, "
                  f"blob_size), or that with dimensions 0 to leave the projection out",
              slot="b", given=b_shape, allowed=packed)
+    _parameter_shape(op, "scales", descs["scales"], n, k_blocks, f"{k_blocks} blocks", empty)
+    zero_desc = descs["zero_points"]
+    if zero_desc is not None:
+        if zero_desc.dtype == "UINT8":
+            packed_count = -(-k_blocks * bits // 8)
+            _parameter_shape(op, "zero_points", zero_desc, n, packed_count,
+                             f"{k_blocks} blocks packed {8 // bits} to a byte", empty)
+        else:  # a float type: the schema's is A's; any converts to float32 exactly
+            _parameter_shape(op, "zero_points", zero_desc, n, k_blocks, f"{k_blocks} blocks",
+                             empty)
     if not empty:
-        _parameter_shape(op, "scales", descs["scales"], n, k_blocks, f"{k_blocks} blocks")
-        zero_desc = descs["zero_points"]
-        if zero_desc is not None:
-            if zero_desc.dtype == "UINT8":
-                packed_count = -(-k_blocks * bits // 8)
-                _parameter_shape(op, "zero_points", zero_desc, n, packed_count,
-                                 f"{k_blocks} blocks packed {8 // bits} to a byte")
-            else:  # a float type: the schema's is A's; any converts to float32 exactly
-                _parameter_shape(op, "zero_points", zero_desc, n, k_blocks,
-                                 f"{k_blocks} blocks")
         if descs["g_idx"] is not None and tuple(descs["g_idx"].shape) != (k,):
             fail(op, f"g_idx has shape {shape_text(descs['g_idx'].shape)}; it must be "
                      f"{shape_text((k,))}", slot="g_idx", given=tuple(descs["g_idx"].shape))

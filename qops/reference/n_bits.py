@@ -163,14 +163,19 @@ def _int8_rule(rows, b, scales, zero_points, *, k, n, bits, block_size):
     return total
 
 
-def matmul_n_bits(a, b, scales, zero_points=None, bias=None, *, k, n, bits, block_size,
-                  accuracy_level=0):
-    """``a @ dequantized(b) + bias`` by the rules above, in A's type.
+def matmul_n_bits(a, b, scales, zero_points=None, g_idx=None, bias=None, *, k, n, bits=4,
+                  block_size, accuracy_level=0):
+    """``a @ dequantized(b) + bias`` by the rules above, in A's type, with
+    :func:`qops.matmul_n_bits`' arguments.
 
     ``a`` is (..., K) float32, float16 or bfloat16; the result (..., N) has
     its type.  An empty ``b`` (a projection left out) gives zeros plus the
-    bias.
+    bias.  ``g_idx``, the block of each k, may only be the blocks' own order
+    (``k // block_size``), the one the rules state (ValueError otherwise).
     """
+    if g_idx is not None and not np.array_equal(np.asarray(g_idx).reshape(-1),
+                                                 np.arange(k) // block_size):
+        raise ValueError("matmul_n_bits: g_idx is not the blocks' own order, k // block_size")
     a = np.asarray(a)
     out_dtype = a.dtype
     lead = a.shape[:-1]

@@ -108,7 +108,7 @@ def test_the_rule_is_within_its_bound_of_the_exact_product(bits, zero_kind):
                * scales.astype(np.float64).T[block_of])
     exact = a.astype(np.float64) @ weights + bias
     magnitude = np.abs(a.astype(np.float64)) @ np.abs(weights) + np.abs(bias)
-    got = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
+    got = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n, bits=bits,
                                        block_size=block_size)
     assert np.all(np.abs(got - exact) <= (k + 2) * 2.0 ** -24 * magnitude)
 
@@ -124,7 +124,7 @@ def test_the_rule_is_a_chain_of_fmas_in_order():
     for index in range(48):
         acc = fused_multiply_add(a[0, index], weights[index], acc)
     want = np.float32(acc + bias[0])
-    got = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=48, n=1, bits=4,
+    got = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=48, n=1, bits=4,
                                        block_size=16)
     assert got[0, 0].view(np.uint32) == want.view(np.uint32)
 
@@ -264,7 +264,7 @@ def test_every_variant_and_thread_count_gives_the_rule_bit_for_bit(m, k, n, bits
         a[:, :16] = 0  # a block of zeros: scale 0, codes 0
     call = call_of(a, b, scales, zero_points, bias, k=k, n=n, bits=bits, block_size=block_size,
                    accuracy_level=level)
-    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n, bits=bits,
                                         block_size=block_size, accuracy_level=level)
     assert want.dtype == np.dtype(dtype)
     every_variant_and_thread_count_gives(call, want)
@@ -284,7 +284,7 @@ def test_one_row_over_four_panels_at_a_time_by_the_rule(bits, n):
                                                np.float32)
         call = call_of(a, b, scales, zero_points, bias, k=97, n=n, bits=bits, block_size=32,
                        accuracy_level=0)
-        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=97, n=n,
+        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=97, n=n,
                                             bits=bits, block_size=32, accuracy_level=0)
         every_variant_and_thread_count_gives(call, want)
 
@@ -305,7 +305,7 @@ def test_few_rows_streamed_together_by_the_rule(m, n, bits):
         a, b, scales, zero_points, bias = case(rng, m, 301, n, bits, 32, zero_kind, with_bias)
         call = call_of(a, b, scales, zero_points, bias, k=301, n=n, bits=bits, block_size=32,
                        accuracy_level=0)
-        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=301, n=n,
+        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=301, n=n,
                                             bits=bits, block_size=32, accuracy_level=0)
         every_variant_and_thread_count_gives(call, want)
 
@@ -341,7 +341,7 @@ def test_one_row_whole_zero_points_by_the_rule(zero_kind, scale_exponent, n):
     assert whole_zeros_hold(zeros, panel_scales, 4) == (scale_exponent >= -122)
     call = call_of(a, b, scales, zero_points, bias, k=k, n=n, bits=4, block_size=32,
                    accuracy_level=0)
-    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=4,
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n, bits=4,
                                         block_size=32, accuracy_level=0)
     every_variant_and_thread_count_gives(call, want)
     if scale_exponent >= -122 or "avx512vnni" not in variants.quantize_variants():
@@ -370,7 +370,7 @@ def test_many_rows_cross_chunks_and_tiles_by_the_rule(m, k, block_size, level):
     a, b, scales, zero_points, bias = case(rng, m, k, 37, 4, block_size, "packed", True)
     call = call_of(a, b, scales, zero_points, bias, k=k, n=37, bits=4, block_size=block_size,
                    accuracy_level=level)
-    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=37, bits=4,
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=37, bits=4,
                                         block_size=block_size, accuracy_level=level)
     every_variant_and_thread_count_gives(call, want)
 
@@ -395,7 +395,7 @@ def test_level_four_holds_its_largest_block_sums_exactly(sign, m, block_size, co
     zero_points = np.full((n, 1), zero * 0x11, np.uint8)  # packed: both blocks' zero
     call = call_of(a, b, scales, zero_points, None, k=k, n=n, bits=4, block_size=block_size,
                    accuracy_level=4)
-    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, None, k=k, n=n, bits=4,
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, k=k, n=n, bits=4,
                                         block_size=block_size, accuracy_level=4)
     assert np.allclose(want, sign * 3.0 * (code - zero) * 0.01 * k, rtol=1e-5)
     every_variant_and_thread_count_gives(call, want)
@@ -408,7 +408,7 @@ def test_the_function_runs_the_kernels_and_keeps_batch_dimensions():
     call = call_of(a, b, scales, zero_points, bias, k=64, n=20, bits=4, block_size=32)
     assert dispatch.select(call).name == "kernels"
     got = qops.matmul_n_bits(a, b, scales, zero_points, None, bias, k=64, n=20, block_size=32)
-    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=64, n=20, bits=4,
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=64, n=20, bits=4,
                                         block_size=32)
     assert got.shape == (2, 3, 20) and np.array_equal(got, want)
     out = np.empty((2, 3, 20), np.float32)
@@ -435,6 +435,23 @@ def test_an_empty_b_gives_zeros_plus_the_bias(empty_shape):
     assert np.array_equal(got, np.broadcast_to(bias, (4, 3)))
     assert np.array_equal(qops.matmul_n_bits(a, b, np.zeros((0,), np.float32), k=32, n=3,
                                              block_size=16), np.zeros((4, 3), np.float32))
+
+
+@pytest.mark.parametrize("scales_shape", [(3, 2), (6,), (0, 2), (3, 0), (0,)])
+def test_an_empty_b_takes_scales_of_the_stated_shape_or_with_dimensions_0(scales_shape):
+    a = np.ones((4, 32), np.float32)
+    b = np.zeros((3, 2, 0), np.uint8)
+    got = qops.matmul_n_bits(a, b, np.ones(scales_shape, np.float32), k=32, n=3, block_size=16)
+    assert np.array_equal(got, np.zeros((4, 3), np.float32))
+
+
+@pytest.mark.parametrize("scales_shape", [(5, 7), (3, 3), (4,), (2, 0)])
+def test_an_empty_b_refuses_scales_of_another_shape(scales_shape):
+    with pytest.raises(qops.ValidationError, match=r"MatMulNBits: scales has shape .* it must be "
+                                                    r"\(3, 2\) or \(6,\) \(or either with "
+                                                    r"dimensions 0, beside an empty b\)"):
+        qops.matmul_n_bits(np.ones((4, 32), np.float32), np.zeros((3, 2, 0), np.uint8),
+                           np.ones(scales_shape, np.float32), k=32, n=3, block_size=16)
 
 
 def test_flat_scales_and_zero_points_are_the_same_values():
@@ -491,6 +508,43 @@ def test_bad_calls_name_the_operator_and_the_slot(change, slot, words):
         qops.matmul_n_bits(**arguments)
     message = str(error.value)
     assert message.startswith("MatMulNBits:") and slot in message and words in message, message
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), bits=st.sampled_from([2, 4, 8]),
+       block_size=st.sampled_from([16, 32, 64]), k=st.integers(1, 150), n=st.integers(1, 9),
+       fault=st.sampled_from(["k", "n", "b", "scales", "zero_points", "bias", "a",
+                              "block_size", "bits"]))
+def test_any_call_broken_in_one_place_names_that_place(data, bits, block_size, k, n, fault):
+    """A valid call of any shape with one slot or attribute made wrong: a
+    ValidationError naming the operator and that slot or attribute, never
+    a result or another exception."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    a, b, scales, zero_points, bias = case(rng, 2, k, n, bits, block_size, "packed", True)
+    arguments = dict(a=a, b=b, scales=scales, zero_points=zero_points, bias=bias, k=k, n=n,
+                     bits=bits, block_size=block_size)
+    qops.matmul_n_bits(**arguments)  # the call as drawn is valid
+    off = data.draw(st.sampled_from([-1, 1]))
+    if fault in ("k", "n"):  # one more or one fewer, never 0
+        arguments[fault] += off if arguments[fault] + off > 0 else 1
+    elif fault in ("block_size", "bits"):
+        arguments[fault] = data.draw(st.sampled_from([block_size * 3 // 2, 8, 17] if fault ==
+                                                     "block_size" else [1, 3, 5, 16]))
+    else:
+        # One dimension one longer or shorter (A's rows may be any number:
+        # its last); never 0, which would leave an empty B's projection out.
+        value = arguments[fault]
+        axis = value.ndim - 1 if fault == "a" else data.draw(st.integers(0, value.ndim - 1))
+        shape = list(value.shape)
+        shape[axis] += off if shape[axis] + off > 0 else 1
+        arguments[fault] = np.zeros(shape, value.dtype)
+    with pytest.raises(qops.ValidationError) as error:
+        qops.matmul_n_bits(**arguments)
+    message = str(error.value)
+    named = {"k": ("k", "a", "b"), "n": ("n", "b", "scales", "bias", "zero_points"),
+             "block_size": ("block_size", "b"), "bits": ("bits", "b")}.get(fault, (fault,))
+    assert message.startswith("MatMulNBits:") and any(word in message for word in named), (
+        fault, message)
 
 
 def test_out_is_checked():
@@ -668,7 +722,7 @@ def test_the_header_at_each_width_gives_the_rule(c_kernels, m, k, n, bits, block
         c_kernels.panel(a.ctypes.data, m, interleaved[panel].ctypes.data, k, bits, block_size,
                         zeros.ctypes.data, block_scales.ctypes.data, panel_bias.ctypes.data,
                         width, out[:, columns.start:].ctypes.data, n)
-    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=bits,
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n, bits=bits,
                                         block_size=block_size)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
     # Many rows' path: the rows packed in whole groups (zero past m), a
@@ -812,7 +866,7 @@ def test_the_header_rows_streamed_together_at_each_width(c_kernels, m, n):
     k_blocks = -(-k // block_size)
     for zero_kind in ("packed", "float"):
         a, b, scales, zero_points, bias = case(rng, m, k, n, 4, block_size, zero_kind, True)
-        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=4,
+        want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n, bits=4,
                                             block_size=block_size)
         zeros = native._per_panel(n_bits.zero_points_of(zero_points, n, k_blocks, 4), n,
                                   k_blocks)
@@ -874,7 +928,7 @@ def test_the_header_level_four_rows_at_each_width(c_kernels, m, k, n, block_log,
                             a_sums.ctypes.data, m, interleaved[panel].ctypes.data, block_size,
                             zeros.ctypes.data, block_scales.ctypes.data, panel_bias.ctypes.data,
                             width, out[:, columns.start:].ctypes.data, n, packed.ctypes.data)
-    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias, k=k, n=n, bits=4,
+    want = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n, bits=4,
                                         block_size=block_size, accuracy_level=4)
     assert np.array_equal(out.view(np.uint32), want.view(np.uint32))
 
@@ -898,3 +952,19 @@ def test_onnxruntime_level_four_agrees_within_its_quantization_of_a(zero_kind):
     bound = (a_step[:, block_of] @ np.abs(weights)) + (k + 2) * 2.0 ** -22 * (
         np.abs(a.astype(np.float64)) @ np.abs(weights))
     assert np.all(np.abs(ours - theirs) <= bound)
+
+
+def test_the_reference_takes_the_function_s_arguments_g_idx_of_the_blocks_own_order_only():
+    rng = np.random.default_rng(401)
+    k, n, block_size = 64, 8, 32
+    a, b, scales, zero_points, bias = case(rng, 2, k, n, 4, block_size, "packed", True)
+    plain = qops.reference.matmul_n_bits(a, b, scales, zero_points, bias=bias, k=k, n=n,
+                                         block_size=block_size)
+    ordered = qops.reference.matmul_n_bits(a, b, scales, zero_points, np.arange(k) // block_size,
+                                           bias, k=k, n=n, block_size=block_size)
+    np.testing.assert_array_equal(ordered, plain)
+    np.testing.assert_array_equal(plain, qops.matmul_n_bits(
+        a, b, scales, zero_points, None, bias, k=k, n=n, block_size=block_size))
+    with pytest.raises(ValueError, match="g_idx is not the blocks' own order"):
+        qops.reference.matmul_n_bits(a, b, scales, zero_points, np.arange(k) % 2, bias, k=k,
+                                     n=n, block_size=block_size)
