@@ -1002,6 +1002,14 @@ def _prepared_integer_to_float(node, graph):
         return None
     scale_row = b_scale.reshape(1, -1) if b_scale.size > 1 else b_scale.reshape(())
     zero_row = b_zero_point.reshape(1, -1) if b_zero_point.size > 1 else b_zero_point.reshape(())
+    # A's scale and zero point constant too (one value each): bound as well,
+    # so that a call brings A alone (the compiled operator's bound form).
+    a_scale_constant = constants.get(names[2]) if names[2] else None
+    a_zero_constant = constants.get(names[4]) if names[4] else None
+    a_bound = (a_scale_constant is not None and a_scale_constant.dtype == np.float32
+               and a_scale_constant.size == 1 and (not names[4] or (
+                   a_zero_constant is not None and a_zero_constant.size == 1
+                   and a_zero_constant.dtype in (np.uint8, np.int8))))
     forms = {}
 
     def compiled_for(dtype):
@@ -1012,9 +1020,15 @@ def _prepared_integer_to_float(node, graph):
                 weight, zero = (np.bitwise_xor(np.ascontiguousarray(v).view(np.uint8),
                                                np.uint8(0x80)).view(dtype)
                                 for v in (b, zero_row))
-            forms[dtype] = api.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT",
-                                       b=np.ascontiguousarray(weight), b_scale=scale_row,
-                                       b_zero_point=zero, bias=bias)
+            parameters = {}
+            if a_bound and (a_zero_constant is None or a_zero_constant.dtype == dtype):
+                parameters = dict(a_scale=a_scale_constant.reshape(())[()],
+                                  a_zero_point=(np.zeros((), dtype) if a_zero_constant is None
+                                                else a_zero_constant).reshape(())[()])
+            forms[dtype] = (api.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT",
+                                        b=np.ascontiguousarray(weight), b_scale=scale_row,
+                                        b_zero_point=zero, bias=bias, **parameters),
+                            bool(parameters))
         return forms[dtype]
 
     try:
@@ -1034,8 +1048,15 @@ def _prepared_integer_to_float(node, graph):
                 and a_scale.size == 1):
             return adapter(arguments, {}, 1)
         rows = np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
-        y = compiled_for(a.dtype)(rows, a_scale.reshape(())[()], a_zero_point.reshape(())[()],
-                                  n_threads=n_threads)
+        compiled, a_parameters_bound = compiled_for(a.dtype)
+        if a_parameters_bound and a_scale is a_scale_constant and (
+                a_zero_point is a_zero_constant or a_zero_constant is None and not names[4]):
+            y = compiled(rows, n_threads=n_threads)
+        elif a_parameters_bound:
+            return adapter(arguments, {}, 1)
+        else:
+            y = compiled(rows, a_scale.reshape(())[()], a_zero_point.reshape(())[()],
+                         n_threads=n_threads)
         shape = a.shape[:-1] + (columns,)
         # (A view would be copied where the run returns it.)
         return [y if y.shape == shape else y.reshape(shape)]

@@ -731,8 +731,9 @@ def test_onnxruntime_s_quantized_nodes_run_in_a_session_as_run_node_runs_them(op
 @pytest.mark.parametrize("per_column, with_bias, lead", [(False, False, (7,)),
                                                           (True, True, (2, 3)),
                                                           (True, False, (1, 1, 5))])
+@pytest.mark.parametrize("a_parameters", ["fed", "constant"])
 def test_matmul_integer_to_float_with_a_constant_b_runs_compiled_as_run_node_runs_it(
-        a_type, b_type, per_column, with_bias, lead):
+        a_type, b_type, per_column, with_bias, lead, a_parameters):
     """B, b_scale, b_zero_point and the bias constant: B is packed once
     (the step is compiled) and A of the other byte type goes to B's type,
     with the same results as run_node, which moves the smaller operand.  A
@@ -753,10 +754,14 @@ def test_matmul_integer_to_float_with_a_constant_b_runs_compiled_as_run_node_run
     names = ["a", "b", "a_scale", "b_scale", "a_zero", "b_zero"] + (["bias"] if with_bias else [])
     node = helper.make_node("MatMulIntegerToFloat", names, ["y"], domain="com.microsoft")
     constants = {"b": b, "b_scale": b_scale, "b_zero": b_zero, "bias": bias}
+    fed = {"a": a, "a_scale": a_scale, "a_zero": a_zero}
+    if a_parameters == "constant":
+        # A's scale and zero point bound too: the call brings A alone.
+        constants.update(a_scale=fed.pop("a_scale"), a_zero=fed.pop("a_zero"))
     graph = helper.make_graph(
         [node], "g",
         [helper.make_tensor_value_info(name, _ONNX[np.dtype(value.dtype)], list(value.shape))
-         for name, value in (("a", a), ("a_scale", a_scale), ("a_zero", a_zero))],
+         for name, value in fed.items()],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         initializer=[numpy_helper.from_array(value, name) for name, value in constants.items()
                      if value is not None])
@@ -767,6 +772,17 @@ def test_matmul_integer_to_float_with_a_constant_b_runs_compiled_as_run_node_run
     assert [step.kind for step in session.steps] == ["qops MatMulIntegerToFloat (compiled)"]
     values = [a, b, a_scale, b_scale, a_zero, b_zero] + ([bias] if with_bias else [])
     (expected,) = qops.onnx.run_node(node, values)
-    (actual,) = session.run(None, {"a": a, "a_scale": a_scale, "a_zero": a_zero})
+    (actual,) = session.run(None, fed)
     assert actual.shape == lead + (n,)
     np.testing.assert_array_equal(actual, expected)
+    # Every call of these forms is the compiled operator's, never the adapter's.
+    from unittest import mock
+
+    from qops.onnx import _nodes
+
+    def refused(*arguments):
+        raise AssertionError("the adapter ran")
+
+    with mock.patch.dict(_nodes.CONTRIB_ADAPTERS, {"MatMulIntegerToFloat": refused}):
+        compiled = qops.onnx.InferenceSession(model)
+    np.testing.assert_array_equal(compiled.run(None, fed)[0], expected)
