@@ -398,15 +398,16 @@ def _contrib_onnx_model(case, runtime, constant_weights=False):
     """A one-node com.microsoft QLinearAdd / QLinearAveragePool /
     MatMulIntegerToFloat model: the operands are inputs, the parameters
     initializers (as onnxruntime's quantizer writes them); with
-    ``constant_weights``, MatMulIntegerToFloat's B too (a dynamically
-    quantized model's weight)."""
+    ``constant_weights``, MatMulIntegerToFloat as a dynamically quantized
+    model has it: B and its parameters initializers, A's scale and zero
+    point inputs (DynamicQuantizeLinear makes them for each run)."""
     from onnx import TensorProto, helper, numpy_helper
 
     op_type, names, slots = _CONTRIB_INPUTS[case.kind]
     values = {name: np.asarray(runtime[slot]) for name, slot in zip(names, slots)}
     # (QLinearAdd's B is the other activation, never a weight.)
-    operands = (("A", "X") if constant_weights and case.kind == "integer_to_float"
-                else ("A", "B", "X"))
+    operands = (("A", "a_scale", "a_zero_point")
+                if constant_weights and case.kind == "integer_to_float" else ("A", "B", "X"))
     attributes = {}
     if case.is_global:
         op_type = "QLinearGlobalAveragePool"

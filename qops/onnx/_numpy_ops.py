@@ -365,8 +365,24 @@ def _erf_of(x):
     return erf(None, {}, None)([x])[0]
 
 
+def _inputs_between(node, op_type, least, most):
+    """A node's inputs counted (omitted trailing ones aside) against its
+    operator's, where the session loads it: ValueError naming both."""
+    names = list(node.input) if node is not None else []
+    while names and not names[-1]:
+        names.pop()
+    if not least <= len(names) <= most or (names and not all(names[:least])):
+        takes = f"{least}" if least == most else f"{least} to {most}"
+        raise ValueError(f"{op_type} takes {takes} inputs (the first {least} required); "
+                         f"the node has {len(names)}: {names}")
+
+
 def gelu(node, attributes, opset):
-    """Gelu (opset 20): :func:`gelu_of`, its ``approximate`` "none" or "tanh"."""
+    """Gelu (opset 20): :func:`gelu_of`, its ``approximate`` "none" or "tanh";
+    None before opset 20, where ONNX has no Gelu."""
+    if opset is not None and opset < 20:
+        return None
+    _inputs_between(node, "Gelu", 1, 1)
     approximate = attributes.get("approximate", "none")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"Gelu: approximate is {approximate!r}; it takes 'none' or 'tanh'")
@@ -380,6 +396,8 @@ def gelu(node, attributes, opset):
 def contrib_gelu(node, attributes, opset):
     """com.microsoft Gelu: ``0.5 * x * (1 + erf(x / sqrt(2)))`` as ONNX's Gelu
     computes it (:func:`gelu_of`)."""
+    _inputs_between(node, "Gelu", 1, 1)
+
     def run(arguments):
         return [gelu_of(_gelu_input(arguments[0], "Gelu"))]
 
@@ -389,6 +407,8 @@ def contrib_gelu(node, attributes, opset):
 def bias_gelu(node, attributes, opset):
     """com.microsoft BiasGelu: Gelu of ``A + B``, B broadcast as NumPy
     broadcasts (a bias along the last axis)."""
+    _inputs_between(node, "BiasGelu", 2, 2)
+
     def run(arguments):
         a, b = (_gelu_input(value, "BiasGelu") for value in arguments[:2])
         if a.dtype != b.dtype:
@@ -402,7 +422,10 @@ def fast_gelu(node, attributes, opset):
     """com.microsoft FastGelu: ``0.5 * x * (1 + tanh(0.797885 * x + 0.035677 *
     x * x * x))`` with ``x = X + bias`` where the bias is given, as its
     schema writes it, left to right in X's type (onnxruntime's kernel orders
-    the terms differently: within a few ulp of it)."""
+    the terms differently: within a few units of float32's last place of
+    ``|x|``, since ``1 + tanh`` cancels for large negative x)."""
+    _inputs_between(node, "FastGelu", 1, 2)
+
     def run(arguments):
         x = _gelu_input(arguments[0], "FastGelu")
         bias = arguments[1] if len(arguments) > 1 else None

@@ -976,14 +976,15 @@ def _prepared_n_bits(node, graph):
 
 def _prepared_integer_to_float(node, graph):
     """com.microsoft MatMulIntegerToFloat with B (2-D), b_scale, b_zero_point
-    and the bias constant: compiled once per type of A
-    (MATRIX_MULTIPLY_INTEGER_TO_FLOAT, B packed once); else None.  An A of
+    and the bias constant: compiled once, for A's type as the model declares
+    it (MATRIX_MULTIPLY_INTEGER_TO_FLOAT, B packed once); else None.  An A of
     the other byte type than B meets B taken to A's type by ``x ^ 0x80`` with
     its zero point, which leaves every difference, and so every sum, as the
     adapter's (which moves the smaller operand, usually A on every call);
     uint8 A, as DynamicQuantizeLinear makes it, is then read where it lies.
-    A call the compiled form does not take (A of one dimension, a scale or
-    zero point per row) is the adapter's."""
+    A call the compiled form does not take (A of another type, of one or
+    more than four dimensions, a scale or zero point per row) is the
+    adapter's."""
     names = list(node.input) + [""] * 7
     constants = graph.constants
     b = constants.get(names[1]) if names[1] else None
@@ -1010,29 +1011,31 @@ def _prepared_integer_to_float(node, graph):
                and a_scale_constant.size == 1 and (not names[4] or (
                    a_zero_constant is not None and a_zero_constant.size == 1
                    and a_zero_constant.dtype in (np.uint8, np.int8))))
-    forms = {}
-
     def compiled_for(dtype):
-        """The operator with B in ``dtype`` (A's), compiled on first use."""
-        if dtype not in forms:
-            weight, zero = b, zero_row
-            if dtype != b.dtype:
-                weight, zero = (np.bitwise_xor(np.ascontiguousarray(v).view(np.uint8),
-                                               np.uint8(0x80)).view(dtype)
-                                for v in (b, zero_row))
-            parameters = {}
-            if a_bound and (a_zero_constant is None or a_zero_constant.dtype == dtype):
-                parameters = dict(a_scale=a_scale_constant.reshape(())[()],
-                                  a_zero_point=(np.zeros((), dtype) if a_zero_constant is None
-                                                else a_zero_constant).reshape(())[()])
-            forms[dtype] = (api.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT",
-                                        b=np.ascontiguousarray(weight), b_scale=scale_row,
-                                        b_zero_point=zero, bias=bias, **parameters),
-                            bool(parameters))
-        return forms[dtype]
+        """The operator with B in ``dtype`` (A's) and whether A's parameters
+        are bound with it."""
+        weight, zero = b, zero_row
+        if dtype != b.dtype:
+            weight, zero = (np.bitwise_xor(np.ascontiguousarray(v).view(np.uint8),
+                                           np.uint8(0x80)).view(dtype)
+                            for v in (b, zero_row))
+        parameters = {}
+        if a_bound and (a_zero_constant is None or a_zero_constant.dtype == dtype):
+            parameters = dict(a_scale=a_scale_constant.reshape(())[()],
+                              a_zero_point=(np.zeros((), dtype) if a_zero_constant is None
+                                            else a_zero_constant).reshape(())[()])
+        return (api.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=np.ascontiguousarray(weight),
+                            b_scale=scale_row, b_zero_point=zero, bias=bias, **parameters),
+                bool(parameters))
 
+    # One form, made now (a run only reads it): A's type as the model declares
+    # it, else B's; an A of the other type is the adapter's.
+    declared = graph.types.get(names[0])
+    a_dtype = np.dtype(b.dtype if declared is None else declared)
+    if a_dtype not in (np.uint8, np.int8):
+        return None
     try:
-        compiled_for(b.dtype)
+        compiled, a_parameters_bound = compiled_for(a_dtype)
     except QopsError:
         return None
     adapter = _nodes.CONTRIB_ADAPTERS["MatMulIntegerToFloat"]
@@ -1041,14 +1044,14 @@ def _prepared_integer_to_float(node, graph):
         a, _, a_scale, _, a_zero_point = (list(arguments) + [None] * 5)[:5]
         if a_zero_point is None and type(a) is np.ndarray:
             a_zero_point = np.zeros((), a.dtype)
-        if not (type(a) is np.ndarray and a.ndim >= 2 and a.shape[-1] == b.shape[0]
-                and a.dtype in (np.uint8, np.int8) and type(a_zero_point) is np.ndarray
+        # (The adapter takes A of 2 to 4 dimensions and refuses others.)
+        if not (type(a) is np.ndarray and 2 <= a.ndim <= 4 and a.shape[-1] == b.shape[0]
+                and a.dtype == a_dtype and type(a_zero_point) is np.ndarray
                 and a_zero_point.dtype == a.dtype and a_zero_point.size == 1
                 and type(a_scale) is np.ndarray and a_scale.dtype == np.float32
                 and a_scale.size == 1):
             return adapter(arguments, {}, 1)
         rows = np.ascontiguousarray(a.reshape(-1, a.shape[-1]))
-        compiled, a_parameters_bound = compiled_for(a.dtype)
         if a_parameters_bound and a_scale is a_scale_constant and (
                 a_zero_point is a_zero_constant or a_zero_constant is None and not names[4]):
             y = compiled(rows, n_threads=n_threads)

@@ -369,9 +369,10 @@ def test_every_bench_case_makes_its_operands():
 
 def test_bench_pairs_the_model_operators_with_every_constant_on_both_sides(tmp_path):
     """The add, the pooling and MatMulIntegerToFloat also run as a model
-    would have them, every parameter (and MatMulIntegerToFloat's B) an
-    initializer: a qops session and onnxruntime on the same model, both
-    judged against the exact result."""
+    would have them, every constant an initializer (MatMulIntegerToFloat's
+    B and its parameters; A's scale and zero point are a dynamically
+    quantized model's per-run values): a qops session and onnxruntime on
+    the same model, both judged against the exact result."""
     pytest.importorskip("onnxruntime")
     from onnx import numpy_helper
 
@@ -382,7 +383,7 @@ def test_bench_pairs_the_model_operators_with_every_constant_on_both_sides(tmp_p
     model, feeds = _bench._contrib_onnx_model(case, runtime, constant_weights=True)
     initializers = {init.name: numpy_helper.to_array(init) for init in model.graph.initializer}
     np.testing.assert_array_equal(initializers["B"], runtime["b"])
-    assert list(feeds) == ["A"]
+    assert list(feeds) == ["A", "a_scale", "a_zero_point"]
     cases = ["bert_qkv_to_float_u8s8", "r50_residual_add", "r50_global_pool"]
     result = run("bench", *cases, "--budget", "0.01", "--rounds", "1", "--out", str(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr

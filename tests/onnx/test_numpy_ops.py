@@ -816,12 +816,14 @@ def test_onnxruntime_s_gelu_and_bias_gelu_are_onnx_s_gelu():
     a = rng.normal(0, 3, (7, 300)).astype(np.float32)
     bias = rng.normal(0, 1, 300).astype(np.float32)
     gelu = _numpy_ops.gelu(helper.make_node("Gelu", ["x"], ["y"]), {}, 20)
-    (plain,) = _numpy_ops.contrib_gelu(None, {}, 1)([a])
+    node = helper.make_node("Gelu", ["x"], ["y"], domain="com.microsoft")
+    (plain,) = _numpy_ops.contrib_gelu(node, {}, 1)([a])
     np.testing.assert_array_equal(plain, gelu([a])[0])
-    (biased,) = _numpy_ops.bias_gelu(None, {}, 1)([a, bias])
+    node = helper.make_node("BiasGelu", ["a", "b"], ["y"], domain="com.microsoft")
+    (biased,) = _numpy_ops.bias_gelu(node, {}, 1)([a, bias])
     np.testing.assert_array_equal(biased, gelu([a + bias])[0])
     with pytest.raises(TypeError, match="BiasGelu: A is float32 and B float64"):
-        _numpy_ops.bias_gelu(None, {}, 1)([a, bias.astype(np.float64)])
+        _numpy_ops.bias_gelu(node, {}, 1)([a, bias.astype(np.float64)])
 
 
 @pytest.mark.parametrize("with_bias", [False, True])
@@ -829,8 +831,25 @@ def test_fast_gelu_is_its_schema_s_formula_left_to_right(with_bias):
     rng = np.random.default_rng(12)
     x = rng.normal(0, 3, (5, 64)).astype(np.float32)
     bias = rng.normal(0, 1, 64).astype(np.float32)
-    (actual,) = _numpy_ops.fast_gelu(None, {}, 1)([x, bias] if with_bias else [x])
+    node = helper.make_node("FastGelu", ["x", "bias"] if with_bias else ["x"], ["y"],
+                            domain="com.microsoft")
+    (actual,) = _numpy_ops.fast_gelu(node, {}, 1)([x, bias] if with_bias else [x])
     v = x + bias if with_bias else x
     f = np.float32
     inner = f(0.797885) * v + f(0.035677) * v * v * v
     np.testing.assert_array_equal(actual, f(0.5) * v * (f(1) + np.tanh(inner)))
+
+
+@pytest.mark.parametrize("op_type, inputs", [("BiasGelu", ["a"]), ("BiasGelu", ["a", "b", "c"]),
+                                             ("FastGelu", []), ("FastGelu", ["", "bias"]),
+                                             ("Gelu", ["x", "y"])])
+def test_gelu_nodes_of_the_wrong_input_count_are_refused_where_they_load(op_type, inputs):
+    node = helper.make_node(op_type, inputs, ["y"], domain="com.microsoft")
+    with pytest.raises(ValueError, match=f"{op_type} takes"):
+        _numpy_ops.CONTRIB_IMPLEMENTATIONS[op_type](node, {}, 1)
+
+
+def test_onnx_s_gelu_before_opset_20_is_not_taken():
+    node = helper.make_node("Gelu", ["x"], ["y"])
+    assert _numpy_ops.gelu(node, {}, 17) is None
+    assert _numpy_ops.gelu(node, {}, 20) is not None

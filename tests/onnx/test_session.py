@@ -786,3 +786,28 @@ def test_matmul_integer_to_float_with_a_constant_b_runs_compiled_as_run_node_run
     with mock.patch.dict(_nodes.CONTRIB_ADAPTERS, {"MatMulIntegerToFloat": refused}):
         compiled = qops.onnx.InferenceSession(model)
     np.testing.assert_array_equal(compiled.run(None, fed)[0], expected)
+
+
+def test_matmul_integer_to_float_of_a_five_dimensional_a_is_refused_as_run_node_refuses_it():
+    rng = np.random.default_rng(15)
+    a = _quantized(rng, (1, 1, 1, 2, 16), _U8)
+    b = _quantized(rng, (16, 4), _I8)
+    node = helper.make_node("MatMulIntegerToFloat", ["a", "b", "a_scale", "b_scale"], ["y"],
+                            domain="com.microsoft")
+    values = [a, b, np.asarray(0.02, np.float32), np.asarray(0.01, np.float32)]
+    with pytest.raises(qops.ValidationError) as expected:
+        qops.onnx.run_node(node, values)
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("a", TensorProto.UINT8, list(a.shape)),
+                      helper.make_tensor_value_info("a_scale", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(b, "b"),
+                     numpy_helper.from_array(values[3], "b_scale")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    session = qops.onnx.InferenceSession(model)
+    assert [step.kind for step in session.steps] == ["qops MatMulIntegerToFloat (compiled)"]
+    with pytest.raises(qops.ValidationError) as raised:
+        session.run(None, {"a": a, "a_scale": values[2]})
+    assert str(expected.value) in str(raised.value)

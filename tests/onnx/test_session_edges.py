@@ -1073,6 +1073,16 @@ def test_onnx_s_gelu_node_runs_as_one_numpy_step(approximate, dtype):
         assert (np.abs(got.astype(np.float64) - want) <= bound).all()
 
 
+def test_a_malformed_gelu_node_is_named_when_the_session_is_built():
+    model = _gelu_node_model("BiasGelu")  # one input; BiasGelu takes two
+    with pytest.raises(qops.ValidationError, match=r"BiasGelu.*BiasGelu takes 2 inputs"):
+        qops.onnx.InferenceSession(model)
+    model = _gelu_node_model(approximate="none")
+    model.opset_import[0].version = 17  # no Gelu in ONNX before opset 20
+    with pytest.raises(qops.ValidationError, match="Gelu"):
+        qops.onnx.InferenceSession(model)
+
+
 def test_a_node_whose_function_depends_on_its_input_types_runs_on_onnx_reference():
     """Without qops' own Gelu, the session takes onnx.reference's, whose
     function is built from the input's type (its constants are CastLike X):

@@ -540,11 +540,12 @@ def test_any_call_broken_in_one_place_names_that_place(data, bits, block_size, k
         arguments[fault] = np.zeros(shape, value.dtype)
     with pytest.raises(qops.ValidationError) as error:
         qops.matmul_n_bits(**arguments)
-    message = str(error.value)
-    named = {"k": ("k", "a", "b"), "n": ("n", "b", "scales", "bias", "zero_points"),
-             "block_size": ("block_size", "b"), "bits": ("bits", "b")}.get(fault, (fault,))
-    assert message.startswith("MatMulNBits:") and any(word in message for word in named), (
-        fault, message)
+    # The slot the error names: the one changed, or for K and N (which only
+    # say what the tensors' shapes must be) the tensor that no longer fits.
+    named = {"k": ("a",), "n": ("b",), "block_size": ("block_size", "b"),
+             "bits": ("bits", "b")}.get(fault, (fault,))
+    assert str(error.value).startswith("MatMulNBits:") and error.value.slot in named, (
+        fault, error.value.slot, str(error.value))
 
 
 def test_out_is_checked():
@@ -936,8 +937,8 @@ def test_the_header_level_four_rows_at_each_width(c_kernels, m, k, n, block_log,
 @pytest.mark.parametrize("zero_kind", ["none", "packed"])
 def test_onnxruntime_level_four_agrees_within_its_quantization_of_a(zero_kind):
     """Both quantize A to int8 per block (their roundings may differ by one
-    code): within half a code of each block of A times the weights'
-    magnitudes, plus float32 rounding."""
+    code): within one code of each block of A (its largest magnitude over
+    127) times the weights' magnitudes, plus float32 rounding."""
     rng = np.random.default_rng(300)
     k, n, block_size = 256, 32, 32
     a, b, scales, zero_points, _ = case(rng, 2, k, n, 4, block_size, zero_kind, False)
