@@ -25,7 +25,7 @@ import numpy as np
 
 from qops.cli.bench import best_time, machine, machine_line
 
-#: (K, N) of the issue's layers: square, up-projection, down-projection.
+#: (K, N) of a language model's layers: square, up-projection, down-projection.
 SHAPES = ((4096, 4096), (4096, 11008), (11008, 4096))
 BLOCKS = (32, 128)
 ROWS = (1, 128)

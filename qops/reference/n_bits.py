@@ -173,9 +173,10 @@ def matmul_n_bits(a, b, scales, zero_points=None, g_idx=None, bias=None, *, k, n
     bias.  ``g_idx``, the block of each k, may only be the blocks' own order
     (``k // block_size``), the one the rules state (ValueError otherwise).
     """
-    if g_idx is not None and not np.array_equal(np.asarray(g_idx).reshape(-1),
-                                                 np.arange(k) // block_size):
-        raise ValueError("matmul_n_bits: g_idx is not the blocks' own order, k // block_size")
+    if (g_idx is not None and np.asarray(b).size
+            and not np.array_equal(np.asarray(g_idx), np.arange(k) // block_size)):
+        raise ValueError("matmul_n_bits: g_idx is not the blocks' own order, k // block_size "
+                         "(K values)")
     a = np.asarray(a)
     out_dtype = a.dtype
     lead = a.shape[:-1]
