@@ -30,11 +30,11 @@ import json
 import os
 import re
 import tempfile
-import time
 
 import numpy as np
 
 from qops.onnx import InferenceSession, examples
+from onnx_reference import best_time as _whole_runs
 from session_steps import step_times
 
 
@@ -49,15 +49,6 @@ def kind_of(name):
     if name.endswith("add") or ".add" in name:
         return "adds"
     return "the rest"
-
-
-def _whole_runs(run, count):
-    best = float("inf")
-    for _ in range(count):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def onnxruntime_round(model_bytes, feeds, threads, runs):
