@@ -72,12 +72,19 @@ class Prepared:
     call's (N, C, H, W)) and returns a new output, (N, OH, OW, OC) when
     ``output_channels_last``, or ``None`` (nothing run) for an image it does
     not take as it is; the bind itself returns ``None`` where it cannot.
+    ``bind_parameters(call)``, when given (a product with a float output), binds
+    a compiled operator's calls that bring A's zero point and scale with A:
+    it returns ``run(a, a_zero_point, multiplier, n_threads)``, the run into a
+    new output with A's zero point (one integer) and the multipliers (as the
+    value checks make them from the call's scales) given per call and
+    everything else taken from ``call`` once, or ``None`` where it cannot.
     """
 
     run: Callable
     derive: Callable = None
     bind: Callable = None
     bind_channels_last: Callable = None
+    bind_parameters: Callable = None
 
     def run_once(self, call, out, n_threads):
         """Derive the call's values (when this derives any), then run it."""

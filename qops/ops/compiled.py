@@ -47,7 +47,13 @@ from qops.ops.plans import Binder, FastPath, PlanCache, recent_call, signature_t
 from qops.ops.validation import TensorDesc, fail, resolve_version
 from qops.registry import Opset
 from qops.registry import dtypes as _dtypes
+from qops.reference import integer_to_float_multipliers as reference_multipliers
 from qops.threads import resolve_threads
+
+#: The runtime slots of a compiled MATRIX_MULTIPLY_INTEGER_TO_FLOAT whose kernel
+#: run binds with A's scale and zero point per call (_bind_parameters).
+_PER_CALL_PARAMETERS = frozenset({"a", "a_scale", "a_zero_point"})
+_HALF_FLOAT32_MAX = float(np.finfo(np.float32).max) / 2
 
 __all__ = ["compile", "CompiledOperator", "Compilable", "COMPILABLE"]
 
@@ -558,6 +564,13 @@ class CompiledOperator:
         # microseconds of Python, and the 7 a tenth of an attention product
         # (12 x 128 x 64 x 128) with AVX-512 VNNI.
         self._binder = Binder()
+        # A float product whose calls bring A with its scale and zero point
+        # (a dynamically quantized layer's): its kernel run bound with those
+        # two per call (_bind_parameters), since a new scale each call
+        # misses the plans' value cache.
+        self._binds_parameters = (operator.name == "MATRIX_MULTIPLY_INTEGER_TO_FLOAT"
+                                  and set(self.runtime_slots) == _PER_CALL_PARAMETERS)
+        self._parameters_run = None
         # Kernel runs on channels-last images (_bound_channels_last), by form.
         self._channels_last_binds = {}
 
@@ -642,7 +655,56 @@ class CompiledOperator:
             result = self._run_bound(slots, n_threads)
             if result is not None:
                 return result
+        if out is None and self._parameters_run is not None:
+            result = self._run_parameters(slots, n_threads)
+            if result is not None:
+                return result
         return self._planned(slots, out, n_threads, self._fast.get())
+
+    def _run_parameters(self, slots, n_threads):
+        """A call of the bound form (_bind_parameters) with its own scale and
+        zero point of A, or None for any other (the plans then take it, and
+        refuse what they refuse): A of the form's dtype and shape, its scale
+        a float32 scalar (NumPy's, or a 0-d array) and finite, its zero point
+        absent or a scalar of A's type, and the multipliers finite."""
+        dtype, shape, run, b_scale, largest_b_scale, generation = self._parameters_run
+        a, scale, zero = slots["a"], slots["a_scale"], slots["a_zero_point"]
+        if not (type(a) is np.ndarray and a.dtype == dtype and a.shape == shape):
+            return None
+        if type(scale) is np.ndarray and scale.ndim == 0:
+            scale = scale[()]
+        if type(zero) is np.ndarray and zero.ndim == 0:
+            zero = zero[()]
+        # A product below half of float32's largest is finite once rounded
+        # (the plans check the rest, and refuse what overflows).
+        if (type(scale) is not np.float32 or not math.isfinite(scale)
+                or abs(float(scale)) * largest_b_scale >= _HALF_FLOAT32_MAX
+                or not (zero is None or type(zero) is dtype.type)
+                or generation != dispatch.generation()):
+            return None
+        return run(a, 0 if zero is None else int(zero), reference_multipliers(scale, b_scale),
+                   resolve_threads() if n_threads is None else n_threads)
+
+    def _bind_parameters(self, slots):
+        """After the plans ran ``slots``: the recent call's kernel run with
+        A's zero point and the multipliers per call, where its implementation
+        binds so (Prepared.bind_parameters), for A of this call's form (the
+        latest form replaces an earlier one)."""
+        a = slots["a"]
+        bound = self._parameters_run
+        if type(a) is not np.ndarray or (bound is not None and bound[:2] == (a.dtype, a.shape)):
+            return  # (a form bound already: this call's scale went to the plans)
+        recent = self._plans.recent()
+        if recent is None:
+            return
+        _, plan, arrays, _, _ = recent
+        bind = plan.prepared.bind_parameters
+        run = bind(recent_call(recent, self._kernel_pack)) if bind is not None else None
+        if run is not None:
+            b_scale = arrays["b_scale"]
+            self._parameters_run = (a.dtype, a.shape, run, b_scale,
+                                    float(np.abs(b_scale.astype(np.float64)).max()),
+                                    dispatch.generation())
 
     def data_runner(self):
         """``run(n_threads, *data)``: this operator's call for a caller whose
@@ -798,6 +860,8 @@ class CompiledOperator:
                                  constants=self._constants, fast=fast, tail=self._tail)
         if out is None and self._spec.binds:
             self._binder.bind(self._plans, slots, self._data_names, self._kernel_pack)
+            if self._binds_parameters:
+                self._bind_parameters(slots)
         return result
 
 

@@ -311,3 +311,59 @@ def test_validate_refuses_what_the_function_refuses_and_blames_the_odd_slot():
         qops.matrix_multiply_integer_to_float(**_call(a_zero_point=np.int8(1),
                                                       b_zero_point=np.uint8(1)))
     assert error.value.slot == "a_zero_point"
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("per_column, with_bias", [(True, True), (False, False)])
+def test_a_compiled_product_with_a_new_scale_and_zero_point_each_call_equals_the_function(
+        dtype, per_column, with_bias):
+    """B and its parameters bound, A's scale and zero point new on every call
+    (a dynamically quantized layer's): each call equals the plain function's
+    bit for bit, on 1 and 2 threads, scales given as NumPy scalars or 0-d
+    arrays; a Python float scale, an infinite one and a zero point of
+    another type take the plans, which give or refuse what the function
+    gives or refuses."""
+    rng = np.random.default_rng(41)
+    info = np.iinfo(dtype)
+    m, k, n = 37, 96, 70
+    b = rng.integers(info.min, info.max + 1, (k, n)).astype(dtype)
+    b_scale = (rng.uniform(0.001, 0.03, (1, n)) if per_column else np.asarray(0.017)).astype(
+        np.float32)
+    b_zero = (rng.integers(info.min, info.max + 1, (1, n)) if per_column
+              else np.asarray(info.min + 5)).astype(dtype)
+    bias = rng.normal(0, 1, n).astype(np.float32) if with_bias else None
+    op = qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=b_scale,
+                      b_zero_point=b_zero, bias=bias)
+    planned = []
+    through_the_plans = op._planned
+    op._planned = lambda *arguments, **keywords: (planned.append(1),
+                                                  through_the_plans(*arguments, **keywords))[1]
+    # A first call of another form (a session's call on one row as it is
+    # built): the later form is bound in its place.
+    op(np.zeros((1, k), dtype), np.float32(1), dtype(0))
+    for index in range(12):
+        a = rng.integers(info.min, info.max + 1, (m, k)).astype(dtype)
+        scale = np.float32(rng.uniform(1e-4, 0.1))
+        zero = dtype(rng.integers(info.min, info.max + 1))
+        given_scale = scale if index % 2 else np.asarray(scale)
+        given_zero = zero if index % 3 else np.asarray(zero)
+        want = qops.matrix_multiply_integer_to_float(a, scale, zero, b, b_scale, b_zero, bias)
+        for threads in (1, 2):
+            np.testing.assert_array_equal(op(a, given_scale, given_zero, n_threads=threads), want)
+    # Only the first call of each form took the plans; every later one the
+    # bound run.
+    assert len(planned) == 2
+    np.testing.assert_array_equal(op(a, float(scale), zero), qops.matrix_multiply_integer_to_float(
+        a, float(scale), zero, b, b_scale, b_zero, bias))
+    # A scale near float32's largest: sums past its range are infinities, as
+    # the function's are.
+    np.testing.assert_array_equal(op(a, np.float32(3e38), zero),
+                                  qops.matrix_multiply_integer_to_float(
+                                      a, np.float32(3e38), zero, b, b_scale, b_zero, bias))
+    for bad_scale, bad_zero in ((np.float32(np.inf), zero), (scale, np.int16(3))):
+        with pytest.raises(qops.ValidationError) as refused:
+            op(a, bad_scale, bad_zero)
+        with pytest.raises(qops.ValidationError) as plain:
+            qops.matrix_multiply_integer_to_float(a, bad_scale, bad_zero, b, b_scale, b_zero,
+                                                  bias)
+        assert str(refused.value) == str(plain.value)

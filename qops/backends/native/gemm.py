@@ -17,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from qops.backends.contract import Prepared, run_prepared
+from qops.backends.contract import Prepared, empty_output, run_prepared
 from qops.backends.native import variants
 from qops.registry import dtypes as _dtypes
 
@@ -85,6 +85,14 @@ def _table(values, rows, columns):
     values = np.asarray(values).reshape(values.shape[-2:] if values.ndim >= 2 else (1, -1))
     height = rows if values.shape[0] == rows else 1
     return np.array(np.broadcast_to(values[:height], (height, columns)))
+
+
+def _per_column(values, columns):
+    """One multiplier per column, or one for all, as the (1, columns) table
+    _table makes of them (without its copy of an array made for the call)."""
+    if values.size == 1:
+        return np.full((1, columns), values.reshape(-1)[0], np.float32)
+    return np.ascontiguousarray(values, np.float32).reshape(1, columns)
 
 
 def _frozen(values):
@@ -211,7 +219,36 @@ def prepare_matmul(call, variant=None):
     def bind(call):
         return bound_run(call, 1)
 
-    return Prepared(run, derive, bind)
+    def bind_parameters(call):
+        """A compiled float product's run with A's zero point and the
+        multipliers per call (Prepared.bind_parameters): the rows' zero point
+        and the multipliers' table made as derive makes them."""
+        if not to_float or call.packed is None:
+            return None
+        _, column_zero, _, out_zero, float_bias = call.values
+        packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
+            _bytes(call.arrays["b"]).reshape(b_shape), b_flip, 1))
+        narrow_b = (call.packed.get(("b narrowed", variant),
+                                    lambda: kernels.narrow_panels(packed_b))
+                    if rows <= kernels.NARROW_MAX_ROWS else None)
+        matmul = kernels.matmul
+        most_threads = max(1, max(work, b_values * B_VALUE_WORK) // WORK_PER_THREAD)
+        offset = _FLIP if a_flip else 0
+
+        def run_parameters(a, a_zero_point, multiplier, n_threads):
+            out = empty_output(call.output_shape, call.output_dtype)
+            a = np.ascontiguousarray(a).reshape(a_shape)
+            matmul(a.view(np.uint8) if a_flip else a, a_flip, a_index, packed_b, colsum,
+                   b_index, columns, np.full(rows, a_zero_point + offset, np.int32),
+                   column_zero, _per_column(multiplier, columns), out_zero,
+                   out.view(np.uint8).reshape(out_shape), low, high,
+                   min(n_threads, most_threads), raw, False, None, None, None, False, to_float,
+                   float_bias, narrow_b)
+            return out
+
+        return run_parameters
+
+    return Prepared(run, derive, bind, bind_parameters=bind_parameters)
 
 
 # -- integer to float ------------------------------------------------------------------------
