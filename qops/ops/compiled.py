@@ -697,7 +697,12 @@ class CompiledOperator:
         recent = self._plans.recent()
         if recent is None:
             return
-        _, plan, arrays, _, _ = recent
+        forms, plan, arrays, _, _ = recent
+        # The recent call is this one (another thread's call of another form
+        # may have come in between): its A of this dtype and shape.
+        if not any(form[0] == "a" and form[2] == a.dtype and form[4] == a.shape
+                   for form in forms):
+            return
         bind = plan.prepared.bind_parameters
         run = bind(recent_call(recent, self._kernel_pack)) if bind is not None else None
         if run is not None:

@@ -367,3 +367,36 @@ def test_a_compiled_product_with_a_new_scale_and_zero_point_each_call_equals_the
             qops.matrix_multiply_integer_to_float(a, bad_scale, bad_zero, b, b_scale, b_zero,
                                                   bias)
         assert str(refused.value) == str(plain.value)
+
+
+def test_a_compiled_product_called_from_two_threads_with_two_forms_of_a_and_new_scales():
+    """Calls of two shapes of A in two threads at once, each with its own
+    scale and zero point: whichever form is bound, each result is the
+    function's."""
+    import threading
+
+    rng = np.random.default_rng(42)
+    k, n = 64, 48
+    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+    b_scale = rng.uniform(0.001, 0.03, (1, n)).astype(np.float32)
+    op = qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=b_scale,
+                      b_zero_point=np.uint8(7))
+    cases = [(rng.integers(0, 256, (rows, k)).astype(np.uint8), np.float32(0.01 * (i + 1)),
+              np.uint8(i)) for i, rows in enumerate([5, 9] * 20)]
+    wanted = [qops.matrix_multiply_integer_to_float(a, s, z, b, b_scale, np.uint8(7))
+              for a, s, z in cases]
+    failures = []
+
+    def work(offset):
+        for index in range(offset, len(cases), 2):
+            a, s, z = cases[index]
+            for _ in range(5):
+                if not np.array_equal(op(a, s, z, n_threads=1), wanted[index]):
+                    failures.append(index)
+
+    threads = [threading.Thread(target=work, args=(offset,)) for offset in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
