@@ -45,9 +45,9 @@ from qops.ops import (
 from qops.ops.arguments import is_python_number
 from qops.ops.plans import Binder, FastPath, PlanCache, recent_call, signature_tail
 from qops.ops.validation import TensorDesc, fail, resolve_version
+from qops.reference import integer_to_float_multipliers as reference_multipliers
 from qops.registry import Opset
 from qops.registry import dtypes as _dtypes
-from qops.reference import integer_to_float_multipliers as reference_multipliers
 from qops.threads import resolve_threads
 
 #: The runtime slots of a compiled MATRIX_MULTIPLY_INTEGER_TO_FLOAT whose kernel
@@ -671,9 +671,11 @@ class CompiledOperator:
         a, scale, zero = slots["a"], slots["a_scale"], slots["a_zero_point"]
         if not (type(a) is np.ndarray and a.dtype == dtype and a.shape == shape):
             return None
-        if type(scale) is np.ndarray and scale.ndim == 0:
+        # (A 0-d array of the very dtype only: one of the other byte order
+        # would read as float32 once taken out, and the plans refuse it.)
+        if type(scale) is np.ndarray and scale.ndim == 0 and scale.dtype == np.float32:
             scale = scale[()]
-        if type(zero) is np.ndarray and zero.ndim == 0:
+        if type(zero) is np.ndarray and zero.ndim == 0 and zero.dtype == dtype:
             zero = zero[()]
         # A product below half of float32's largest is finite once rounded
         # (the plans check the rest, and refuse what overflows).
@@ -683,7 +685,7 @@ class CompiledOperator:
                 or generation != dispatch.generation()):
             return None
         return run(a, 0 if zero is None else int(zero), reference_multipliers(scale, b_scale),
-                   resolve_threads() if n_threads is None else n_threads)
+                   resolve_threads(n_threads))
 
     def _bind_parameters(self, slots):
         """After the plans ran ``slots``: the recent call's kernel run with
@@ -692,10 +694,12 @@ class CompiledOperator:
         latest form replaces an earlier one)."""
         a = slots["a"]
         bound = self._parameters_run
-        if type(a) is not np.ndarray or (bound is not None and bound[:2] == (a.dtype, a.shape)):
-            return  # (a form bound already: this call's scale went to the plans)
+        generation = dispatch.generation()
+        if type(a) is not np.ndarray or (bound is not None and bound[:2] == (a.dtype, a.shape)
+                                         and bound[5] == generation):
+            return  # (this form bound and current: the call's values went to the plans)
         recent = self._plans.recent()
-        if recent is None:
+        if recent is None or dispatch.generation() != generation:
             return
         forms, plan, arrays, _, _ = recent
         # The recent call is this one (another thread's call of another form
@@ -709,7 +713,7 @@ class CompiledOperator:
             b_scale = arrays["b_scale"]
             self._parameters_run = (a.dtype, a.shape, run, b_scale,
                                     float(np.abs(b_scale.astype(np.float64)).max()),
-                                    dispatch.generation())
+                                    generation)
 
     def data_runner(self):
         """``run(n_threads, *data)``: this operator's call for a caller whose

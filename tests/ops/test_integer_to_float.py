@@ -325,7 +325,7 @@ def test_a_compiled_product_with_a_new_scale_and_zero_point_each_call_equals_the
     gives or refuses."""
     rng = np.random.default_rng(41)
     info = np.iinfo(dtype)
-    m, k, n = 37, 96, 70
+    m, k, n = 150, 96, 140  # work enough for two threads
     b = rng.integers(info.min, info.max + 1, (k, n)).astype(dtype)
     b_scale = (rng.uniform(0.001, 0.03, (1, n)) if per_column else np.asarray(0.017)).astype(
         np.float32)
@@ -360,13 +360,17 @@ def test_a_compiled_product_with_a_new_scale_and_zero_point_each_call_equals_the
     np.testing.assert_array_equal(op(a, np.float32(3e38), zero),
                                   qops.matrix_multiply_integer_to_float(
                                       a, np.float32(3e38), zero, b, b_scale, b_zero, bias))
-    for bad_scale, bad_zero in ((np.float32(np.inf), zero), (scale, np.int16(3))):
+    for bad_scale, bad_zero in ((np.float32(np.inf), zero), (scale, np.int16(3)),
+                                (np.array(scale, ">f4"), zero)):
         with pytest.raises(qops.ValidationError) as refused:
             op(a, bad_scale, bad_zero)
         with pytest.raises(qops.ValidationError) as plain:
             qops.matrix_multiply_integer_to_float(a, bad_scale, bad_zero, b, b_scale, b_zero,
                                                   bias)
         assert str(refused.value) == str(plain.value)
+    for threads in (0, -1, 1.5, True):
+        with pytest.raises(qops.ValidationError, match="n_threads"):
+            op(a, scale, zero, n_threads=threads)
 
 
 def test_a_compiled_product_called_from_two_threads_with_two_forms_of_a_and_new_scales():
@@ -400,3 +404,55 @@ def test_a_compiled_product_called_from_two_threads_with_two_forms_of_a_and_new_
     for thread in threads:
         thread.join()
     assert not failures
+
+
+def test_the_per_call_run_binds_only_the_call_the_plans_just_ran():
+    """Another call of another form of A running through the plans just
+    before this one's run is bound (another thread's): the bound run is made
+    for this call's form or not at all, never for the other's."""
+    rng = np.random.default_rng(43)
+    k, n = 64, 48
+    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+    b_scale = rng.uniform(0.001, 0.03, (1, n)).astype(np.float32)
+    op = qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=b_scale,
+                      b_zero_point=np.uint8(7))
+    five, nine = (rng.integers(0, 256, (rows, k)).astype(np.uint8) for rows in (5, 9))
+    bind = op._bind_parameters
+
+    def after_another_call(slots):
+        op._plans.run({"a": nine, "a_scale": np.float32(0.3), "a_zero_point": np.uint8(1)},
+                      op._call_attributes, op.feature_level, out=None, n_threads=1,
+                      packed=op._kernel_pack, constants=op._constants, fast=None,
+                      tail=op._tail)
+        bind(slots)
+
+    op._bind_parameters = after_another_call
+    op(five, np.float32(0.1), np.uint8(2))
+    op._bind_parameters = bind
+    for a, scale, zero in ((five, 0.2, 3), (nine, 0.4, 5), (five, 0.5, 6)):
+        np.testing.assert_array_equal(
+            op(a, np.float32(scale), np.uint8(zero)),
+            qops.matrix_multiply_integer_to_float(a, np.float32(scale), np.uint8(zero), b,
+                                                  b_scale, np.uint8(7)))
+
+
+def test_the_per_call_run_is_bound_again_after_implementations_are_switched():
+    rng = np.random.default_rng(44)
+    k, n = 64, 48
+    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+    op = qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=np.float32(0.01),
+                      b_zero_point=np.uint8(7))
+    a = rng.integers(0, 256, (6, k)).astype(np.uint8)
+    op(a, np.float32(0.1), np.uint8(2))
+    dispatch.set_enabled("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "kernels", False)
+    dispatch.set_enabled("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "kernels", True)
+    planned = []
+    through_the_plans = op._planned
+    op._planned = lambda *arguments, **keywords: (planned.append(1),
+                                                  through_the_plans(*arguments, **keywords))[1]
+    for index in range(6):
+        np.testing.assert_array_equal(
+            op(a, np.float32(0.1 + index), np.uint8(index)),
+            qops.matrix_multiply_integer_to_float(a, np.float32(0.1 + index), np.uint8(index),
+                                                  b, np.float32(0.01), np.uint8(7)))
+    assert len(planned) == 1
