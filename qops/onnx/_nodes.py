@@ -332,9 +332,9 @@ def matmul_integer_to_float(inputs, attributes, opset):
     bytes_ = (np.dtype(np.uint8), np.dtype(np.int8))
     if a2.dtype != b2.dtype and a2.dtype in bytes_ and b2.dtype in bytes_:
         if a2.size <= b2.size:
-            a2, a_zero_point = _other_byte_type(a2, a_zero_point, "a")
+            a2, a_zero_point = other_byte_type(a2, a_zero_point, "a")
         else:
-            b2, b_zero_point = _other_byte_type(b2, b_zero_point, "b")
+            b2, b_zero_point = other_byte_type(b2, b_zero_point, "b")
     elif a2.dtype != b2.dtype:
         a2, b2 = a2.astype(np.int16), b2.astype(np.int16)
         a_zero_point = None if a_zero_point is None else a_zero_point.astype(np.int16)
@@ -347,9 +347,10 @@ def matmul_integer_to_float(inputs, attributes, opset):
     return [y.reshape(final)]
 
 
-def _other_byte_type(x, zero_point, name):
+def other_byte_type(x, zero_point, name):
     """uint8 x and its zero point (0 when absent) as int8 x - 128, or int8 as
-    uint8 x + 128: their differences are unchanged.  The bytes are moved, so
+    uint8 x + 128: their differences are unchanged (MatMulIntegerToFloat's
+    adapter, and the session's compiled form of the node).  The bytes are moved, so
     the zero point must be of x's type (as onnxruntime's schema has it)."""
     other = np.int8 if x.dtype == np.uint8 else np.uint8
     zero_point = np.zeros((), x.dtype) if zero_point is None else zero_point

@@ -25,6 +25,7 @@ value after its last reader.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import operator
 
 import numpy as np
@@ -579,6 +580,7 @@ class InferenceSession:
         return owned
 
 
+@functools.cache
 def _output_buffer_type():
     """The type of qops' output buffers (an output array's ``base``), or None
     where the kernels are not built."""
@@ -1011,14 +1013,13 @@ def _prepared_integer_to_float(node, graph):
                and a_scale_constant.size == 1 and (not names[4] or (
                    a_zero_constant is not None and a_zero_constant.size == 1
                    and a_zero_constant.dtype in (np.uint8, np.int8))))
+
     def compiled_for(dtype):
         """The operator with B in ``dtype`` (A's) and whether A's parameters
         are bound with it."""
         weight, zero = b, zero_row
         if dtype != b.dtype:
-            weight, zero = (np.bitwise_xor(np.ascontiguousarray(v).view(np.uint8),
-                                           np.uint8(0x80)).view(dtype)
-                            for v in (b, zero_row))
+            weight, zero = _nodes.other_byte_type(b, zero_row, "b")
         parameters = {}
         if a_bound and (a_zero_constant is None or a_zero_constant.dtype == dtype):
             parameters = dict(a_scale=a_scale_constant.reshape(())[()],

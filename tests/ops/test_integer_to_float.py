@@ -313,6 +313,20 @@ def test_validate_refuses_what_the_function_refuses_and_blames_the_odd_slot():
     assert error.value.slot == "a_zero_point"
 
 
+def _calls_through_the_plans(op):
+    """A list that grows by one for each call of the compiled ``op`` that
+    takes its plans (validation and all) instead of a bound run."""
+    calls = []
+    through_the_plans = op._planned
+
+    def planned(*arguments, **keywords):
+        calls.append(1)
+        return through_the_plans(*arguments, **keywords)
+
+    op._planned = planned
+    return calls
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.int8])
 @pytest.mark.parametrize("per_column, with_bias", [(True, True), (False, False)])
 def test_a_compiled_product_with_a_new_scale_and_zero_point_each_call_equals_the_function(
@@ -334,10 +348,7 @@ def test_a_compiled_product_with_a_new_scale_and_zero_point_each_call_equals_the
     bias = rng.normal(0, 1, n).astype(np.float32) if with_bias else None
     op = qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=b_scale,
                       b_zero_point=b_zero, bias=bias)
-    planned = []
-    through_the_plans = op._planned
-    op._planned = lambda *arguments, **keywords: (planned.append(1),
-                                                  through_the_plans(*arguments, **keywords))[1]
+    planned = _calls_through_the_plans(op)
     # A first call of another form (a session's call on one row as it is
     # built): the later form is bound in its place.
     op(np.zeros((1, k), dtype), np.float32(1), dtype(0))
@@ -373,6 +384,15 @@ def test_a_compiled_product_with_a_new_scale_and_zero_point_each_call_equals_the
             op(a, scale, zero, n_threads=threads)
 
 
+def _uint8_product(rng, k=64, n=48):
+    """(compiled operator, B, b_scale): a uint8 B of K x N, a scale per
+    column and a zero point of 7 bound; calls bring A, its scale and zero point."""
+    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
+    b_scale = rng.uniform(0.001, 0.03, (1, n)).astype(np.float32)
+    return (qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=b_scale,
+                         b_zero_point=np.uint8(7)), b, b_scale)
+
+
 def test_a_compiled_product_called_from_two_threads_with_two_forms_of_a_and_new_scales():
     """Calls of two shapes of A in two threads at once, each with its own
     scale and zero point: whichever form is bound, each result is the
@@ -380,11 +400,8 @@ def test_a_compiled_product_called_from_two_threads_with_two_forms_of_a_and_new_
     import threading
 
     rng = np.random.default_rng(42)
-    k, n = 64, 48
-    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
-    b_scale = rng.uniform(0.001, 0.03, (1, n)).astype(np.float32)
-    op = qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=b_scale,
-                      b_zero_point=np.uint8(7))
+    op, b, b_scale = _uint8_product(rng)
+    k = b.shape[0]
     cases = [(rng.integers(0, 256, (rows, k)).astype(np.uint8), np.float32(0.01 * (i + 1)),
               np.uint8(i)) for i, rows in enumerate([5, 9] * 20)]
     wanted = [qops.matrix_multiply_integer_to_float(a, s, z, b, b_scale, np.uint8(7))
@@ -411,11 +428,8 @@ def test_the_per_call_run_binds_only_the_call_the_plans_just_ran():
     before this one's run is bound (another thread's): the bound run is made
     for this call's form or not at all, never for the other's."""
     rng = np.random.default_rng(43)
-    k, n = 64, 48
-    b = rng.integers(0, 256, (k, n)).astype(np.uint8)
-    b_scale = rng.uniform(0.001, 0.03, (1, n)).astype(np.float32)
-    op = qops.compile("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", b=b, b_scale=b_scale,
-                      b_zero_point=np.uint8(7))
+    op, b, b_scale = _uint8_product(rng)
+    k = b.shape[0]
     five, nine = (rng.integers(0, 256, (rows, k)).astype(np.uint8) for rows in (5, 9))
     bind = op._bind_parameters
 
@@ -446,10 +460,7 @@ def test_the_per_call_run_is_bound_again_after_implementations_are_switched():
     op(a, np.float32(0.1), np.uint8(2))
     dispatch.set_enabled("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "kernels", False)
     dispatch.set_enabled("MATRIX_MULTIPLY_INTEGER_TO_FLOAT", "kernels", True)
-    planned = []
-    through_the_plans = op._planned
-    op._planned = lambda *arguments, **keywords: (planned.append(1),
-                                                  through_the_plans(*arguments, **keywords))[1]
+    planned = _calls_through_the_plans(op)
     for index in range(6):
         np.testing.assert_array_equal(
             op(a, np.float32(0.1 + index), np.uint8(index)),

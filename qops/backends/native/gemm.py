@@ -87,14 +87,6 @@ def _table(values, rows, columns):
     return np.array(np.broadcast_to(values[:height], (height, columns)))
 
 
-def _per_column(values, columns):
-    """One multiplier per column, or one for all, as the (1, columns) table
-    _table makes of them (without its copy of an array made for the call)."""
-    if values.size == 1:
-        return np.full((1, columns), values.reshape(-1)[0], np.float32)
-    return np.ascontiguousarray(values, np.float32).reshape(1, columns)
-
-
 def _frozen(values):
     for value in values:
         if isinstance(value, np.ndarray):
@@ -168,17 +160,14 @@ def prepare_matmul(call, variant=None):
         run_data(a, out, n_threads) with its B packed once (a compiled
         operator's), or run_data(a, b, out, n_threads) with B packed during
         each product, by the threads that multiply it (a plain call's)."""
-        *values, float_bias = call.values
-        row_zero, column_zero, multiplier, out_zero = values
-        matmul = kernels.matmul
-        # threads_for's bound, or B's values' worth where that is more.
-        most_threads = max(1, max(work, b_values * B_VALUE_WORK) // WORK_PER_THREAD)
-        # The arrays to view as uint8: each view only where the type needs
-        # it, and the arguments by position (about 2 of the 3 microseconds
-        # this step took).
-        a_bytes, b_bytes, out_bytes = a_flip, not b_flip, call.output_dtype != np.uint8
-
+        row_zero, column_zero, multiplier, out_zero, float_bias = call.values
         if call.packed is None:
+            matmul = kernels.matmul
+            most_threads = most_threads_of()
+            # The arrays to view as uint8: each view only where the type
+            # needs it, and the arguments by position.
+            a_bytes, b_bytes, out_bytes = a_flip, not b_flip, call.output_dtype != np.uint8
+
             def run_data(a, b, out, n_threads):
                 a = np.ascontiguousarray(a).reshape(a_shape)
                 b = np.ascontiguousarray(b).reshape(b_shape)
@@ -190,6 +179,22 @@ def prepare_matmul(call, variant=None):
 
             return run_data
 
+        product = packed_product(call, pack_threads)
+
+        def run_data(a, out, n_threads):
+            product(a, row_zero, multiplier, out, n_threads)
+
+        return run_data
+
+    def most_threads_of():
+        """threads_for's bound, or B's values' worth where that is more."""
+        return max(1, max(work, b_values * B_VALUE_WORK) // WORK_PER_THREAD)
+
+    def packed_product(call, pack_threads):
+        """``product(a, row_zero, multiplier, out, n_threads)``: a compiled
+        operator's product on its B packed once, the other values from
+        ``call`` and A's zero points and the multipliers as given."""
+        _, column_zero, _, out_zero, float_bias = call.values
         packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
             _bytes(call.arrays["b"]).reshape(b_shape), b_flip, pack_threads))
         # A product of one or two rows reads each value of B' once: where
@@ -197,8 +202,14 @@ def prepare_matmul(call, variant=None):
         narrow_b = (call.packed.get(("b narrowed", variant),
                                     lambda: kernels.narrow_panels(packed_b))
                     if rows <= kernels.NARROW_MAX_ROWS else None)
+        matmul = kernels.matmul
+        most_threads = most_threads_of()
+        # The arrays to view as uint8: each view only where the type needs
+        # it, and the arguments by position (a small product's call is
+        # mostly this Python).
+        a_bytes, out_bytes = a_flip, call.output_dtype != np.uint8
 
-        def run_data(a, out, n_threads):
+        def product(a, row_zero, multiplier, out, n_threads):
             a = np.ascontiguousarray(a).reshape(a_shape)
             matmul(a.view(np.uint8) if a_bytes else a, a_flip, a_index, packed_b, colsum,
                    b_index, columns, row_zero, column_zero, multiplier, out_zero,
@@ -206,7 +217,7 @@ def prepare_matmul(call, variant=None):
                    min(n_threads, most_threads), raw, False, None, None, None, False, to_float,
                    float_bias, narrow_b)
 
-        return run_data
+        return product
 
     def run(call, out, n_threads):
         arrays = call.arrays
@@ -225,25 +236,13 @@ def prepare_matmul(call, variant=None):
         and the multipliers' table made as derive makes them."""
         if not to_float or call.packed is None:
             return None
-        _, column_zero, _, out_zero, float_bias = call.values
-        packed_b, colsum = call.packed.get(("b", variant), lambda: kernels.pack_b_batches(
-            _bytes(call.arrays["b"]).reshape(b_shape), b_flip, 1))
-        narrow_b = (call.packed.get(("b narrowed", variant),
-                                    lambda: kernels.narrow_panels(packed_b))
-                    if rows <= kernels.NARROW_MAX_ROWS else None)
-        matmul = kernels.matmul
-        most_threads = max(1, max(work, b_values * B_VALUE_WORK) // WORK_PER_THREAD)
+        product = packed_product(call, 1)
         offset = _FLIP if a_flip else 0
 
         def run_parameters(a, a_zero_point, multiplier, n_threads):
             out = empty_output(call.output_shape, call.output_dtype)
-            a = np.ascontiguousarray(a).reshape(a_shape)
-            matmul(a.view(np.uint8) if a_flip else a, a_flip, a_index, packed_b, colsum,
-                   b_index, columns, np.full(rows, a_zero_point + offset, np.int32),
-                   column_zero, _per_column(multiplier, columns), out_zero,
-                   out.view(np.uint8).reshape(out_shape), low, high,
-                   min(n_threads, most_threads), raw, False, None, None, None, False, to_float,
-                   float_bias, narrow_b)
+            product(a, np.full(rows, a_zero_point + offset, np.int32),
+                    _table(multiplier, rows, columns), out, n_threads)
             return out
 
         return run_parameters
