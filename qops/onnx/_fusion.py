@@ -1074,6 +1074,9 @@ def _conv_call(filter_, filter_scale, filter_zero_point, bias, attributes, squee
             return [runner(n_threads, arguments[0])]
 
         call = direct
+        # The compiled operator, for a session that runs this convolution and
+        # the next as one (InferenceSession._fused_convolutions).
+        call.compiled = operator_for(fixed_padding)[0]
     # Channels-last layouts where the kernels take them (the implicit GEMM,
     # pixel rows, and the depthwise kernel for small images) and gain by them
     # (see CHANNELS_LAST_MIN_CHANNELS).

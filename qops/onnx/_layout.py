@@ -170,6 +170,9 @@ def _able(step, shapes):
 def _without_layouts(step):
     def call(arguments, n_threads, run=step.call):
         return run(arguments, n_threads)
+    compiled = getattr(step.call, "compiled", None)
+    if compiled is not None:
+        call.compiled = compiled
     return dataclasses.replace(step, call=call)
 
 

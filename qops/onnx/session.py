@@ -214,6 +214,7 @@ class InferenceSession:
                 for step in steps) else {}
             steps = _layout.channels_last(steps, {arg.name for arg in self._inputs},
                                           graph.graph_outputs, graph.constants, shapes)
+            steps = self._fused_convolutions(steps, shapes)
         self._steps_list = steps
         self._plan_frees()
         self._constants_env = {name: graph.constants[name] for name in self._constant_reads}
@@ -474,6 +475,45 @@ class InferenceSession:
                 values = self._evaluate(node, step.call, arguments)
             self._keep_constants(step.outputs, values)
         return kept
+
+    def _fused_convolutions(self, steps, shapes):
+        """``steps`` with each channels-first convolution whose output only
+        the next step reads, a convolution the kernels run together with it
+        (a 1 x 1 expansion and its depthwise convolution), replaced by one
+        step of the pair (CompiledOperator.followed_runner): the expanded
+        tensor is never stored whole.  Needs the image's shape."""
+        readers = {}
+        for step in steps:
+            for name in step.inputs:
+                readers[name] = readers.get(name, 0) + 1
+        fused, index = [], 0
+        while index < len(steps):
+            step = steps[index]
+            following = steps[index + 1] if index + 1 < len(steps) else None
+            pair = None
+            if (following is not None and step.channels_last == (False, False)
+                    and following.channels_last == (False, False)
+                    and len(step.outputs) == 1 and following.inputs[:1] == step.outputs
+                    and readers.get(step.outputs[0]) == 1
+                    and step.outputs[0] not in self._graph.graph_outputs
+                    and shapes.get(step.inputs[0]) is not None):
+                first = getattr(step.call, "compiled", None)
+                second = getattr(following.call, "compiled", None)
+                if first is not None and second is not None:
+                    pair = first.followed_runner(second, shapes[step.inputs[0]])
+            if pair is None:
+                fused.append(step)
+                index += 1
+                continue
+
+            def call(arguments, n_threads, pair=pair):
+                return [pair(n_threads, arguments[0])]
+
+            fused.append(Step(f"{step.kind} + {following.kind}",
+                              f"{step.label} + {following.label}", step.inputs[:1],
+                              following.outputs, step.nodes + following.nodes, call))
+            index += 2
+        return fused
 
     def _probed_shapes(self, steps):
         """Every value's shape in a run of ``steps`` on zeros, where each
@@ -1125,8 +1165,10 @@ def _prepared_qlinear(node, graph):
         def run(arguments, n_threads):
             return call(arguments[:1], n_threads)
 
-        # Its calls in other layouts read the image, the node's first input, alone.
+        # Its calls in other layouts, and with the next convolution, read the
+        # image, the node's first input, alone.
         run.layouts = getattr(call, "layouts", None)
+        run.compiled = getattr(call, "compiled", None)
         return "qops QLinearConv (compiled)", run
     a_scale, a_zero, b, b_scale, b_zero, y_scale, y_zero = (constant(i) for i in range(1, 8))
     if b.ndim != 2 or a_scale.size != 1 or y_scale.size != 1 or b.dtype not in (np.uint8, np.int8):

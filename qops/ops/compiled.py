@@ -573,6 +573,7 @@ class CompiledOperator:
         self._parameters_run = None
         # Kernel runs on channels-last images (_bound_channels_last), by form.
         self._channels_last_binds = {}
+        self._followed_binds = {}
 
     def _fixed_fast_path(self):
         """The operator's fast path of fixed form when the plain function
@@ -798,10 +799,7 @@ class CompiledOperator:
         if not self._runs_channels_last() or len(image_shape) != 4:
             return False
         batch, channels, height, width = image_shape
-        if dtype is None:
-            zero_point = self._constants.get("input_zero_point")
-            dtype = np.uint8 if zero_point is None else np.asarray(zero_point).dtype
-        dtype = np.dtype(dtype)
+        dtype = np.dtype(dtype if dtype is not None else self._image_dtype())
         return self._bound_channels_last(dtype, (batch, height, width, channels), True,
                                          True) is not None
 
@@ -822,11 +820,20 @@ class CompiledOperator:
 
     def _bind_channels_last(self, dtype, shape, input_channels_last, output_channels_last):
         """The operator's call on zeros of the image's channels-first shape
-        validates it and leaves its plan as the plans' recent call, which the
-        implementation binds; another thread's call in between (a plan of
-        another form) is seen, and the call made again."""
+        (:meth:`_recent_call`), bound by its implementation."""
         if input_channels_last:
             shape = (shape[0], shape[3], shape[1], shape[2])
+        recent = self._recent_call(dtype, shape)
+        if recent is None or recent[1].bind_channels_last is None:
+            return None
+        return recent[1].bind_channels_last(recent[0], input_channels_last, output_channels_last)
+
+    def _recent_call(self, dtype, shape):
+        """(call, prepared) of this operator's call on zeros of ``dtype`` and
+        (channels-first) ``shape``, as its implementation binds it, or None.
+        The call validates the image and leaves its plan as the plans'
+        recent call; another thread's call in between (a plan of another
+        form) is seen, and the call made again."""
         slots = {"input": np.zeros(shape, dtype)}
         for _ in range(3):
             self._plans.run(slots, self._call_attributes, self.feature_level, out=None,
@@ -837,12 +844,57 @@ class CompiledOperator:
                 return None
             if any(form[0] == "input" and form[2] == dtype and form[4] == shape
                    for form in recent[0]):
-                bind = recent[1].prepared.bind_channels_last
-                if bind is None:
-                    return None
-                return bind(recent_call(recent, self._kernel_pack), input_channels_last,
-                            output_channels_last)
+                return recent_call(recent, self._kernel_pack), recent[1].prepared
         return None
+
+    def followed_runner(self, following, image_shape, dtype=None):
+        """``run(n_threads, image)`` of this convolution and then
+        ``following`` (a compiled convolution of its output, say a
+        depthwise one after a 1 x 1 expansion) as one run of the kernels,
+        for channels-first images of ``image_shape`` and ``dtype`` (default:
+        as :meth:`takes_channels_last`): the output is ``following``'s on
+        this one's, bit for bit, and this one's output is never stored whole.
+        Any other image runs the two calls in turn.  ``None`` where the
+        kernels do not run the pair (each then runs on its own).
+        """
+        if (not self._runs_channels_last() or not isinstance(following, CompiledOperator)
+                or not following._runs_channels_last() or len(image_shape) != 4):
+            return None
+        dtype = np.dtype(dtype if dtype is not None else self._image_dtype())
+        image_shape = tuple(image_shape)
+        if self._bound_followed(following, dtype, image_shape) is None:
+            return None
+
+        def run(n_threads, image):
+            if type(image) is np.ndarray and image.dtype == dtype and image.shape == image_shape:
+                made = self._bound_followed(following, dtype, image_shape)
+                result = None if made is None else made(image, n_threads)
+                if result is not None:
+                    return result
+            return following(self(image, n_threads=n_threads), n_threads=n_threads)
+
+        return run
+
+    def _bound_followed(self, following, dtype, shape):
+        """The kernels' run of this operator and ``following`` on images of
+        this dtype and shape, or None; bound once per set of implementations."""
+        key = (following, dtype, shape, dispatch.generation())
+        bound = self._followed_binds.get(key, _UNBOUND)
+        if bound is _UNBOUND:
+            bound = None
+            mine = self._recent_call(dtype, shape)
+            if mine is not None and mine[1].bind_followed is not None:
+                theirs = following._recent_call(mine[0].output_dtype, mine[0].output_shape)
+                if theirs is not None:
+                    bound = mine[1].bind_followed(mine[0], theirs[0])
+            self._followed_binds[key] = bound
+        return bound
+
+    def _image_dtype(self):
+        """The dtype of images this operator's bound input zero point gives
+        (uint8 without one)."""
+        zero_point = self._constants.get("input_zero_point")
+        return np.uint8 if zero_point is None else np.asarray(zero_point).dtype
 
     def _run_bound(self, slots, n_threads):
         """The call on the bound kernel run when it is of the bound form

@@ -177,13 +177,41 @@ def test_a_depthwise_convolution_goes_channels_last_where_its_image_is_known_and
     size = [1 if isinstance(dim, str) else dim for dim in shape]
     feeds = {"x": np.random.default_rng(6).integers(0, 256, size, dtype=np.uint8)}
     session = qops.onnx.InferenceSession(model, n_threads=2)
-    layouts = {step.nodes[0]: step.channels_last for step in session.steps}
+    layouts = {node: step.channels_last for step in session.steps for node in step.nodes}
     assert layouts["depthwise"] == depthwise_layouts
     assert layouts["expand"] == (False, depthwise_layouts[0])
     (got,) = session.run(None, feeds)
     (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(None,
                                                                                     feeds)
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_an_expansion_and_its_channels_first_depthwise_convolution_run_as_one_step(
+        n_threads, stride):
+    """A 1 x 1 expansion whose only reader is a depthwise convolution of a
+    large image (both channels-first) is one step of the pair, whose blocks
+    of expanded channels are filtered in cache: the bytes of the session that
+    runs each node on its own, and of the literal graph.  An expansion that
+    is also a graph output stays a step of its own."""
+    model = _depthwise_model([1, 64, 40, 40], stride=stride)
+    feeds = {"x": np.random.default_rng(11).integers(0, 256, (1, 64, 40, 40), dtype=np.uint8)}
+    session = qops.onnx.InferenceSession(model, n_threads=n_threads)
+    [pair] = [step for step in session.steps if "depthwise" in step.nodes]
+    assert pair.nodes == ("expand", "depthwise") and pair.channels_last == (False, False)
+    assert pair.kind == "qops QLinearConv (compiled) + qops QLinearConv (compiled)"
+    assert pair.inputs == ("x",) and pair.outputs == ("dw",)
+    (literal,) = qops.onnx.InferenceSession(model, n_threads=n_threads, fuse=False,
+                                            channels_last=False).run(None, feeds)
+    for _ in range(2):
+        (got,) = session.run(None, feeds)
+        np.testing.assert_array_equal(got, literal)
+    model.graph.output.append(helper.make_tensor_value_info("expand", TensorProto.UINT8, None))
+    both = qops.onnx.InferenceSession(model, n_threads=n_threads)
+    assert not any(len(step.nodes) == 2 for step in both.steps)
+    got = both.run(None, feeds)
+    np.testing.assert_array_equal(got[0], literal)
 
 
 def test_an_expansion_of_few_channels_writes_channels_last_for_its_depthwise():

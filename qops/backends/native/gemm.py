@@ -644,14 +644,32 @@ def prepare_pointwise(call, variant=None):
         if fresh:
             product.set_output(call.output_shape, call.output_dtype, most_threads)
             run_data.fresh = product.run_fresh
+            run_data.product = product
         return run_data
 
     def run(call, out, n_threads):
         bound_run(call)(call.arrays["input"], out, n_threads)
 
+    def bind_followed(call, following):
+        """The compiled expansion and the compiled depthwise convolution of
+        its output (``following``) as one run of the kernels, each block of
+        expanded channels filtered while it is in cache
+        (kernels.BoundExpandDepthwise), or None where they do not take it."""
+        if (call.packed is None or following.packed is None or not is_depthwise(following)
+                or len(call.output_shape) != 4 or len(following.output_shape) != 4):
+            return None
+        depthwise = depthwise_arguments(following, call.output_dtype)
+        fused = kernels.BoundExpandDepthwise(
+            bound_run(call, True).product, *call.output_shape[2:], *depthwise,
+            *following.output_shape[2:], *_range(following.output_dtype))
+        if not fused.takes:
+            return None
+        fused.set_output(following.output_shape, following.output_dtype)
+        return fused.run_fresh
+
     return Prepared(run, derive,
                     lambda call: bound_run(call, True) if call.packed is not None else None,
-                    _channels_last(image, None))
+                    _channels_last(image, None), bind_followed=bind_followed)
 
 
 # -- 1 x 1 convolution of one-pixel images (a Gemm's rows) ----------------------------------
@@ -747,17 +765,27 @@ def is_depthwise(call):
     return filter.shape[1] == 1 and call.attributes["group_count"] > 1
 
 
+def depthwise_arguments(call, image_dtype):
+    """A depthwise convolution's arguments as depthwise2d takes them after
+    its image: (input_signed, input_zero, taps, filter_signed, filter_zero,
+    kernel_h, kernel_w, strides, dilations, start_padding, end_padding,
+    multiplier, out_zero, bias), from the call's derived values, for images
+    of ``image_dtype``."""
+    attributes, filter = call.attributes, call.arrays["filter"]
+    out_channels, _, kernel_h, kernel_w = filter.shape
+    input_zero, filter_zero, multiplier, out_zero, bias = call.values
+    return (image_dtype == np.int8, input_zero,
+            _bytes(filter).reshape(out_channels, kernel_h * kernel_w), _signed(filter),
+            filter_zero, kernel_h, kernel_w, attributes["strides"], attributes["dilations"],
+            attributes["start_padding"], attributes["end_padding"], multiplier, out_zero, bias)
+
+
 def prepare_depthwise(call, variant=None):
     """Depthwise convolutions of this signature on the depthwise kernels."""
-    attributes = call.attributes
-    image, filter = call.arrays["input"], call.arrays["filter"]
+    image = call.arrays["input"]
     kernels = variants.module(variant)
-    out_channels, _, kernel_h, kernel_w = filter.shape
+    out_channels = call.arrays["filter"].shape[0]
     low, high = _range(call.output_dtype)
-    geometry = (attributes["strides"], attributes["dilations"], attributes["start_padding"],
-                attributes["end_padding"])
-    image_signed, filter_signed = _signed(image), _signed(filter)
-    taps_shape = (out_channels, kernel_h * kernel_w)
     # A 1-D convolution's output has no height; the kernel writes its 2-D form.
     out_shape = call.output_shape[:2] + (-1, call.output_shape[-1])
 
@@ -770,14 +798,12 @@ def prepare_depthwise(call, variant=None):
         """run_data(image, out, n_threads) of a call with the filter and
         values of ``call``; with ``fresh`` (a compiled operator's bound
         calls), run_data.fresh too where the kernels have it (see Prepared)."""
-        input_zero, filter_zero, multiplier, out_zero, bias = call.values
-        taps = _bytes(call.arrays["filter"]).reshape(taps_shape)
+        arguments = depthwise_arguments(call, image.dtype)
         depthwise2d = kernels.depthwise2d
 
         def run_data(image, out, n_threads):
-            depthwise2d(_bytes(image), image_signed, input_zero, taps, filter_signed,
-                        filter_zero, kernel_h, kernel_w, *geometry, multiplier, out_zero, bias,
-                        out.view(np.uint8).reshape(out_shape), low, high, n_threads)
+            depthwise2d(_bytes(image), *arguments, out.view(np.uint8).reshape(out_shape), low,
+                        high, n_threads)
 
         if fresh and len(call.output_shape) == 4:
             # Where the kernels take the images channels-last, the filter's
@@ -788,11 +814,8 @@ def prepare_depthwise(call, variant=None):
         return run_data
 
     def bound_depthwise(call, input_channels_last=False, output_channels_last=False):
-        input_zero, filter_zero, multiplier, out_zero, bias = call.values
-        taps = _bytes(call.arrays["filter"]).reshape(taps_shape)
         return kernels.BoundDepthwise(
-            image.shape, image_signed, input_zero, taps, filter_signed, filter_zero, kernel_h,
-            kernel_w, *geometry, multiplier, out_zero, bias, call.output_shape,
+            image.shape, *depthwise_arguments(call, image.dtype), call.output_shape,
             call.output_dtype, low, high, input_channels_last, output_channels_last)
 
     def run(call, out, n_threads):

@@ -395,9 +395,17 @@ cdef void depthwise_tasks(void* context, Py_ssize_t start, Py_ssize_t stop,
 
 cdef void depthwise_task(void* context, Py_ssize_t job, int slot) noexcept nogil:
     """Output channel job % out_channels of image job // out_channels."""
-    cdef DepthwiseJob* d = <DepthwiseJob*>context
+    cdef const DepthwiseJob* d = <const DepthwiseJob*>context
     cdef Py_ssize_t index = job // d.out_channels
     cdef Py_ssize_t o = job % d.out_channels
+    depthwise_plane(d, d.image + index * d.image_stride + (o // d.per_channel) * d.plane_stride,
+                    o, d.out + job * d.out_h * d.out_w, slot)
+
+
+cdef void depthwise_plane(const DepthwiseJob* d, const uint8_t* source, Py_ssize_t o,
+                          uint8_t* target, int slot) noexcept nogil:
+    """Output channel o's plane into ``target`` from its input channel's
+    plane ``source`` (height x width bytes), in pool slot ``slot``'s scratch."""
     cdef int16_t* plane = <int16_t*>(d.scratch + slot * d.per_slot)
     cdef int32_t* weights = <int32_t*>(d.scratch + slot * d.per_slot + d.plane_bytes)
     cdef const uint8_t* taps = d.taps + o * d.kernel_h * d.kernel_w
@@ -422,15 +430,13 @@ cdef void depthwise_task(void* context, Py_ssize_t job, int slot) noexcept nogil
             weight_sum = weight_sum + first + second
             weight_magnitude = (weight_magnitude + (first if first >= 0 else -first)
                                 + (second if second >= 0 else -second))
-    depthwise_widen_plane(d.image + index * d.image_stride + (o // d.per_channel) * d.plane_stride,
-                          d.input_signed, d.width, d.pad_top, d.image_rows, d.pad_left,
+    depthwise_widen_plane(source, d.input_signed, d.width, d.pad_top, d.image_rows, d.pad_left,
                           d.first_chunk, d.chunks, d.masks, d.pitch, <uint8_t>d.input_zero, plane)
     depthwise_pairs_plane(plane, d.pitch, d.stride_h, d.span, d.kernel_rows, d.offsets, d.columns,
                           weights, d.out_h, d.out_w, d.interleaved,
                           <int32_t><uint32_t>(bias_o - d.input_zero * weight_sum),
                           (bias_o if bias_o >= 0 else -bias_o) + 255 * weight_magnitude,
-                          d.multiplier[o], d.out_zero[o], d.low, d.high,
-                          d.out + job * d.out_h * d.out_w)
+                          d.multiplier[o], d.out_zero[o], d.low, d.high, target)
 
 
 cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, int32_t input_zero,
@@ -445,7 +451,35 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     """depthwise2d through the variant's pair kernel (_depthwise_avx512.pxi,
     _depthwise_avx2.pxi, _depthwise_sse2.pxi), for horizontal strides 1
     and 2 and sums that fit int32 with their bias; one task per (image,
-    output channel), on the process's pool as a range.
+    output channel), on the process's pool as a range (describe_pairs)."""
+    cdef DepthwiseJob d
+    cdef int threads = slots_for(n_threads, out.shape[0] * out.shape[1])
+    cdef uint8_t* block = describe_pairs(
+        &d, image.shape[1], image.shape[2], image.shape[3], input_signed, input_zero,
+        &taps[0, 0], filter_signed, &filter_zero[0], kernel_h, kernel_w, stride_h, stride_w,
+        dilation_h, dilation_w, pad_top, pad_left, &multiplier[0], &out_zero[0], bias,
+        out.shape[1], out.shape[2], out.shape[3], low, high, threads)
+    d.image = &image[0, 0, 0, 0]
+    d.out = &out[0, 0, 0, 0]
+    with nogil:
+        run_range(depthwise_tasks, &d, out.shape[0] * d.out_channels, 1, threads)
+    free(block)
+
+
+cdef uint8_t* describe_pairs(DepthwiseJob* d, Py_ssize_t channels, Py_ssize_t height,
+                           Py_ssize_t width, bint input_signed, int32_t input_zero,
+                           const uint8_t* taps, bint filter_signed, const int32_t* filter_zero,
+                           Py_ssize_t kernel_h, Py_ssize_t kernel_w, Py_ssize_t stride_h,
+                           Py_ssize_t stride_w, Py_ssize_t dilation_h, Py_ssize_t dilation_w,
+                           Py_ssize_t pad_top, Py_ssize_t pad_left, const float* multiplier,
+                           const int32_t* out_zero, const int32_t* bias,
+                           Py_ssize_t out_channels, Py_ssize_t out_h, Py_ssize_t out_w,
+                           int32_t low, int32_t high, int threads) except NULL:
+    """The pair kernel's description of a depthwise convolution of images of
+    ``channels`` x ``height`` x ``width`` into ``out_channels`` x ``out_h`` x
+    ``out_w``, with scratch for ``threads`` pool slots (d.image and d.out
+    are the caller's to set); returns the one allocation it points into,
+    which the caller frees.
 
     Each thread (pool slot) has an int16 plane, rows `pitch` apart, 64-byte
     aligned, filled with the input zero point by its first task; each task widens its input
@@ -456,13 +490,9 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     else tap c alone.  The sums are of x * (w - w_zp), x_zp included, so the
     accumulators start at bias - x_zp * (sum of w - w_zp): modulo 2**32, and
     exact at the end, where the value fits int32."""
-    cdef DepthwiseJob d
-    cdef Py_ssize_t batch = out.shape[0], out_h = out.shape[2], out_w = out.shape[3]
-    cdef Py_ssize_t height = image.shape[2], width = image.shape[3]
     cdef Py_ssize_t blocks, columns_read, rows, end_column, i, r, t, kh, low_lane, high_lane
-    cdef int threads = slots_for(n_threads, batch * out.shape[1])
-    d.out_channels = out.shape[1]
-    d.per_channel = d.out_channels // image.shape[1]
+    d.out_channels = out_channels
+    d.per_channel = out_channels // channels
     d.paired = dilation_w == 1
     d.columns = ceil_div(kernel_w, 2) if d.paired else kernel_w
     # Blocks span 32 plane columns (stride 2: in pairs); the loads reach 32
@@ -482,12 +512,12 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     d.chunks = max(0, ceil_div(end_column, 32) - d.first_chunk)
     d.plane_bytes = round_up(rows * d.pitch * sizeof(int16_t), 64)
     d.per_slot = d.plane_bytes + round_up(kernel_h * d.columns * sizeof(int32_t), 64)
-    d.image = &image[0, 0, 0, 0]
-    d.image_stride = image.shape[1] * height * width
+    d.image = NULL
+    d.image_stride = channels * height * width
     d.plane_stride = height * width
-    d.taps = &taps[0, 0]
+    d.taps = taps
     d.filter_signed = filter_signed
-    d.filter_zero = &filter_zero[0]
+    d.filter_zero = filter_zero
     d.input_signed = input_signed
     d.input_zero = input_zero
     d.kernel_h = kernel_h
@@ -497,29 +527,30 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
     d.width = width
     d.pad_top = pad_top
     d.pad_left = pad_left
-    d.multiplier = &multiplier[0]
-    d.out_zero = &out_zero[0]
+    d.multiplier = multiplier
+    d.out_zero = out_zero
     d.bias = bias
-    d.out = &out[0, 0, 0, 0]
+    d.out = NULL
     d.out_h = out_h
     d.out_w = out_w
     d.low = low
     d.high = high
-    cdef Py_ssize_t* offsets = <Py_ssize_t*>malloc(d.columns * sizeof(Py_ssize_t))
-    cdef int32_t* kernel_rows = <int32_t*>malloc(4 * d.span * sizeof(int32_t))
-    cdef uint32_t* masks = <uint32_t*>malloc(max(d.chunks, 1) * sizeof(uint32_t))
-    cdef uint8_t* ready = <uint8_t*>calloc(threads, 1)
-    cdef uint8_t* scratch = <uint8_t*>malloc(threads * d.per_slot + 64)
-    if (scratch == NULL or offsets == NULL or kernel_rows == NULL or masks == NULL
-            or ready == NULL):
-        free(scratch)
-        free(offsets)
-        free(kernel_rows)
-        free(masks)
-        free(ready)
+    # One block: the scratch (64-byte aligned), then the offsets, the kernel
+    # rows, the masks and the slots' ready flags.
+    cdef Py_ssize_t scratch_bytes = threads * d.per_slot + 64
+    cdef Py_ssize_t offsets_at = round_up(scratch_bytes, 8)
+    cdef Py_ssize_t rows_at = offsets_at + d.columns * <Py_ssize_t>sizeof(Py_ssize_t)
+    cdef Py_ssize_t masks_at = rows_at + round_up(4 * d.span * sizeof(int32_t), 8)
+    cdef Py_ssize_t ready_at = masks_at + round_up(max(d.chunks, 1) * sizeof(uint32_t), 8)
+    cdef uint8_t* block = <uint8_t*>malloc(ready_at + threads)
+    if block == NULL:
         raise MemoryError()
-    d.scratch = scratch + (64 - (<size_t>scratch) % 64) % 64
-    d.ready = ready
+    d.scratch = block + (64 - (<size_t>block) % 64) % 64
+    cdef Py_ssize_t* offsets = <Py_ssize_t*>(block + offsets_at)
+    cdef int32_t* kernel_rows = <int32_t*>(block + rows_at)
+    cdef uint32_t* masks = <uint32_t*>(block + masks_at)
+    d.ready = block + ready_at
+    memset(d.ready, 0, threads)
     d.offsets = offsets
     d.kernel_rows = kernel_rows
     d.masks = masks
@@ -538,13 +569,7 @@ cdef void depthwise_pairs(const uint8_t[:, :, :, ::1] image, bint input_signed, 
         high_lane = min(max(pad_left + width - 32 * (d.first_chunk + t), 0), 32)
         masks[t] = <uint32_t>(((<uint64_t>1 << high_lane) - 1)
                               & ~((<uint64_t>1 << low_lane) - 1))
-    with nogil:
-        run_range(depthwise_tasks, &d, batch * d.out_channels, 1, threads)
-    free(scratch)
-    free(offsets)
-    free(kernel_rows)
-    free(masks)
-    free(ready)
+    return block
 
 
 cdef inline int32_t filter_tap(const uint8_t* taps, Py_ssize_t t, bint filter_signed,
