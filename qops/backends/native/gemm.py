@@ -30,11 +30,14 @@ __all__ = ["prepare_matmul", "prepare_integer_to_float", "prepare_convolution",
 _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128)
 _SINGLE_BATCH = np.zeros(1, np.int64)
 
-#: Multiply-adds that make a thread worth its start: about 15 to 30
-#: microseconds of one core, several times what handing a task to the pool
-#: costs on an idle machine.  Below it a thread adds little, and on a busy
-#: machine a worker may not get a core in time anyway.
-WORK_PER_THREAD = 1 << 20
+#: Multiply-adds that make a thread worth its start: a few microseconds of
+#: one core (about 2 with VNNI, 5 with AVX2), several times what handing a
+#: task to a waiting worker costs.  Below it a thread adds little, and on a
+#: busy machine a worker may not get a core in time anyway (the caller then
+#: takes its tasks).  Four times as many kept products of 0.5 to 2 million
+#: multiply-adds on one thread, 1.2 to 1.6 times slower
+#: (docs/performance_notes.rst).
+WORK_PER_THREAD = 1 << 18
 
 #: The multiply-adds a value of B is worth when a product counts its threads:
 #: a product of few rows reads each value of B (from memory, in a model) for
