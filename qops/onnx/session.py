@@ -18,6 +18,8 @@ calls:
    on a vectorized NumPy one where that one loops in Python
    (:mod:`qops.onnx._numpy_ops`).
 
+With channels-last tensors, a 1 x 1 expansion whose only reader is a
+depthwise convolution (both channels-first) becomes one step of the pair.
 A run is then a loop over the prepared calls, freeing each intermediate
 value after its last reader.
 """

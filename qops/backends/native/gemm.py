@@ -35,8 +35,7 @@ _SINGLE_BATCH = np.zeros(1, np.int64)
 #: task to a waiting worker costs.  Below it a thread adds little, and on a
 #: busy machine a worker may not get a core in time anyway (the caller then
 #: takes its tasks).  Four times as many kept products of 0.5 to 2 million
-#: multiply-adds on one thread, 1.2 to 1.6 times slower
-#: (docs/performance_notes.rst).
+#: multiply-adds on one thread, and slower (docs/performance_notes.rst).
 WORK_PER_THREAD = 1 << 18
 
 #: The multiply-adds a value of B is worth when a product counts its threads:

@@ -13,8 +13,8 @@
 cdef enum:
     # Bytes of expanded planes a task makes and filters: with the packed
     # image beside them, inside a core's L2 of 1 MB (Zen 4, Skylake-SP).
-    # Blocks of half as many channels ran MobileNetV2's first expansion
-    # 1.16 times slower on two threads (docs/performance_notes.rst).
+    # Blocks of half as many channels were slower on two threads
+    # (docs/performance_notes.rst).
     EXPANDED_BLOCK_BYTES = 384 * 1024
     # Bytes past each slot's planes: the GEMM's stores end inside them.
     PLANES_SLACK = 4096
