@@ -102,6 +102,8 @@ def reset_num_threads() -> None:
 
 def resolve_threads(n_threads=None) -> int:
     """A call's thread count: ``n_threads`` if given, else the default."""
+    if type(n_threads) is int and 1 <= n_threads <= MAX_THREADS:
+        return n_threads  # (every step of a session's run: checked at once)
     if n_threads is None:
         in_context = _context_setting.get()
         return get_num_threads() if in_context is None else in_context

@@ -399,3 +399,34 @@ def test_a_data_runner_takes_the_bound_run_and_falls_back_to_the_call(monkeypatc
     open_scale = qops.compile("QUANTIZED_LINEAR_CONVOLUTION",
                               **{k: v for k, v in constants.items() if k != "input_scale"})
     assert open_scale.data_runner() is None
+
+
+def test_a_channels_last_runner_follows_each_image_s_form():
+    """channels_last_runner keeps its last form's kernel run: images of two
+    shapes of the same bytes, alternating (and after the implementations
+    are switched), each give the plain function's values for their own
+    shape, in and out channels-last."""
+    from qops.backends import dispatch
+
+    rng = np.random.default_rng(8)
+    constants = dict(filter=ints(rng, (64, 64, 1, 1), i8),
+                     filter_scale=rng.uniform(0.01, 0.03, 64).astype(f32),
+                     bias=rng.integers(-2000, 2000, 64).astype(np.int32), input_scale=f32(0.05),
+                     input_zero_point=u8(120), output_scale=f32(2.0), output_zero_point=u8(128))
+    compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
+    run = compiled.channels_last_runner(True, True)
+
+    def plain(image):
+        first = np.ascontiguousarray(image.transpose(0, 3, 1, 2))
+        return qops.quantized_linear_convolution(input=first, **constants).transpose(0, 2, 3, 1)
+
+    for step in range(6):
+        shape = (1, 8, 4, 64) if step % 2 else (1, 4, 8, 64)
+        image = ints(rng, shape, u8)
+        if step == 4:
+            dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "kernels", False)
+        try:
+            got = run(2, image)
+        finally:
+            dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "kernels", True)
+        assert got.shape == shape and np.array_equal(got, plain(image))
