@@ -744,6 +744,11 @@ class CompiledOperator:
                     form = bound.form
                     if data.shape == form[1] and (data.dtype is form[0]
                                                   or data.dtype == form[0]):
+                        fresh = bound.fresh
+                        if fresh is not None:
+                            result = fresh(data, resolve_threads(n_threads))
+                            if result is not None:
+                                return result
                         return bound.run(n_threads, data)
                 return self(n_threads=n_threads, **{name: data})
 
