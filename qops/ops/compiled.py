@@ -749,7 +749,7 @@ class CompiledOperator:
                             result = fresh(data, resolve_threads(n_threads))
                             if result is not None:
                                 return result
-                        return bound.run(n_threads, data)
+                        return bound.run_into_new(n_threads, data)
                 return self(n_threads=n_threads, **{name: data})
 
             return run_one

@@ -430,6 +430,10 @@ class Bound(NamedTuple):
             result = self.fresh(*data, resolve_threads(n_threads))
             if result is not None:
                 return result
+        return self.run_into_new(n_threads, *data)
+
+    def run_into_new(self, n_threads, *data):
+        """:meth:`run` without ``fresh``: ``run_data`` into a new output."""
         result = empty_output(self.output_shape, self.output_dtype)
         if self.layout_shapes is not None:
             data = tuple(operand if shape is None else operand.reshape(shape)
