@@ -78,13 +78,16 @@ class Prepared:
     new output with A's zero point (one integer) and the multipliers (as the
     value checks make them from the call's scales) given per call and
     everything else taken from ``call`` once, or ``None`` where it cannot.
-    ``bind_followed(call, following)``, when given (a 1 x 1 convolution's),
-    binds a compiled operator's calls followed by another compiled
-    operator's on their output (``following``: that operator's call, its
-    values derived): it returns ``run(image, n_threads)``, the two as one run
-    of the kernels into a new output of the second (``None``, nothing run,
-    for an image it does not take as it is), or ``None`` where the kernels
-    do not run the pair.
+    ``bind_followed(call, following, following_prepared)``, when given (a
+    1 x 1 convolution's), binds a compiled operator's calls followed by
+    another compiled operator's on their output (``following``: that
+    operator's call, its values derived by ``following_prepared``): it
+    returns ``run(image, n_threads)``, the two as one run of the kernels
+    into a new output of the second (``None``, nothing run, for an image it
+    does not take as it is), or ``None`` where the kernels do not run the
+    pair.  ``followed_arguments(call, image_dtype)``, when given (a
+    depthwise convolution's on its own kernels), is what such a pair reads
+    of the second operator's call.
     """
 
     run: Callable
@@ -93,6 +96,7 @@ class Prepared:
     bind_channels_last: Callable = None
     bind_parameters: Callable = None
     bind_followed: Callable = None
+    followed_arguments: Callable = None
 
     def run_once(self, call, out, n_threads):
         """Derive the call's values (when this derives any), then run it."""

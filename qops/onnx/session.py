@@ -157,7 +157,9 @@ class InferenceSession:
         depthwise convolution and fixed input shapes, the session runs once
         on zeros as it is built to learn its images' sizes (the kernel takes
         small ones); a model whose run fails on zeros keeps those
-        convolutions channels-first.
+        convolutions channels-first.  With ``fuse`` too, a channels-first
+        1 x 1 expansion whose only reader is a depthwise convolution runs
+        with it as one step, the expanded tensor never stored whole.
 
     Raises
     ------
@@ -216,7 +218,8 @@ class InferenceSession:
                 for step in steps) else {}
             steps = _layout.channels_last(steps, {arg.name for arg in self._inputs},
                                           graph.graph_outputs, graph.constants, shapes)
-            steps = self._fused_convolutions(steps, shapes)
+            if fuse:
+                steps = self._fused_convolutions(steps, shapes)
         self._steps_list = steps
         self._plan_frees()
         self._constants_env = {name: graph.constants[name] for name in self._constant_reads}

@@ -888,7 +888,8 @@ class CompiledOperator:
         as :meth:`takes_channels_last`): the output is ``following``'s on
         this one's, bit for bit, and this one's output is never stored whole.
         Any other image runs the two calls in turn.  ``None`` where the
-        kernels do not run the pair (each then runs on its own).
+        kernels do not run the pair (each then runs on its own), images of
+        that shape and dtype included that the two do not take together.
         """
         if (not self._runs_channels_last() or not isinstance(following, CompiledOperator)
                 or not following._runs_channels_last() or len(image_shape) != 4):
@@ -901,7 +902,7 @@ class CompiledOperator:
         def run(n_threads, image):
             if type(image) is np.ndarray and image.dtype == dtype and image.shape == image_shape:
                 made = self._bound_followed(following, dtype, image_shape)
-                result = None if made is None else made(image, n_threads)
+                result = None if made is None else made(image, resolve_threads(n_threads))
                 if result is not None:
                     return result
             return following(self(image, n_threads=n_threads), n_threads=n_threads)
@@ -915,11 +916,19 @@ class CompiledOperator:
         bound = self._followed_binds.get(key, _UNBOUND)
         if bound is _UNBOUND:
             bound = None
-            mine = self._recent_call(dtype, shape)
-            if mine is not None and mine[1].bind_followed is not None:
-                theirs = following._recent_call(mine[0].output_dtype, mine[0].output_shape)
-                if theirs is not None:
-                    bound = mine[1].bind_followed(mine[0], theirs[0])
+            # A 1 x 1 convolution and a depthwise one, before anything runs.
+            filters = (self._constants.get("filter"), following._constants.get("filter"))
+            if (all(isinstance(filter, np.ndarray) and filter.ndim == 4 for filter in filters)
+                    and filters[0].shape[2:] == (1, 1) and filters[1].shape[1] == 1):
+                try:
+                    mine = self._recent_call(dtype, shape)
+                    if mine is not None and mine[1].bind_followed is not None:
+                        theirs = following._recent_call(mine[0].output_dtype,
+                                                        mine[0].output_shape)
+                        if theirs is not None:
+                            bound = mine[1].bind_followed(mine[0], *theirs)
+                except ValidationError:
+                    bound = None  # (images the two do not take together: each call says why)
             self._followed_binds[key] = bound
         return bound
 

@@ -323,3 +323,23 @@ def test_a_max_pooling_keeps_its_input_s_layout_where_everything_around_it_takes
     layouts = _layouts(steps, outputs=outputs)
     layouts.pop("shape", None)
     assert layouts == expected
+
+
+def test_mobilenet_v2_s_first_expansions_run_with_their_depthwise_convolutions():
+    """A QDQ MobileNetV2 (the example's small form) runs its channels-first
+    expansions with their depthwise convolutions as single steps: the
+    bytes of a session that runs each group on its own (channels-first),
+    and of one that fuses nothing (``fuse=False``, which makes no pairs)."""
+    from qops.onnx import examples
+
+    model = examples.by_name("mobilenet_v2-qdq-per-channel").build(0, small=True)
+    feeds = examples.random_inputs(model, 1)
+    session = qops.onnx.InferenceSession(model, n_threads=2)
+    pairs = [step for step in session.steps if step.kind == "QDQ Conv + QDQ Conv"]
+    assert pairs and all(len(step.nodes) == len(set(step.nodes)) > 2 for step in pairs)
+    literal = qops.onnx.InferenceSession(model, n_threads=2, fuse=False)
+    assert not any(" + " in step.kind for step in literal.steps)
+    (want,) = qops.onnx.InferenceSession(model, n_threads=2, channels_last=False).run(None, feeds)
+    for _ in range(2):
+        np.testing.assert_array_equal(session.run(None, feeds)[0], want)
+    np.testing.assert_array_equal(literal.run(None, feeds)[0], want)

@@ -34,8 +34,8 @@ _SINGLE_BATCH = np.zeros(1, np.int64)
 #: one core (about 2 with VNNI, 5 with AVX2), several times what handing a
 #: task to a waiting worker costs.  Below it a thread adds little, and on a
 #: busy machine a worker may not get a core in time anyway (the caller then
-#: takes its tasks).  Four times as many kept products of 0.5 to 2 million
-#: multiply-adds on one thread, and slower (docs/performance_notes.rst).
+#: takes its tasks).  At four times this, products of 0.5 to 2 million
+#: multiply-adds ran on one thread, and slower (docs/performance_notes.rst).
 WORK_PER_THREAD = 1 << 18
 
 #: The multiply-adds a value of B is worth when a product counts its threads:
@@ -652,15 +652,17 @@ def prepare_pointwise(call, variant=None):
     def run(call, out, n_threads):
         bound_run(call)(call.arrays["input"], out, n_threads)
 
-    def bind_followed(call, following):
+    def bind_followed(call, following, following_prepared):
         """The compiled expansion and the compiled depthwise convolution of
-        its output (``following``) as one run of the kernels, each block of
-        expanded channels filtered while it is in cache
-        (kernels.BoundExpandDepthwise), or None where they do not take it."""
-        if (call.packed is None or following.packed is None or not is_depthwise(following)
+        its output (``following``, on the depthwise kernels) as one run of
+        the kernels, each block of expanded channels filtered while it is in
+        cache (kernels.BoundExpandDepthwise), or None where they do not take
+        it."""
+        if (call.packed is None or following.packed is None
+                or following_prepared.followed_arguments is None
                 or len(call.output_shape) != 4 or len(following.output_shape) != 4):
             return None
-        depthwise = depthwise_arguments(following, call.output_dtype)
+        depthwise = following_prepared.followed_arguments(following, call.output_dtype)
         fused = kernels.BoundExpandDepthwise(
             bound_run(call, True).product, *call.output_shape[2:], *depthwise,
             *following.output_shape[2:], *_range(following.output_dtype))
@@ -834,7 +836,7 @@ def prepare_depthwise(call, variant=None):
 
     return Prepared(run, derive,
                     lambda call: bound_run(call, True) if call.packed is not None else None,
-                    bind_channels_last)
+                    bind_channels_last, followed_arguments=depthwise_arguments)
 
 
 #: A validated call run once, on a named variant with ``variant=`` (the tests

@@ -6,9 +6,10 @@
 # 1.2 MB, written out and read back.  Here each task expands a block of
 # channels into its own thread's planes, few enough to stay in L2, and the
 # depthwise pair kernel filters them from there into the output.  Both
-# halves are the two operators' own kernels (run_gemm on the expansion's
-# bound product, depthwise_plane), so every value and every rounding is
-# theirs, bit for bit.
+# halves are kernels of the two operators (run_gemm on the expansion's
+# bound product, depthwise_plane, as depthwise2d's pair driver runs it):
+# exact sums and the contract's requantization, so the bytes are the two
+# calls', whichever depthwise kernel a call of its own would take.
 
 cdef enum:
     # Bytes of expanded planes a task makes and filters: with the packed
@@ -16,7 +17,8 @@ cdef enum:
     # Blocks of half as many channels were slower on two threads
     # (docs/performance_notes.rst).
     EXPANDED_BLOCK_BYTES = 384 * 1024
-    # Bytes past each slot's planes: the GEMM's stores end inside them.
+    # Bytes past each slot's planes, a margin (the GEMM's stores end at the
+    # last plane's last byte).
     PLANES_SLACK = 4096
 
 
@@ -134,9 +136,6 @@ cdef class BoundExpandDepthwise:
         self.batch = expand.batches
         self.image_bytes = expand.b_batches * expand.k * expand.n
         self.takes = False
-        if bias is not None:
-            bias_view = bias
-            bias_ptr = &bias_view[0]
         # The expansion as prepare_pointwise binds it: one filter, each image
         # packed during the run, its rows' terms made before.
         if (expand.empty or not expand.during or expand.a_per_call or expand.sums_in_run
@@ -146,8 +145,14 @@ cdef class BoundExpandDepthwise:
         # The pair kernel, one output channel per expanded channel.
         if (not DEPTHWISE_PAIRS or stride_w > 2 or count > MAX_TAPS or m == 0
                 or out_h == 0 or out_w == 0 or taps.shape[0] != m
-                or (bias is not None and len(bias) != m)
-                or not sums_fit_int32(count, bias_ptr, m)):
+                or (bias is not None and (not isinstance(bias, np.ndarray)
+                                          or bias.dtype != np.int32 or bias.shape != (m,)))):
+            return
+        if bias is not None:
+            bias = np.ascontiguousarray(bias)
+            bias_view = bias
+            bias_ptr = &bias_view[0]
+        if not sums_fit_int32(count, bias_ptr, m):
             return
         # depthwise2d's contract: per-channel vectors complete, every tap of
         # every output inside the padded plane.
@@ -205,8 +210,9 @@ cdef class BoundExpandDepthwise:
         cdef Py_ssize_t tasks = self.batch * self.blocks
         cdef int threads = slots_for(n_threads, tasks)
         keep = []
-        # B packed during the run, as BoundProduct.run_on packs it: each
-        # column tile by the first task that reads it, the others waiting.
+        # B packed into this thread's workspaces, as BoundProduct.run_on has
+        # it packed during its run, but every column tile first, on every
+        # thread (pack_column_tiles), before any task multiplies.
         gemm.b = <int8_t*>workspace_bytes("packed b", expand.b_batches * expand.b_stride, keep)
         epilogue.column_sum = <int64_t*>workspace_bytes(
             "column sums", expand.b_batches * expand.colsum_stride * sizeof(int64_t), keep)

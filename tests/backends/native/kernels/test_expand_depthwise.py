@@ -61,7 +61,7 @@ def _compiled(slots, attributes):
     (24, 144, (16, 24), 1, np.int8),
     (7, 30, (8, 8), 2, np.uint8),        # channels past a whole micro-tile
     (32, 200, (16, 16), 1, np.uint8),    # several blocks of channels
-    (4, 6, (96, 96), 2, np.int8),        # one block, planes past the L2 budget
+    (4, 6, (264, 256), 2, np.int8),      # one micro-tile's planes past the L2 budget
 ])
 def test_the_pair_is_the_two_convolutions(variant, channels, expanded, size, stride, in_type,
                                           monkeypatch):
@@ -80,7 +80,7 @@ def test_the_pair_is_the_two_convolutions(variant, channels, expanded, size, str
         shape = (batch, channels, *size)
         run = first.followed_runner(second, shape)
         assert run is not None
-        for n_threads in (1, 2, 3):
+        for n_threads in (1, 2, 3, None):
             image = random_values(rng, shape, in_type)
             middle = _expected(image, expand, expand_attributes)
             expected = _expected(middle, depthwise, depthwise_attributes)
@@ -95,10 +95,11 @@ def test_the_pair_is_the_two_convolutions(variant, channels, expanded, size, str
        kernel=st.sampled_from([1, 3, 5]), dilation=st.sampled_from([1, 2]),
        in_type=st.sampled_from([np.uint8, np.int8]),
        filter_type=st.sampled_from([np.uint8, np.int8]), per_channel=st.booleans(),
-       with_bias=st.booleans(), pads=st.tuples(*[st.integers(0, 2)] * 4))
+       with_bias=st.booleans(), pads=st.tuples(*[st.integers(0, 2)] * 4),
+       batch=st.integers(1, 2))
 def test_any_pair_is_the_two_convolutions(seed, channels, expanded, rows, stride, kernel,
                                           dilation, in_type, filter_type, per_channel, with_bias,
-                                          pads):
+                                          pads, batch):
     """Any expansion and depthwise convolution (filter zero points, one or
     many scales, with and without bias, any padding, dilation and stride):
     the pair's runner gives the reference's values of the two in turn,
@@ -115,7 +116,7 @@ def test_any_pair_is_the_two_convolutions(seed, channels, expanded, rows, stride
         with_bias)
     first, second = _compiled(expand, expand_attributes), _compiled(depthwise,
                                                                     depthwise_attributes)
-    shape = (1, channels, rows * 2, width)
+    shape = (batch, channels, rows * 2, width)
     run = first.followed_runner(second, shape)
     image = random_values(rng, shape, in_type)
     expected = _expected(_expected(image, expand, expand_attributes), depthwise,
@@ -160,6 +161,22 @@ def test_the_pair_is_fused_where_the_kernels_take_it(monkeypatch):
     assert padded.followed_runner(second, shape) is None
 
 
+def test_a_pair_the_kernels_do_not_take_has_no_runner():
+    """A follower of another dtype than the expansion's output, or whose
+    depthwise filter's taps overflow the pair kernel's sums with a bias,
+    gives no runner rather than an error."""
+    rng = np.random.default_rng(13)
+    expand, expand_attributes, depthwise, depthwise_attributes = _pair(
+        rng, 8, 24, 1, 3, 1, ((1, 1), (1, 1)), np.uint8, np.int8, False, True)
+    first = _compiled(expand, expand_attributes)
+    other_type = dict(depthwise, input_zero_point=np.int8(0), output_zero_point=np.int8(0))
+    assert first.followed_runner(_compiled(other_type, depthwise_attributes),
+                                 (1, 8, 16, 16)) is None
+    large = dict(depthwise, filter=random_values(rng, (24, 1, 65, 65), np.int8))
+    padded = dict(depthwise_attributes, start_padding=(32, 32), end_padding=(32, 32))
+    assert first.followed_runner(_compiled(large, padded), (1, 8, 16, 16)) is None
+
+
 def test_the_pair_follows_the_selected_implementations():
     """With the pointwise kernels switched off the runner runs the two
     operators' own calls (the same values); switched on again, the kernels
@@ -184,3 +201,11 @@ def test_the_pair_follows_the_selected_implementations():
         _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "pointwise kernels", True)
     assert first._bound_followed(second, image.dtype, shape) is not None
     assert np.array_equal(run(1, image), expected)
+    # A depthwise convolution planned elsewhere (the GEMM kernels) is not
+    # taken into the pair.
+    _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", False)
+    try:
+        assert first._bound_followed(second, image.dtype, shape) is None
+        assert np.array_equal(run(2, image), expected)
+    finally:
+        _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", True)
