@@ -367,16 +367,22 @@ def test_a_convolution_like_the_last_runs_its_bound_kernel(form, input_type, mon
     assert planned == [1]
 
 
+def _pointwise_constants(rng, channels, out_channels):
+    """Every slot but the image of a 1 x 1 convolution, per-channel scales."""
+    return dict(filter=ints(rng, (out_channels, channels, 1, 1), i8),
+                filter_scale=rng.uniform(0.01, 0.03, out_channels).astype(f32),
+                bias=rng.integers(-2000, 2000, out_channels).astype(np.int32),
+                input_scale=f32(0.05), input_zero_point=u8(120), output_scale=f32(2.0),
+                output_zero_point=u8(128))
+
+
 def test_a_data_runner_takes_the_bound_run_and_falls_back_to_the_call(monkeypatch):
     """data_runner (a session's way in): calls of the bound form go to the
     bound kernel run without the plans, any other form (another shape or
     dtype) through the operator's call, every result the plain function's;
     an operator whose calls bring parameters has none."""
     rng = np.random.default_rng(5)
-    constants = dict(filter=ints(rng, (24, 16, 1, 1), i8),
-                     filter_scale=rng.uniform(0.01, 0.03, 24).astype(f32),
-                     bias=rng.integers(-2000, 2000, 24).astype(np.int32), input_scale=f32(0.05),
-                     input_zero_point=u8(120), output_scale=f32(2.0), output_zero_point=u8(128))
+    constants = _pointwise_constants(rng, 16, 24)
     compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
     run = compiled.data_runner()
 
@@ -409,10 +415,7 @@ def test_a_channels_last_runner_follows_each_image_s_form():
     from qops.backends import dispatch
 
     rng = np.random.default_rng(8)
-    constants = dict(filter=ints(rng, (64, 64, 1, 1), i8),
-                     filter_scale=rng.uniform(0.01, 0.03, 64).astype(f32),
-                     bias=rng.integers(-2000, 2000, 64).astype(np.int32), input_scale=f32(0.05),
-                     input_zero_point=u8(120), output_scale=f32(2.0), output_zero_point=u8(128))
+    constants = _pointwise_constants(rng, 64, 64)
     compiled = qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **constants)
     run = compiled.channels_last_runner(True, True)
 

@@ -2,6 +2,8 @@
 (_expand_depthwise.pxi, CompiledOperator.followed_runner): the two
 operators' values, bit for bit, against the reference of each in turn."""
 
+import types
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -53,6 +55,20 @@ def _expected(image, slots, attributes):
 
 def _compiled(slots, attributes):
     return qops.compile("QUANTIZED_LINEAR_CONVOLUTION", **slots, **attributes)
+
+
+def _simple_pair(seed, expanded, stride, with_bias, size):
+    """8 channels expanded into ``expanded``, a 3 x 3 depthwise convolution
+    padded by one: the slots, the two compiled operators, the image's shape,
+    the pair's runner and an image."""
+    rng = np.random.default_rng(seed)
+    slots = _pair(rng, 8, expanded, stride, 3, 1, ((1, 1), (1, 1)), np.uint8, np.int8, False,
+                  with_bias)
+    first, second = _compiled(*slots[:2]), _compiled(*slots[2:])
+    shape = (1, 8, size, size)
+    return types.SimpleNamespace(slots=slots, first=first, second=second, shape=shape,
+                                 run=first.followed_runner(second, shape),
+                                 image=random_values(rng, shape, np.uint8))
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -132,14 +148,9 @@ def test_the_pair_is_fused_where_the_kernels_take_it(monkeypatch):
     two run as one, their middle never made (neither operator is called);
     with strides of 3 across, one output channel of two per channel, or an
     expansion that is not 1 x 1 without strides there is no runner."""
-    rng = np.random.default_rng(5)
-    expand, expand_attributes, depthwise, depthwise_attributes = _pair(
-        rng, 8, 48, 2, 3, 1, ((1, 1), (1, 1)), np.uint8, np.int8, False, True)
-    first = _compiled(expand, expand_attributes)
-    second = _compiled(depthwise, depthwise_attributes)
-    shape = (1, 8, 32, 32)
-    run = first.followed_runner(second, shape)
-    image = random_values(rng, shape, np.uint8)
+    rng, pair = np.random.default_rng(5), _simple_pair(5, 48, 2, True, 32)
+    expand, expand_attributes, depthwise, depthwise_attributes = pair.slots
+    first, second, shape, run, image = pair.first, pair.second, pair.shape, pair.run, pair.image
     expected = second(first(image))
     called = []
     for operator in (first, second):
@@ -178,34 +189,23 @@ def test_a_pair_the_kernels_do_not_take_has_no_runner():
 
 
 def test_the_pair_follows_the_selected_implementations():
-    """With the pointwise kernels switched off the runner runs the two
-    operators' own calls (the same values); switched on again, the kernels
-    run the pair again."""
-    rng = np.random.default_rng(9)
-    expand, expand_attributes, depthwise, depthwise_attributes = _pair(
-        rng, 8, 24, 1, 3, 1, ((1, 1), (1, 1)), np.uint8, np.int8, False, False)
-    first = _compiled(expand, expand_attributes)
-    second = _compiled(depthwise, depthwise_attributes)
-    shape = (1, 8, 16, 16)
-    run = first.followed_runner(second, shape)
-    image = random_values(rng, shape, np.uint8)
+    """With the pointwise or the depthwise kernels switched off the runner
+    runs the two operators' own calls (the same values); switched on again,
+    the kernels run the pair again."""
+    pair = _simple_pair(9, 24, 1, False, 16)
+    expand, expand_attributes, depthwise, depthwise_attributes = pair.slots
+    first, second, shape, run, image = pair.first, pair.second, pair.shape, pair.run, pair.image
     expected = _expected(_expected(image, expand, expand_attributes), depthwise,
                          depthwise_attributes)
     assert np.array_equal(run(1, image), expected)
-    assert first._bound_followed(second, image.dtype, shape) is not None
-    _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "pointwise kernels", False)
-    try:
-        assert first._bound_followed(second, image.dtype, shape) is None
+    # Either half planned elsewhere (the depthwise convolution on the GEMM
+    # kernels, say): no pair, and the same values; switched back, the pair.
+    for switched in ("pointwise kernels", "depthwise kernels"):
+        assert first._bound_followed(second, image.dtype, shape) is not None
+        _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", switched, False)
+        try:
+            assert first._bound_followed(second, image.dtype, shape) is None
+            assert np.array_equal(run(2, image), expected)
+        finally:
+            _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", switched, True)
         assert np.array_equal(run(1, image), expected)
-    finally:
-        _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "pointwise kernels", True)
-    assert first._bound_followed(second, image.dtype, shape) is not None
-    assert np.array_equal(run(1, image), expected)
-    # A depthwise convolution planned elsewhere (the GEMM kernels) is not
-    # taken into the pair.
-    _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", False)
-    try:
-        assert first._bound_followed(second, image.dtype, shape) is None
-        assert np.array_equal(run(2, image), expected)
-    finally:
-        _dispatch.set_enabled("QUANTIZED_LINEAR_CONVOLUTION", "depthwise kernels", True)
