@@ -42,7 +42,8 @@ def _pair(rng, channels, expanded, stride, kernel, dilation, padding, in_type, f
                      output_zero_point=random_values(rng, (), in_type))
     expand_attributes = dict(strides=(1, 1), dilations=(1, 1), start_padding=(0, 0),
                              end_padding=(0, 0), group_count=1)
-    depthwise_attributes = dict(strides=(stride, stride), dilations=(dilation, dilation),
+    strides = stride if isinstance(stride, tuple) else (stride, stride)
+    depthwise_attributes = dict(strides=strides, dilations=(dilation, dilation),
                                 start_padding=padding[0], end_padding=padding[1],
                                 group_count=expanded)
     return expand, expand_attributes, depthwise, depthwise_attributes
@@ -107,7 +108,8 @@ def test_the_pair_is_the_two_convolutions(variant, channels, expanded, size, str
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), channels=st.integers(1, 40),
-       expanded=st.integers(1, 80), rows=st.integers(1, 6), stride=st.sampled_from([1, 2]),
+       expanded=st.integers(1, 80), rows=st.integers(1, 6),
+       stride=st.sampled_from([1, 2, (1, 2), (2, 1), (3, 1)]),
        kernel=st.sampled_from([1, 3, 5]), dilation=st.sampled_from([1, 2]),
        in_type=st.sampled_from([np.uint8, np.int8]),
        filter_type=st.sampled_from([np.uint8, np.int8]), per_channel=st.booleans(),
@@ -117,7 +119,8 @@ def test_any_pair_is_the_two_convolutions(seed, channels, expanded, rows, stride
                                           dilation, in_type, filter_type, per_channel, with_bias,
                                           pads, batch):
     """Any expansion and depthwise convolution (filter zero points, one or
-    many scales, with and without bias, any padding, dilation and stride):
+    many scales, with and without bias, any padding, dilation and strides,
+    unequal ones too):
     the pair's runner gives the reference's values of the two in turn,
     whether the kernels run them as one or each on its own."""
     rng = np.random.default_rng(seed)
