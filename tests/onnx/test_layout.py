@@ -186,6 +186,14 @@ def test_a_depthwise_convolution_goes_channels_last_where_its_image_is_known_and
     np.testing.assert_array_equal(got, want)
 
 
+def _skip_without_pair_kernel():
+    """Pairs need the depthwise pair kernel (every x86-64 build has it)."""
+    from qops.backends.native import variants
+
+    if not variants.module().PAIR_KERNEL:
+        pytest.skip("this build's kernels have no depthwise pair kernel")
+
+
 @pytest.mark.parametrize("n_threads", [1, 2])
 @pytest.mark.parametrize("stride", [1, 2])
 def test_an_expansion_and_its_channels_first_depthwise_convolution_run_as_one_step(
@@ -195,6 +203,7 @@ def test_an_expansion_and_its_channels_first_depthwise_convolution_run_as_one_st
     of expanded channels are filtered in cache: the bytes of the session that
     runs each node on its own, and of the literal graph.  An expansion that
     is also a graph output stays a step of its own."""
+    _skip_without_pair_kernel()
     model = _depthwise_model([1, 64, 40, 40], stride=stride)
     feeds = {"x": np.random.default_rng(11).integers(0, 256, (1, 64, 40, 40), dtype=np.uint8)}
     session = qops.onnx.InferenceSession(model, n_threads=n_threads)
@@ -332,6 +341,7 @@ def test_mobilenet_v2_s_first_expansions_run_with_their_depthwise_convolutions()
     and of one that fuses nothing (``fuse=False``, which makes no pairs)."""
     from qops.onnx import examples
 
+    _skip_without_pair_kernel()
     model = examples.by_name("mobilenet_v2-qdq-per-channel").build(0, small=True)
     feeds = examples.random_inputs(model, 1)
     session = qops.onnx.InferenceSession(model, n_threads=2)

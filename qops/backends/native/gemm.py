@@ -31,11 +31,11 @@ _FLIP = 128  # x ^ 0x80 moves int8 to uint8 (x + 128) and uint8 to int8 (x - 128
 _SINGLE_BATCH = np.zeros(1, np.int64)
 
 #: Multiply-adds that make a thread worth its start: a few microseconds of
-#: one core (about 2 with VNNI, 5 with AVX2), several times what handing a
-#: task to a waiting worker costs.  Below it a thread adds little, and on a
-#: busy machine a worker may not get a core in time anyway (the caller then
-#: takes its tasks).  At four times this, products of 0.5 to 2 million
-#: multiply-adds ran on one thread, and slower (docs/performance_notes.rst).
+#: one core, several times what handing a task to a waiting worker costs.
+#: Below it a thread adds little, and on a busy machine a worker may not get
+#: a core in time anyway (the caller then takes its tasks).  At four times
+#: this, products of 0.5 to 2 million multiply-adds ran on one thread, and
+#: slower (docs/performance_notes.rst).
 WORK_PER_THREAD = 1 << 18
 
 #: The multiply-adds a value of B is worth when a product counts its threads:

@@ -53,6 +53,10 @@ cdef enum:
 #: The most filter taps the depthwise kernels take (the glue routes larger
 #: filters to the GEMM kernels).
 DEPTHWISE_MAX_TAPS = MAX_TAPS
+#: Whether this variant has the pair kernel (every x86-64 one; a portable
+#: build for another target runs the row kernel), which an expansion and its
+#: depthwise convolution run as one job need (BoundExpandDepthwise).
+PAIR_KERNEL = bool(DEPTHWISE_PAIRS)
 
 
 cdef inline void centre_row(const uint8_t* source, Py_ssize_t count, Py_ssize_t step,
